@@ -1,0 +1,115 @@
+"""Feed-forward families and their closed-form parameter counts.
+
+Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→d. MoE: E routed experts
+(each a Dense or Gated FFN of d_ff), a router d→E, optional shared experts always applied, and
+optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from .attention import linear
+from .base import Frozen, NonNegInt, Parts, PosInt
+
+Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
+
+
+def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
+    """One MLP: {gate, up, down}; gate only when gated. Biases add d_ff (gate, up) or d (down)."""
+    parts = {"up": linear(d_model, d_ff, bias), "down": linear(d_ff, d_model, bias)}
+    return {"gate": linear(d_model, d_ff, bias)} | parts if gated else parts
+
+
+class Dense(Frozen):
+    """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
+
+    kind: Literal["dense"] = "dense"
+    d_ff: PosInt
+    activation: Activation = "gelu"
+    bias: bool = False
+
+    def params(self, d_model: int) -> Parts:
+        return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
+
+
+class Gated(Frozen):
+    """Gated MLP (SwiGLU with silu, GeGLU with gelu): down(act(gate(x)) * up(x)). 3·d·f weights."""
+
+    kind: Literal["gated"] = "gated"
+    d_ff: PosInt
+    activation: Activation = "silu"
+    bias: bool = False
+
+    def params(self, d_model: int) -> Parts:
+        return mlp_params(d_model, self.d_ff, gated=True, bias=self.bias)
+
+
+class MoE(Frozen):
+    """Mixture of experts: top_k of `experts` routed experts per token, plus shared experts.
+
+    Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
+    Shared experts: shared_experts·P(shared_d_ff), applied to every token; shared_gate adds a
+    d→1 sigmoid gate (Qwen-MoE). `dense_layers` of the model's layers (DeepSeek: the first k) use a
+    gated MLP of dense_d_ff instead. Active per token: top_k·P_e + shared + router.
+    """
+
+    kind: Literal["moe"] = "moe"
+    experts: PosInt
+    top_k: PosInt
+    d_ff: PosInt
+    gated: bool = True
+    activation: Activation = "silu"
+    expert_bias: bool = False
+    router_bias: bool = False
+    shared_experts: NonNegInt = 0
+    shared_d_ff: NonNegInt = 0
+    shared_gate: bool = False
+    dense_layers: NonNegInt = 0
+    dense_d_ff: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MoE:
+        if self.top_k > self.experts:
+            raise ValueError(
+                f"ffn.top_k: top_k ({self.top_k}) exceeds experts ({self.experts}); "
+                "set top_k to at most experts"
+            )
+        if bool(self.shared_experts) != bool(self.shared_d_ff):
+            raise ValueError(
+                "ffn.shared_d_ff: shared_experts and shared_d_ff go together; "
+                "set both (> 0) or both to 0"
+            )
+        if self.shared_gate and not self.shared_experts:
+            raise ValueError("ffn.shared_gate: needs shared experts; set shared_experts or shared_gate: false")
+        if bool(self.dense_layers) != bool(self.dense_d_ff):
+            raise ValueError(
+                "ffn.dense_d_ff: dense_layers and dense_d_ff go together; set both (> 0) or both to 0"
+            )
+        return self
+
+    def params(self, d_model: int) -> Parts:
+        one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
+        parts = {"router": linear(d_model, self.experts, self.router_bias)}
+        parts["experts"] = self.experts * sum(one.values())
+        if self.shared_experts:
+            shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=self.expert_bias)
+            parts["shared_experts"] = self.shared_experts * sum(shared.values())
+        if self.shared_gate:
+            parts["shared_gate"] = d_model
+        return parts
+
+    def inactive_params(self, d_model: int) -> int:
+        """Routed experts one token does not use: (E − k)·P_e."""
+        one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
+        return (self.experts - self.top_k) * sum(one.values())
+
+    def dense_ffn(self) -> Dense | Gated:
+        """The plain FFN of the dense layers: the experts' shape with dense_d_ff."""
+        cls = Gated if self.gated else Dense
+        return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
+
+
+FFN = Dense | Gated | MoE

@@ -1,0 +1,49 @@
+"""User-facing errors: one line that names the field and the fix; the CLI exits 2 on them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class UserError(Exception):
+    """Bad input from the user. The message is one line and says how to fix it."""
+
+
+_FIXES = {
+    "missing": "add it",
+    "extra_forbidden": "remove it (check the spelling)",
+    "int_type": "give a whole number",
+    "int_parsing": "give a whole number",
+    "int_from_float": "give a whole number",
+    "bool_type": "give true or false",
+    "bool_parsing": "give true or false",
+    "string_type": "give a string",
+    "greater_than": "give a positive number",
+    "greater_than_equal": "give 0 or more",
+    "less_than_equal": "give a smaller number",
+    "literal_error": "use one of the listed values",
+    "union_tag_invalid": "use one of the listed kinds",
+    "union_tag_not_found": "add a `kind` field",
+    "list_type": "give a list",
+    "too_short": "give at least one entry",
+    "model_type": "give a mapping of fields",
+    "model_attributes_type": "give a mapping of fields",
+    "dict_type": "give a mapping of fields",
+}
+
+
+def validation_message(exc: Any, where: str) -> str:
+    """One line for a pydantic ValidationError: `where: field: problem; fix` (first error only)."""
+    err = exc.errors(include_url=False)[0]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "value_error":  # our validators already name the field and the fix
+        return f"{where}: {msg}"
+    loc = ".".join(str(p) for p in err["loc"] if p not in ("gqa", "mla", "dense", "gated", "moe"))
+    extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
+    fix = _FIXES.get(err["type"], "correct it")
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {loc or 'spec'}: {msg}{extra}; {fix}{more}"
+
+
+def _short(err: dict) -> bool:
+    return isinstance(err.get("input"), (int, float, str, bool)) and len(repr(err["input"])) < 40

@@ -1,0 +1,165 @@
+"""Reference parameter counts from Hugging Face transformers (meta device).
+
+Builds the real ``transformers`` model for a ``config.json`` on the meta
+device (no weights are allocated, nothing is downloaded) and counts its
+parameters.  Used as ground truth for llmcalc's analytical counts.
+
+    python tests/hf_counts.py            # table for every tests/fixtures/hf/*/
+
+``transformers_counts(path)`` returns::
+
+    {"total": int, "active": int, "model_type": str}
+
+* ``total``  -- ``sum(p.numel() for p in model.parameters())``; tied/shared
+  weights are counted once, exactly as ``model.parameters()`` yields them.
+* ``active`` -- ``total`` minus, for every routed-expert block,
+  ``(n_experts - top_k) * params_of_one_expert``.  One expert's size is read
+  from the module's own parameters (fused 3-D expert tensors divided by the
+  number of experts, or the first entry of an expert ``ModuleList``), not
+  from config arithmetic.  Shared experts, routers and dense layers count as
+  always active.  For dense models ``active == total``.
+
+Notes on what is built:
+
+* ``quantization_config`` is dropped, so quantized checkpoints (DeepSeek-V3
+  fp8, gpt-oss mxfp4) are counted as plain unquantized modules.
+* ``auto_map`` is dropped so the in-library implementation is used (no remote
+  code).  For DeepSeek-V3 this means the MTP layer
+  (``num_nextn_predict_layers``) is not built, as in transformers.
+* A multimodal config with a nested ``text_config`` (e.g. gemma3) is counted
+  as its text-only causal LM (``Gemma3ForCausalLM``); the vision tower and
+  projector are not included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "hf"
+
+# Keys that must not reach the transformers config: they would trigger
+# quantizers or remote code, neither of which is wanted for counting.
+_DROP_KEYS = ("quantization_config", "auto_map")
+
+
+def load_config_dict(config_path: str | os.PathLike) -> dict[str, Any]:
+    """Read a config.json (or the folder holding one) into a dict."""
+    path = Path(config_path)
+    if path.is_dir():
+        path = path / "config.json"
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def build_config(d: dict[str, Any]):
+    """Turn a raw config dict into the transformers config of the text LM."""
+    from transformers import AutoConfig
+
+    d = {k: v for k, v in d.items() if k not in _DROP_KEYS}
+    model_type = d.pop("model_type")
+    cfg = AutoConfig.for_model(model_type, **d)
+    # Multimodal wrapper (gemma3, ...): count the text model only.
+    text_cfg = getattr(cfg, "text_config", None)
+    if text_cfg is not None and "text_config" in d:
+        cfg = text_cfg
+    return cfg
+
+
+def _top_k(cfg) -> int:
+    for name in ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError("MoE model without num_experts_per_tok in its config")
+
+
+def _expert_blocks(model):
+    """Yield (qualified_name, n_experts, params_per_expert) per routed-expert block.
+
+    A routed-expert block is a submodule named ``experts``.  Either it stores
+    fused tensors whose leading dimension is the number of experts (the
+    transformers >= 5 layout), or it is a ``ModuleList`` of identical experts.
+    """
+    import torch
+
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] != "experts":
+            continue
+        if isinstance(module, torch.nn.ModuleList):
+            n_experts = len(module)
+            per_expert = sum(p.numel() for p in module[0].parameters())
+        else:
+            params = list(module.parameters())
+            if not params:
+                continue
+            n_experts = params[0].shape[0]
+            if any(p.shape[0] != n_experts for p in params):
+                raise ValueError(f"{name}: expert tensors disagree on the expert dimension")
+            n_total = sum(p.numel() for p in params)
+            if n_total % n_experts:
+                raise ValueError(f"{name}: {n_total} params do not split over {n_experts} experts")
+            per_expert = n_total // n_experts
+        yield name, n_experts, per_expert
+
+
+def count_model(model, cfg) -> dict[str, int]:
+    """Total and active parameter counts of an already built model."""
+    total = sum(p.numel() for p in model.parameters())
+    blocks = list(_expert_blocks(model))
+    inactive = 0
+    if blocks:
+        top_k = _top_k(cfg)
+        for _name, n_experts, per_expert in blocks:
+            inactive += (n_experts - top_k) * per_expert
+    return {"total": total, "active": total - inactive, "moe_layers": len(blocks)}
+
+
+def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
+    """Parameter counts of the transformers model for ``config_path``.
+
+    ``config_path`` is a config.json file or a folder containing one.
+    Returns ``{"total", "active", "model_type"}`` (plus ``moe_layers``).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    raw = load_config_dict(config_path)
+    cfg = build_config(raw)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(cfg)
+    counts = count_model(model, cfg)
+    counts["model_type"] = raw["model_type"]
+    return counts
+
+
+def fixture_dirs(root: str | os.PathLike = FIXTURES_DIR) -> list[Path]:
+    return sorted(p for p in Path(root).iterdir() if (p / "config.json").is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    import time
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+
+    args = sys.argv[1:] if argv is None else argv
+    dirs = [Path(a) for a in args] if args else fixture_dirs()
+    print(f"{'name':<20} {'model_type':<14} {'total':>17} {'active':>17} {'sec':>6}")
+    for d in dirs:
+        t0 = time.perf_counter()
+        c = transformers_counts(d)
+        dt = time.perf_counter() - t0
+        name = d.name if d.is_dir() else d.parent.name
+        print(f"{name:<20} {c['model_type']:<14} {c['total']:>17,} {c['active']:>17,} {dt:>6.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
