@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Report(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ParamRow(Report):
@@ -48,3 +48,14 @@ class ParamsReport(Report):
     layer_types: list[LayerTypeRow]
     formula: str
     notes: list[str]
+
+
+class PresetRow(Report):
+    """One preset in `llmcalc presets`."""
+
+    name: str
+    total: int
+    active: int
+    attention: str
+    ffn: str
+    source: str | None

@@ -51,6 +51,11 @@ class GQA(Frozen):
     def kv_width(self) -> int:
         return self.kv_heads * self.head_dim
 
+    @property
+    def label(self) -> str:
+        kind = "MHA" if self.kv_heads == self.heads else "MQA" if self.kv_heads == 1 else "GQA"
+        return f"{kind} {self.heads}q/{self.kv_heads}kv × {self.head_dim}"
+
     def params(self, d_model: int) -> Parts:
         parts = {
             "q": linear(d_model, self.q_width, self.qkv_bias),
@@ -84,6 +89,10 @@ class MLA(Frozen):
     @property
     def qk_head_dim(self) -> int:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def label(self) -> str:
+        return f"MLA {self.heads}h, latent {self.kv_lora_rank}+{self.qk_rope_head_dim}"
 
     def params(self, d_model: int) -> Parts:
         h, b = self.heads, self.bias

@@ -17,4 +17,4 @@ Parts = dict[str, int]
 class Frozen(BaseModel):
     """Immutable, rejects unknown fields, validates defaults too."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)

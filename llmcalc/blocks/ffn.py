@@ -31,6 +31,10 @@ class Dense(Frozen):
     activation: Activation = "gelu"
     bias: bool = False
 
+    @property
+    def label(self) -> str:
+        return f"MLP {self.activation} {self.d_ff}"
+
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
 
@@ -42,6 +46,11 @@ class Gated(Frozen):
     d_ff: PosInt
     activation: Activation = "silu"
     bias: bool = False
+
+    @property
+    def label(self) -> str:
+        name = {"silu": "SwiGLU", "swish": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU"}.get(self.activation)
+        return f"{name or 'gated ' + self.activation} {self.d_ff}"
 
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=True, bias=self.bias)
@@ -89,6 +98,11 @@ class MoE(Frozen):
                 "ffn.dense_d_ff: dense_layers and dense_d_ff go together; set both (> 0) or both to 0"
             )
         return self
+
+    @property
+    def label(self) -> str:
+        shared = f" + {self.shared_experts} shared" if self.shared_experts else ""
+        return f"MoE {self.experts}×{self.d_ff} top-{self.top_k}{shared}"
 
     def params(self, d_model: int) -> Parts:
         one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)

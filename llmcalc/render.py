@@ -1,0 +1,99 @@
+"""Rendering of reports: rich tables for people, JSON / YAML for scripts. No arithmetic here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from .report import ParamRow, ParamsReport
+
+Format = Literal["table", "json", "yaml"]
+
+
+def emit(report: BaseModel | Sequence[BaseModel], fmt: Format) -> None:
+    """Write `report` to stdout in `fmt`; tables go through the renderer for the report's type."""
+    if fmt == "table":
+        _print(*TABLES[type(report[0] if isinstance(report, list) else report).__name__](report))
+        return
+    data = [r.model_dump(mode="json") for r in report] if isinstance(report, list) else report.model_dump(mode="json")
+    if fmt == "json":
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=120))
+
+
+def short(n: int | float, unit: str = "") -> str:
+    """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T)."""
+    for div, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {suffix}{unit}"
+    return f"{n:,} {unit}".rstrip()
+
+
+def _print(*items) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    for item in items:
+        console.print(item)
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]):
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", title_style="bold")
+    for i, c in enumerate(columns):
+        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def _param_rows(rows: list[ParamRow]) -> list[list[str]]:
+    return [[r.component, f"{r.params:,}", f"{r.active:,}", f"{r.percent:.2f}%"] for r in rows]
+
+
+def params_table(r: ParamsReport) -> list:
+    head = (
+        f"[bold]{r.model}[/bold]: {r.total:,} parameters ({short(r.total)}); "
+        f"active per token {r.active:,} ({short(r.active)}); "
+        f"active excluding embedding {r.active_excluding_embedding:,} ({short(r.active_excluding_embedding)})"
+    )
+    out = [head, _table("Breakdown (all layers)", ["component", "params", "active", "% of total"], _param_rows(r.breakdown))]
+    out.append(
+        _table(
+            "Layer types",
+            ["layer type", "layers", "params / layer", "active / layer"],
+            [[t.layer_type, str(t.layers), f"{t.params_per_layer:,}", f"{t.active_per_layer:,}"] for t in r.layer_types],
+        )
+    )
+    if r.mtp_breakdown:
+        out.append(
+            _table(
+                f"MTP modules (not in total): {r.mtp:,} ({short(r.mtp)})",
+                ["component", "params", "active", "% of main total"],
+                _param_rows(r.mtp_breakdown),
+            )
+        )
+    out += [f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes)]
+    return out
+
+
+def presets_table(rows: list) -> list:
+    return [
+        _table(
+            "Presets",
+            ["name", "total", "active", "attention", "ffn"],
+            [[p.name, short(p.total), short(p.active), p.attention, p.ffn] for p in rows],
+        )
+    ]
+
+
+TABLES = {"ParamsReport": params_table, "PresetRow": presets_table}

@@ -1,0 +1,52 @@
+"""Exact equality with transformers' own parameter count of the same architecture (meta device).
+
+Each fixture in tests/fixtures/hf/ is a real config.json. transformers builds the model on the meta
+device (no weights) and counts model.parameters(); llmcalc must agree for the matching preset and
+for its own import of the same config.json.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from llmcalc.hf import load_hf_config
+from llmcalc.params import params
+from llmcalc.presets import load_preset, preset_names
+
+pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+
+from hf_counts import fixture_dirs, transformers_counts  # noqa: E402
+
+FIXTURES = {p.name: p for p in fixture_dirs()}
+
+
+@cache
+def reference(name: str) -> tuple[int, int]:
+    c = transformers_counts(FIXTURES[name])
+    return c["total"], c["active"]
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_hf_import_equals_transformers(name):
+    r = params(load_hf_config(FIXTURES[name]))
+    assert (r.total, r.active) == reference(name)
+
+
+@pytest.mark.parametrize("name", sorted(set(FIXTURES) & set(preset_names())))
+def test_preset_equals_transformers(name):
+    r = params(load_preset(name))
+    assert (r.total, r.active) == reference(name)
+
+
+def test_every_hf_backed_preset_has_a_fixture():
+    hf_presets = {n for n in preset_names() if "huggingface.co" in (load_preset(n).source or "")}
+    assert hf_presets <= set(FIXTURES)
+
+
+def test_config_file_path_and_folder_agree(tmp_path: Path):
+    folder = FIXTURES["qwen3-30b-a3b"]
+    assert load_hf_config(folder) == load_hf_config(folder / "config.json")
