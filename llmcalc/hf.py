@@ -64,6 +64,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
 }
 SUPPORTED = sorted(DEFAULTS)
+_HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
+             "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
+             "attention.kv_heads": "num_key_value_heads", "attention.head_dim": "head_dim",
+             "ffn.top_k": "num_experts_per_tok", "ffn.experts": "num_experts", "ffn.d_ff": "intermediate_size",
+             "sliding_window": "sliding_window"}
 _ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu",
         "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu"}
 
@@ -84,7 +89,13 @@ def load_hf_config(path: str | Path):
     except json.JSONDecodeError as e:
         raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
     name = p.parent.name or p.stem
-    return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), f"{p} (converted)")
+    try:
+        return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), str(p))
+    except UserError as e:
+        msg = str(e)
+        for ours, theirs in _HF_NAMES.items():
+            msg = msg.replace(f": {ours}:", f": {theirs} (llmcalc {ours}):", 1)
+        raise UserError(msg) from None
 
 
 def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict[str, Any]:

@@ -105,11 +105,21 @@ def params(spec: ModelSpec) -> ParamsReport:
     )
 
 
+_ORDER = ("embedding", "attention", "ffn", "norms", "lm_head")
+
+
 def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[ParamRow]:
+    """Rows grouped embedding → attention → ffn → norms → head (first-seen order within a group)."""
+
+    def group(key: str) -> int:
+        head = key.removeprefix("mtp/layer/").split("/")[0]
+        return _ORDER.index(head) if head in _ORDER else len(_ORDER)
+
+    keys = sorted(totals, key=group)
     return [
-        ParamRow(component=k, params=n, active=actives[k], percent=round(100 * n / total, 4))
-        for k, n in totals.items()
-        if n or k == "lm_head"
+        ParamRow(component=k, params=totals[k], active=actives[k], percent=round(100 * totals[k] / total, 4))
+        for k in keys
+        if totals[k] or k == "lm_head"
     ]
 
 

@@ -45,12 +45,13 @@ def _print(*items) -> None:
         console.print(item)
 
 
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]):
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], text: Sequence[int] = (0,)):
+    """Columns listed in `text` are left-aligned and may wrap; numbers are right-aligned, never cut."""
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        t.add_column(c, justify="left" if i in text or i == 0 else "right", no_wrap=i not in text)
     for r in rows:
         t.add_row(*r)
     return t
@@ -92,6 +93,7 @@ def presets_table(rows: list) -> list:
             "Presets",
             ["name", "total", "active", "attention", "ffn"],
             [[p.name, short(p.total), short(p.active), p.attention, p.ffn] for p in rows],
+            text=(3, 4),
         )
     ]
 

@@ -33,8 +33,8 @@ class LayerGroup(Frozen):
 
     @property
     def name(self) -> str:
-        attn = f"sliding({self.window})" if self.window else "full"
-        return f"{attn} attention + {self.ffn.kind} FFN"
+        attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+        return f"{attn} + {self.ffn.label}"
 
 
 class ModelSpec(Frozen):

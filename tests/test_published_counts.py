@@ -46,12 +46,12 @@ def test_mixtral_active_is_published_12_9b():
 
 @pytest.mark.parametrize("name", sorted(ROUNDED))
 def test_rounded_figures(name):
-    total, active = ROUNDED[name]
+    """Sources round or truncate: the count must lie within one unit of the last published digit."""
     r = params(load_preset(name))
-    digits = len(str(total).split(".")[1]) if "." in str(total) else 0
-    assert round(r.total / 1e9, digits) == total
-    if active is not None:
-        assert round(r.active / 1e9, 1 if "." in str(active) else 0) == active
+    for published, ours in zip(ROUNDED[name], (r.total, r.active)):
+        if published is not None:
+            unit = 10 ** -len(str(published).partition(".")[2])
+            assert abs(ours / 1e9 - published) < unit, (ours, published)
 
 
 def test_active_without_embedding_matches_cards():
@@ -70,12 +70,13 @@ def test_seed_decoder_matches_the_seed_articles_arithmetic():
 
 
 def test_deepseek_v3_mtp_reported_apart():
-    """The MTP module (one MoE layer + 2d→d projection + 3 norms) is not in total, and a checkpoint
-    holding it plus copies of embedding and head matches the ~685B of the HF repository."""
+    """The MTP module (one MoE layer + 2d→d projection + 3 norms) is not in total; with the copies of
+    embedding and head the checkpoint stores, it comes to the repository's "685B" (which also counts
+    the fp8 scale tensors, hence within 1B rather than exact)."""
     r = params(load_preset("deepseek-v3"))
     assert r.total == 671_026_404_352 and r.mtp > 0
     with_copies = r.total + r.mtp + 2 * 129280 * 7168
-    assert round(with_copies / 1e9) == 685
+    assert abs(with_copies / 1e9 - 685) < 1
 
 
 @pytest.mark.parametrize("name", preset_names())

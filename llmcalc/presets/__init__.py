@@ -35,6 +35,8 @@ def read_yaml(path: Path, what: str) -> Any:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or "not valid YAML"
+        if "constructor" in problem:  # e.g. !!python/object: the safe loader builds no objects
+            raise UserError(f"{what} {path}: YAML tag refused{at} ({problem}); write plain values, no tags") from None
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
 
 

@@ -1,0 +1,61 @@
+"""Start-up hygiene and packaging: no heavy imports on the analytical path; presets ship in the wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+HEAVY = ("torch", "transformers", "matplotlib", "numpy")
+
+
+def modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True,
+    )
+    return set(out.stdout.split())
+
+
+def test_cli_run_never_imports_torch_or_transformers():
+    code = (
+        "import sys; from llmcalc.cli import app\n"
+        "sys.argv = ['llmcalc', 'params', '--preset', 'deepseek-v3']\n"
+        "app(standalone_mode=False)"
+    )
+    loaded = modules_after(code)
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+
+
+def test_core_imports_no_ui_or_torch():
+    loaded = modules_after("import llmcalc.spec, llmcalc.params, llmcalc.report, llmcalc.hf, llmcalc.presets")
+    assert not loaded & {"rich", "typer", *HEAVY}
+
+
+def test_spec_is_frozen_and_workload_separate():
+    from pydantic import ValidationError
+
+    from llmcalc.presets import load_preset
+    from llmcalc.spec import ModelSpec, Workload
+
+    spec = load_preset("llama2-7b")
+    with pytest.raises(ValidationError):
+        spec.d_model = 1
+    assert not set(Workload.model_fields) & set(ModelSpec.model_fields)
+
+
+def test_wheel_ships_presets(tmp_path: Path):
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {r.stderr.strip().splitlines()[-1:]}")
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    presets = {p.name for p in (ROOT / "llmcalc/presets").glob("*.yaml")}
+    assert presets and {f"llmcalc/presets/{n}" for n in presets} <= names
