@@ -56,6 +56,19 @@ class GQA(Frozen):
         kind = "MHA" if self.kv_heads == self.heads else "MQA" if self.kv_heads == 1 else "GQA"
         return f"{kind} {self.heads}q/{self.kv_heads}kv × {self.head_dim}"
 
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each new token is multiplied by (2 FLOPs per weight per token)."""
+        return {"q": d_model * self.q_width, "k": d_model * self.kv_width,
+                "v": d_model * self.kv_width, "o": self.q_width * d_model}
+
+    def kv_elements(self) -> int:
+        """Cached elements per token per layer: K and V of every kv head, 2·H_kv·h."""
+        return 2 * self.kv_width
+
+    def core_per_pair(self, absorbed: bool = False) -> Parts:
+        """FLOPs per (query, key) pair: scores q·k 2·H·h, weighted sum of values 2·H·h."""
+        return {"core_scores": 2 * self.q_width, "core_values": 2 * self.q_width}
+
     def params(self, d_model: int) -> Parts:
         parts = {
             "q": linear(d_model, self.q_width, self.qkv_bias),
@@ -93,6 +106,38 @@ class MLA(Frozen):
     @property
     def label(self) -> str:
         return f"MLA {self.heads}h, latent {self.kv_lora_rank}+{self.qk_rope_head_dim}"
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each new token is multiplied by; kv_up is also applied to cached latents when
+        decoding without absorption (see llmcalc/flops.py)."""
+        h = self.heads
+        q = ({"q": d_model * h * self.qk_head_dim} if self.q_lora_rank is None else
+             {"q_down": d_model * self.q_lora_rank, "q_up": self.q_lora_rank * h * self.qk_head_dim})
+        return q | {
+            "kv_down": d_model * (self.kv_lora_rank + self.qk_rope_head_dim),
+            "kv_up": self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
+            "o": h * self.v_head_dim * d_model,
+        }
+
+    def absorbed_matmuls(self) -> Parts:
+        """Absorbed decode, per new token: q_nope·W_UK per head (d_n → r_kv) and the latent output
+        through W_UV per head (r_kv → d_v), replacing kv_up on the cache."""
+        h = self.heads
+        return {"absorb_q": h * self.qk_nope_head_dim * self.kv_lora_rank,
+                "absorb_o": h * self.kv_lora_rank * self.v_head_dim}
+
+    def kv_elements(self) -> int:
+        """Cached elements per token per layer: the latent and the shared RoPE key, r_kv + d_r."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def core_per_pair(self, absorbed: bool = False) -> Parts:
+        """FLOPs per (query, key) pair. Decompressed: 2·H·(d_n + d_r) and 2·H·d_v. Absorbed (in the
+        latent space): 2·H·(r_kv + d_r) and 2·H·r_kv."""
+        h = self.heads
+        if absorbed:
+            return {"core_scores": 2 * h * (self.kv_lora_rank + self.qk_rope_head_dim),
+                    "core_values": 2 * h * self.kv_lora_rank}
+        return {"core_scores": 2 * h * self.qk_head_dim, "core_values": 2 * h * self.v_head_dim}
 
     def params(self, d_model: int) -> Parts:
         h, b = self.heads, self.bias

@@ -17,6 +17,10 @@ from .base import Frozen, NonNegInt, Parts, PosInt
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
 
 
+def weights(parts: Parts) -> int:
+    return sum(parts.values())
+
+
 def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
     """One MLP: {gate, up, down}; gate only when gated. Biases add d_ff (gate, up) or d (down)."""
     parts = {"up": linear(d_model, d_ff, bias), "down": linear(d_ff, d_model, bias)}
@@ -38,6 +42,18 @@ class Dense(Frozen):
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
 
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each token is multiplied by: up and down."""
+        return mlp_params(d_model, self.d_ff, gated=False, bias=False)
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: the d_ff activation."""
+        return self.d_ff
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
+        return 2 * self.d_ff
+
 
 class Gated(Frozen):
     """Gated MLP (SwiGLU with silu, GeGLU with gelu): down(act(gate(x)) * up(x)). 3·d·f weights."""
@@ -54,6 +70,18 @@ class Gated(Frozen):
 
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=True, bias=self.bias)
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each token is multiplied by: gate, up and down."""
+        return mlp_params(d_model, self.d_ff, gated=True, bias=False)
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: gate and up outputs, 2·d_ff."""
+        return 2 * self.d_ff
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
+        return 3 * self.d_ff
 
 
 class MoE(Frozen):
@@ -114,6 +142,28 @@ class MoE(Frozen):
         if self.shared_gate:
             parts["shared_gate"] = d_model
         return parts
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights one token is multiplied by: router d·E, its top_k experts, the shared experts."""
+        one = weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=False))
+        parts = {"router": d_model * self.experts, "experts": self.top_k * one}
+        if self.shared_experts:
+            shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=False)
+            parts["shared_experts"] = self.shared_experts * weights(shared)
+        if self.shared_gate:
+            parts["shared_gate"] = d_model
+        return parts
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: top_k routed (and shared) gate/up outputs."""
+        per = 2 if self.gated else 1
+        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: each routed and shared expert's intermediates, the
+        input copy each routed expert receives is not counted (a view), plus the router logits."""
+        per = 3 if self.gated else 2
+        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.experts
 
     def inactive_params(self, d_model: int) -> int:
         """Routed experts one token does not use: (E − k)·P_e."""
