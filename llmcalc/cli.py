@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
@@ -24,6 +24,17 @@ HFOpt = Annotated[
     Optional[Path], typer.Option("--hf-config", help="A Hugging Face config.json, or a folder holding one.")
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the batch.")]
+SeqOpt = Annotated[int, typer.Option("--seq", "-s", help="Tokens per sequence (the prompt / context).")]
+KVDtypeOpt = Annotated[Dtype, typer.Option("--kv-dtype", help="KV cache element type.")]
+
+
+def positive(**values: int) -> None:
+    """Batch, lengths and sizes must be positive whole numbers."""
+    for name, v in values.items():
+        if v <= 0:
+            raise UserError(f"--{name.replace('_', '-')}: must be > 0 (got {v}); give a positive whole number")
 
 
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
@@ -55,6 +66,79 @@ def params(
     from .params import params as count
 
     emit(count(load_model(preset, config, hf_config)), format)
+
+
+@app.command()
+def kv(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    kv_dtype: KVDtypeOpt = "bf16",
+    format: FormatOpt = "table",
+) -> None:
+    """KV cache bytes for BATCH sequences of SEQ tokens: total, per layer type, per token."""
+    from .kv import kv_cache
+
+    positive(batch=batch, seq=seq)
+    emit(kv_cache(load_model(preset, config, hf_config), batch, seq, kv_dtype), format)
+
+
+@app.command()
+def flops(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    gen: Annotated[int, typer.Option("--gen", "-g", help="Tokens to generate after the prompt.")] = 1,
+    attention: Annotated[Literal["causal", "dense"], typer.Option(
+        help="causal: skip the masked half (FlashAttention, Megatron); dense: full S×S (FlopCounterMode).")] = "causal",
+    logits: Annotated[Literal["last", "all"], typer.Option(
+        help="Prefill logits for the last position (inference) or all (scoring).")] = "last",
+    mla_decode: Annotated[Literal["absorbed", "decompress"], typer.Option(
+        help="MLA decode: attend in the latent space, or re-project K/V from every cached latent.")] = "absorbed",
+    recompute: Annotated[Literal["none", "selective", "full"], typer.Option(
+        help="Training: activation recompute adds forward work.")] = "none",
+    mtp: Annotated[bool, typer.Option("--mtp/--no-mtp", help="Include DeepSeek's MTP module.")] = False,
+    format: FormatOpt = "table",
+) -> None:
+    """FLOPs of prefill, one decode step, GEN decode steps and one training step."""
+    from .flops import Conventions
+    from .flops import flops as count
+
+    positive(batch=batch, seq=seq, gen=gen)
+    conv = Conventions(attention=attention, logits=logits, mla_decode=mla_decode, recompute=recompute, mtp=mtp)
+    emit(count(load_model(preset, config, hf_config), batch, seq, gen, conv), format)
+
+
+@app.command()
+def memory(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    weights_dtype: Annotated[Dtype, typer.Option(help="Weight storage type.")] = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: Annotated[int, typer.Option(help="int4: weights per fp16 scale.")] = 128,
+    train: Annotated[bool, typer.Option("--train/--inference", help="A training step instead of inference.")] = False,
+    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], typer.Option(help="Training optimizer.")] = "adamw",
+    recompute: Annotated[Literal["none", "selective", "full"], typer.Option(help="Activation recompute.")] = "none",
+    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="Flash attention (no S×S scores).")] = True,
+    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (shards over --dp).", min=0, max=3)] = 0,
+    dp: Annotated[int, typer.Option(help="Data-parallel GPUs for ZeRO.")] = 1,
+    format: FormatOpt = "table",
+) -> None:
+    """Memory: weights, KV cache, activations (and gradients, optimizer states with --train)."""
+    from .memory import MemoryOptions
+    from .memory import memory as estimate
+
+    positive(batch=batch, seq=seq, group_size=group_size, dp=dp)
+    opts = MemoryOptions(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size, train=train,
+                         optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dp=dp)
+    emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format)
 
 
 @app.command()

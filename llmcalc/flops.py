@@ -20,6 +20,9 @@ from .blocks.base import Frozen
 from .report import FlopsReport, FlopsRow
 from .spec import LayerGroup, ModelSpec
 
+FORMULA = ("prefill = Σ_layers[2·B·S·W + B·pairs(S)·c_pair] + 2·B·n_logits·d·V; "
+           "decode = Σ_layers[2·B·W + B·min(S+1, window)·c_pair] + 2·B·d·V; generate = Σ_{t<G} decode(S+t); "
+           "train = 3·forward(all logits) + recompute")
 MAC = 2
 """FLOPs per multiply-add."""
 FWD_BWD = 3
@@ -120,7 +123,7 @@ def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions
         mla_decode=conv.mla_decode if mla else "n/a", recompute=conv.recompute, mtp=conv.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
-        train_flops_per_token=t // (batch * seq), breakdown=rows, formula=__doc__.split("\n\n")[2].strip(),
+        train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
         notes=_notes(spec, conv),
     )
 

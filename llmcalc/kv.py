@@ -30,7 +30,7 @@ def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> K
         per_layer = nbytes(batch * kept * elements, kv_dtype)
         rows.append(
             KVLayerRow(
-                layer_type=f"sliding-window ({window}) attention" if window else "full attention",
+                layer_type=f"sliding {window}" if window else "full",
                 layers=count, tokens_cached=kept, elements_per_token=elements,
                 bytes_per_layer=per_layer, bytes=count * per_layer,
             )

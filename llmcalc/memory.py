@@ -47,15 +47,14 @@ def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, st
     """Bytes of the weights in `dtype`, and how they were stored."""
     r = count_params(spec)
     if dtype not in QUANTIZED:
-        return nbytes(r.total, dtype), f"{r.total:,} params × {DTYPE_BITS[dtype] // 8} bytes"
+        return nbytes(r.total, dtype), f"{r.total:,} params × {DTYPE_BITS[dtype] // 8} B"
     if spec.d_model % group_size:
         raise UserError(f"--group-size: {group_size} does not divide d_model ({spec.d_model}); use a divisor such as 128")
     layers = sum(row.params for row in r.breakdown if row.component.startswith(("attention/", "ffn/")))
     rest = r.total - layers
     scales = 2 * -(-layers // group_size) if dtype == "int4" else 0
     return (nbytes(layers, dtype) + nbytes(rest, "bf16") + scales,
-            f"{layers:,} layer params in {dtype}" + (f" + fp16 scale per {group_size}" if scales else "")
-            + f"; {rest:,} embedding/head/norm params in bf16")
+            f"layers in {dtype}" + (f" + fp16 scale/{group_size}" if scales else "") + "; embedding, head, norms bf16")
 
 
 def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, o: MemoryOptions) -> tuple[int, int]:

@@ -51,7 +51,8 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], te
 
     t = Table(title=title, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i in text or i == 0 else "right", no_wrap=i not in text)
+        t.add_column(c, justify="left" if i in text or i == 0 else "right", no_wrap=i not in text,
+                     overflow="fold", min_width=len(c) if i == 0 else None)
     for r in rows:
         t.add_row(*r)
     return t
@@ -98,4 +99,61 @@ def presets_table(rows: list) -> list:
     ]
 
 
-TABLES = {"ParamsReport": params_table, "PresetRow": presets_table}
+def nbytes_text(n: int) -> str:
+    """1099511627776 → '1,099,511,627,776 bytes (1.10 TB, 1.00 TiB)': decimal and binary, labelled."""
+    for si, iec, exp in (("TB", "TiB", 4), ("GB", "GiB", 3), ("MB", "MiB", 2), ("KB", "KiB", 1)):
+        if n >= 1000**exp:
+            return f"{n:,} bytes ({n / 1000**exp:.2f} {si}, {n / 1024**exp:.2f} {iec})"
+    return f"{n:,} bytes"
+
+
+def size(n: int, iec: bool = False) -> str:
+    """Compact size for table cells: '34.36 GB' (decimal) or '32.00 GiB' (binary)."""
+    parts = nbytes_text(n).partition("(")[2].rstrip(")").split(", ")
+    return parts[iec] if parts[0] else f"{n} bytes"
+
+
+def kv_table(r) -> list:
+    rows = [[t.layer_type, str(t.layers), f"{t.tokens_cached:,}", f"{t.elements_per_token:,}",
+             size(t.bytes_per_layer), size(t.bytes), size(t.bytes, iec=True)] for t in r.per_layer]
+    return [
+        f"[bold]{r.model}[/bold] KV cache, {r.batch} × {r.seq:,} tokens in {r.kv_dtype}: "
+        f"[bold]{nbytes_text(r.total_bytes)}[/bold]",
+        f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
+        f"per layer: {' + '.join(nbytes_text(t.bytes_per_layer) for t in r.per_layer)}",
+        _table("Per layer type", ["layer type", "layers", "tokens", "elem/token", "one layer", "all", "all (GiB)"],
+               rows),
+        f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
+def flops_table(r) -> list:
+    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train)] for x in r.breakdown]
+    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops)])
+    return [
+        f"[bold]{r.model}[/bold] FLOPs, batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
+        f"(attention {r.attention}, logits {r.logits}, MLA decode {r.mla_decode}, recompute {r.recompute})",
+        f"prefill {r.prefill_flops:,} · decode step {r.decode_flops:,} · generate {r.generate_flops:,} · "
+        f"train step {r.train_flops:,}",
+        f"per token: prefill {short(r.prefill_flops_per_token)} · decode {short(r.decode_flops_per_token)} · "
+        f"train {short(r.train_flops_per_token)}",
+        _table("Breakdown (all layers, whole batch; FLOPs)", ["component", "prefill", "decode step",
+                                                             f"generate {r.gen}", "train step"], rows),
+        f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
+def memory_table(r) -> list:
+    rows = [[x.component, f"{x.bytes:,}", size(x.bytes), size(x.bytes, iec=True), x.note] for x in r.breakdown]
+    rows.append(["total", f"{r.total_bytes:,}", size(r.total_bytes), size(r.total_bytes, iec=True),
+                 f"dominant: {r.dominant}"])
+    return [
+        f"[bold]{r.model}[/bold] {r.mode} memory, batch {r.batch} × {r.seq:,} tokens: "
+        f"[bold]{nbytes_text(r.total_bytes)}[/bold] (dominant: {r.dominant})",
+        _table("Breakdown", ["component", "bytes", "GB", "GiB", "how"], rows, text=(0, 4)),
+        f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
+TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "KVReport": kv_table,
+          "FlopsReport": flops_table, "MemoryReport": memory_table}

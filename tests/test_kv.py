@@ -1,0 +1,70 @@
+"""KV cache against the mission's worked example and DeepSeek-V2's Table 1."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmcalc.kv import kv_cache
+from llmcalc.presets import load_preset
+
+
+def test_mission_example_llama2_7b_64x32k(cli_json):
+    out = cli_json("kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768")
+    assert out["total_bytes"] == 1_099_511_627_776 == 2**40  # 1 TiB, 1.10 TB
+    assert out["bytes_per_token"] == 524_288
+    (row,) = out["per_layer"]
+    assert row["bytes_per_layer"] == 34_359_738_368  # the seed article's "34.3 GB": one layer only
+    assert row["layers"] == 32
+
+
+def test_table_shows_bytes_gb_gib_and_the_per_layer_figure(cli):
+    r = cli("kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768")
+    assert r.returncode == 0
+    for text in ("1,099,511,627,776 bytes", "1.10 TB", "1.00 TiB", "34.36 GB", "32 layers"):
+        assert text in r.stdout
+
+
+# DeepSeek-V2 Table 1: KV elements per token = MHA 2·n_h·d_h·l, GQA 2·n_g·d_h·l, MQA 2·d_h·l, MLA (d_c + d_R)·l.
+TABLE_1 = {
+    "llama2-7b": 2 * 32 * 128 * 32,  # MHA
+    "llama2-70b": 2 * 8 * 128 * 80,  # GQA, 8 groups
+    "falcon-7b": 2 * 64 * 32,  # MQA
+    "deepseek-v2": (512 + 64) * 60,  # MLA, d_c = 512, d_R = 64
+    "deepseek-v3": (512 + 64) * 61,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_1))
+def test_deepseek_v2_table_1_elements_per_token(name):
+    assert kv_cache(load_preset(name), 1, 1, "bf16").bytes_per_token == 2 * TABLE_1[name]
+
+
+def test_mla_is_about_4_5_head_dims_per_layer():
+    """Table 1: MLA's cache equals GQA with 2.25 groups, (d_c + d_R) = 4.5·d_h for d_h = 128."""
+    a = load_preset("deepseek-v2").attention
+    assert a.kv_elements() * 2 == 9 * a.qk_nope_head_dim
+
+
+def test_sliding_window_keeps_at_most_the_window():
+    spec = load_preset("mistral-7b")  # every layer slides over 4096
+    short, at, long = (kv_cache(spec, 2, s).total_bytes for s in (1000, 4096, 100_000))
+    assert short == 2 * 1000 * 2 * 8 * 128 * 32 * 2
+    assert long == at == 2 * 4096 * 2 * 8 * 128 * 32 * 2
+
+
+def test_hybrid_layers_are_split():
+    r = kv_cache(load_preset("gemma2-9b"), 1, 8192)
+    rows = {row.layer_type: row for row in r.per_layer}
+    assert rows["full"].tokens_cached == 8192 and rows["sliding 4096"].tokens_cached == 4096
+    assert rows["full"].layers == rows["sliding 4096"].layers == 21
+
+
+@pytest.mark.parametrize("dtype, bits", [("fp32", 32), ("fp16", 16), ("fp8", 8), ("int8", 8), ("int4", 4)])
+def test_dtypes(dtype, bits):
+    assert kv_cache(load_preset("llama3-8b"), 3, 1000, dtype).total_bytes == 3 * 1000 * 2 * 8 * 128 * 32 * bits // 8
+
+
+def test_exact_ints_for_huge_contexts():
+    r = kv_cache(load_preset("llama3.1-405b"), 1024, 10_000_000, "fp32")
+    assert r.total_bytes == 1024 * 10_000_000 * 2 * 8 * 128 * 126 * 4
+    assert isinstance(r.total_bytes, int)
