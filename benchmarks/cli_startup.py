@@ -15,6 +15,9 @@ import time
 COMMANDS = {
     "python -c pass (floor)": [sys.executable, "-c", "pass"],
     "python -c 'import llmcalc.cli'": [sys.executable, "-c", "import llmcalc.cli"],
+    "llmcalc kv --preset llama2-7b --batch 64 --seq 32768": [
+        "llmcalc", "kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768"],
+    "llmcalc kv ... -f json": ["llmcalc", "kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768", "-f", "json"],
     "llmcalc params --preset llama2-7b": ["llmcalc", "params", "--preset", "llama2-7b"],
     "llmcalc params --preset llama2-7b -f json": ["llmcalc", "params", "--preset", "llama2-7b", "-f", "json"],
 }

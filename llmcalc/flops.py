@@ -124,7 +124,8 @@ def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
         train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
-        notes=_notes(spec, conv),
+        notes=_notes(spec, conv) + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
+                                    if seq + gen > spec.max_seq_len else []),
     )
 
 

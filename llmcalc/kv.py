@@ -1,8 +1,9 @@
 """KV cache bytes. See docs/formulas.md#kv-cache.
 
 Per layer and token: GQA/MHA/MQA cache K and V, 2·H_kv·h elements; MLA caches its latent and the
-shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps at most `window` tokens.
-total = Σ_layers B · min(S, window) · elements · bytes per element.
+shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps the last window − 1 tokens between
+steps (the next token makes `window` keys), as transformers' sliding cache does.
+total = Σ_layers B · min(S, window − 1) · elements · bytes per element.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from .report import KVLayerRow, KVReport
 from .spec import DTYPE_BITS, ModelSpec
 
-FORMULA = "total = Σ_layers batch · min(seq, window) · kv_elements_per_token · bytes; GQA 2·H_kv·h, MLA r_kv + d_r"
+FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per_token · bytes; "
+           "GQA 2·H_kv·h, MLA r_kv + d_r")
 
 
 def nbytes(elements: int, dtype: str) -> int:
@@ -26,7 +28,7 @@ def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> K
         layers_by_window[group.window] = layers_by_window.get(group.window, 0) + group.count
     rows = []
     for window, count in layers_by_window.items():
-        kept = min(seq, window) if window else seq
+        kept = min(seq, window - 1) if window else seq
         per_layer = nbytes(batch * kept * elements, kv_dtype)
         rows.append(
             KVLayerRow(
@@ -36,6 +38,8 @@ def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> K
             )
         )
     notes = []
+    if seq > spec.max_seq_len:
+        notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
     if len(rows) == 1 and spec.n_layers > 1:
         notes.append(
             f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {spec.n_layers} layers of it "

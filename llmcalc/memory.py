@@ -105,10 +105,11 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
         grads = shard(nbytes(n, o.weights_dtype), 2)
         master = 4 * n if o.weights_dtype != "fp32" else 0
         opt = shard(master + OPTIMIZER_BYTES[o.optimizer] * n, 1)
-        rows += [MemoryRow(component="weights", bytes=w, note=w_note),
-                 MemoryRow(component="gradients", bytes=grads, note=f"{o.weights_dtype} gradients"),
+        split = lambda stage: f" ÷ {o.dp} (ZeRO-{o.zero})" if o.zero >= stage else ""  # noqa: E731
+        rows += [MemoryRow(component="weights", bytes=w, note=w_note + split(3)),
+                 MemoryRow(component="gradients", bytes=grads, note=f"{o.weights_dtype} gradients" + split(2)),
                  MemoryRow(component="optimizer", bytes=opt,
-                           note=f"{o.optimizer}: fp32 master + states" if master else o.optimizer),
+                           note=(f"{o.optimizer}: fp32 master + states" if master else o.optimizer) + split(1)),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
     dominant = max(rows, key=lambda r: r.bytes).component
     return MemoryReport(

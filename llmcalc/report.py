@@ -67,7 +67,7 @@ class KVLayerRow(Report):
     layer_type: str
     layers: int
     tokens_cached: int
-    """Tokens each sequence keeps in this layer: the context, or the window if smaller."""
+    """Tokens each sequence keeps in this layer: the context, or window − 1 if smaller."""
     elements_per_token: int
     bytes_per_layer: int
     bytes: int
@@ -76,7 +76,8 @@ class KVLayerRow(Report):
 class KVReport(Report):
     """KV cache for `batch` sequences of `seq` tokens.
 
-    total_bytes = Σ_layer types layers · batch · tokens_cached · elements_per_token · bytes/element.
+    total_bytes = Σ_layer types layers · batch · tokens_cached · elements_per_token · bytes/element,
+    tokens_cached = min(seq, window − 1) for a sliding-window layer.
     bytes_per_token: one token of one sequence across all layers, before any window is full.
     """
 

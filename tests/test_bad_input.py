@@ -147,3 +147,26 @@ def test_malformed_json(cli, tmp_path: Path):
     path = tmp_path / "config.json"
     path.write_text('{"model_type": "llama",')
     assert_one_line_error(cli("params", "--hf-config", str(path)), "malformed JSON", "line 1")
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["kv", "-p", "gpt2", "--batch", "0"], ["--batch", "> 0"]),
+        (["kv", "-p", "gpt2", "--seq", "-5"], ["--seq"]),
+        (["flops", "-p", "gpt2", "--gen", "0"], ["--gen"]),
+        (["kv", "-p", "gpt2", "--kv-dtype", "fp12"], ["fp12"]),
+        (["memory", "-p", "gpt2", "--weights-dtype", "int3"], ["int3"]),
+        (["memory", "-p", "gpt2", "--weights-dtype", "int4", "--group-size", "100"], ["--group-size", "768"]),
+        (["memory", "-p", "gpt2", "--train", "--weights-dtype", "int4"], ["--weights-dtype"]),
+        (["memory", "-p", "gpt2", "--zero", "4"], ["--zero"]),
+        (["flops", "-p", "gpt2", "--attention", "sparse"], ["sparse"]),
+        (["kv", "-p", "gpt2", "--batch", "two"], ["--batch"]),
+    ],
+)
+def test_bad_workload(cli, args, needles):
+    assert_one_line_error(cli(*args), *needles)
+
+
+def test_window_larger_than_context_is_fine(cli_json):
+    assert cli_json("kv", "-p", "mistral-7b", "--seq", "100")["total_bytes"] == 100 * 2 * 8 * 128 * 32 * 2

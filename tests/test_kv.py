@@ -46,16 +46,17 @@ def test_mla_is_about_4_5_head_dims_per_layer():
 
 
 def test_sliding_window_keeps_at_most_the_window():
+    """Between steps a window-W layer holds the last W − 1 tokens; the next one makes W keys."""
     spec = load_preset("mistral-7b")  # every layer slides over 4096
     short, at, long = (kv_cache(spec, 2, s).total_bytes for s in (1000, 4096, 100_000))
     assert short == 2 * 1000 * 2 * 8 * 128 * 32 * 2
-    assert long == at == 2 * 4096 * 2 * 8 * 128 * 32 * 2
+    assert long == at == 2 * 4095 * 2 * 8 * 128 * 32 * 2
 
 
 def test_hybrid_layers_are_split():
     r = kv_cache(load_preset("gemma2-9b"), 1, 8192)
     rows = {row.layer_type: row for row in r.per_layer}
-    assert rows["full"].tokens_cached == 8192 and rows["sliding 4096"].tokens_cached == 4096
+    assert rows["full"].tokens_cached == 8192 and rows["sliding 4096"].tokens_cached == 4095
     assert rows["full"].layers == rows["sliding 4096"].layers == 21
 
 

@@ -1,0 +1,59 @@
+"""FLOPs and KV bytes against torch's FlopCounterMode and the cache tensors of the transformers models.
+
+Each preset backed by a Hugging Face config is built by transformers on the meta device (no weights)
+and run: prefill at S = 128 and 2048 with all and last logits, one decode step at context 2048, and the
+KV cache after a prefill. FlopCounterMode counts matmuls only and never halves attention, so llmcalc is
+asked for the same conventions: attention dense, MLA decode decompress (what transformers runs).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+
+from llmcalc.flops import Conventions, flops
+from llmcalc.kv import kv_cache
+from llmcalc.presets import load_preset, preset_names
+
+pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
+pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+
+from hf_counts import fixture_dirs  # noqa: E402
+from hf_flops import build_meta_model, decode_flops, kv_cache_bytes, prefill_flops  # noqa: E402
+
+FIXTURES = {p.name: p for p in fixture_dirs()}
+PRESETS = sorted(set(FIXTURES) & set(preset_names()))
+TOLERANCE = 1e-4  # 0.01 %
+
+
+@cache
+def model(name: str):
+    return build_meta_model(FIXTURES[name])
+
+
+def close(ours: int, measured: int) -> bool:
+    return abs(ours - measured) <= TOLERANCE * measured
+
+
+@pytest.mark.parametrize("name", PRESETS)
+@pytest.mark.parametrize("seq", [128, 2048])
+@pytest.mark.parametrize("logits", ["all", "last"])
+def test_prefill_matches_flop_counter(name, seq, logits):
+    ours = flops(load_preset(name), 1, seq, conv=Conventions(attention="dense", logits=logits)).prefill_flops
+    measured = prefill_flops(model(name), 1, seq, logits=logits)["total"]
+    assert close(ours, measured), (ours, measured, ours - measured)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_decode_matches_flop_counter(name):
+    ours = flops(load_preset(name), 1, 2048, conv=Conventions(attention="dense", mla_decode="decompress")).decode_flops
+    measured = decode_flops(model(name), 1, 2048)["total"]
+    assert close(ours, measured), (ours, measured, ours - measured)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_kv_bytes_equal_transformers_cache(name):
+    spec = load_preset(name)
+    seq = min(4096, spec.max_seq_len)
+    assert kv_cache(spec, 2, seq, "bf16").total_bytes == kv_cache_bytes(model(name), 2, seq)

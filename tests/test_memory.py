@@ -1,0 +1,77 @@
+"""Memory against Korthikanti et al. 2022 and EleutherAI's Transformer Math 101."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmcalc.memory import MemoryOptions, layer_activation_bytes, memory
+from llmcalc.params import params
+from llmcalc.presets import load_preset
+
+
+@pytest.mark.parametrize("seq, batch", [(2048, 1), (2048, 4), (512, 2)])
+def test_korthikanti_gpt3_layer(seq, batch):
+    """Per layer, 16-bit, dropout, no flash, no tensor parallel: s·b·h·(34 + 5·a·s/h) bytes."""
+    spec = load_preset("gpt3-175b")
+    h, a = 12288, 96
+    lin, core = layer_activation_bytes(spec, spec.layer_groups()[0], batch, seq,
+                                       MemoryOptions(train=True, flash=False, dropout=True))
+    assert lin + core == seq * batch * h * 34 + 5 * a * seq * seq * batch
+    assert core == 5 * a * seq * seq * batch  # the part selective recompute removes
+
+
+def test_selective_and_full_recompute_reduce_activations():
+    spec = load_preset("gpt3-175b")
+    acts = [memory(spec, 1, 2048, MemoryOptions(train=True, flash=False, dropout=True, recompute=r)).activation_bytes
+            for r in ("none", "selective", "full")]
+    assert acts[0] > acts[1] > acts[2]
+    logits = 4 * 2048 * 50257
+    full_expected = 96 * 2 * 2048 * 12288 + (2048 * 12288 * 34 + 5 * 96 * 2048 * 2048) + logits
+    assert acts[2] == full_expected
+
+
+def test_mixed_precision_adam_is_16_bytes_per_param():
+    spec = load_preset("llama2-7b")
+    n = params(spec).total
+    r = memory(spec, 1, 1024, MemoryOptions(train=True))
+    assert r.weights_bytes + r.gradient_bytes + r.optimizer_bytes == 16 * n
+    r8 = memory(spec, 1, 1024, MemoryOptions(train=True, optimizer="adamw-8bit"))
+    assert r8.optimizer_bytes == 6 * n
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_divides_by_dp(stage):
+    spec = load_preset("llama2-7b")
+    n = params(spec).total
+    r = memory(spec, 1, 1024, MemoryOptions(train=True, zero=stage, dp=8))
+    assert r.optimizer_bytes == 12 * n // 8
+    assert r.gradient_bytes == (2 * n // 8 if stage >= 2 else 2 * n)
+    assert r.weights_bytes == (2 * n // 8 if stage >= 3 else 2 * n)
+
+
+def test_weights_dtypes():
+    spec = load_preset("llama2-7b")
+    n = params(spec).total
+    assert memory(spec, 1, 1, MemoryOptions(weights_dtype="fp32")).weights_bytes == 4 * n
+    int4 = memory(spec, 1, 1, MemoryOptions(weights_dtype="int4", group_size=128)).weights_bytes
+    layers = n - 2 * 32000 * 4096 - (65 * 4096)  # embedding, head and norms stay bf16
+    assert int4 == layers // 2 + 2 * layers // 128 + 2 * (n - layers)
+
+
+def test_inference_total_and_dominant():
+    r = memory(load_preset("llama2-7b"), 64, 32768)
+    assert r.kv_cache_bytes == 2**40 and r.dominant == "kv_cache"
+    assert r.total_bytes == r.weights_bytes + r.kv_cache_bytes + r.activation_bytes
+    r1 = memory(load_preset("llama2-7b"), 1, 512)
+    assert r1.dominant == "weights"
+
+
+def test_does_not_fit_is_still_reported(cli_json):
+    out = cli_json("memory", "--preset", "llama3.1-405b", "--batch", "512", "--seq", "131072", "--train")
+    assert out["total_bytes"] > 10**15 and type(out["activation_bytes"]) is int
+
+
+def test_json_interface(cli_json):
+    out = cli_json("memory", "--preset", "mixtral-8x7b", "--batch", "8", "--seq", "4096")
+    for key in ("weights_bytes", "kv_cache_bytes", "activation_bytes", "total_bytes"):
+        assert type(out[key]) is int
