@@ -117,9 +117,9 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     return {"name": name, "source": source} | build(mt, c)
 
 
-def _get(c: dict, key: str, source_key: str | None = None) -> Any:
+def _get(c: dict, key: str) -> Any:
     if key not in c:
-        raise UserError(f"config.json: missing {source_key or key}; add it")
+        raise UserError(f"config.json: missing {key}; add it")
     return c[key]
 
 
