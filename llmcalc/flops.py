@@ -68,7 +68,7 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
     if absorbed:
         out |= {f"attention/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
     out |= {f"attention/{k}": pairs * c for k, c in attn.core_per_pair(absorbed).items()}
-    prefix = "ffn/" if group.ffn.kind == spec.ffn.kind else "ffn/dense_"
+    prefix = spec.ffn_prefix(group)
     out |= {prefix + k: MAC * tokens * w for k, w in group.ffn.matmuls(d).items()}
     return out
 

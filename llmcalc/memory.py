@@ -16,7 +16,7 @@ from .blocks.base import Frozen, PosInt
 from .errors import UserError
 from .kv import kv_cache, nbytes
 from .params import params as count_params
-from .report import MemoryReport, MemoryRow
+from .report import MemoryReport, MemoryRow, ParamsReport
 from .spec import DTYPE_BITS, LayerGroup, ModelSpec
 
 FORMULA = ("inference: weights + KV cache + prefill activation peak; "
@@ -43,13 +43,12 @@ class MemoryOptions(Frozen):
     dp: PosInt = 1
 
 
-def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, str]:
-    """Bytes of the weights in `dtype`, and how they were stored."""
-    r = count_params(spec)
+def weights_bytes(r: ParamsReport, d_model: int, dtype: str, group_size: int) -> tuple[int, str]:
+    """Bytes of the weights counted in `r` stored in `dtype`, and how they were stored."""
     if dtype not in QUANTIZED:
         return nbytes(r.total, dtype), f"{r.total:,} params × {DTYPE_BITS[dtype] // 8} B"
-    if spec.d_model % group_size:
-        raise UserError(f"--group-size: {group_size} does not divide d_model ({spec.d_model}); use a divisor such as 128")
+    if d_model % group_size:
+        raise UserError(f"--group-size: {group_size} does not divide d_model ({d_model}); use a divisor such as 128")
     layers = sum(row.params for row in r.breakdown if row.component.startswith(("attention/", "ffn/")))
     rest = r.total - layers
     scales = 2 * -(-layers // group_size) if dtype == "int4" else 0
@@ -87,7 +86,8 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     o = o or MemoryOptions()
     if o.train and o.weights_dtype in QUANTIZED:
         raise UserError(f"--weights-dtype: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
-    w, w_note = weights_bytes(spec, o.weights_dtype, o.group_size)
+    counts = count_params(spec)
+    w, w_note = weights_bytes(counts, spec.d_model, o.weights_dtype, o.group_size)
     rows = []
     if not o.train:
         kv = kv_cache(spec, batch, seq, o.kv_dtype).total_bytes
@@ -98,7 +98,7 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
         grads = opt = 0
     else:
         kv = 0
-        n = count_params(spec).total
+        n = counts.total
         act, act_note = _training_activations(spec, batch, seq, o)
         shard = lambda x, stage: -(-x // o.dp) if o.zero >= stage else x  # noqa: E731
         w = shard(w, 3)

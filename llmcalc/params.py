@@ -24,7 +24,7 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     """Parameters of one layer of `group` by component path, and how many of them one token uses."""
     d, norm, attn = spec.d_model, spec.norm, spec.attention
     parts = {f"attention/{k}": v for k, v in attn.params(d).items()}
-    prefix = "ffn/" if isinstance(group.ffn, MoE) or not isinstance(spec.ffn, MoE) else "ffn/dense_"
+    prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
     parts["norms/layer"] = norm.per_layer * norm.params(d)
     if norm.qk_norm == "head":

@@ -51,7 +51,7 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], te
 
     t = Table(title=title, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i in text or i == 0 else "right", no_wrap=i not in text,
+        t.add_column(c, justify="left" if i in text else "right", no_wrap=i not in text,
                      overflow="fold", min_width=len(c) if i == 0 else None)
     for r in rows:
         t.add_row(*r)
@@ -94,7 +94,7 @@ def presets_table(rows: list) -> list:
             "Presets",
             ["name", "total", "active", "attention", "ffn"],
             [[p.name, short(p.total), short(p.active), p.attention, p.ffn] for p in rows],
-            text=(3, 4),
+            text=(0, 3, 4),
         )
     ]
 

@@ -93,6 +93,10 @@ class ModelSpec(Frozen):
 
         return upto(stop) - upto(start)
 
+    def ffn_prefix(self, group: LayerGroup) -> str:
+        """Component path of a group's FFN: "ffn/", or "ffn/dense_" for an MoE model's dense layers."""
+        return "ffn/" if group.ffn.kind == self.ffn.kind else "ffn/dense_"
+
     def layer_groups(self) -> list[LayerGroup]:
         """The distinct layer shapes with their counts; MoE dense layers are the first ones."""
         n_dense = self.ffn.dense_layers if isinstance(self.ffn, MoE) else 0
