@@ -141,6 +141,139 @@ def memory(
     emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format)
 
 
+GPUOpt = Annotated[str, typer.Option("--gpu", help="GPU preset (see `llmcalc gpus`) or a GPU YAML file.")]
+GPUsOpt = Annotated[Optional[int], typer.Option("--gpus", help="GPUs in all: tp · pp · dp (default: tp · pp · dp).")]
+TPOpt = Annotated[Optional[int], typer.Option("--tp", help="Tensor-parallel degree (default: --gpus / (pp · dp)).")]
+PPOpt = Annotated[int, typer.Option("--pp", help="Pipeline-parallel stages.")]
+DPOpt = Annotated[int, typer.Option("--dp", help="Data-parallel replicas (each serves batch / dp).")]
+EPOpt = Annotated[int, typer.Option("--ep", help="Expert-parallel degree (whole experts over ep GPUs).")]
+WeightsDtypeOpt = Annotated[Dtype, typer.Option("--weights-dtype", help="Weight storage type.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", help="int4: weights per fp16 scale.")]
+ReserveOpt = Annotated[float, typer.Option(
+    "--reserve", help="Share of GPU memory kept for the runtime (0.10 = vLLM's gpu_memory_utilization 0.9).")]
+
+
+def layout_of(gpus: int | None, tp: int | None, pp: int, dp: int, ep: int):
+    """The parallel layout; --gpus must equal tp · pp · dp."""
+    from .parallel import Layout
+
+    positive(pp=pp, dp=dp, ep=ep, **({"gpus": gpus} if gpus is not None else {}), **({"tp": tp} if tp is not None else {}))
+    if tp is None:
+        tp = (gpus or pp * dp) // (pp * dp) or 1
+    if gpus is not None and gpus != tp * pp * dp:
+        raise UserError(f"--gpus: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
+                        "make them agree or leave one out")
+    return Layout(tp=tp, pp=pp, dp=dp, ep=ep)
+
+
+def storage_of(weights_dtype: str, kv_dtype: str, group_size: int):
+    from .shard import Storage
+
+    positive(group_size=group_size)
+    return Storage(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size)
+
+
+def reserve_ok(reserve: float) -> None:
+    if not 0 <= reserve < 1:
+        raise UserError(f"--reserve: {reserve} is not in [0, 1); give a share such as 0.1")
+
+
+@app.command()
+def gpus(format: FormatOpt = "table") -> None:
+    """List the GPU presets: dense peaks, memory, bandwidth, ridge point, interconnect."""
+    from .hardware import gpu_names, load_gpu
+    from .report import GPURow
+
+    rows = []
+    for name in gpu_names():
+        g = load_gpu(name)
+        fp8 = g.peak_tflops.fp8
+        rows.append(GPURow(name=name, description=g.description, bf16_flops=g.peak("bf16"),
+                           fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=g.memory_bytes,
+                           bandwidth_bytes_per_s=g.bandwidth, ridge_point=g.peak("bf16") / g.bandwidth,
+                           interconnect=g.interconnect, interconnect_bytes_per_s=g.interconnect_gbs * 1e9,
+                           source=g.source))
+    emit(rows, format)
+
+
+@app.command()
+def latency(
+    gpu: GPUOpt,
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    gen: Annotated[int, typer.Option("--gen", "-g", help="Tokens to generate (the first comes from prefill).")] = 256,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: GroupOpt = 128,
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], typer.Option(
+        help="Matmul type that sets the peak (weight-only quantization still computes in bf16).")] = "bf16",
+    compute_efficiency: Annotated[float, typer.Option(help="Share of peak FLOP/s reached (H100 bf16 GEMM: ~0.8).")] = 0.8,
+    memory_efficiency: Annotated[float, typer.Option(help="Share of memory bandwidth reached (H100 copy: ~0.9).")] = 0.9,
+    comm_efficiency: Annotated[float, typer.Option(help="Share of one-way link bandwidth collectives reach.")] = 0.8,
+    mla_decode: Annotated[Literal["absorbed", "decompress"], typer.Option(help="MLA decode path.")] = "absorbed",
+    reserve: ReserveOpt = 0.10,
+    format: FormatOpt = "table",
+) -> None:
+    """Roofline time: time to first token, time per output token, tokens/s, per phase and op."""
+    from .hardware import load_gpu
+    from .latency import LatencyOptions
+    from .latency import latency as estimate
+
+    positive(batch=batch, seq=seq, gen=gen)
+    reserve_ok(reserve)
+    for name, v in (("compute-efficiency", compute_efficiency), ("memory-efficiency", memory_efficiency),
+                    ("comm-efficiency", comm_efficiency)):
+        if not 0 < v <= 1:
+            raise UserError(f"--{name}: {v} is not in (0, 1]; give a share such as 0.8")
+    spec = load_model(preset, config, hf_config)
+    opts = LatencyOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
+                          compute_dtype=compute_dtype, compute_efficiency=compute_efficiency,
+                          memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency,
+                          mla_decode=mla_decode, reserve=reserve)
+    emit(estimate(spec, load_gpu(gpu), batch, seq, gen, opts), format)
+
+
+@app.command()
+def fit(
+    gpu: GPUOpt,
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: Annotated[int, typer.Option("--batch", "-b", help="Sequences; max_seq is found for this batch.")] = 1,
+    seq: Annotated[int, typer.Option("--seq", "-s", help="Tokens per sequence; max_batch is found for it.")] = 4096,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: GroupOpt = 128,
+    reserve: ReserveOpt = 0.10,
+    prefill_chunk: Annotated[int, typer.Option(help="Tokens per prefill chunk (sizes the activation workspace).")] = 8192,
+    format: FormatOpt = "table",
+) -> None:
+    """Does it fit: weights, KV cache and workspace per GPU; the largest batch and longest context."""
+    from .fit import FitOptions
+    from .fit import fit as check
+    from .hardware import load_gpu
+
+    positive(batch=batch, seq=seq, prefill_chunk=prefill_chunk)
+    reserve_ok(reserve)
+    spec = load_model(preset, config, hf_config)
+    opts = FitOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
+                      reserve=reserve, prefill_chunk=prefill_chunk)
+    emit(check(spec, load_gpu(gpu), batch, seq, opts), format)
+
+
 @app.command()
 def presets(format: FormatOpt = "table") -> None:
     """List the presets with their total and active parameters."""

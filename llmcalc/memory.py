@@ -43,6 +43,11 @@ class MemoryOptions(Frozen):
     dp: PosInt = 1
 
 
+def quantized_bytes(n: int, dtype: str, group_size: int) -> int:
+    """Bytes of `n` layer weights in `dtype`: n · bits / 8, plus one fp16 scale per group for int4."""
+    return nbytes(n, dtype) + (2 * -(-n // group_size) if dtype == "int4" else 0)
+
+
 def weights_bytes(r: ParamsReport, d_model: int, dtype: str, group_size: int) -> tuple[int, str]:
     """Bytes of the weights counted in `r` stored in `dtype`, and how they were stored."""
     if dtype not in QUANTIZED:
@@ -51,8 +56,8 @@ def weights_bytes(r: ParamsReport, d_model: int, dtype: str, group_size: int) ->
         raise UserError(f"--group-size: {group_size} does not divide d_model ({d_model}); use a divisor such as 128")
     layers = sum(row.params for row in r.breakdown if row.component.startswith(("attention/", "ffn/")))
     rest = r.total - layers
-    scales = 2 * -(-layers // group_size) if dtype == "int4" else 0
-    return (nbytes(layers, dtype) + nbytes(rest, "bf16") + scales,
+    scales = dtype == "int4"
+    return (quantized_bytes(layers, dtype, group_size) + nbytes(rest, "bf16"),
             f"layers in {dtype}" + (f" + fp16 scale/{group_size}" if scales else "") + "; embedding, head, norms bf16")
 
 
@@ -91,7 +96,7 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     rows = []
     if not o.train:
         kv = kv_cache(spec, batch, seq, o.kv_dtype).total_bytes
-        act, act_note = _inference_activations(spec, batch, seq, o)
+        act, act_note = inference_activations(spec, batch, seq, o)
         rows += [MemoryRow(component="weights", bytes=w, note=w_note),
                  MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {o.kv_dtype}"),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
@@ -121,7 +126,7 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     )
 
 
-def _inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
     """Prefill peak: the residual stream and normed input (2·B·S·d) plus the largest transient of
     one layer (Q/K/V, or S×S scores without flash attention, or the FFN intermediate), or the last
     position's fp32 logits, whichever is larger."""

@@ -51,8 +51,9 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], te
 
     t = Table(title=title, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
+        longest = max([len(c), *(len(r[i]) for r in rows)])
         t.add_column(c, justify="left" if i in text else "right", no_wrap=i not in text,
-                     overflow="fold", min_width=len(c) if i == 0 else None)
+                     overflow="fold", min_width=min(longest, 18) if i == 0 else None)
     for r in rows:
         t.add_row(*r)
     return t
@@ -155,5 +156,78 @@ def memory_table(r) -> list:
     ]
 
 
+def gpus_table(rows: list) -> list:
+    return [
+        _table(
+            "GPUs (dense peaks, no sparsity)",
+            ["name", "bf16 TFLOP/s", "fp8 TFLOP/s", "GiB", "TB/s", "ridge", "link GB/s"],
+            [[g.name, f"{g.bf16_flops / 1e12:,.1f}", f"{g.fp8_flops / 1e12:,.1f}" if g.fp8_flops else "—",
+              f"{g.memory_bytes / 2**30:g}", f"{g.bandwidth_bytes_per_s / 1e12:.2f}", f"{g.ridge_point:.0f}",
+              f"{g.interconnect_bytes_per_s / 1e9:,.1f}"] for g in rows],
+        ),
+        "[dim]GiB: memory; TB/s: memory bandwidth; ridge: bf16 FLOPs per byte where a kernel turns "
+        "compute-bound; link: GPU-to-GPU, both directions together (--format json: link type, sources)[/dim]",
+    ]
+
+
+def seconds(t: float) -> str:
+    """0.0051 → '5.10 ms'."""
+    for div, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if t >= div:
+            return f"{t / div:.2f} {unit}"
+    return f"{t * 1e9:.2f} ns"
+
+
+def latency_table(r) -> list:
+    layout = f"{r.gpus} × {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
+    phases = [[p.phase, short(p.flops), size(p.bytes), f"{p.intensity:,.1f}", p.bound, seconds(p.comm_s) if p.comm_s else "—", seconds(p.time_s)]
+              for p in r.phases]
+    bound = {"interconnect": "link"}
+
+    def ops(phase: str) -> list[list[str]]:
+        return [[o.op, short(o.flops), size(o.bytes), "—" if o.intensity is None else f"{o.intensity:,.1f}",
+                 bound.get(o.bound, o.bound), seconds(o.time_s)] for o in r.ops if o.phase == phase]
+
+    op_columns = ["op", "FLOPs", "bytes", "FLOP/B", "bound", "time"]
+    return [
+        f"[bold]{r.model}[/bold] on {layout}: batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
+        f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
+        f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
+        f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
+        f"tokens/s: {r.tokens_per_s:,.1f} overall · {r.tokens_per_s_per_seq:,.1f} per sequence · "
+        f"{r.decode_tokens_per_s:,.1f} while decoding",
+        f"peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · {r.bandwidth_bytes_per_s / 1e12:.2f} "
+        f"TB/s × {r.memory_efficiency} · ridge {r.ridge_point:.0f} FLOP/B (effective {r.effective_ridge_point:.0f})"
+        + (f" · experts read per MoE layer per step: {r.experts_hit_per_step:.1f}" if r.experts_hit_per_step else ""),
+        f"per GPU: weights {size(r.weights_bytes_per_gpu)}, KV at the end {size(r.kv_bytes_per_gpu)}"
+        + ("" if r.fits else " — [bold red]does not fit[/bold red]"),
+        _table("Phases (one GPU)", ["phase", "FLOPs", "bytes", "FLOP/B", "bound", "comm", "time"], phases),
+        _table("Prefill ops (one GPU, all layers)", op_columns, ops("prefill")),
+        _table("First decode step ops (one GPU, all layers)", op_columns, ops(r.phases[1].phase)),
+        f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
+def fit_table(r) -> list:
+    verdict = "[bold green]fits[/bold green]" if r.fits else "[bold red]does not fit[/bold red]"
+    cells = [(f"usable ({r.capacity_bytes / 2**30:g} GiB × (1 − {r.reserve}))", r.usable_bytes),
+             (f"weights ({r.weights_dtype})", r.weights_bytes),
+             ("activation workspace (one prefill chunk)", r.activation_bytes),
+             ("KV budget (usable − the two above)", r.kv_budget_bytes),
+             (f"KV cache ({r.batch} × {r.seq:,} tokens, {r.kv_dtype})", r.kv_bytes)]
+    rows = [[name, f"{n:,}", size(n), size(n, iec=True)] for name, n in cells]
+    limit = "memory" if r.max_seq_limited_by == "memory" else "the model's max_seq_len"
+    return [
+        f"[bold]{r.model}[/bold] on {r.gpus} × {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}): "
+        f"batch {r.batch} × {r.seq:,} tokens {verdict} ({size(r.total_bytes)} of {size(r.usable_bytes)} per GPU)",
+        f"largest batch at {r.seq:,} tokens: [bold]{r.max_batch:,}[/bold] · longest context at batch {r.batch}: "
+        f"[bold]{r.max_seq:,}[/bold] (limited by {limit}"
+        + (f"; memory alone allows {r.max_seq_memory:,})" if r.max_seq_memory and r.max_seq_memory != r.max_seq else ")"),
+        _table("Per GPU", ["", "bytes", "GB", "GiB"], rows),
+        f"[dim]formula: {r.formula}[/dim]", *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "KVReport": kv_table,
-          "FlopsReport": flops_table, "MemoryReport": memory_table}
+          "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
+          "LatencyReport": latency_table, "FitReport": fit_table}

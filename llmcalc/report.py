@@ -156,3 +156,141 @@ class MemoryReport(Report):
     breakdown: list[MemoryRow]
     formula: str
     notes: list[str]
+
+
+class GPURow(Report):
+    """One GPU preset in `llmcalc gpus`: dense peaks in FLOP/s (int8: ops/s), bytes, bytes/s."""
+
+    name: str
+    description: str
+    bf16_flops: float
+    fp8_flops: float | None
+    memory_bytes: int
+    bandwidth_bytes_per_s: float
+    ridge_point: float
+    """bf16 FLOPs per byte at which a kernel turns from memory- to compute-bound: peak / bandwidth."""
+    interconnect: str
+    interconnect_bytes_per_s: float
+    source: str
+
+
+class OpRow(Report):
+    """One operation of one phase on one GPU (a tensor-parallel rank, summed over the layers of
+    every pipeline stage): work, traffic, and its roofline time."""
+
+    phase: str
+    op: str
+    flops: int
+    bytes: int
+    intensity: float | None
+    """FLOPs per byte moved; None for communication."""
+    bound: str
+    """compute, memory, or interconnect: whichever term sets the time."""
+    time_s: float
+
+
+class PhaseRow(Report):
+    """A phase on one GPU: prefill, the first decode step, the last decode step."""
+
+    phase: str
+    context: int
+    """Tokens in the cache before the phase (0 for prefill)."""
+    new_tokens: int
+    """Tokens processed in the phase, whole replica batch."""
+    flops: int
+    bytes: int
+    intensity: float
+    bound: str
+    compute_s: float
+    memory_s: float
+    comm_s: float
+    time_s: float
+
+
+class LatencyReport(Report):
+    """Roofline latency of B sequences: prefill S tokens, then generate G tokens.
+
+    Each op takes max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · memory_efficiency));
+    a phase is the sum of its ops and its communication (not overlapped). ttft_s: the prefill
+    (it emits the first token). tpot_s: the first decode step (context S); tpot_end_s: the last
+    (context S+G−2). The G−1 decode steps sum to decode_s; total_s = ttft_s + decode_s.
+    tokens_per_s: generated tokens of all replicas / total_s; tokens_per_s_per_seq: G / total_s.
+    """
+
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    batch: int
+    seq: int
+    gen: int
+    compute_dtype: str
+    weights_dtype: str
+    kv_dtype: str
+    peak_flops: float
+    bandwidth_bytes_per_s: float
+    ridge_point: float
+    effective_ridge_point: float
+    compute_efficiency: float
+    memory_efficiency: float
+    comm_efficiency: float
+    ttft_s: float
+    tpot_s: float
+    tpot_end_s: float
+    decode_s: float
+    total_s: float
+    tokens_per_s: float
+    tokens_per_s_per_seq: float
+    decode_tokens_per_s: float
+    """Steady decode throughput at the first step: batch / tpot_s (all replicas)."""
+    experts_hit_per_step: float | None
+    """Expected distinct routed experts one MoE layer reads per decode step, E·(1 − (1 − k/E)^T)."""
+    weights_bytes_per_gpu: int
+    kv_bytes_per_gpu: int
+    fits: bool
+    phases: list[PhaseRow]
+    ops: list[OpRow]
+    formula: str
+    notes: list[str]
+
+
+class FitReport(Report):
+    """Whether a model and workload fit in the GPUs' memory, per GPU.
+
+    usable = capacity · (1 − reserve); kv budget = usable − weights − activation workspace.
+    max_batch: most sequences of `seq` tokens the budget holds (all replicas). max_seq: longest
+    context for `batch` sequences, capped at the model's max_seq_len (max_seq_memory: uncapped,
+    None when sliding-window layers make the cache stop growing).
+    """
+
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    weights_dtype: str
+    kv_dtype: str
+    batch: int
+    seq: int
+    capacity_bytes: int
+    reserve: float
+    usable_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    kv_budget_bytes: int
+    kv_bytes: int
+    """KV cache of `batch` × `seq` on one GPU."""
+    total_bytes: int
+    """weights + activation workspace + kv_bytes on one GPU."""
+    fits: bool
+    max_batch: int
+    max_seq: int
+    max_seq_memory: int | None
+    max_seq_limited_by: str
+    formula: str
+    notes: list[str]

@@ -170,3 +170,43 @@ def test_bad_workload(cli, args, needles):
 
 def test_window_larger_than_context_is_fine(cli_json):
     assert cli_json("kv", "-p", "mistral-7b", "--seq", "100")["total_bytes"] == 100 * 2 * 8 * 128 * 32 * 2
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100"], ["--gpu", "unknown GPU", "h100-sxm", "valid GPUs"]),
+        (["fit", "--preset", "llama2-7b", "--gpu", "nope"], ["--gpu", "a100-80gb"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--tp", "3"], ["--tp", "32 attention heads"]),
+        (["fit", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--pp", "5"], ["--pp", "32 layers"]),
+        (["fit", "--preset", "llama3-8b", "--gpu", "h100-sxm", "--tp", "3"], ["--tp"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "4", "--tp", "2"], ["--gpus", "tp 2"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--ep", "2", "--tp", "2"], ["--ep", "no experts"]),
+        (["latency", "--preset", "mixtral-8x7b", "--gpu", "h100-sxm", "--ep", "3", "--tp", "3"], ["--tp"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "a100-80gb", "--compute-dtype", "fp8"],
+         ["--compute-dtype", "no fp8", "bf16"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--batch", "3", "--dp", "2"], ["--batch", "--dp 2"]),
+        (["fit", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--reserve", "1.5"], ["--reserve"]),
+        (["fit", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "0"], ["--gpus", "> 0"]),
+        (["latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--memory-efficiency", "0"], ["--memory-efficiency"]),
+        (["latency", "--preset", "deepseek-v3", "--gpu", "l4"], ["--gpus", "GPUs", "weights"]),
+        (["fit", "--preset", "llama3.1-405b", "--gpu", "rtx-4090", "--gpus", "8"], ["--gpus", "at least"]),
+    ],
+)
+def test_bad_layout_or_gpu(cli, args, needles):
+    assert_one_line_error(cli(*args), *needles)
+
+
+@pytest.mark.parametrize(
+    "text,needles",
+    [
+        ("name: x\n", ["gpu file", "description", "add it"]),
+        ("- 1\n- 2\n", ["expected a mapping"]),
+        ("!!python/object/apply:os.system ['echo hi']\n", ["YAML tag refused"]),
+    ],
+)
+def test_bad_gpu_file(cli, tmp_path: Path, text, needles):
+    f = tmp_path / "gpu.yaml"
+    f.write_text(text)
+    assert_one_line_error(cli("latency", "--preset", "llama2-7b", "--gpu", str(f)), *needles)
+    assert f.read_text() == text

@@ -21,10 +21,16 @@ def modules_after(code: str) -> set[str]:
     return set(out.stdout.split())
 
 
-def test_cli_run_never_imports_torch_or_transformers():
+@pytest.mark.parametrize("args", [
+    ["params", "--preset", "deepseek-v3"],
+    ["latency", "--preset", "mixtral-8x7b", "--gpu", "h100-sxm", "--gpus", "2"],
+    ["fit", "--preset", "llama3-8b", "--gpu", "l4"],
+    ["gpus"],
+])
+def test_cli_run_never_imports_torch_or_transformers(args):
     code = (
         "import sys; from llmcalc.cli import app\n"
-        "sys.argv = ['llmcalc', 'params', '--preset', 'deepseek-v3']\n"
+        f"sys.argv = ['llmcalc', *{args!r}]\n"
         "app(standalone_mode=False)"
     )
     loaded = modules_after(code)
@@ -57,5 +63,5 @@ def test_wheel_ships_presets(tmp_path: Path):
         pytest.skip(f"cannot build a wheel here: {r.stderr.strip().splitlines()[-1:]}")
     (wheel,) = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    presets = {p.name for p in (ROOT / "llmcalc/presets").glob("*.yaml")}
-    assert presets and {f"llmcalc/presets/{n}" for n in presets} <= names
+    presets = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmcalc/presets").rglob("*.yaml")}
+    assert any("/gpus/" in p for p in presets) and presets <= names

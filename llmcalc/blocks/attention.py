@@ -58,8 +58,23 @@ class GQA(Frozen):
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by (2 FLOPs per weight per token)."""
-        return {"q": d_model * self.q_width, "k": d_model * self.kv_width,
-                "v": d_model * self.kv_width, "o": self.q_width * d_model}
+        return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def io(self, d_model: int) -> Parts:
+        """Elements each projection reads and writes per token (input + output width)."""
+        return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
+        return {"q": (d_model, self.q_width), "k": (d_model, self.kv_width), "v": (d_model, self.kv_width),
+                "o": (self.q_width, d_model)}
+
+    def query_io(self) -> int:
+        """Elements the attention core reads and writes per query besides keys/values: Q and O, 2·H·h."""
+        return 2 * self.q_width
+
+    def key_value_io(self) -> int:
+        """Elements of fresh K and V the core reads per new token (prefill): 2·H_kv·h."""
+        return 2 * self.kv_width
 
     def kv_elements(self) -> int:
         """Cached elements per token per layer: K and V of every kv head, 2·H_kv·h."""
@@ -107,17 +122,31 @@ class MLA(Frozen):
     def label(self) -> str:
         return f"MLA {self.heads}h, latent {self.kv_lora_rank}+{self.qk_rope_head_dim}"
 
+    def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
+        h, r = self.heads, self.kv_lora_rank
+        q = ({"q": (d_model, h * self.qk_head_dim)} if self.q_lora_rank is None else
+             {"q_down": (d_model, self.q_lora_rank), "q_up": (self.q_lora_rank, h * self.qk_head_dim)})
+        return q | {"kv_down": (d_model, r + self.qk_rope_head_dim),
+                    "kv_up": (r, h * (self.qk_nope_head_dim + self.v_head_dim)),
+                    "o": (h * self.v_head_dim, d_model)}
+
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by; kv_up is also applied to cached latents when
         decoding without absorption (see llmcalc/flops.py)."""
-        h = self.heads
-        q = ({"q": d_model * h * self.qk_head_dim} if self.q_lora_rank is None else
-             {"q_down": d_model * self.q_lora_rank, "q_up": self.q_lora_rank * h * self.qk_head_dim})
-        return q | {
-            "kv_down": d_model * (self.kv_lora_rank + self.qk_rope_head_dim),
-            "kv_up": self.kv_lora_rank * h * (self.qk_nope_head_dim + self.v_head_dim),
-            "o": h * self.v_head_dim * d_model,
-        }
+        return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def io(self, d_model: int) -> Parts:
+        """Elements each projection reads and writes per token (input + output width)."""
+        return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def query_io(self) -> int:
+        """Elements the attention core reads and writes per query besides keys/values: Q and O,
+        H·(d_n + d_r) + H·d_v."""
+        return self.heads * (self.qk_head_dim + self.v_head_dim)
+
+    def key_value_io(self) -> int:
+        """Elements of decompressed K and V the core reads per new token (prefill): H·(d_n + d_r + d_v)."""
+        return self.heads * (self.qk_head_dim + self.v_head_dim)
 
     def absorbed_matmuls(self) -> Parts:
         """Absorbed decode, per new token: q_nope·W_UK per head (d_n → r_kv) and the latent output

@@ -27,6 +27,11 @@ def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
     return {"gate": linear(d_model, d_ff, bias)} | parts if gated else parts
 
 
+def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
+    """Elements each MLP matmul reads and writes per token: d + f each."""
+    return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
+
+
 class Dense(Frozen):
     """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
 
@@ -45,6 +50,9 @@ class Dense(Frozen):
     def matmuls(self, d_model: int) -> Parts:
         """Weights each token is multiplied by: up and down."""
         return mlp_params(d_model, self.d_ff, gated=False, bias=False)
+
+    def io(self, d_model: int) -> Parts:
+        return mlp_io(d_model, self.d_ff, gated=False)
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
@@ -74,6 +82,9 @@ class Gated(Frozen):
     def matmuls(self, d_model: int) -> Parts:
         """Weights each token is multiplied by: gate, up and down."""
         return mlp_params(d_model, self.d_ff, gated=True, bias=False)
+
+    def io(self, d_model: int) -> Parts:
+        return mlp_io(d_model, self.d_ff, gated=True)
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""
@@ -154,6 +165,20 @@ class MoE(Frozen):
             parts["shared_gate"] = d_model
         return parts
 
+    def io(self, d_model: int) -> Parts:
+        """Elements read and written per token, keyed like matmuls(): each routed copy and shared expert."""
+        parts = {"router": d_model + self.experts,
+                 "experts": self.top_k * weights(mlp_io(d_model, self.d_ff, gated=self.gated))}
+        if self.shared_experts:
+            parts["shared_experts"] = self.shared_experts * weights(mlp_io(d_model, self.shared_d_ff, gated=self.gated))
+        if self.shared_gate:
+            parts["shared_gate"] = d_model + 1
+        return parts
+
+    def expert_params(self, d_model: int) -> int:
+        """One routed expert's parameters, P_e."""
+        return weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias))
+
     def transient_elements(self) -> int:
         """Widest intermediate per token: top_k routed (and shared) gate/up outputs."""
         per = 2 if self.gated else 1
@@ -167,8 +192,7 @@ class MoE(Frozen):
 
     def inactive_params(self, d_model: int) -> int:
         """Routed experts one token does not use: (E − k)·P_e."""
-        one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
-        return (self.experts - self.top_k) * sum(one.values())
+        return (self.experts - self.top_k) * self.expert_params(d_model)
 
     def dense_ffn(self) -> Dense | Gated:
         """The plain FFN of the dense layers: the experts' shape with dense_d_ff."""

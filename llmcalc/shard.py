@@ -1,0 +1,79 @@
+"""Per-GPU weights and KV cache under a parallel layout. See docs/roofline.md#memory-per-gpu.
+
+Layer weights: routed experts split over ep GPUs (or tensor-split over tp without ep), every other
+layer tensor over tp, layers over pp stages. Token embedding and LM head are vocab-split over tp and
+sit on the first and last stage (a tied head is copied to the last stage when pp > 1).
+Quantized layer weights as in llmcalc/memory.py; norms, embedding and head stay bf16.
+"""
+
+from __future__ import annotations
+
+from .blocks.base import Frozen, PosInt
+from .errors import UserError
+from .kv import kv_cache, nbytes
+from .memory import QUANTIZED, quantized_bytes
+from .params import layer_parts
+from .parallel import Layout
+from .spec import LayerGroup, ModelSpec
+
+
+class Storage(Frozen):
+    """How weights and the cache are stored."""
+
+    weights_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    act_dtype: str = "bf16"
+    group_size: PosInt = 128
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def component_bytes(component: str, n: int, s: Storage) -> int:
+    """Stored bytes of `n` parameters of one component (all GPUs together)."""
+    quantized = s.weights_dtype in QUANTIZED
+    if component.startswith(("attention/", "ffn/")):
+        return quantized_bytes(n, s.weights_dtype, s.group_size) if quantized else nbytes(n, s.weights_dtype)
+    return nbytes(n, "bf16" if quantized else s.weights_dtype)
+
+
+def split_of(component: str, layout: Layout) -> int:
+    """GPUs one layer's component is split over: ep for routed experts with ep > 1, else tp."""
+    return layout.ep if component.endswith("/experts") and layout.ep > 1 else layout.tp
+
+
+def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, s: Storage, layout: Layout) -> dict[str, int]:
+    """One layer's stored bytes on one GPU, by component."""
+    parts, _ = layer_parts(spec, group)
+    return {k: ceil_div(component_bytes(k, n, s), split_of(k, layout)) for k, n in parts.items()}
+
+
+def edge_bytes(spec: ModelSpec, s: Storage) -> tuple[int, int]:
+    """Bytes of (token + position embedding, final norm + LM head matrix), all GPUs together; the
+    head matrix is counted even when tied, since a tied head is the embedding read again."""
+    d, v = spec.d_model, spec.vocab_size
+    dtype = "bf16" if s.weights_dtype in QUANTIZED else s.weights_dtype
+    emb = nbytes(v * d + spec.positions.params(spec.max_seq_len, d), dtype)
+    head = nbytes(v * d + (v if spec.lm_head_bias else 0) + (spec.norm.params(d) if spec.norm.final else 0), dtype)
+    return emb, head
+
+
+def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
+    """The most weight bytes any GPU holds: its stage's layers plus the embedding/head it keeps."""
+    if s.weights_dtype == "int4" and spec.d_model % s.group_size:
+        raise UserError(f"--group-size: {s.group_size} does not divide d_model ({spec.d_model}); "
+                        "use a divisor such as 128")
+    layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, s, layout).values()) for g in spec.layer_groups())
+    emb, head = edge_bytes(spec, s)
+    if layout.pp == 1:
+        edges = emb + (0 if spec.tie_embeddings else head)
+    else:
+        edges = max(emb, head)
+    return ceil_div(layers, layout.pp) + ceil_div(edges, layout.tp)
+
+
+def kv_per_gpu(spec: ModelSpec, batch: int, seq: int, s: Storage, layout: Layout) -> int:
+    """KV bytes on one GPU for one replica's `batch` sequences of `seq` tokens."""
+    total = kv_cache(spec, batch, seq, s.kv_dtype).total_bytes
+    return ceil_div(total, layout.kv_shards(spec) * layout.pp)

@@ -1,0 +1,191 @@
+"""Roofline latency, fit and parallel layouts, on hand-worked cases and a published worked example."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import yaml
+
+from llmcalc.flops import Conventions, flops
+from llmcalc.hardware import gpu_names, load_gpu
+from llmcalc.kv import kv_cache
+from llmcalc.latency import LatencyOptions, Roofline, experts_hit, latency, step_costs
+from llmcalc.parallel import Layout
+from llmcalc.params import params
+from llmcalc.presets import load_preset, spec_from_data
+
+IDEAL = dict(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
+H100 = load_gpu("h100-sxm")
+
+
+def test_gpu_presets_match_the_datasheet_figures_in_references():
+    """REFERENCES.md: H100 SXM 989 TFLOP/s bf16, 1979 fp8, 3.35 TB/s, 80 GB; H200 4.8 TB/s, 141 GB;
+    A100 80GB 312 bf16, 2.039 TB/s."""
+    assert {"h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "l40s", "l4", "a10g", "rtx-4090",
+            "rtx-3090", "mi300x", "b200"} <= set(gpu_names())
+    assert round(H100.peak("bf16") / 1e12) == 989 and round(H100.peak("fp8") / 1e12) == 1979
+    assert H100.bandwidth == 3.35e12 and H100.memory_bytes == 80 * 2**30
+    h200, a100 = load_gpu("h200"), load_gpu("a100-80gb")
+    assert h200.bandwidth == 4.8e12 and h200.memory_gib == 141 and h200.peak("bf16") == H100.peak("bf16")
+    assert a100.peak("bf16") == 312e12 and a100.bandwidth == 2.039e12 and a100.peak_tflops.fp8 is None
+    for name in gpu_names():
+        g = load_gpu(name)
+        assert g.source.startswith("https://"), name
+        assert g.peak("fp16") >= g.peak("fp32"), name  # tensor cores beat plain FP32
+
+
+def test_decode_at_batch_1_costs_at_least_weights_over_bandwidth():
+    """Every weight but the embedding table (a step gathers one row of it) is read once per step."""
+    spec = load_preset("llama2-7b")
+    r = latency(spec, H100, 1, 128, 2, LatencyOptions(**IDEAL))
+    weights = 2 * params(spec).active_excluding_embedding
+    assert r.tpot_s >= weights / H100.bandwidth
+    assert r.tpot_s <= 1.01 * (weights + kv_cache(spec, 1, 129).total_bytes) / H100.bandwidth + 1e-4
+    assert r.phases[1].bound == "memory"
+
+
+def test_prefill_costs_at_least_flops_over_peak():
+    spec = load_preset("llama3-8b")
+    r = latency(spec, H100, 4, 4096, 2, LatencyOptions(**IDEAL))
+    prefill = flops(spec, 4, 4096, 1, Conventions(attention="causal", logits="last")).prefill_flops
+    assert r.ttft_s >= prefill / H100.peak("bf16")
+    assert r.ttft_s <= 1.05 * prefill / H100.peak("bf16")  # compute-bound: little beyond the FLOPs
+    assert r.phases[0].flops == prefill and r.phases[0].bound == "compute"
+
+
+def test_decode_crosses_from_memory_to_compute_bound_at_the_ridge_point():
+    """A bf16 matmul on B tokens does 2·B·W FLOPs over ~2·W bytes: intensity ≈ B, so the FFN of a
+    decode step turns compute-bound once the batch passes the ridge point (295 FLOP/B on an H100)."""
+    spec = load_preset("llama2-7b")
+    opts = LatencyOptions(**IDEAL)
+
+    def ffn(batch: int):
+        return next(o for o in latency(spec, H100, batch, 16, 2, opts).ops
+                    if o.phase == "decode first" and o.op == "ffn")
+
+    ridge = H100.peak("bf16") / H100.bandwidth
+    lo, hi = 1, 4096
+    assert ffn(lo).bound == "memory" and ffn(hi).bound == "compute"
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ffn(mid).bound == "memory" else (lo, mid)
+    assert ffn(lo).intensity < ridge <= ffn(hi).intensity  # the switch happens at the ridge point
+    # activations in and out (B·(d + f) per matmul) keep the intensity a little under B
+    assert ridge <= hi <= 1.15 * ridge, (hi, ridge)
+
+
+def test_kipply_worked_example_52b_on_a100(tmp_path):
+    """kipply, "Transformer Inference Arithmetic" (2022): an A100 at 312 TFLOP/s and 1.5 TB/s has a
+    ridge of 208 FLOP/byte, and a 52B-parameter model in 16-bit needs 2·52e9 / 1.5e12 ≈ 69 ms per
+    token at batch 1 (memory-bound). Her model: d = 8192, 64 layers."""
+    gpu = tmp_path / "a100-kipply.yaml"
+    gpu.write_text(yaml.safe_dump({
+        "name": "a100-kipply", "description": "A100 as in the article", "source": "https://kipp.ly/transformer-inference-arithmetic/",
+        "peak_tflops": {"fp32": 19.5, "bf16": 312, "fp16": 312}, "memory_gib": 1000,
+        "memory_bandwidth_gbs": 1500, "interconnect": "NVLink 3", "interconnect_gbs": 600}))
+    spec = spec_from_data({
+        "name": "kipply-52b", "vocab_size": 65536, "d_model": 8192, "n_layers": 64, "max_seq_len": 8192,
+        "tie_embeddings": True, "norm": {"kind": "layernorm", "bias": True},
+        "positions": {"kind": "none"},
+        "attention": {"kind": "gqa", "heads": 64, "kv_heads": 64, "head_dim": 128},
+        "ffn": {"kind": "dense", "d_ff": 32768, "activation": "gelu"}}, "test")
+    assert 51e9 < params(spec).total < 53e9
+    r = latency(spec, load_gpu(str(gpu)), 1, 1, 2, LatencyOptions(**IDEAL))
+    assert round(r.ridge_point) == 208
+    assert 0.069 * 0.97 <= r.tpot_s <= 0.069 * 1.05, r.tpot_s
+
+
+def test_moe_expected_experts_match_a_routing_simulation():
+    rng = random.Random(0)
+    for experts, k, tokens in ((8, 2, 1), (8, 2, 8), (256, 8, 16), (64, 6, 64)):
+        trials = 2000
+        hit = sum(len({e for _ in range(tokens) for e in rng.sample(range(experts), k)}) for _ in range(trials)) / trials
+        assert experts_hit(experts, k, tokens) == pytest.approx(hit, rel=0.03), (experts, k, tokens)
+
+
+def test_moe_decode_at_batch_1_reads_only_the_active_experts():
+    """Batch 1: one token reads top_k of E experts, so the bytes equal the active parameters."""
+    spec = load_preset("mixtral-8x7b")
+    r = latency(spec, load_gpu("h200"), 1, 1, 2, LatencyOptions(**IDEAL))
+    step = next(p for p in r.phases if p.phase == "decode first")
+    active_bytes = 2 * params(spec).active_excluding_embedding
+    assert active_bytes <= step.bytes <= active_bytes * 1.01
+    assert r.experts_hit_per_step == pytest.approx(2)
+
+
+@pytest.mark.parametrize("name,gen", [("llama2-7b", 300), ("gemma2-9b", 5000), ("deepseek-v2-lite", 200)])
+def test_decode_sum_equals_step_by_step(name, gen):
+    """The closed-form sum over G − 1 steps equals summing each step (windows filling included)."""
+    spec = load_preset(name)
+    o = LatencyOptions()
+    seq = 4000 if name == "gemma2-9b" else 100
+    r = latency(spec, H100, 2, seq, gen, o)
+    roof = Roofline(H100, o)
+    brute = sum(sum(roof.time(k, c) for k, c in step_costs(spec, o, 2, 1, ctx).items())
+                for ctx in range(seq, seq + gen - 1))
+    assert r.decode_s == pytest.approx(brute, rel=1e-9)
+
+
+def test_tensor_parallel_splits_weights_and_adds_all_reduce_time():
+    spec = load_preset("llama2-70b")
+    one = latency(spec, H100, 8, 2048, 16, LatencyOptions(layout=Layout(tp=2)))
+    four = latency(spec, H100, 8, 2048, 16, LatencyOptions(layout=Layout(tp=4)))
+    assert abs(2 * four.weights_bytes_per_gpu - one.weights_bytes_per_gpu) < 1e6
+    assert four.tpot_s < one.tpot_s
+    comm = [o for o in four.ops if o.op == "comm/tp_all_reduce" and o.phase == "prefill"]
+    # two all-reduces per layer of B·S·d bf16 values; a ring moves 2·(tp−1)/tp of it per GPU
+    assert comm[0].bytes == 2 * 80 * 2 * 3 * (8 * 2048 * 8192 * 2) // 4
+    assert params(spec).total == 68_976_648_192  # the layout never changes the parameter count
+
+
+def test_kv_per_gpu_follows_the_heads_and_mla_is_replicated():
+    from llmcalc.shard import Storage, kv_per_gpu
+
+    llama = load_preset("llama3-8b")  # 8 kv heads
+    total = kv_cache(llama, 4, 1000).total_bytes
+    assert kv_per_gpu(llama, 4, 1000, Storage(), Layout(tp=4)) == total // 4
+    assert kv_per_gpu(llama, 4, 1000, Storage(), Layout(tp=16)) == total // 8  # a kv head per 2 GPUs
+    ds = load_preset("deepseek-v2-lite")
+    assert kv_per_gpu(ds, 4, 1000, Storage(), Layout(tp=8)) == kv_cache(ds, 4, 1000).total_bytes
+
+
+def test_fit_is_consistent_with_the_kv_cache(cli_json):
+    r = cli_json("fit", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--seq", "4096", "--batch", "8")
+    per_seq = kv_cache(load_preset("llama2-7b"), 1, 4096).total_bytes
+    assert r["fits"] is True and r["max_batch"] == r["kv_budget_bytes"] // per_seq
+    assert r["usable_bytes"] == int(80 * 2**30 * 0.9)
+    assert r["weights_bytes"] == 2 * 6_738_415_616
+    assert r["kv_budget_bytes"] == r["usable_bytes"] - r["weights_bytes"] - r["activation_bytes"]
+    # the longest context for 8 sequences: its cache fits and one more token does not
+    spec = load_preset("llama2-7b")
+    assert kv_cache(spec, 8, r["max_seq_memory"]).total_bytes <= r["kv_budget_bytes"]
+    assert kv_cache(spec, 8, r["max_seq_memory"] + 1).total_bytes > r["kv_budget_bytes"]
+    assert r["max_seq"] == spec.max_seq_len == 4096 and r["max_seq_limited_by"] == "max_seq_len"
+
+
+def test_fit_reports_a_workload_that_does_not_fit_as_a_result(cli_json):
+    r = cli_json("fit", "--preset", "llama2-7b", "--gpu", "l4", "--batch", "64", "--seq", "4096")
+    assert r["fits"] is False and 0 < r["max_batch"] < 64
+
+
+def test_fit_sliding_window_model_has_no_memory_length_limit(cli_json):
+    r = cli_json("fit", "--preset", "mistral-7b", "--gpu", "h100-sxm", "--batch", "1")
+    assert r["max_seq_memory"] is None and r["max_seq"] == load_preset("mistral-7b").max_seq_len
+
+
+def test_latency_json_fields(cli_json):
+    r = cli_json("latency", "--preset", "llama3-8b", "--gpu", "h100-sxm", "--batch", "8", "--seq", "2048",
+                 "--gen", "128")
+    for key in ("ttft_s", "tpot_s", "tokens_per_s", "phases", "ops"):
+        assert key in r
+    assert r["tokens_per_s"] == pytest.approx(8 * 128 / r["total_s"])
+    assert r["tpot_end_s"] > r["tpot_s"]  # the cache grows
+
+
+def test_405b_fits_8_h100_in_fp8_but_not_bf16(cli, cli_json):
+    r = cli("latency", "--preset", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8")
+    assert r.returncode == 2 and "GPUs" in r.stderr and "Traceback" not in r.stderr
+    ok = cli_json("fit", "--preset", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--weights-dtype", "fp8",
+                  "--seq", "8192")
+    assert ok["fits"] is True and ok["max_batch"] >= 1
