@@ -71,10 +71,7 @@ def gpu_names() -> list[str]:
 
 def load_gpu(name: str) -> GPU:
     """A GPU preset by name, or a user's GPU YAML by path (anything ending .yaml/.yml/.json)."""
-    from pydantic import ValidationError
-
-    from .errors import validation_message
-    from .presets import read_yaml
+    from .presets import read_yaml, validated
 
     if name.endswith((".yaml", ".yml", ".json")):
         path, where = Path(name), f"gpu file {name}"
@@ -85,10 +82,4 @@ def load_gpu(name: str) -> GPU:
             hint = f"did you mean {near[0]!r}? " if near else ""
             raise UserError(f"--gpu: unknown GPU {name!r}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
         path, where = GPU_DIR / f"{name}.yaml", f"gpu {name}"
-    data = read_yaml(path, "gpu file")
-    if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping of GPU fields; see presets/gpus/h100-sxm.yaml")
-    try:
-        return GPU.model_validate(data)
-    except ValidationError as e:
-        raise UserError(validation_message(e, where)) from None
+    return validated(GPU, read_yaml(path, "gpu file"), where, "presets/gpus/h100-sxm.yaml")

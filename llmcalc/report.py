@@ -207,7 +207,19 @@ class PhaseRow(Report):
     time_s: float
 
 
-class LatencyReport(Report):
+class Placement(Report):
+    """A model on `gpus` GPUs of one kind, laid out as tp · pp · dp (ep within tp · dp)."""
+
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+
+
+class LatencyReport(Placement):
     """Roofline latency of B sequences: prefill S tokens, then generate G tokens.
 
     Each op takes max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · memory_efficiency));
@@ -217,13 +229,6 @@ class LatencyReport(Report):
     tokens_per_s: generated tokens of all replicas / total_s; tokens_per_s_per_seq: G / total_s.
     """
 
-    model: str
-    gpu: str
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    ep: int
     batch: int
     seq: int
     gen: int
@@ -257,7 +262,7 @@ class LatencyReport(Report):
     notes: list[str]
 
 
-class FitReport(Report):
+class FitReport(Placement):
     """Whether a model and workload fit in the GPUs' memory, per GPU.
 
     usable = capacity · (1 − reserve); kv budget = usable − weights − activation workspace.
@@ -266,13 +271,6 @@ class FitReport(Report):
     None when sliding-window layers make the cache stop growing).
     """
 
-    model: str
-    gpu: str
-    gpus: int
-    tp: int
-    pp: int
-    dp: int
-    ep: int
     weights_dtype: str
     kv_dtype: str
     batch: int
@@ -293,4 +291,30 @@ class FitReport(Report):
     max_seq_memory: int | None
     max_seq_limited_by: str
     formula: str
+    notes: list[str]
+
+
+class ValidationRow(Report):
+    """One quantity: the closed-form estimate, the reference model's measurement, and the verdict.
+    rel_error = |measured − estimate| / measured; ok when it is within tolerance."""
+
+    model: str
+    quantity: str
+    convention: str
+    estimate: float
+    measured: float
+    rel_error: float
+    tolerance: float
+    ok: bool
+
+
+class ValidationReport(Report):
+    """`llmcalc validate`: estimates against the torch reference model's measurements."""
+
+    device: str
+    gpu: str | None
+    batch: int
+    seq: int
+    ok: bool
+    rows: list[ValidationRow]
     notes: list[str]

@@ -40,18 +40,23 @@ def read_yaml(path: Path, what: str) -> Any:
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
 
 
-def spec_from_data(data: Any, where: str):
-    """Validate a mapping into a ModelSpec, naming the field and the fix on error."""
+def validated(cls, data: Any, where: str, example: str):
+    """Validate a mapping into the Pydantic model `cls`, naming the field and the fix on error."""
     from pydantic import ValidationError
 
-    from ..spec import ModelSpec
-
     if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a mapping of spec fields, got {type(data).__name__}; see presets/*.yaml")
+        raise UserError(f"{where}: expected a mapping of fields, got {type(data).__name__}; see {example}")
     try:
-        return ModelSpec.model_validate(data)
+        return cls.model_validate(data)
     except ValidationError as e:
         raise UserError(validation_message(e, where)) from None
+
+
+def spec_from_data(data: Any, where: str):
+    """Validate a mapping into a ModelSpec."""
+    from ..spec import ModelSpec
+
+    return validated(ModelSpec, data, where, "presets/*.yaml")
 
 
 def load_preset(name: str):
