@@ -275,6 +275,59 @@ def fit(
 
 
 @app.command()
+def validate(
+    preset: Annotated[Optional[list[str]], typer.Option("--preset", "-p", help="Preset name; repeat for several.")] = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    all_presets: Annotated[bool, typer.Option("--all", help="Every preset, with a progress bar.")] = False,
+    batch: BatchOpt = 2,
+    seq: SeqOpt = 128,
+    device: Annotated[Literal["fake", "cpu", "cuda"], typer.Option(
+        help="fake: full size under FakeTensorMode; cpu: a real (scaled) run; cuda: real time and memory.")] = "fake",
+    layers: Annotated[Optional[int], typer.Option(help="Keep the first N layers (real runs).")] = None,
+    scale: Annotated[int, typer.Option(help="Divide every width by this (real runs).")] = 1,
+    mla_decode: Annotated[Literal["absorbed", "decompress"], typer.Option(help="MLA decode path.")] = "absorbed",
+    format: FormatOpt = "table",
+) -> None:
+    """Check every estimate against the torch reference model; exit 1 when any row fails."""
+    from .validate import check_real_run, require_device, scaled_copy
+    from .validate import validate as run
+
+    positive(batch=batch, seq=seq, scale=scale, **({"layers": layers} if layers is not None else {}))
+    require_device(device)
+    if all_presets:
+        from .presets import load_preset, preset_names
+
+        specs = [load_preset(n) for n in preset_names()]
+    elif preset and len(preset) > 1 and not (config or hf_config):
+        from .presets import load_preset
+
+        specs = [load_preset(n) for n in preset]
+    else:
+        specs = [load_model(preset[0] if preset else None, config, hf_config)]
+    if layers or scale > 1:
+        specs = [scaled_copy(s, layers, scale) for s in specs]
+    if device != "fake":
+        for s in specs:
+            check_real_run(s, batch, seq, device)
+    if len(specs) > 1 and format == "table":
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("validating", total=len(specs))
+
+            def step(spec):
+                bar.update(task, advance=1, description=spec.name)
+
+            report = run(specs, batch, seq, device, mla_decode, progress=step)
+    else:
+        report = run(specs, batch, seq, device, mla_decode)
+    emit(report, format)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def presets(format: FormatOpt = "table") -> None:
     """List the presets with their total and active parameters."""
     from .params import params as count

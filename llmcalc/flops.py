@@ -73,19 +73,22 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
     return out
 
 
-def forward(spec: ModelSpec, batch: int, *, new: int, pairs_of, latents: int, absorbed: bool,
+def forward(spec: ModelSpec, batch: int, *, new: int, pairs_of, latents_of, absorbed: bool,
             logits: int, mtp: bool) -> dict[str, int]:
-    """Whole-model forward FLOPs by component. pairs_of(window) gives one sequence's pairs."""
+    """Whole-model forward FLOPs by component. pairs_of(window) gives one sequence's (query, key)
+    pairs and latents_of(window) its MLA latents that kv_up re-projects."""
     total: dict[str, int] = defaultdict(int)
     tokens = batch * new
     for g in spec.layer_groups():
-        for k, v in layer_flops(spec, g, tokens, batch * pairs_of(g.window), batch * latents, absorbed).items():
+        for k, v in layer_flops(spec, g, tokens, batch * pairs_of(g.window), batch * latents_of(g.window),
+                                absorbed).items():
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
     if mtp and spec.mtp_modules:
         last = spec.layer_groups()[-1]
-        layer = layer_flops(spec, last, tokens, batch * pairs_of(last.window), batch * latents, absorbed)
+        layer = layer_flops(spec, last, tokens, batch * pairs_of(last.window), batch * latents_of(last.window),
+                            absorbed)
         for k, v in layer.items():
             total[f"mtp/{k}"] += spec.mtp_modules * v
         total["mtp/projection"] += spec.mtp_modules * MAC * tokens * 2 * spec.d_model * spec.d_model
@@ -102,19 +105,19 @@ def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions
 
     def prefill_like(logits: int) -> dict[str, int]:
         return forward(spec, batch, new=seq, pairs_of=lambda w: prefill_pairs(seq, w, conv.attention),
-                       latents=seq, absorbed=False, logits=logits, mtp=conv.mtp)
+                       latents_of=lambda w: seq, absorbed=False, logits=logits, mtp=conv.mtp)
 
     prefill = prefill_like(seq if conv.logits == "all" else 1)
-    decode = forward(spec, batch, new=1, pairs_of=lambda w: min(seq + 1, w or seq + 1),
-                     latents=seq + 1 if decompress else 0, absorbed=absorbed, logits=1, mtp=conv.mtp)
-    generate = forward(spec, batch, new=gen, pairs_of=lambda w: sum_min(seq + 1, seq + gen, w),
-                       latents=sum_min(seq + 1, seq + gen, None) if decompress else 0,
+    keys = lambda w: min(seq + 1, w or seq + 1)  # noqa: E731 - decode attends to (and re-projects) these
+    decode = forward(spec, batch, new=1, pairs_of=keys, latents_of=keys if decompress else lambda w: 0,
+                     absorbed=absorbed, logits=1, mtp=conv.mtp)
+    steps = lambda w: sum_min(seq + 1, seq + gen, w)  # noqa: E731
+    generate = forward(spec, batch, new=gen, pairs_of=steps, latents_of=steps if decompress else lambda w: 0,
                        absorbed=absorbed, logits=gen, mtp=conv.mtp)
     fwd = prefill_like(seq)
     train = {k: FWD_BWD * v + _recomputed(k, v, conv.recompute) for k, v in fwd.items()}
-    keys = list(fwd)
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
-                     generate=generate.get(k, 0), train=train[k]) for k in keys]
+                     generate=generate.get(k, 0), train=train[k]) for k in fwd]
     rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
              for k in decode if k not in fwd]
     p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())

@@ -84,7 +84,7 @@ def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context
             pairs, latents = batch * prefill_pairs(new, w, "causal"), tokens
         else:
             pairs = batch * min(context + 1, w or context + 1)
-            latents = batch * (context + 1) if mla and not absorbed else 0
+            latents = pairs if mla and not absorbed else 0  # decompress re-projects the keys it attends to
         for comp, f in layer_flops(spec, g, tokens, pairs, latents, absorbed).items():
             out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
         hit = _expert_fraction(g.ffn, tokens, L)

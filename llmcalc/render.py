@@ -228,6 +228,29 @@ def fit_table(r) -> list:
     ]
 
 
+def validation_table(r) -> list:
+    def num(x: float) -> str:
+        return f"{x:,.0f}" if x >= 1000 and float(x).is_integer() else f"{x:.4g}"
+
+    several = len({x.model for x in r.rows}) > 1
+
+    rows = [([x.model] if several else []) + [x.quantity, num(x.estimate), num(x.measured),
+            "0" if x.rel_error == 0 else f"{x.rel_error:.1e}", "pass" if x.ok else "[bold red]FAIL[/bold red]"]
+            for x in r.rows]
+    tolerances = sorted({(x.quantity, x.tolerance) for x in r.rows if x.tolerance}, key=lambda t: t[0])
+    failed = sum(not x.ok for x in r.rows)
+    return [
+        f"validate on {r.device}" + (f" ({r.gpu})" if r.gpu else "") + f", batch {r.batch} × {r.seq:,} tokens: "
+        + ("[bold green]all rows pass[/bold green]" if r.ok else f"[bold red]{failed} row(s) fail[/bold red]"),
+        _table("Estimate vs measurement", (["model"] if several else []) + ["quantity", "estimate", "measured",
+                                                                          "rel. error", ""], rows,
+               text=(0, 1) if several else (0,)),
+        "[dim]tolerance: exact for counts and bytes"
+        + "".join(f"; {q} {t:.0%}" for q, t in tolerances) + "[/dim]",
+        *(f"[dim]note: {n}[/dim]" for n in r.notes),
+    ]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "KVReport": kv_table,
           "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
-          "LatencyReport": latency_table, "FitReport": fit_table}
+          "LatencyReport": latency_table, "FitReport": fit_table, "ValidationReport": validation_table}

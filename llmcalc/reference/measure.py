@@ -1,0 +1,181 @@
+"""Measure the reference `Decoder` of a spec: parameters, FLOPs, KV cache bytes, peak memory and, on a GPU, time.
+
+FLOPs are torch's FlopCounterMode totals (matmuls only: mm/addmm/bmm and the attention products), run
+with SDPA's math backend: it decomposes attention into two bmm over the full T×L scores, masked or not
+(backward: four more), which is what llmcalc's `attention="dense"` convention counts. (The fused CPU
+kernel is invisible to FlopCounterMode, and fused GPU kernels' backward adds a recomputation of the
+scores.) Params, FLOPs and cache bytes depend only on shapes, so device="cuda" takes them from a fake run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import weakref
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import FlopCounterMode
+
+from ..spec import ModelSpec
+from .model import Decoder
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+PARTS = ("embedding", "layers.attention", "layers.ffn", "layers.norms", "final_norm", "lm_head")
+
+
+@dataclass
+class Measured:
+    """What `measure` found. Params, FLOPs and cache bytes are exact counts; peak_bytes is measured with
+    the kernels that would run (torch's default SDPA choice, grouped_mm experts), see LiveBytes."""
+
+    params_total: int  # sum of p.numel() over parameters (tied counted once)
+    params_by_module: dict[str, int]  # PARTS: "embedding", "layers.attention", ... , "lm_head"
+    prefill_flops: int  # FlopCounterMode total for forward(tokens [B,S], start=0, logits="last")
+    decode_flops: int  # one decode step at context S (cache holds S tokens; new token at position S), logits last
+    train_flops: int | None  # forward with logits="all" on [B,S] + cross-entropy loss .backward(); None if train=False
+    kv_bytes: int  # sum of nbytes of the cache tensors after prefill of S tokens (capacity max_tokens = S)
+    peak_bytes: int | None  # peak bytes of live tensors during the prefill (weights + cache + activations)
+    prefill_s: float | None  # cuda only: median wall time of the prefill (CUDA events, warm-up, ≥5 runs)
+    decode_s: float | None  # cuda only: median time of one decode step
+
+
+class LiveBytes(TorchDispatchMode):
+    """Live and peak bytes of tensor storage, counted as ops create it.
+
+    Every storage an op returns is counted once, by its nbytes, from when it is first seen until it is
+    freed (a weakref finalizer on the storage; torch keeps one Python storage object per live storage).
+    Views share their base's storage and in-place ops create none, so neither adds bytes; meta tensors
+    are skipped. Works on real and fake tensors alike. Not counted: allocator rounding, caching and
+    fragmentation, and scratch memory a kernel allocates internally without returning it.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, int] = {}
+        self.now = self.peak = 0
+
+    def reset_peak(self) -> None:
+        self.peak = self.now
+
+    def _see(self, t) -> None:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            return
+        storage = t.untyped_storage()
+        key = storage._cdata
+        if key in self.live:
+            return
+        self.live[key] = storage.nbytes()
+        self.now += self.live[key]
+        self.peak = max(self.peak, self.now)
+        weakref.finalize(storage, self._free, key).atexit = False
+
+    def _free(self, key: int) -> None:
+        self.now -= self.live.pop(key)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            self._see(t)
+        return out
+
+
+def part_of(name: str) -> str:
+    """The PARTS entry of a parameter name (q/k norms count as layer norms, as llmcalc's norms/qk)."""
+    head = name.split(".")[0]
+    if head == "layers":
+        return "layers.norms" if ".qk_norms." in name else {
+            "attn": "layers.attention", "ffn": "layers.ffn", "norms": "layers.norms"}[name.split(".")[2]]
+    return {"embed": "embedding", "pos_embed": "embedding", "final_norm": "final_norm",
+            "lm_head": "lm_head", "lm_head_bias": "lm_head"}[head]
+
+
+def count_flops(fn) -> int:
+    """FlopCounterMode's total for fn(), attention on SDPA's math backend."""
+    counter = FlopCounterMode(display=False)
+    with sdpa_kernel(SDPBackend.MATH), counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_decode: str = "absorbed",
+            dtype: str = "bf16", train: bool = True) -> Measured:
+    """Build the reference model of `spec` and measure it at `batch` sequences of `seq` tokens.
+
+    device: "fake" (full size under FakeTensorMode, no memory), "cpu" (real tensors; scale the spec
+    down), "cuda" (real run for peak memory and time; the counts come from a fake run).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if device == "cuda":
+        counts = measure(spec, batch, seq, "fake", mla_decode, dtype, train)
+        return replace(counts, **_cuda_run(spec, batch, seq, mla_decode, DTYPES[dtype]))
+    if device not in ("fake", "cpu"):
+        raise ValueError(f"device {device!r}: use fake, cpu or cuda")
+    with FakeTensorMode() if device == "fake" else contextlib.nullcontext():
+        return _measure(spec, batch, seq, mla_decode, DTYPES[dtype], train)
+
+
+def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
+    with LiveBytes() as mem:  # peak with the kernels that would run: default SDPA, grouped_mm experts
+        tokens = torch.zeros(batch, seq, dtype=torch.long)
+        model = Decoder(spec, dtype=dtype).eval().route_experts("grouped_mm")
+        cache = model.new_cache(batch, seq)
+        mem.reset_peak()
+        with torch.no_grad():
+            model(tokens, cache, 0, "last")
+    model.route_experts("batched_mm")
+    by_module = dict.fromkeys(PARTS, 0)
+    for name, p in model.named_parameters():
+        by_module[part_of(name)] += p.numel()
+    with torch.no_grad():
+        prefill = count_flops(lambda: model(tokens, model.new_cache(batch, seq), 0, "last"))
+        decode = count_flops(lambda: model(tokens[:, :1], model.new_cache(batch, seq + 1), seq, "last", mla_decode))
+
+    def train_step():
+        logits = model(tokens, None, 0, "all")
+        F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten()).backward()
+
+    return Measured(
+        params_total=sum(by_module.values()), params_by_module=by_module,
+        prefill_flops=prefill, decode_flops=decode, train_flops=count_flops(train_step) if train else None,
+        kv_bytes=sum(t.nbytes for kv in cache for t in kv), peak_bytes=mem.peak, prefill_s=None, decode_s=None,
+    )
+
+
+def _cuda_run(spec, batch, seq, mla_decode, dtype) -> dict:
+    """Peak memory of the prefill (torch.cuda.max_memory_allocated) and median prefill / decode times.
+    The decode step runs at position S over a zeroed cache of S + 1 positions (time does not depend on
+    the values)."""
+    model = Decoder(spec, dtype=dtype, device="cuda").eval().route_experts("grouped_mm")
+    tokens = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
+    with torch.no_grad():
+        cache = model.new_cache(batch, seq)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        prefill_s = _median_time(lambda: model(tokens, cache, 0, "last"))
+        peak = torch.cuda.max_memory_allocated()
+        del cache
+        cache = model.new_cache(batch, seq + 1)
+        decode_s = _median_time(lambda: model(tokens[:, :1], cache, seq, "last", mla_decode))
+    return dict(peak_bytes=peak, prefill_s=prefill_s, decode_s=decode_s)
+
+
+def _median_time(fn, warmup: int = 2, runs: int = 5) -> float:
+    """Median seconds of fn() over `runs` timed calls after `warmup` untimed ones, by CUDA events."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) / 1e3)
+    return statistics.median(times)

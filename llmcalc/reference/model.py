@@ -1,0 +1,493 @@
+"""A readable PyTorch decoder built from any `ModelSpec`: the model llmcalc's formulas are measured against.
+
+Shapes: B batch, T new tokens, L keys attended, d model width, H query heads, H_kv key/value heads,
+h head dim, f FFN width, E routed experts, k experts per token, V vocabulary. MLA: r_q / r the query /
+key-value latent ranks, d_n / d_r / d_v the no-RoPE, RoPE and value head dims.
+
+Every matmul is one `nn.Linear`, `torch.bmm`, `@` or `scaled_dot_product_attention` call with static shapes,
+so the model builds and runs under FakeTensorMode (full size, no memory) and torch's FlopCounterMode
+sees exactly the products the formulas count. Values are random (`reset_parameters`): the model is
+for costs and cache correctness, not for loading checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..blocks.ffn import MoE as MoESpec
+from ..blocks.norm import Norm as NormSpec
+from ..spec import ModelSpec
+
+ACTIVATIONS = {
+    "gelu": F.gelu,
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),
+    "relu": F.relu,
+    "silu": F.silu,
+    "swish": F.silu,
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
+    "swiglu_oai": lambda x: x * torch.sigmoid(1.702 * x),  # gpt-oss' gate; its clamps and up + 1 are left out
+}
+ROPE_BASE = 10_000.0
+
+Cache = list[tuple[Tensor, Tensor]]
+"""Per layer: GQA (K, V) [B, H_kv, n, h] each; MLA (latent [B, n, r], RoPE key [B, n, d_r])."""
+
+
+@dataclass
+class Step:
+    """What every layer needs to know about one forward call."""
+
+    start: int  # position of the first new token
+    rope: tuple[Tensor, Tensor] | None  # cos, sin [T, 1, rot]
+    alibi: Tensor | None  # [H] slopes
+    absorbed: bool  # MLA attends in the latent space (a step that extends a cache)
+
+
+def make_norm(norm: NormSpec, n: int) -> nn.Module:
+    """RMSNorm (weight n) or LayerNorm (weight n, bias n if norm.bias)."""
+    return nn.RMSNorm(n, eps=1e-6) if norm.kind == "rmsnorm" else nn.LayerNorm(n, eps=1e-5, bias=norm.bias)
+
+
+def rope_tables(pos: Tensor, dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """cos and sin [T, 1, rot] of the angles pos·θ_i, θ_i = base^(−2i/rot), rot = dim rounded down to even.
+    The angles are a broadcast product, not a matmul (FlopCounterMode would count one)."""
+    rot = dim - dim % 2
+    inv_freq = ROPE_BASE ** (-torch.arange(0, rot, 2, device=pos.device, dtype=torch.float32) / rot)
+    angles = pos[:, None].float() * inv_freq  # [T, rot/2]
+    angles = torch.cat([angles, angles], -1)[:, None]  # [T, 1, rot]
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rope(x: Tensor, rope: tuple[Tensor, Tensor]) -> Tensor:
+    """Rotate the first rot features of x [B, T, heads, e] (rotate-half pairing); the rest pass through."""
+    cos, sin = rope
+    rot = cos.shape[-1]
+    xr = x[..., :rot]
+    half = torch.cat([-xr[..., rot // 2:], xr[..., : rot // 2]], -1)
+    return torch.cat([xr * cos + half * sin, x[..., rot:]], -1)
+
+
+def sinusoidal(pos: Tensor, d: int) -> Tensor:
+    """[T, d]: sin(p·ω_i) at even features, cos(p·ω_i) at odd ones, ω_i = 10000^(−2i/d)."""
+    inv_freq = ROPE_BASE ** (-torch.arange(0, d, 2, device=pos.device, dtype=torch.float32) / d)
+    angles = pos[:, None].float() * inv_freq
+    return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)[:, :d]
+
+
+def alibi_slopes(heads: int, device: torch.device) -> Tensor:
+    """Press et al.'s slopes [H]: 2^(−8i/p) for i = 1..p (p the largest power of 2 ≤ H), then
+    2^(−4(2j − 1)/p) for the remaining heads j = 1..H − p."""
+    p = 2 ** math.floor(math.log2(heads))
+    i = torch.arange(1, heads + 1, device=device, dtype=torch.float32)
+    return torch.where(i <= p, 2 ** (-8 * i / p), 2 ** (-4 * (2 * (i - p) - 1) / p))
+
+
+def cache_step(cache: Tensor | None, new: Tensor, start: int, window: int | None) -> Tensor:
+    """Store `new` [..., T, e] (positions start..start+T−1) in `cache` [..., C, e]; return the keys the
+    new tokens attend over, [..., L, e], oldest first and ending at position start+T−1.
+
+    While every position fits (start + T ≤ C) position p lives in slot p and L = start + T. A sliding
+    layer's cache of C = window − 1 slots then shifts: the held min(start, C) positions and the new
+    ones are returned (L = min(start, C) + T) and their last C are kept, as transformers' sliding
+    cache does. No cache: `new` itself.
+    """
+    if cache is None:
+        return new
+    T, C = new.shape[-2], cache.shape[-2]
+    if start + T <= C:
+        cache[..., start : start + T, :] = new
+        return cache[..., : start + T, :].to(new.dtype)
+    if window is None or C < window - 1:
+        raise ValueError(f"the cache holds {C} positions; positions {start}..{start + T - 1} do not fit")
+    held = min(start, C)
+    keys = torch.cat([cache[..., :held, :].to(new.dtype), new], -2)  # positions start−held .. start+T−1
+    cache.copy_(keys[..., held + T - C :, :])
+    return keys
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, *, start: int, window: int | None, scale: float,
+           alibi: Tensor | None = None, sinks: Tensor | None = None) -> Tensor:
+    """softmax(q·kᵀ·scale + bias)·v per head: q [B, H, T, e], k [B, H_kv, L, e], v [B, H_kv, L, e_v]
+    → [B, H, T, e_v], H a multiple of H_kv (GQA: each K/V head serves H/H_kv query heads).
+
+    q holds positions start..start+T−1, k and v the L positions ending at start+T−1. The query at p
+    sees keys in (p − window, p]. alibi [H] adds slope·(key − query position). sinks [H] is one extra
+    logit per head that takes softmax mass and carries no value (gpt-oss); SDPA has no such input, so
+    that case runs eagerly with the same two matmuls. FlopCounterMode counts the full T×L either way.
+    """
+    T, L = q.shape[-2], k.shape[-2]
+    causal = T == 1 or (L == T and (window is None or window >= T))  # T == 1: every held key is visible
+    if causal and alibi is None and sinks is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, scale=scale, enable_gqa=True)
+    qpos = torch.arange(start, start + T, device=q.device)[:, None]  # [T, 1]
+    kpos = torch.arange(start + T - L, start + T, device=q.device)  # [L]
+    keep = (kpos <= qpos) & (kpos > qpos - window) if window else kpos <= qpos  # [T, L]
+    bias = torch.zeros(T, L, device=q.device).masked_fill(~keep, -math.inf)
+    if alibi is not None:
+        bias = bias + alibi[:, None, None] * (kpos - qpos)  # [H, T, L]
+    bias = bias.to(q.dtype)
+    if sinks is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=True)
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    sink = sinks.view(1, -1, 1, 1).expand(*q.shape[:-1], 1)  # [B, H, T, 1]
+    # [B, H, T, e] @ [B, H, e, L] → [B, H, T, L]; then the sink column; softmax in the model's dtype
+    p = torch.cat([(q * scale) @ k.transpose(-1, -2) + bias, sink], -1).softmax(-1)[..., :-1]
+    return p @ v  # [B, H, T, L] @ [B, H, L, e_v] → [B, H, T, e_v]
+
+
+def qk_norms(norm: NormSpec, head: int, q_width: int, k_width: int) -> nn.ModuleList | None:
+    """q and k norms: `head` one norm of the head dim each, `full` one over all q heads and one over all k heads."""
+    dims = {"head": (head, head), "full": (q_width, k_width)}.get(norm.qk_norm)
+    return nn.ModuleList(make_norm(norm, n) for n in dims) if dims else None
+
+
+class GQAttention(nn.Module):
+    """Grouped-query attention (MHA, GQA, MQA). Cache: K and V, [B, H_kv, n, h] each."""
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        super().__init__()
+        a, d = spec.attention, spec.d_model
+        self.window, self.head_dim, self.kv_heads = window, a.head_dim, a.kv_heads
+        self.q = nn.Linear(d, a.q_width, bias=a.qkv_bias)
+        self.k = nn.Linear(d, a.kv_width, bias=a.qkv_bias)
+        self.v = nn.Linear(d, a.kv_width, bias=a.qkv_bias)
+        self.o = nn.Linear(a.q_width, d, bias=a.o_bias)
+        self.sinks = nn.Parameter(torch.empty(a.heads)) if a.sinks else None
+        self.qk_norm = spec.norm.qk_norm
+        self.qk_norms = qk_norms(spec.norm, a.head_dim, a.q_width, a.kv_width)
+
+    def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
+        return [(batch, self.kv_heads, n, self.head_dim)] * 2
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None, step: Step) -> Tensor:
+        B, T, _ = x.shape
+        q = self.q(x)  # [B, T, d] @ [d, H·h] → [B, T, H·h]
+        k = self.k(x)  # [B, T, d] @ [d, H_kv·h] → [B, T, H_kv·h]
+        v = self.v(x)  # [B, T, d] @ [d, H_kv·h] → [B, T, H_kv·h]
+        if self.qk_norm == "full":
+            q, k = self.qk_norms[0](q), self.qk_norms[1](k)
+        q, k, v = (t.view(B, T, -1, self.head_dim) for t in (q, k, v))  # [B, T, heads, h]
+        if self.qk_norm == "head":
+            q, k = self.qk_norms[0](q), self.qk_norms[1](k)
+        if step.rope:
+            q, k = apply_rope(q, step.rope), apply_rope(k, step.rope)
+        cache_k, cache_v = kv or (None, None)
+        k = cache_step(cache_k, k.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
+        v = cache_step(cache_v, v.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
+        out = attend(q.transpose(1, 2), k, v, start=step.start, window=self.window, scale=self.head_dim**-0.5,
+                     alibi=step.alibi, sinks=self.sinks)  # [B, H, T, h]
+        return self.o(out.transpose(1, 2).reshape(B, T, -1))  # [B, T, H·h] @ [H·h, d] → [B, T, d]
+
+
+class MLAttention(nn.Module):
+    """Multi-head latent attention (DeepSeek-V2/V3). Cache: the normed latent [B, n, r] and the rotated
+    RoPE key shared by all heads [B, n, d_r], never the decompressed K/V.
+
+    decompress: kv_up re-projects every attended latent to per-head K (no-RoPE part) and V, then plain
+    attention with K = [k_nope, k_rope]. absorbed: W_UK (kv_up's K rows) is folded into the query,
+    q_lat = q_nope·W_UK per head [B, H, T, r], scores = q_lat·latentᵀ + q_rope·k_ropeᵀ, the latent is
+    the value, and the result goes out through W_UV per head.
+    """
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        super().__init__()
+        a, d = spec.attention, spec.d_model
+        self.window, self.a = window, a
+        H, qk = a.heads, a.qk_head_dim
+        if a.q_lora_rank is None:
+            self.q = nn.Linear(d, H * qk, bias=False)
+        else:
+            self.q_down = nn.Linear(d, a.q_lora_rank, bias=a.bias)
+            self.q_norm = nn.RMSNorm(a.q_lora_rank, eps=1e-6)
+            self.q_up = nn.Linear(a.q_lora_rank, H * qk, bias=False)
+        self.kv_down = nn.Linear(d, a.kv_lora_rank + a.qk_rope_head_dim, bias=a.bias)
+        self.kv_norm = nn.RMSNorm(a.kv_lora_rank, eps=1e-6)
+        self.kv_up = nn.Linear(a.kv_lora_rank, H * (a.qk_nope_head_dim + a.v_head_dim), bias=False)
+        self.o = nn.Linear(H * a.v_head_dim, d, bias=a.bias)
+        self.qk_norm = spec.norm.qk_norm
+        self.qk_norms = qk_norms(spec.norm, qk, H * qk, H * qk)
+
+    def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
+        return [(batch, n, self.a.kv_lora_rank), (batch, n, self.a.qk_rope_head_dim)]
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None, step: Step) -> Tensor:
+        a, (B, T, _) = self.a, x.shape
+        H, dn, dr, r = a.heads, a.qk_nope_head_dim, a.qk_rope_head_dim, a.kv_lora_rank
+        if a.q_lora_rank is None:
+            q = self.q(x)  # [B, T, d] @ [d, H·(d_n+d_r)] → [B, T, H·(d_n+d_r)]
+        else:
+            q = self.q_down(x)  # [B, T, d] @ [d, r_q] → [B, T, r_q]
+            q = self.q_up(self.q_norm(q))  # [B, T, r_q] @ [r_q, H·(d_n+d_r)] → [B, T, H·(d_n+d_r)]
+        q_nope, q_rope = q.view(B, T, H, dn + dr).split([dn, dr], -1)
+        latent, k_rope = self.kv_down(x).split([r, dr], -1)  # [B, T, d] @ [d, r+d_r] → [B, T, r+d_r]
+        latent, k_rope = self.kv_norm(latent), k_rope[:, :, None]  # k_rope [B, T, 1, d_r]: one for all heads
+        if step.rope:
+            q_rope, k_rope = apply_rope(q_rope, step.rope), apply_rope(k_rope, step.rope)
+        cache_latent, cache_rope = kv or (None, None)
+        latent = cache_step(cache_latent, latent, step.start, self.window)  # [B, L, r]
+        k_rope = cache_step(cache_rope, k_rope[:, :, 0], step.start, self.window)  # [B, L, d_r]
+        attn = partial(attend, start=step.start, window=self.window, scale=a.qk_head_dim**-0.5, alibi=step.alibi)
+        if step.absorbed:
+            out = self._absorbed(q_nope, q_rope, latent, k_rope, attn)
+        else:
+            out = self._decompressed(q_nope, q_rope, latent, k_rope, attn)
+        return self.o(out)  # [B, T, H·d_v] @ [H·d_v, d] → [B, T, d]
+
+    def _decompressed(self, q_nope, q_rope, latent, k_rope, attn) -> Tensor:
+        a, (B, T, H, _), L = self.a, q_nope.shape, latent.shape[1]
+        kv = self.kv_up(latent)  # [B, L, r] @ [r, H·(d_n+d_v)] → [B, L, H·(d_n+d_v)]
+        k_nope, v = kv.view(B, L, H, -1).split([a.qk_nope_head_dim, a.v_head_dim], -1)
+        k = torch.cat([k_nope, k_rope[:, :, None].expand(B, L, H, a.qk_rope_head_dim)], -1)  # [B, L, H, d_n+d_r]
+        q = torch.cat([q_nope, q_rope], -1)  # [B, T, H, d_n+d_r]
+        if self.qk_norm == "head":
+            q, k = self.qk_norms[0](q), self.qk_norms[1](k)
+        elif self.qk_norm == "full":
+            q, k = (n(t.flatten(2)).view(t.shape) for n, t in zip(self.qk_norms, (q, k), strict=True))
+        out = attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # [B, H, T, d_v]
+        return out.transpose(1, 2).reshape(B, T, -1)
+
+    def _absorbed(self, q_nope, q_rope, latent, k_rope, attn) -> Tensor:
+        a, (B, T, H, dn) = self.a, q_nope.shape
+        # kv_up's weight [H·(d_n+d_v), r] per head: W_UK [H, d_n, r] makes no-RoPE keys, W_UV [H, d_v, r] values
+        w_uk, w_uv = self.kv_up.weight.view(H, dn + a.v_head_dim, -1).split([dn, a.v_head_dim], 1)
+        # [H, B·T, d_n] @ [H, d_n, r] → [H, B·T, r]
+        q_lat = torch.bmm(q_nope.permute(2, 0, 1, 3).reshape(H, B * T, dn), w_uk)
+        q = torch.cat([q_lat.view(H, B, T, -1).transpose(0, 1), q_rope.transpose(1, 2)], -1)  # [B, H, T, r+d_r]
+        keys = torch.cat([latent, k_rope], -1)[:, None]  # [B, 1, L, r+d_r]: one K/V "head" for all H
+        out = attn(q, keys, latent[:, None])  # [B, H, T, r]
+        # [H, B·T, r] @ [H, r, d_v] → [H, B·T, d_v]
+        out = torch.bmm(out.transpose(0, 1).reshape(H, B * T, -1), w_uv.transpose(1, 2))
+        return out.view(H, B, T, -1).permute(1, 2, 0, 3).reshape(B, T, -1)
+
+
+class MLP(nn.Module):
+    """down(act(up(x))), or down(act(gate(x)) · up(x)) when gated."""
+
+    def __init__(self, d: int, f: int, *, gated: bool, activation: str, bias: bool):
+        super().__init__()
+        self.gate = nn.Linear(d, f, bias=bias) if gated else None
+        self.up = nn.Linear(d, f, bias=bias)
+        self.down = nn.Linear(f, d, bias=bias)
+        self.act = ACTIVATIONS[activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.up(x)  # [B, T, d] @ [d, f] → [B, T, f]
+        if self.gate is None:
+            return self.down(self.act(h))  # [B, T, f] @ [f, d] → [B, T, d]
+        return self.down(self.act(self.gate(x)) * h)  # gate: [B, T, d] @ [d, f]; down: [B, T, f] @ [f, d] → [B, T, d]
+
+
+class Experts(nn.Module):
+    """n MLPs stored stacked: gate and up [n, d, f], down [n, f, d], biases [n, f] and [n, d].
+
+    forward(x [R, m, d], idx [R] or None, ends): row r goes through expert idx[r] (None: expert r).
+    Without `ends` (batched_mm) the experts' matrices are gathered per row, [R, d, f], and applied with
+    one bmm: 2·R·m·d·f FLOPs, as FlopCounterMode counts. With `ends` [n] (grouped_mm; rows sorted by
+    expert, m = 1, expert e's rows end at ends[e]) one grouped GEMM per matrix reads each matrix in
+    place, as a real MoE kernel does; FlopCounterMode does not see it.
+    """
+
+    def __init__(self, n: int, d: int, f: int, *, gated: bool, activation: str, bias: bool):
+        super().__init__()
+        self.n, self.gated, self.act = n, gated, ACTIVATIONS[activation]
+        shapes = ({"gate": (d, f)} if gated else {}) | {"up": (d, f), "down": (f, d)}
+        for name, (i, o) in shapes.items():
+            setattr(self, name, nn.Parameter(torch.empty(n, i, o)))
+            setattr(self, f"{name}_bias", nn.Parameter(torch.empty(n, o)) if bias else None)
+
+    def groupable(self, x: Tensor) -> bool:
+        """grouped_mm needs rows of 16-byte multiples, and bf16 on CUDA."""
+        widths = self.up.shape[1:]
+        return all(w * x.element_size() % 16 == 0 for w in widths) and (
+            x.device.type != "cuda" or x.dtype == torch.bfloat16)
+
+    def _proj(self, x: Tensor, name: str, idx: Tensor | None, ends: Tensor | None) -> Tensor:
+        w, b = getattr(self, name), getattr(self, f"{name}_bias")
+        if ends is None:
+            out = torch.bmm(x, w if idx is None else w[idx])  # [R, m, d_in] @ [R, d_in, d_out] → [R, m, d_out]
+        else:
+            out = F.grouped_mm(x[:, 0], w, offs=ends)[:, None]  # expert e's rows: [R_e, d_in] @ [d_in, d_out]
+        return out if b is None else out + (b if idx is None else b[idx])[:, None]
+
+    def forward(self, x: Tensor, idx: Tensor | None = None, ends: Tensor | None = None) -> Tensor:
+        h = self._proj(x, "up", idx, ends)
+        h = self.act(self._proj(x, "gate", idx, ends)) * h if self.gated else self.act(h)
+        return self._proj(h, "down", idx, ends)
+
+
+class MoEFFN(nn.Module):
+    """Router d → E, softmax over each token's top_k logits, the routed experts over the T·k (token,
+    expert) rows, plus shared experts on every token, scaled by sigmoid(d → 1) if gated.
+
+    impl "batched_mm" (default): one gathered bmm per matrix, 2·T·k·d·f FLOPs, static shapes: what
+    the FLOP counts use. "grouped_mm": rows sorted by expert and one grouped GEMM per matrix, no weight
+    copies: what peak memory and timings use (batched_mm where `Experts.groupable` says no).
+    """
+
+    def __init__(self, moe: MoESpec, d: int):
+        super().__init__()
+        mlp = dict(gated=moe.gated, activation=moe.activation, bias=moe.expert_bias)
+        self.top_k, self.impl = moe.top_k, "batched_mm"
+        self.router = nn.Linear(d, moe.experts, bias=moe.router_bias)
+        self.experts = Experts(moe.experts, d, moe.d_ff, **mlp)
+        self.shared = Experts(moe.shared_experts, d, moe.shared_d_ff, **mlp) if moe.shared_experts else None
+        self.shared_gate = nn.Linear(d, 1, bias=False) if moe.shared_gate else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, d = x.shape
+        x = x.reshape(B * T, d)
+        N, k = B * T, self.top_k
+        top, idx = self.router(x).topk(k, -1)  # [N, d] @ [d, E] → [N, E]; top_k → [N, k]
+        weights = top.float().softmax(-1).to(x.dtype)
+        idx = idx.flatten()  # expert of each (token, expert) row, [N·k]
+        if self.impl == "grouped_mm" and self.experts.groupable(x):
+            order = idx.argsort()  # rows grouped by expert
+            experts = torch.arange(self.experts.n, device=x.device)
+            ends = torch.searchsorted(idx[order], experts, right=True, out_int32=True)  # [E]
+            out = self.experts(x[order // k][:, None], idx[order], ends)
+            y = torch.empty_like(out).index_copy_(0, order, out)  # back to (token, expert) order
+        else:
+            y = self.experts(x[:, None].expand(N, k, d).reshape(N * k, 1, d), idx)
+        y = (y.view(N, k, d) * weights[..., None]).sum(1)  # weighted sum: element-wise, no matmul
+        if self.shared is not None:
+            s = self.shared(x.expand(self.shared.n, N, d)).sum(0)  # every shared expert on every token
+            if self.shared_gate is not None:
+                s = s * torch.sigmoid(self.shared_gate(x))  # [N, d] @ [d, 1] → [N, 1]
+            y = y + s
+        return y.view(B, T, d)
+
+
+class Layer(nn.Module):
+    """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)));
+    2 pre-norm (x + attn(n₀(x)), then x + ffn(n₁(x))); 3 adds n₂ on the attention output; 4 also n₃ on
+    the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2."""
+
+    def __init__(self, spec: ModelSpec, window: int | None, ffn):
+        super().__init__()
+        if spec.norm.per_layer > 4:
+            raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
+        self.attn = (MLAttention if spec.attention.kind == "mla" else GQAttention)(spec, window)
+        self.ffn = MoEFFN(ffn, spec.d_model) if isinstance(ffn, MoESpec) else MLP(
+            spec.d_model, ffn.d_ff, gated=ffn.kind == "gated", activation=ffn.activation, bias=ffn.bias)
+        self.norms = nn.ModuleList(make_norm(spec.norm, spec.d_model) for _ in range(spec.norm.per_layer))
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None, step: Step) -> Tensor:
+        n = self.norms
+        if len(n) == 1:
+            h = n[0](x)
+            return x + self.attn(h, kv, step) + self.ffn(h)
+
+        def norm(i: int, t: Tensor) -> Tensor:
+            return n[i](t) if i < len(n) else t
+
+        x = x + norm(2, self.attn(norm(0, x), kv, step))
+        return x + norm(3, self.ffn(norm(1, x)))
+
+
+def layer_shape(spec: ModelSpec, i: int):
+    """Layer i's attention window (None: full) and FFN spec, as spec.layer_groups() counts them."""
+    window = spec.sliding_window if spec.layer_pattern[i % len(spec.layer_pattern)] == "sliding" else None
+    dense = isinstance(spec.ffn, MoESpec) and i < spec.ffn.dense_layers
+    return window, spec.ffn.dense_ffn() if dense else spec.ffn
+
+
+class Decoder(nn.Module):
+    """The decoder of `spec`: embedding (+ learned or sinusoidal positions), n_layers blocks, final norm,
+    LM head (tied: the embedding matrix, plus `lm_head_bias` if any). MTP modules are not built.
+
+    Built on the meta device, then each parameter is allocated on `device` in `dtype` and initialised
+    with one call per tensor, so a full-size model builds quickly under FakeTensorMode.
+    """
+
+    def __init__(self, spec: ModelSpec, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
+        super().__init__()
+        self.spec = spec
+        d, V = spec.d_model, spec.vocab_size
+        with torch.device("meta"):
+            self.embed = nn.Embedding(V, d)
+            self.pos_embed = nn.Embedding(spec.max_seq_len, d) if spec.positions.kind == "learned" else None
+            self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i)) for i in range(spec.n_layers))
+            self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
+            tied = spec.tie_embeddings
+            self.lm_head = None if tied else nn.Linear(d, V, bias=spec.lm_head_bias)
+            self.lm_head_bias = nn.Parameter(torch.empty(V)) if tied and spec.lm_head_bias else None
+        for m in self.modules():  # materialise: one fresh tensor per parameter (no two share one)
+            for name, p in m.named_parameters(recurse=False):
+                setattr(m, name, nn.Parameter(torch.empty(p.shape, dtype=dtype, device=device)))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """Norm weights 1 and norm biases 0; every other parameter N(0, std²), one call per tensor."""
+        for m in self.modules():
+            for name, p in m.named_parameters(recurse=False):
+                if isinstance(m, nn.RMSNorm | nn.LayerNorm):
+                    (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
+                else:
+                    nn.init.normal_(p, std=std)
+
+    def route_experts(self, impl: str) -> Decoder:
+        """Run routed experts as "batched_mm" (the default; what FlopCounterMode counts) or "grouped_mm"
+        (no weight copies: real memory and speed); see MoEFFN."""
+        if impl not in ("batched_mm", "grouped_mm"):
+            raise ValueError(f"impl {impl!r}: use batched_mm or grouped_mm")
+        for m in self.modules():
+            if isinstance(m, MoEFFN):
+                m.impl = impl
+        return self
+
+    def new_cache(self, batch: int, max_tokens: int, dtype: torch.dtype | None = None) -> Cache:
+        """Zeroed cache tensors per layer (see `Cache`) for positions 0..max_tokens−1; a sliding layer
+        holds min(max_tokens, window − 1) positions. dtype: the weights' by default."""
+        w = self.embed.weight
+        out = []
+        for layer in self.layers:
+            window = layer.attn.window
+            n = max_tokens if window is None else min(max_tokens, window - 1)
+            out.append(tuple(torch.zeros(s, dtype=dtype or w.dtype, device=w.device)
+                             for s in layer.attn.cache_shapes(batch, n)))
+        return out
+
+    def forward(self, tokens: Tensor, cache: Cache | None = None, start: int = 0, logits: str = "last",
+                mla_decode: str = "absorbed") -> Tensor:
+        """Logits [B, 1, V] ("last") or [B, T, V] ("all") for tokens [B, T] at positions start..start+T−1.
+
+        With a cache the new tokens' keys are written to it and attend to the positions it holds;
+        without one they attend only to each other. mla_decode: how MLA attends in a step that extends
+        a cache (start > 0), "absorbed" or "decompress"; a prefill from position 0 always decompresses.
+        """
+        spec, a = self.spec, self.spec.attention
+        if logits not in ("last", "all") or mla_decode not in ("absorbed", "decompress"):
+            raise ValueError(f"logits {logits!r} / mla_decode {mla_decode!r}: use last|all and absorbed|decompress")
+        absorbed = a.kind == "mla" and mla_decode == "absorbed" and start > 0
+        if absorbed and spec.norm.qk_norm != "none":
+            raise ValueError("absorbed MLA never forms per-head keys, so it cannot apply qk_norm; use decompress")
+        B, T = tokens.shape
+        kind = spec.positions.kind
+        if kind == "learned" and start + T > spec.max_seq_len:
+            raise ValueError(f"positions up to {start + T - 1}: the learned table has {spec.max_seq_len}")
+        pos = torch.arange(start, start + T, device=tokens.device)
+        x = self.embed(tokens)  # [B, T, d]: a lookup, no FLOPs
+        if kind == "learned":
+            x = x + self.pos_embed(pos)
+        elif kind == "sinusoidal":
+            x = x + sinusoidal(pos, spec.d_model).to(x.dtype)
+        rope_dim = a.qk_rope_head_dim if a.kind == "mla" else a.head_dim
+        step = Step(start, rope_tables(pos, rope_dim, x.dtype) if kind == "rope" else None,
+                    alibi_slopes(a.heads, x.device) if kind == "alibi" else None, absorbed)
+        for layer, kv in zip(self.layers, cache or [None] * len(self.layers), strict=True):
+            x = layer(x, kv, step)
+        if logits == "last":
+            x = x[:, -1:]
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if self.lm_head is None:
+            return F.linear(x, self.embed.weight, self.lm_head_bias)  # [B, T', d] @ [d, V] → [B, T', V]
+        return self.lm_head(x)  # [B, T', d] @ [d, V] → [B, T', V]

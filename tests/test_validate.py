@@ -1,0 +1,58 @@
+"""`llmcalc validate`: estimates against the torch reference model, and its bad-input paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmcalc.presets import load_preset
+from llmcalc.validate import gpu_preset, scaled_copy
+
+from test_bad_input import assert_one_line_error
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "mistral-7b", "mixtral-8x7b", "deepseek-v3", "gpt2", "gemma2-9b"])
+def test_scaled_copy_keeps_the_family(name):
+    spec = load_preset(name)
+    small = scaled_copy(spec, 2, 8)
+    assert small.n_layers == 2 and small.d_model == spec.d_model // 8
+    assert small.attention.kind == spec.attention.kind and small.ffn.kind == spec.ffn.kind
+    assert small.sliding_window == spec.sliding_window
+
+
+def test_gpu_names_map_to_presets():
+    assert gpu_preset("NVIDIA H100 80GB HBM3") == "h100-sxm"
+    assert gpu_preset("NVIDIA H200") == "h200"
+    assert gpu_preset("NVIDIA A100-SXM4-80GB") == "a100-80gb"
+    assert gpu_preset("NVIDIA H100 PCIe") == "h100-pcie"
+
+
+@pytest.mark.parametrize("name", ["llama2-7b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b", "gpt2"])
+def test_validate_fake_full_size_passes(cli_json, name):
+    r = cli_json("validate", "--preset", name, "--device", "fake", "--batch", "2", "--seq", "64")
+    assert r["ok"] is True, [x for x in r["rows"] if not x["ok"]]
+    quantities = {x["quantity"] for x in r["rows"]}
+    assert {"params", "prefill FLOPs", "decode FLOPs", "train FLOPs", "KV cache bytes"} <= quantities
+    for x in r["rows"]:
+        assert set(x) >= {"quantity", "estimate", "measured", "rel_error", "ok"}
+
+
+@pytest.mark.parametrize("name,mla", [("llama3-8b", "absorbed"), ("mistral-7b", "absorbed"),
+                                      ("qwen3-30b-a3b", "absorbed"), ("deepseek-v3", "absorbed"),
+                                      ("deepseek-v3", "decompress"), ("gpt2", "absorbed")])
+def test_validate_cpu_scaled_real_run(cli_json, name, mla):
+    r = cli_json("validate", "--preset", name, "--device", "cpu", "--layers", "3", "--scale", "8",
+                 "--batch", "2", "--seq", "40", "--mla-decode", mla)
+    assert r["ok"] is True, [x for x in r["rows"] if not x["ok"]]
+
+
+def test_cuda_without_gpu_is_a_clear_error(cli):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert_one_line_error(cli("validate", "--preset", "gpt2", "--device", "cuda"), "--device cuda", "fake")
+
+
+def test_too_large_for_a_real_cpu_run(cli):
+    assert_one_line_error(cli("validate", "--preset", "llama3.1-405b", "--device", "cpu"), "--device cpu",
+                          "--device fake", "--layers")
