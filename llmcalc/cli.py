@@ -159,7 +159,7 @@ def layout_of(gpus: int | None, tp: int | None, pp: int, dp: int, ep: int):
 
     positive(pp=pp, dp=dp, ep=ep, **({"gpus": gpus} if gpus is not None else {}), **({"tp": tp} if tp is not None else {}))
     if tp is None:
-        tp = (gpus or pp * dp) // (pp * dp) or 1
+        tp = max(1, gpus // (pp * dp)) if gpus else 1
     if gpus is not None and gpus != tp * pp * dp:
         raise UserError(f"--gpus: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
                         "make them agree or leave one out")
@@ -182,18 +182,8 @@ def reserve_ok(reserve: float) -> None:
 def gpus(format: FormatOpt = "table") -> None:
     """List the GPU presets: dense peaks, memory, bandwidth, ridge point, interconnect."""
     from .hardware import gpu_names, load_gpu
-    from .report import GPURow
 
-    rows = []
-    for name in gpu_names():
-        g = load_gpu(name)
-        fp8 = g.peak_tflops.fp8
-        rows.append(GPURow(name=name, description=g.description, bf16_flops=g.peak("bf16"),
-                           fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=g.memory_bytes,
-                           bandwidth_bytes_per_s=g.bandwidth, ridge_point=g.peak("bf16") / g.bandwidth,
-                           interconnect=g.interconnect, interconnect_bytes_per_s=g.interconnect_gbs * 1e9,
-                           source=g.source))
-    emit(rows, format)
+    emit([load_gpu(name).row() for name in gpu_names()], format)
 
 
 @app.command()

@@ -65,6 +65,18 @@ class GPU(Frozen):
         return tflops * 1e12
 
 
+    def row(self):
+        """This GPU as a `llmcalc gpus` row: FLOP/s, bytes, bytes/s, and the bf16 ridge point."""
+        from .report import GPURow
+
+        fp8 = self.peak_tflops.fp8
+        return GPURow(name=self.name, description=self.description, bf16_flops=self.peak("bf16"),
+                      fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=self.memory_bytes,
+                      bandwidth_bytes_per_s=self.bandwidth, ridge_point=self.peak("bf16") / self.bandwidth,
+                      interconnect=self.interconnect, interconnect_bytes_per_s=self.interconnect_gbs * 1e9,
+                      source=self.source)
+
+
 def gpu_names() -> list[str]:
     return sorted(p.stem for p in GPU_DIR.glob("*.yaml"))
 

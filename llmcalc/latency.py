@@ -23,6 +23,7 @@ from .fit import FitOptions, activation_workspace, require_weights_fit
 from .flops import MAC, layer_flops, prefill_pairs
 from .hardware import GPU
 from .kv import nbytes
+from .memory import LOGIT_BYTES
 from .parallel import Layout
 from .report import LatencyReport, OpRow, PhaseRow
 from .shard import Storage, ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu
@@ -31,7 +32,6 @@ from .spec import DTYPE_BITS, ModelSpec
 FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memory_eff)); phase = Σ ops + "
            "communication; ttft = prefill; tpot = one decode step (all active weights + the KV cache); "
            "MoE experts read per step = E·(1 − (1 − k/E)^T)")
-LOGIT_BYTES = 4
 Cost = list  # [flops, bytes] of one (layer group, op) entry on one GPU
 
 

@@ -43,21 +43,35 @@ class MemoryOptions(Frozen):
     dp: PosInt = 1
 
 
-def quantized_bytes(n: int, dtype: str, group_size: int) -> int:
-    """Bytes of `n` layer weights in `dtype`: n · bits / 8, plus one fp16 scale per group for int4."""
+def check_group_size(d_model: int, dtype: str, group_size: int) -> None:
+    if dtype == "int4" and d_model % group_size:
+        raise UserError(f"--group-size: {group_size} does not divide d_model ({d_model}); use a divisor such as 128")
+
+
+def stored_bytes(n: int, dtype: str, group_size: int, *, layer: bool) -> int:
+    """Bytes of `n` weights stored as `dtype`. Quantized dtypes apply to transformer-layer weights
+    only (the rest stays bf16); int4 adds one fp16 scale per group of `group_size`."""
+    if dtype not in QUANTIZED:
+        return nbytes(n, dtype)
+    if not layer:
+        return nbytes(n, "bf16")
     return nbytes(n, dtype) + (2 * -(-n // group_size) if dtype == "int4" else 0)
+
+
+def is_layer_weight(component: str) -> bool:
+    """Attention and FFN matrices are quantized; embedding, head and norms are not."""
+    return component.startswith(("attention/", "ffn/"))
 
 
 def weights_bytes(r: ParamsReport, d_model: int, dtype: str, group_size: int) -> tuple[int, str]:
     """Bytes of the weights counted in `r` stored in `dtype`, and how they were stored."""
     if dtype not in QUANTIZED:
         return nbytes(r.total, dtype), f"{r.total:,} params × {DTYPE_BITS[dtype] // 8} B"
-    if d_model % group_size:
-        raise UserError(f"--group-size: {group_size} does not divide d_model ({d_model}); use a divisor such as 128")
-    layers = sum(row.params for row in r.breakdown if row.component.startswith(("attention/", "ffn/")))
-    rest = r.total - layers
+    check_group_size(d_model, dtype, group_size)
+    layers = sum(row.params for row in r.breakdown if is_layer_weight(row.component))
     scales = dtype == "int4"
-    return (quantized_bytes(layers, dtype, group_size) + nbytes(rest, "bf16"),
+    return (stored_bytes(layers, dtype, group_size, layer=True) + stored_bytes(r.total - layers, dtype, group_size,
+                                                                                layer=False),
             f"layers in {dtype}" + (f" + fp16 scale/{group_size}" if scales else "") + "; embedding, head, norms bf16")
 
 

@@ -9,9 +9,9 @@ Quantized layer weights as in llmcalc/memory.py; norms, embedding and head stay 
 from __future__ import annotations
 
 from .blocks.base import Frozen, PosInt
-from .errors import UserError
-from .kv import kv_cache, nbytes
-from .memory import QUANTIZED, quantized_bytes
+from .blocks.embedding import lm_head_params, token_embedding_params
+from .kv import kv_cache
+from .memory import check_group_size, is_layer_weight, stored_bytes
 from .params import layer_parts
 from .parallel import Layout
 from .spec import LayerGroup, ModelSpec
@@ -32,10 +32,7 @@ def ceil_div(a: int, b: int) -> int:
 
 def component_bytes(component: str, n: int, s: Storage) -> int:
     """Stored bytes of `n` parameters of one component (all GPUs together)."""
-    quantized = s.weights_dtype in QUANTIZED
-    if component.startswith(("attention/", "ffn/")):
-        return quantized_bytes(n, s.weights_dtype, s.group_size) if quantized else nbytes(n, s.weights_dtype)
-    return nbytes(n, "bf16" if quantized else s.weights_dtype)
+    return stored_bytes(n, s.weights_dtype, s.group_size, layer=is_layer_weight(component))
 
 
 def split_of(component: str, layout: Layout) -> int:
@@ -50,20 +47,17 @@ def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, s: Storage, layout: 
 
 
 def edge_bytes(spec: ModelSpec, s: Storage) -> tuple[int, int]:
-    """Bytes of (token + position embedding, final norm + LM head matrix), all GPUs together; the
-    head matrix is counted even when tied, since a tied head is the embedding read again."""
+    """Bytes of (token + position embedding, final norm + LM head), all GPUs together. The head
+    matrix is counted even when tied: a tied head is the embedding read again (or, under pp, copied)."""
     d, v = spec.d_model, spec.vocab_size
-    dtype = "bf16" if s.weights_dtype in QUANTIZED else s.weights_dtype
-    emb = nbytes(v * d + spec.positions.params(spec.max_seq_len, d), dtype)
-    head = nbytes(v * d + (v if spec.lm_head_bias else 0) + (spec.norm.params(d) if spec.norm.final else 0), dtype)
-    return emb, head
+    emb = token_embedding_params(v, d) + spec.positions.params(spec.max_seq_len, d)
+    head = lm_head_params(v, d, tied=False, bias=spec.lm_head_bias) + (spec.norm.params(d) if spec.norm.final else 0)
+    return tuple(stored_bytes(n, s.weights_dtype, s.group_size, layer=False) for n in (emb, head))
 
 
 def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
     """The most weight bytes any GPU holds: its stage's layers plus the embedding/head it keeps."""
-    if s.weights_dtype == "int4" and spec.d_model % s.group_size:
-        raise UserError(f"--group-size: {s.group_size} does not divide d_model ({spec.d_model}); "
-                        "use a divisor such as 128")
+    check_group_size(spec.d_model, s.weights_dtype, s.group_size)
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, s, layout).values()) for g in spec.layer_groups())
     emb, head = edge_bytes(spec, s)
     if layout.pp == 1:
