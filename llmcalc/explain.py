@@ -242,29 +242,32 @@ def _saved(ffn) -> str:
 
 
 def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
-    from .memory import OPTIMIZER_BYTES, QUANTIZED, MemoryOptions, is_layer_weight, memory
+    from .memory import OPTIMIZER_BYTES, QUANTIZED, MemoryOptions, layer_peak_per_token, memory, packed_matrices
     from .params import params
 
     mo = MemoryOptions(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, train=o.train, optimizer=o.optimizer)
     r, counts = memory(spec, o.batch, o.seq, mo), params(spec)
     bits, a = DTYPE_BITS[o.weights_dtype], spec.attention
     env = env_of(spec) | {"B": o.batch, "S": o.seq, "N": counts.total, "bits": bits, "bytes": bits // 8,
-                          "a": DTYPE_BITS[mo.act_dtype] // 8, "g": mo.group_size,
-                          "N_q": sum(x.params for x in counts.breakdown if is_layer_weight(x.component))}
-    if o.weights_dtype in QUANTIZED:  # layers quantized (int4: + an fp16 scale per g), the rest bf16
-        q = "(N_q · bits + 7) // 8 + 2 · ((N_q + g − 1) // g)" if o.weights_dtype == "int4" else "N_q · bits // 8"
-        steps = [step("weights", f"{q} + (N − N_q) · 2", env, "bytes")]
+                          "a": DTYPE_BITS[mo.act_dtype] // 8, "g": mo.group_size}
+    if o.weights_dtype in QUANTIZED:  # layer matrices packed (int4: + an fp16 scale per g inputs), the rest bf16
+        n_m, p_m, scales = packed_matrices(spec, o.weights_dtype, mo.group_size)
+        env |= {"N_m": n_m, "P_m": p_m, "G_s": scales}
+        steps = [step("weights", "P_m + 2 · G_s + 2 · (N − N_m)", env, "bytes")]
     else:
         steps = [step("weights", "N · bytes", env, "bytes")]
     mla = isinstance(a, MLA)
     if not o.train:
         steps += kv_steps(spec, o.batch, o.seq, o.kv_dtype, "kv_cache/")
-        qkv = "2 · H · (d_n + d_r) + H · d_v" if mla else "H · h + 2 · H_kv · h"
-        at = env | {"f_t": max(g.ffn.transient_elements() for g in spec.layer_groups())}
-        peak = f"2 · a · B · S · d + max(a · B · S · ({qkv}), a · B · S · f_t, 4 · B · V)"
+        m, what = layer_peak_per_token(spec, o.seq, mo)
+        rot = a.rope_dim - a.rope_dim % 2 if spec.positions.kind == "rope" else 0
+        at = env | {"m": m, "d_rot": rot}
+        peak = "S · (8 + 2 · a · d_rot) + max(B · S · (2 · a · d + m), a · B · S · d + B · (a · d + (a + 4) · V))"
         steps.append(step("activations", peak, at, "bytes"))
-        notes = ["activations: the prefill peak, residual stream and normed input (2·B·S·d) plus the largest of "
-                 "Q/K/V, the FFN intermediate or the last position's fp32 logits (4·B·V); flash attention"]
+        notes = ["activations: the prefill peak (docs/formulas.md#inference-peak): the residual stream and the "
+                 f"normed input (2·a·d per token) plus the largest layer stage, m bytes per token (here the {what}'s), "
+                 "or at the head the last positions' logits in the activation dtype and in fp32; plus per position "
+                 "its index (int64) and RoPE's cos and sin; flash attention"]
     else:
         master = "master + states" if o.weights_dtype != "fp32" else "states"
         at = env | {"master": 4, "states": OPTIMIZER_BYTES[o.optimizer]}

@@ -15,8 +15,9 @@ from .blocks.attention import MLA
 from .blocks.base import Frozen, PosInt
 from .errors import UserError
 from .kv import kv_cache, nbytes
+from .params import layer_parts
 from .params import params as count_params
-from .report import MemoryReport, MemoryRow, ParamsReport
+from .report import MemoryReport, MemoryRow
 from .spec import DTYPE_BITS, LayerGroup, ModelSpec
 
 FORMULA = ("inference: weights + KV cache + prefill activation peak; "
@@ -41,38 +42,61 @@ class MemoryOptions(Frozen):
     dropout: bool = False
     zero: Literal[0, 1, 2, 3] = 0
     dp: PosInt = 1
+    micro_batch: PosInt | None = None
+    """Training: sequences one GPU runs at a time (its activations); None: its whole share, batch / dp."""
 
 
-def check_group_size(d_model: int, dtype: str, group_size: int) -> None:
-    if dtype == "int4" and d_model % group_size:
-        raise UserError(f"--group-size: {group_size} does not divide d_model ({d_model}); use a divisor such as 128")
-
-
-def stored_bytes(n: int, dtype: str, group_size: int, *, layer: bool) -> int:
-    """Bytes of `n` weights stored as `dtype`. Quantized dtypes apply to transformer-layer weights
-    only (the rest stays bf16); int4 adds one fp16 scale per group of `group_size`."""
+def stored_bytes(params: int, matrices: list[tuple[int, int]], dtype: str, group_size: int) -> int:
+    """Bytes of one component's `params` parameters stored as `dtype`. 16- and 32-bit dtypes: every parameter
+    at that width. Quantized ones (fp8, int8, int4), as weight-only quantizers store a checkpoint: each of
+    its weight matrices (d_in, d_out) packed and rounded up to whole bytes, int4 with one fp16 scale per
+    group of `group_size` weights along the input dimension (⌈d_in / g⌉ per output, the last group partial
+    when g does not divide d_in); the rest of its parameters (biases, norms) in bf16."""
     if dtype not in QUANTIZED:
-        return nbytes(n, dtype)
-    if not layer:
-        return nbytes(n, "bf16")
-    return nbytes(n, dtype) + (2 * -(-n // group_size) if dtype == "int4" else 0)
+        return nbytes(params, dtype)
+    packed = quantized = 0
+    for d_in, d_out in matrices:
+        quantized += d_in * d_out
+        packed += nbytes(d_in * d_out, dtype) + (2 * d_out * -(-d_in // group_size) if dtype == "int4" else 0)
+    return packed + nbytes(params - quantized, "bf16")
 
 
-def is_layer_weight(component: str) -> bool:
-    """Attention and FFN matrices are quantized; embedding, head and norms are not."""
-    return component.startswith(("attention/", "ffn/"))
+def packed_matrices(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, int, int]:
+    """Over every layer's weight matrices: their weights N_m, their packed bytes Σ ⌈d_in·d_out·bits / 8⌉, and
+    their int4 scales Σ d_out·⌈d_in / g⌉ (0 for other dtypes), as stored_bytes counts them."""
+    d, bits, weights, packed, scales = spec.d_model, DTYPE_BITS[dtype], 0, 0, 0
+    for g in spec.layer_groups():
+        for mats in (*spec.attention.matrices(d).values(), *g.ffn.matrices(d).values()):
+            for d_in, d_out in mats:
+                weights += g.count * d_in * d_out
+                packed += g.count * -(-d_in * d_out * bits // 8)
+                scales += g.count * d_out * -(-d_in // group_size) if dtype == "int4" else 0
+    return weights, packed, scales
 
 
-def weights_bytes(r: ParamsReport, d_model: int, dtype: str, group_size: int) -> tuple[int, str]:
-    """Bytes of the weights counted in `r` stored in `dtype`, and how they were stored."""
+def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, dtype: str, group_size: int) -> dict[str, int]:
+    """Stored bytes of one layer of `group` by component (all GPUs together): its attention and FFN
+    matrices in `dtype` (see stored_bytes), its norms as every non-matrix parameter."""
+    parts, _ = layer_parts(spec, group)
+    d = spec.d_model
+    mats = {f"attention/{k}": v for k, v in spec.attention.matrices(d).items()}
+    mats |= {spec.ffn_prefix(group) + k: v for k, v in group.ffn.matrices(d).items()}
+    return {k: stored_bytes(n, mats.get(k, []), dtype, group_size) for k, n in parts.items()}
+
+
+def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, str]:
+    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `dtype`, and how: the layers'
+    matrices in `dtype`, the token embedding, LM head and norms in bf16 when it is quantized."""
+    total = count_params(spec).total
+    layers = layer_params = 0
+    for g in spec.layer_groups():
+        layers += g.count * sum(layer_weight_bytes(spec, g, dtype, group_size).values())
+        layer_params += g.count * sum(layer_parts(spec, g)[0].values())
+    stored = layers + stored_bytes(total - layer_params, [], dtype, group_size)  # embedding, head, final norm
     if dtype not in QUANTIZED:
-        return nbytes(r.total, dtype), f"{r.total:,} params × {DTYPE_BITS[dtype] // 8} B"
-    check_group_size(d_model, dtype, group_size)
-    layers = sum(row.params for row in r.breakdown if is_layer_weight(row.component))
-    scales = dtype == "int4"
-    return (stored_bytes(layers, dtype, group_size, layer=True) + stored_bytes(r.total - layers, dtype, group_size,
-                                                                                layer=False),
-            f"layers in {dtype}" + (f" + fp16 scale/{group_size}" if scales else "") + "; embedding, head, norms bf16")
+        return stored, f"{total:,} params × {DTYPE_BITS[dtype] // 8} B"
+    scales = f" + fp16 scale per {group_size} inputs" if dtype == "int4" else ""
+    return stored, f"layer matrices in {dtype}{scales}; embedding, head, norms, biases bf16"
 
 
 def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, o: MemoryOptions) -> tuple[int, int]:
@@ -106,8 +130,19 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     o = o or MemoryOptions()
     if o.train and o.weights_dtype in QUANTIZED:
         raise UserError(f"--weights-dtype: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+    if not o.train and (o.dp > 1 or o.zero or o.micro_batch):
+        raise UserError("--dp: --dp, --zero and --micro-batch describe a training step; add --train (for serving "
+                        "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
+    if batch % o.dp:
+        raise UserError(f"--batch: the global batch of {batch} sequences does not split over --dp {o.dp}; "
+                        f"use a multiple of {o.dp}")
+    per_gpu = batch // o.dp
+    micro = o.micro_batch or per_gpu
+    if per_gpu % micro:
+        raise UserError(f"--micro-batch: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
+                        f"(--batch {batch} / --dp {o.dp}); use a divisor of {per_gpu}")
     counts = count_params(spec)
-    w, w_note = weights_bytes(counts, spec.d_model, o.weights_dtype, o.group_size)
+    w, w_note = weights_bytes(spec, o.weights_dtype, o.group_size)
     rows = []
     if not o.train:
         kv = kv_cache(spec, batch, seq, o.kv_dtype).total_bytes
@@ -119,7 +154,7 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     else:
         kv = 0
         n = counts.total
-        act, act_note = _training_activations(spec, batch, seq, o)
+        act, act_note = _training_activations(spec, micro, seq, o)
         shard = lambda x, stage: -(-x // o.dp) if o.zero >= stage else x  # noqa: E731
         w = shard(w, 3)
         grads = shard(nbytes(n, o.weights_dtype), 2)
@@ -132,34 +167,60 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
                            note=(f"{o.optimizer}: fp32 master + states" if master else o.optimizer) + split(1)),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
     dominant = max(rows, key=lambda r: r.bytes).component
+    notes = []
+    if o.train:
+        notes.append(f"--batch {batch} is the global batch: each of the {o.dp} data-parallel GPU(s) runs {per_gpu} "
+                     f"sequence(s) per step, {micro} at a time" + (f" ({per_gpu // micro} micro-batches)"
+                                                                    if micro < per_gpu else ""))
+    if o.zero and o.dp == 1:
+        notes.append(f"ZeRO-{o.zero} over one GPU (--dp 1) divides nothing; give --dp, the data-parallel GPUs")
+    elif o.zero:
+        notes.append(f"ZeRO-{o.zero} over {o.dp} data-parallel GPUs: figures are per GPU")
     return MemoryReport(
-        model=spec.name, mode="train" if o.train else "inference", batch=batch, seq=seq,
+        model=spec.name, mode="train" if o.train else "inference", batch=batch, seq=seq, dp=o.dp,
+        per_gpu_batch=per_gpu, micro_batch=micro,
         weights_bytes=w, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
         total_bytes=sum(r.bytes for r in rows), dominant=dominant, breakdown=rows,
-        formula=FORMULA,
-        notes=[f"ZeRO-{o.zero} over {o.dp} data-parallel GPUs: figures are per GPU"] if o.zero else [],
+        formula=FORMULA, notes=notes,
     )
 
 
-def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
-    """Prefill peak: the residual stream and normed input (2·B·S·d) plus the largest transient of
-    one layer (Q/K/V, or S×S scores without flash attention, or the FFN intermediate), or the last
-    position's fp32 logits, whichever is larger."""
+def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    """Bytes per token a prefill of `seq` tokens holds at its largest layer stage, beyond the residual stream
+    and the normed input: the larger of the attention's and the FFN's own peak, in the layer group where it
+    is largest, and which one it is. A parallel block (one norm) holds the attention's output (d) while its
+    FFN runs. Without flash attention the attention also holds its scores and probabilities, 2·H·keys."""
     a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
-    tokens = batch * seq
-    qkv = attn.heads * attn.qk_head_dim * 2 + attn.heads * attn.v_head_dim if isinstance(attn, MLA) \
-        else attn.q_width + 2 * attn.kv_width
+    rope = spec.positions.kind == "rope"
     best, what = 0, ""
     for g in spec.layer_groups():
-        w = attn.keys_window(g.window)
-        keys = min(seq, w) if w else seq
-        scores = 0 if o.flash else 2 * batch * attn.heads * seq * keys  # scores and softmax output
-        for name, elements in (("q/k/v", tokens * qkv + scores), ("ffn intermediate", tokens * g.ffn.transient_elements())):
-            if a * elements > best:
-                best, what = a * elements, name
-    residual = 2 * a * tokens * d
-    logits = LOGIT_BYTES * batch * spec.vocab_size
-    return residual + max(best, logits), f"prefill peak: residual + {what if best >= logits else 'logits'}"
+        stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
+        if not o.flash:
+            w = attn.keys_window(g.window)
+            stage += 2 * a * attn.heads * (min(seq, w) if w else seq)
+        ffn = g.ffn.prefill_activation_bytes(d, a) + (a * d if spec.norm.parallel else 0)
+        for name, per_token in (("attention", stage), ("ffn", ffn)):
+            if per_token > best:
+                best, what = per_token, name
+    return best, what
+
+
+def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    """The prefill's activation peak (docs/formulas.md#inference-peak): the residual stream and the normed
+    input (2·a·d per token) plus the largest layer stage (layer_peak_per_token), or at the head the
+    residual stream, the last positions' normed input and their logits, in the activation dtype and
+    upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables kept per position for the whole
+    forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
+    a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+    tokens = batch * seq
+    per_token, what = layer_peak_per_token(spec, seq, o)
+    layer = tokens * (2 * a * d + per_token)
+    head = a * tokens * d + batch * (a * d + (a + LOGIT_BYTES) * spec.vocab_size)
+    rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.kind == "rope" else 0
+    tables = seq * (8 + rope)
+    if head > layer:
+        return tables + head, "prefill peak: residual + logits"
+    return tables + layer, f"prefill peak: residual + {what}"
 
 
 def _training_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:

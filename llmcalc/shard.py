@@ -11,8 +11,7 @@ from __future__ import annotations
 from .blocks.base import Frozen, PosInt
 from .blocks.embedding import lm_head_params, token_embedding_params
 from .kv import kv_cache
-from .memory import check_group_size, is_layer_weight, stored_bytes
-from .params import layer_parts
+from .memory import layer_weight_bytes, stored_bytes
 from .parallel import Layout
 from .spec import LayerGroup, ModelSpec
 
@@ -30,11 +29,6 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def component_bytes(component: str, n: int, s: Storage) -> int:
-    """Stored bytes of `n` parameters of one component (all GPUs together)."""
-    return stored_bytes(n, s.weights_dtype, s.group_size, layer=is_layer_weight(component))
-
-
 def split_of(component: str, layout: Layout) -> int:
     """GPUs one layer's component is split over: ep for routed experts with ep > 1, else tp."""
     return layout.ep if component.endswith("/experts") and layout.ep > 1 else layout.tp
@@ -42,8 +36,8 @@ def split_of(component: str, layout: Layout) -> int:
 
 def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, s: Storage, layout: Layout) -> dict[str, int]:
     """One layer's stored bytes on one GPU, by component."""
-    parts, _ = layer_parts(spec, group)
-    return {k: ceil_div(component_bytes(k, n, s), split_of(k, layout)) for k, n in parts.items()}
+    stored = layer_weight_bytes(spec, group, s.weights_dtype, s.group_size)
+    return {k: ceil_div(b, split_of(k, layout)) for k, b in stored.items()}
 
 
 def edge_bytes(spec: ModelSpec, s: Storage) -> tuple[int, int]:
@@ -52,12 +46,11 @@ def edge_bytes(spec: ModelSpec, s: Storage) -> tuple[int, int]:
     d, v = spec.d_model, spec.vocab_size
     emb = token_embedding_params(v, d) + spec.positions.params(spec.max_seq_len, d)
     head = lm_head_params(v, d, tied=False, bias=spec.lm_head_bias) + (spec.norm.params(d) if spec.norm.final else 0)
-    return tuple(stored_bytes(n, s.weights_dtype, s.group_size, layer=False) for n in (emb, head))
+    return tuple(stored_bytes(n, [], s.weights_dtype, s.group_size) for n in (emb, head))
 
 
 def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
     """The most weight bytes any GPU holds: its stage's layers plus the embedding/head it keeps."""
-    check_group_size(spec.d_model, s.weights_dtype, s.group_size)
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, s, layout).values()) for g in spec.layer_groups())
     emb, head = edge_bytes(spec, s)
     if layout.pp == 1:

@@ -5,7 +5,7 @@
 attention: w = ∞), with keys k_w = min(S + 1, w) and prefill pairs p_w = Σ_{i=1..S} min(i, w):
 
   kv       = B · Σ_w c_kv,w · (k_w − 1)                 c_kv,w = layers_w · kv elements · bytes
-  memory   = weights + kv + 2·a·B·S·d + max(a·B·S·M, 4·B·V)      M: widest per-token transient
+  memory   = weights + kv + S·t + max(B·S·(2·a·d + m(S)), a·B·S·d + B·h)   (as memory.inference_activations)
   prefill  = B·S·C_tok + B·Σ_w C_pair,w · p_w + 2·B·d·V        (causal, last logits)
   decode   = B·C_step + B·Σ_w C_key,w · k_w + 2·B·d·V
   ttft, tpot = Σ_entries max(FLOPs / peak, bytes / bandwidth) + comm bytes / link
@@ -38,8 +38,7 @@ from .flops import MAC, Conventions, flops, layer_flops
 from .hardware import GPU
 from .kv import kv_cache
 from .latency import LatencyOptions, Roofline, experts_hit, latency, op_name
-from .memory import LOGIT_BYTES, MemoryOptions, inference_activations, memory, weights_bytes
-from .params import params as count_params
+from .memory import LOGIT_BYTES, MemoryOptions, layer_peak_per_token, memory, weights_bytes
 from .report_views import SweepGrid, SweepReport, SweepRow
 from .shard import ceil_div, edge_bytes, layer_bytes_per_gpu
 from .spec import DTYPE_BITS, ModelSpec
@@ -203,22 +202,23 @@ class Sweeper:
     Inputs of point() are not re-validated: batch and seq positive ints, batch a multiple of dp
     (grid() checks its axes once)."""
 
-    def __init__(self, spec: ModelSpec, gpu: GPU, o: LatencyOptions | None = None):
+    def __init__(self, spec: ModelSpec, gpu: GPU | None, o: LatencyOptions | None = None):
         o = o or LatencyOptions()
         s, L = o.storage, o.layout
         L.check(spec, L.dp)
         self.spec, self.gpu, self.o, self.notes = spec, gpu, o, []
         self.mem_opts = MemoryOptions(weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype, act_dtype=s.act_dtype,
                                       group_size=s.group_size)
-        self.weights = weights_bytes(count_params(spec), spec.d_model, s.weights_dtype, s.group_size)[0]
+        self.weights = weights_bytes(spec, s.weights_dtype, s.group_size)[0]
         fit_opts = FitOptions(storage=s, layout=L, reserve=o.reserve)
-        try:
-            self.weights_per_gpu = require_weights_fit(spec, gpu, fit_opts)
-        except UserError as e:
-            self.weights_per_gpu = None
-            self.notes.append(f"{spec.name}: no latency: {e}")
+        self.weights_per_gpu = None  # None: no time and no fit (no GPU, or the weights do not fit it)
+        if gpu is not None:
+            try:
+                self.weights_per_gpu = require_weights_fit(spec, gpu, fit_opts)
+            except UserError as e:
+                self.notes.append(f"{spec.name}: no latency: {e}")
         self.workspace = activation_workspace(spec, fit_opts)
-        self.usable = gpu.memory_bytes * (1 - o.reserve)
+        self.usable = gpu.memory_bytes * (1 - o.reserve) if gpu else 0
         try:
             self._compile()
             self.fast = True
@@ -249,11 +249,12 @@ class Sweeper:
             self.c_step += n * sum(layer_flops(spec, g, 1, 0, 0, absorbed).values())
         self.head = MAC * d * spec.vocab_size
         self.windows = [(w, w * (w + 1) // 2 if w else 0, *per_window[w]) for w in windows]
-        # inference_activations at one sequence long enough that the transient outweighs the logits
-        probe = LOGIT_BYTES * spec.vocab_size + 1
-        self.residual = 2 * a * d
-        self.transient = inference_activations(spec, 1, probe, self.mem_opts)[0] // probe - self.residual
-        self.logits = LOGIT_BYTES * spec.vocab_size
+        # inference_activations: per position tables, per token the residual and the layer peak (which
+        # depends on seq only through the windows, so it is computed once per seq), per sequence the head
+        self.act_bytes, self.peaks = a, {}
+        rot = attn.rope_dim - attn.rope_dim % 2 if spec.positions.kind == "rope" else 0
+        self.tables = 8 + 2 * a * rot
+        self.head_act = a * d + (a + LOGIT_BYTES) * spec.vocab_size
         self.kv_div = L.kv_shards(spec) * L.pp
         if self.weights_per_gpu is None:
             return
@@ -298,8 +299,15 @@ class Sweeper:
                     tpot += max(ft * rep + fy * y, b1 + bt * rep + by * y)
         kv_rep = rep * kv
         kv *= batch
-        act = self.residual * tokens + max(self.transient * tokens, self.logits * batch)
-        fits = False
+        # the layer peak depends on seq only through which windows the prompt outruns (PairRule's
+        # reads_fresh_keys: cached_tokens(S, w) < S, i.e. S ≥ w, for the fast path's GQA and MLA)
+        key = tuple(w is not None and seq >= w for w, *_ in self.windows)
+        peak = self.peaks.get(key)
+        if peak is None:
+            peak = self.peaks[key] = layer_peak_per_token(self.spec, seq, self.mem_opts)[0]
+        a, d = self.act_bytes, self.spec.d_model
+        act = seq * self.tables + max(tokens * (2 * a * d + peak), a * tokens * d + batch * self.head_act)
+        fits = None if self.gpu is None else False
         if timed:
             ttft += self._rest(pre_phase, t_rep, rep)
             tpot += self._rest(dec_phase, rep, rep)
@@ -343,7 +351,7 @@ class Sweeper:
         f = flops(spec, batch, seq, 1, Conventions(mla_decode=o.mla_decode))
         if self.weights_per_gpu is None:
             ttft = tpot = tps = None
-            fits = False
+            fits = None if self.gpu is None else False
         else:
             r = latency(spec, self.gpu, batch, seq, 1, o)
             ttft, tpot, tps, fits = r.ttft_s, r.tpot_s, r.decode_tokens_per_s, r.fits
@@ -351,9 +359,10 @@ class Sweeper:
                           f.decode_flops, ttft, tpot, tps, fits)
 
 
-def sweep(specs: list[ModelSpec], gpu: GPU, batches: list[int], seqs: list[int],
+def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: list[int],
           o: LatencyOptions | None = None) -> SweepReport:
-    """Every model over the batch × seq grid, one row per (model, batch, seq)."""
+    """Every model over the batch × seq grid, one row per (model, batch, seq); time and fit on `gpu` (None:
+    neither)."""
     o = o or LatencyOptions()
     rows, notes = [], []
     for spec in specs:
@@ -363,9 +372,12 @@ def sweep(specs: list[ModelSpec], gpu: GPU, batches: list[int], seqs: list[int],
         if seqs[-1] > spec.max_seq_len:
             notes.append(f"{spec.name}: seq beyond its max_seq_len {spec.max_seq_len:,} is an extrapolation")
     L = o.layout
-    notes += [f"latency on {L.gpus} × {gpu.name} (tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); fits is per GPU",
-              "memory counts one unchunked prefill's activations (as `llmcalc memory`); fits assumes a chunked "
-              "prefill's workspace (as `llmcalc fit`), so a point can fit while its memory exceeds the GPUs",
-              "tpot is one decode step at context seq; tokens_per_s = batch / tpot (decode throughput)"]
-    return SweepReport(models=[s.name for s in specs], gpu=gpu.name, gpus=L.gpus,
+    if gpu is None:
+        notes.append("no --gpu: time per token and fit are left out (no GPU is assumed)")
+    else:
+        notes += [f"latency on {L.gpus} × {gpu.name} (tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); fits is per GPU",
+                  "memory counts one unchunked prefill's activations (as `llmcalc memory`); fits assumes a chunked "
+                  "prefill's workspace (as `llmcalc fit`), so a point can fit while its memory exceeds the GPUs",
+                  "tpot is one decode step at context seq; tokens_per_s = batch / tpot (decode throughput)"]
+    return SweepReport(models=[s.name for s in specs], gpu=gpu.name if gpu else None, gpus=L.gpus,
                        grid=SweepGrid(batch=batches, seq=seqs), rows=rows, formula=FORMULA, notes=notes)

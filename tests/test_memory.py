@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmcalc.errors import UserError
 from llmcalc.memory import MemoryOptions, layer_activation_bytes, memory
 from llmcalc.params import params
 from llmcalc.presets import load_preset
@@ -43,7 +44,7 @@ def test_mixed_precision_adam_is_16_bytes_per_param():
 def test_zero_divides_by_dp(stage):
     spec = load_preset("llama2-7b")
     n = params(spec).total
-    r = memory(spec, 1, 1024, MemoryOptions(train=True, zero=stage, dp=8))
+    r = memory(spec, 8, 1024, MemoryOptions(train=True, zero=stage, dp=8))
     assert r.optimizer_bytes == 12 * n // 8
     assert r.gradient_bytes == (2 * n // 8 if stage >= 2 else 2 * n)
     assert r.weights_bytes == (2 * n // 8 if stage >= 3 else 2 * n)
@@ -75,3 +76,39 @@ def test_json_interface(cli_json):
     out = cli_json("memory", "--preset", "mixtral-8x7b", "--batch", "8", "--seq", "4096")
     for key in ("weights_bytes", "kv_cache_bytes", "activation_bytes", "total_bytes"):
         assert type(out[key]) is int
+
+
+def test_int4_groups_run_along_each_input_with_a_partial_last_group():
+    """Falcon-7B's width 4544 is 35.5 groups of 128: each matrix row keeps ⌈d_in / 128⌉ fp16 scales. By hand:
+    per layer q 4544→4544, k and v 4544→64 (MQA), o 4544→4544, up 4544→18176, down 18176→4544."""
+    spec, g = load_preset("falcon-7b"), 128
+    shapes = [(4544, 4544), (4544, 64), (4544, 64), (4544, 4544), (4544, 18176), (18176, 4544)]
+    packed = 32 * sum(i * o // 2 for i, o in shapes)
+    scales = 32 * sum(o * -(-i // g) for i, o in shapes)
+    matrices = 32 * sum(i * o for i, o in shapes)
+    n = params(spec).total
+    assert memory(spec, 1, 1, MemoryOptions(weights_dtype="int4")).weights_bytes == packed + 2 * scales + 2 * (n - matrices)
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-20b", "falcon-7b", "gpt2", "deepseek-v3", "phi3-mini"])
+def test_int4_works_for_presets_whose_widths_128_does_not_divide(cli_json, name):
+    out = cli_json("memory", "-p", name, "--weights-dtype", "int4")
+    bf16 = cli_json("memory", "-p", name)
+    assert bf16["weights_bytes"] / 4.1 < out["weights_bytes"] < bf16["weights_bytes"] / 2
+
+
+def test_training_batch_is_global_and_each_gpu_takes_its_share():
+    spec = load_preset("llama3-8b")
+    shared = memory(spec, 32, 4096, MemoryOptions(train=True, dp=8))
+    alone = memory(spec, 4, 4096, MemoryOptions(train=True))
+    assert (shared.per_gpu_batch, shared.micro_batch) == (4, 4)
+    assert shared.activation_bytes == alone.activation_bytes
+    micro = memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=1))
+    assert micro.activation_bytes == memory(spec, 1, 4096, MemoryOptions(train=True)).activation_bytes
+    with pytest.raises(UserError, match="--micro-batch"):
+        memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=3))
+
+
+def test_zero_without_dp_says_it_divides_nothing():
+    r = memory(load_preset("gpt2"), 1, 128, MemoryOptions(train=True, zero=3))
+    assert any("divides nothing" in n for n in r.notes)

@@ -167,8 +167,10 @@ def test_moe_with_one_expert_is_dense_plus_router(data, batch, seq, gen, conv, d
     o = MemoryOptions(weights_dtype=dtype)
     m, n = memory(dense, batch, seq, o), memory(moe, batch, seq, o)
     assert n.weights_bytes == m.weights_bytes + router * DTYPE_BITS[dtype] // 8
-    assert (n.kv_cache_bytes, n.activation_bytes) == (m.kv_cache_bytes, m.activation_bytes)
-    assert n.total_bytes == m.total_bytes + router * DTYPE_BITS[dtype] // 8
+    assert n.kv_cache_bytes == m.kv_cache_bytes
+    # the routed kernel holds a permuted copy of the tokens beside the expert's intermediates: never less
+    assert n.activation_bytes >= m.activation_bytes
+    assert n.total_bytes - n.activation_bytes == m.total_bytes - m.activation_bytes + router * DTYPE_BITS[dtype] // 8
 
 
 # ---- KV cache: linear in batch; in length until the window fills -------------------------------------

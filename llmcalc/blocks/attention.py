@@ -76,6 +76,12 @@ class PairRule:
         """Bytes one decode step reads from and writes to the cache of `keys` tokens per sequence."""
         return self.cache_bytes(batch * keys, bits)
 
+    def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
+        """Whether a prefill of `seq` tokens attends over its freshly projected keys and values rather than
+        over the cache: when the cache keeps fewer tokens than the prompt (a sliding window shorter than
+        it), so both stay alive through the attention."""
+        return self.cached_tokens(seq, window) < seq
+
     def extra_saved_elements(self) -> int:
         """Elements per token a training layer keeps besides its projections' inputs and Q/K/V (0)."""
         return 0
@@ -126,6 +132,13 @@ class GQA(PairRule, Frozen):
         kind = "MHA" if self.kv_heads == self.heads else "MQA" if self.kv_heads == 1 else "GQA"
         return f"{kind} {self.heads}q/{self.kv_heads}kv × {self.head_dim}"
 
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: MHA 32h, GQA 32/8, MQA 71h."""
+        if self.kv_heads == self.heads:
+            return f"MHA {self.heads}h"
+        return f"MQA {self.heads}h" if self.kv_heads == 1 else f"GQA {self.heads}/{self.kv_heads}"
+
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by (2 FLOPs per weight per token)."""
         return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
@@ -138,6 +151,11 @@ class GQA(PairRule, Frozen):
         return {"q": (d_model, self.q_width), "k": (d_model, self.kv_width), "v": (d_model, self.kv_width),
                 "o": (self.q_width, d_model)}
 
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component: what a weight-only quantizer packs (biases,
+        norms and sinks stay in 16 bits)."""
+        return {name: [shape] for name, shape in self._shapes(d_model).items()}
+
     def query_io(self) -> int:
         """Elements the attention core reads and writes per query besides keys/values: Q and O, 2·H·h."""
         return 2 * self.q_width
@@ -149,6 +167,29 @@ class GQA(PairRule, Frozen):
     def kv_elements(self) -> int:
         """Cached elements per token per layer: K and V of every kv head, 2·H_kv·h."""
         return 2 * self.kv_width
+
+    @property
+    def rope_dim(self) -> int:
+        """Features RoPE rotates in each query and key head: the head dim."""
+        return self.head_dim
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token this layer's attention holds at its peak in a prefill of `seq` tokens, beyond the
+        residual stream and the normed input (docs/formulas.md#inference-peak), with flash kernels. The
+        largest of: Q, K, V (q = H·h, kv = H_kv·h wide) and the normed Q and K beside them (qk_norm); Q,
+        K, V and half of Q's rotated features (RoPE in place); Q, the output and the log-sum-exp (4 bytes a
+        head), K and V too when the prompt outruns the cache; the output and the projection's, d."""
+        q, kv = self.q_width, self.kv_width
+        proj = q + 2 * kv
+        stages = [act * proj, act * (q + d_model)]
+        if qk_norm != "none":
+            stages.append(act * (proj + q + kv))
+        if rope:
+            stages.append(act * (proj + self.heads * (self.rope_dim // 2)))
+        fresh = 2 * kv if self.reads_fresh_keys(seq, window) else 0
+        stages.append(act * (2 * q + fresh) + 4 * self.heads)
+        return max(stages)
 
     def kv_formula(self) -> tuple[str, str]:
         """Cached elements per token per layer as DeepSeek-V2's Table 1 writes them, and with numbers."""
@@ -200,6 +241,11 @@ class MLA(PairRule, Frozen):
     def label(self) -> str:
         return f"MLA {self.heads}h, latent {self.kv_lora_rank}+{self.qk_rope_head_dim}"
 
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: MLA 128h."""
+        return f"{self.kind.upper()} {self.heads}h"
+
     def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
         h, r = self.heads, self.kv_lora_rank
         q = ({"q": (d_model, h * self.qk_head_dim)} if self.q_lora_rank is None else
@@ -207,6 +253,11 @@ class MLA(PairRule, Frozen):
         return q | {"kv_down": (d_model, r + self.qk_rope_head_dim),
                     "kv_up": (r, h * (self.qk_nope_head_dim + self.v_head_dim)),
                     "o": (h * self.v_head_dim, d_model)}
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component: what a weight-only quantizer packs (biases
+        and the latent norms stay in 16 bits)."""
+        return {name: [shape] for name, shape in self._shapes(d_model).items()}
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by; kv_up is also applied to cached latents when
@@ -236,6 +287,38 @@ class MLA(PairRule, Frozen):
     def kv_elements(self) -> int:
         """Cached elements per token per layer: the latent and the shared RoPE key, r_kv + d_r."""
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def rope_dim(self) -> int:
+        """Features RoPE rotates in each query head and the shared key: d_r."""
+        return self.qk_rope_head_dim
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token this layer's attention holds at its peak in a prefill of `seq` tokens, beyond the
+        residual stream and the normed input (docs/formulas.md#inference-peak), decompressed, with flash
+        kernels, which take one head dim e = max(d_n + d_r, d_v) for Q, K and V (the narrower zero-padded).
+        Widths per token: Q = H·(d_n + d_r), the re-projected K/V = H·(d_n + d_v), K = H·(d_n + d_r).
+        The largest of: the query latent and Q; Q, the KV latent and its normed copy, and half of Q's
+        rotated features; Q, K/V, K and the padded operand; Q, K, V, the output (H·e) and the log-sum-exp;
+        Q, the output and its d_v-wide copy; that copy and the projection's output, d."""
+        h, qk, dv = self.heads, self.qk_head_dim, self.v_head_dim
+        e = max(qk, dv)
+        q = k = h * qk
+        kv, pad, out = h * (self.qk_nope_head_dim + dv), h * e, h * e
+        r, latent = self.kv_lora_rank, self.kv_lora_rank + self.qk_rope_head_dim
+        fresh = r + latent if self.reads_fresh_keys(seq, window) else 0  # the normed latent, the down projection
+        if dv < qk:  # V padded; K/V freed once K and V are built
+            build, sdpa = q + fresh + kv + k + pad, q + fresh + k + pad + out
+        elif dv > qk:  # Q and K padded; V a view of K/V
+            build, sdpa = q + fresh + kv + k + 2 * pad, q + fresh + kv + 2 * pad + out
+        else:
+            build, sdpa = q + fresh + kv + k, q + fresh + kv + k + out
+        stages = [2 * (self.q_lora_rank or 0), (self.q_lora_rank or 0) + q, build,
+                  q + latent + r + (h * (self.rope_dim // 2) if rope else 0), q + out + h * dv, h * dv + d_model]
+        if qk_norm != "none":
+            stages.append(build + q + k)  # the normed Q and K beside the raw ones
+        return max(act * sdpa + 4 * h, act * max(stages))
 
     def kv_formula(self) -> tuple[str, str]:
         """Cached elements per token per layer as DeepSeek-V2's Table 1 writes them, and with numbers."""

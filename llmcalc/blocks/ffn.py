@@ -27,6 +27,11 @@ def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
     return {"gate": linear(d_model, d_ff, bias)} | parts if gated else parts
 
 
+def mlp_matrices(d_model: int, d_ff: int, *, gated: bool) -> list[tuple[int, int]]:
+    """One MLP's weight matrices (d_in, d_out): gate and up d → f (up only when not gated), down f → d."""
+    return [(d_model, d_ff)] * (2 if gated else 1) + [(d_ff, d_model)]
+
+
 def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
     """Elements each MLP matmul reads and writes per token: d + f each."""
     return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
@@ -44,6 +49,11 @@ class Dense(Frozen):
     def label(self) -> str:
         return f"MLP {self.activation} {self.d_ff}"
 
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters."""
+        return "MLP"
+
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
 
@@ -51,12 +61,21 @@ class Dense(Frozen):
         """Weights each token is multiplied by: up and down."""
         return mlp_params(d_model, self.d_ff, gated=False, bias=False)
 
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component (biases stay in 16 bits when quantized)."""
+        return {"up": [(d_model, self.d_ff)], "down": [(self.d_ff, d_model)]}
+
     def io(self, d_model: int) -> Parts:
         return mlp_io(d_model, self.d_ff, gated=False)
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
         return self.d_ff
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this FFN's peak in a prefill, beyond its input (docs/formulas.md#inference-peak):
+        up's output and its activation (2·f), then the activation and down's output (f + d)."""
+        return act * max(2 * self.d_ff, self.d_ff + d_model)
 
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
@@ -76,6 +95,11 @@ class Gated(Frozen):
         name = {"silu": "SwiGLU", "swish": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU"}.get(self.activation)
         return f"{name or 'gated ' + self.activation} {self.d_ff}"
 
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: SwiGLU, GeGLU, gated."""
+        return {"silu": "SwiGLU", "swish": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU"}.get(self.activation, "gated")
+
     def params(self, d_model: int) -> Parts:
         return mlp_params(d_model, self.d_ff, gated=True, bias=self.bias)
 
@@ -83,12 +107,22 @@ class Gated(Frozen):
         """Weights each token is multiplied by: gate, up and down."""
         return mlp_params(d_model, self.d_ff, gated=True, bias=False)
 
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component (biases stay in 16 bits when quantized)."""
+        return {"gate": [(d_model, self.d_ff)], "up": [(d_model, self.d_ff)], "down": [(self.d_ff, d_model)]}
+
     def io(self, d_model: int) -> Parts:
         return mlp_io(d_model, self.d_ff, gated=True)
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""
         return 2 * self.d_ff
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this FFN's peak in a prefill, beyond its input (docs/formulas.md#inference-peak):
+        two f-wide tensors at a time (gate's output and its activation, then the activation and up's output,
+        multiplied in place), then the product and down's output (f + d)."""
+        return act * max(2 * self.d_ff, self.d_ff + d_model)
 
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
@@ -146,6 +180,11 @@ class MoE(Frozen):
         shared = f" + {self.shared_experts} shared" if self.shared_experts else ""
         return f"MoE {self.experts}×{self.d_ff} top-{self.top_k}{shared}"
 
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: MoE 8/2 (experts / top-k), +1 for a shared expert."""
+        return f"MoE {self.experts}/{self.top_k}" + (f"+{self.shared_experts}" if self.shared_experts else "")
+
     def params(self, d_model: int) -> Parts:
         one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
         parts = {"router": linear(d_model, self.experts, self.router_bias)}
@@ -167,6 +206,15 @@ class MoE(Frozen):
         if self.shared_gate:
             parts["shared_gate"] = d_model
         return parts
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component: the router, every routed expert's MLP, the
+        shared experts' and the shared gate (biases stay in 16 bits when quantized)."""
+        out = {"router": [(d_model, self.experts)],
+               "experts": self.experts * mlp_matrices(d_model, self.d_ff, gated=self.gated)}
+        if self.shared_experts:
+            out["shared_experts"] = self.shared_experts * mlp_matrices(d_model, self.shared_d_ff, gated=self.gated)
+        return out | ({"shared_gate": [(d_model, 1)]} if self.shared_gate else {})
 
     def io(self, d_model: int) -> Parts:
         """Elements read and written per token, keyed like matmuls(): each routed copy and shared expert."""
@@ -192,6 +240,22 @@ class MoE(Frozen):
         input copy each routed expert receives is not counted (a view), plus the router logits."""
         per = 3 if self.gated else 2
         return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.experts
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),
+        with the routed experts run as grouped GEMMs over the k copies of each token permuted by expert:
+        the router's logits (E) and top-k; then per copy the permuted token (d) and two f-wide tensors
+        (a third with expert biases, gathered per row), or the activation and down's output (f + d, 2d with
+        biases), beside the routing indices (int64) and weights; then the k outputs and their sum; then the
+        shared experts (each f_s-wide as a gated MLP) beside the routed sum."""
+        d, f, k, bias = d_model, self.d_ff, self.top_k, self.expert_bias
+        routing = k * (8 + act + 3 * 8)  # top-k indices and weights; each copy's order, expert and token
+        routed = act * k * max(d + 2 * f + (f if bias else 0), f + d + (d if bias else 0)) + routing
+        stages = [act * (self.experts + k) + 8 * k, routed, act * (k * d + d) + routing]
+        if self.shared_experts:
+            fs = self.shared_d_ff
+            stages.append(act * (d + self.shared_experts * max(2 * fs, fs + d, d) + d))
+        return max(stages)
 
     def inactive_params(self, d_model: int) -> int:
         """Routed experts one token does not use: (E − k)·P_e."""

@@ -35,6 +35,11 @@ class Norm(Frozen):
             raise ValueError("norm.bias: RMSNorm has no bias; set bias: false or kind: layernorm")
         return self
 
+    @property
+    def parallel(self) -> bool:
+        """One norm per layer: attention and FFN read the same normed input side by side (Falcon)."""
+        return self.per_layer == 1
+
     def params(self, n: int) -> int:
         """Parameters of one norm over n features: n, or 2n with a bias."""
         return 2 * n if self.bias else n

@@ -43,6 +43,10 @@ class Longformer(GQA):
                 f"{self.global_tokens} global")
 
     @property
+    def kind_label(self) -> str:
+        return f"Longformer {self.heads}h"
+
+    @property
     def span(self) -> int:
         """w + g: the most keys one query sees."""
         return self.window + self.global_tokens
@@ -90,6 +94,15 @@ class Linformer(GQA):
     def label(self) -> str:
         return f"Linformer {self.heads}q/{self.kv_heads}kv × {self.head_dim}, k {self.proj_len} of {self.max_len}"
 
+    @property
+    def kind_label(self) -> str:
+        return f"Linformer {self.heads}h"
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """GQA's, and E (and F): proj_len × max_len, applied along the sequence."""
+        out = super().matrices(d_model) | {"seq_proj_e": [(self.max_len, self.proj_len)]}
+        return out | ({"seq_proj_f": [(self.max_len, self.proj_len)]} if self.sharing == "headwise" else {})
+
     def params(self, d_model: int) -> Parts:
         out = super().params(d_model) | {"seq_proj_e": self.proj_len * self.max_len}
         if self.sharing == "headwise":
@@ -116,6 +129,18 @@ class Linformer(GQA):
     def step_cache_bytes(self, batch: int, keys: int, bits: int) -> int:
         """A decode step reads the k rows and writes them back updated."""
         return 2 * self.cache_bytes(batch * self.proj_len, bits)
+
+    def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
+        """Attention reads the k projected rows, never the fresh keys."""
+        return False
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """GQA's stages, the projection E·K also holding a contiguous copy of K (H_kv·h), and per sequence
+        the k projected rows of K and V (2·k·H_kv·h, spread over its tokens)."""
+        rows = -(-2 * self.proj_len * self.kv_width // seq)
+        return max(super().prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm),
+                   act * (self.q_width + 3 * self.kv_width + rows))
 
     def knee(self, window: int | None) -> int | None:
         return None
@@ -170,6 +195,10 @@ class Reformer(GQA):
         return (f"Reformer LSH {self.heads}h × {self.head_dim}, {self.n_hashes} hashes × {self.n_buckets} buckets, "
                 f"chunk {self.chunk_len}")
 
+    @property
+    def kind_label(self) -> str:
+        return f"Reformer {self.heads}h"
+
     def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
         shapes = super()._shapes(d_model)
         del shapes["k"]  # shared QK: the keys are the (normalized) queries
@@ -198,6 +227,21 @@ class Reformer(GQA):
              absorbed: bool = False) -> Parts:
         out = super().core(new, context, window, attention, absorbed)
         return out | {"lsh_hash": new * self.n_hashes * self.heads * self.head_dim * self.n_buckets}
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token at the peak of a prefill (docs/formulas.md#inference-peak), the chunked kernel: the
+        larger of hashing (Q and V, the unit keys, and Q laid out for the rotation with its H·n·b/2 rotated
+        values, or those and per round and head the largest value and its index of both signs) and sorting (Q, the bucket
+        ids, their sort keys, and the sort's values and indices, int64, H·n each); beside Q, RoPE's half of
+        Q's rotated features; attention (Q, the output and its log-sum-exp, and the sorted order)."""
+        q, h, n = self.q_width, self.heads, self.n_hashes
+        rotated = h * n * self.n_buckets // 2
+        hashing = max(act * (4 * q + rotated), act * (3 * q + rotated) + h * n * (2 * act + 16))
+        stages = [hashing, act * q + 32 * h * n, act * (2 * q) + 4 * h + 8 * h * n, act * (q + d_model)]
+        if rope:
+            stages.append(act * (2 * q + h * (self.rope_dim // 2)))
+        return max(stages)
 
     def train_passes(self, name: str) -> int:
         """Hashing takes an argmax, so no gradient flows through it: 1 × forward; the rest 3."""
@@ -329,6 +373,29 @@ class DSA(MLA):
         chosen = min(keys, self.index_topk)
         return (-(-batch * chosen * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
                 + -(-batch * keys * self.index_head_dim * index_bits // 8))
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token at the peak of a prefill (docs/formulas.md#inference-peak), serving kernels: the
+        projections (the query latent, Q, the indexer's q, k, its LayerNorm and head weights, the KV latent
+        and its normed copy) and RoPE's half of Q's rotated features; the indexer beside Q (its q, k and
+        head weights, k in the activation dtype, and each query's top-k key indices, int32, when the
+        context exceeds top-k); then MLA's stages when every key is selected, else Q, the top-k indices
+        and the output (H·d_v) (attention in the latent space); the output and the projection's, d."""
+        h, dv, hi, di = self.heads, self.v_head_dim, self.index_heads, self.index_head_dim
+        q, iq = h * self.qk_head_dim, hi * di
+        latent = self.kv_lora_rank + self.qk_rope_head_dim
+        proj = q + iq + latent + self.kv_lora_rank + 2 * di + hi
+        stages = [act * (self.q_lora_rank + q + iq), act * proj, act * (h * dv + d_model)]
+        if rope:
+            stages.append(act * (proj + h * (self.rope_dim // 2)))
+        topk = 4 * self.index_topk if seq > self.index_topk else 0
+        stages.append(act * (q + iq + hi + di) + topk)
+        if topk:
+            stages.append(act * (q + h * dv) + topk)
+        else:
+            stages.append(super().prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm))
+        return max(stages)
 
     def train_passes(self, name: str) -> int:
         """The indexer trains on its own loss with its input detached (DeepSeek-V3.2-Exp, sec. 2.1): its

@@ -32,7 +32,7 @@ PARTS = ("embedding", "layers.attention", "layers.ffn", "layers.norms", "final_n
 @dataclass
 class Measured:
     """What `measure` found. Params, FLOPs and cache bytes are exact counts; peak_bytes is measured with
-    the kernels that would run (torch's default SDPA choice, grouped_mm experts), see LiveBytes."""
+    the serving kernels (Decoder.use_kernels), see LiveBytes."""
 
     params_total: int  # sum of p.numel() over parameters (tied counted once)
     params_by_module: dict[str, int]  # PARTS: "embedding", "layers.attention", ... , "lm_head"
@@ -121,15 +121,24 @@ def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_dec
         return _measure(spec, batch, seq, mla_decode, DTYPES[dtype], train)
 
 
-def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
-    with LiveBytes() as mem:  # peak with the kernels that would run: default SDPA, grouped_mm experts
+def prefill_peak(spec: ModelSpec, batch: int, seq: int, dtype: torch.dtype = torch.bfloat16):
+    """The reference model built on the serving kernels, its cache, and the peak bytes of live tensors over a
+    prefill of `seq` tokens in `batch` sequences (weights and cache included), under the current mode (fake
+    or real tensors)."""
+    with LiveBytes() as mem:
         tokens = torch.zeros(batch, seq, dtype=torch.long)
-        model = Decoder(spec, dtype=dtype).eval().route_experts("grouped_mm")
+        model = Decoder(spec, dtype=dtype).eval().use_kernels("serving")
         cache = model.new_cache(batch, seq)
         mem.reset_peak()
         with torch.no_grad():
-            model(tokens, cache, 0, "last")
-    model.route_experts("batched_mm")
+            model(tokens, cache, 0, "last").float()  # sampling reads the logits in fp32
+    return model, cache, mem.peak
+
+
+def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
+    model, cache, peak = prefill_peak(spec, batch, seq, dtype)
+    tokens = torch.zeros(batch, seq, dtype=torch.long)
+    model.use_kernels("counted")
     by_module = dict.fromkeys(PARTS, 0)
     for name, p in model.named_parameters():
         by_module[part_of(name)] += p.numel()
@@ -144,7 +153,7 @@ def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
     return Measured(
         params_total=sum(by_module.values()), params_by_module=by_module,
         prefill_flops=prefill, decode_flops=decode, train_flops=count_flops(train_step) if train else None,
-        kv_bytes=sum(t.nbytes for kv in cache for t in kv), peak_bytes=mem.peak, prefill_s=None, decode_s=None,
+        kv_bytes=sum(t.nbytes for kv in cache for t in kv), peak_bytes=peak, prefill_s=None, decode_s=None,
     )
 
 
@@ -152,13 +161,13 @@ def _cuda_run(spec, batch, seq, mla_decode, dtype) -> dict:
     """Peak memory of the prefill (torch.cuda.max_memory_allocated) and median prefill / decode times.
     The decode step runs at position S over a zeroed cache of S + 1 positions (time does not depend on
     the values)."""
-    model = Decoder(spec, dtype=dtype, device="cuda").eval().route_experts("grouped_mm")
+    model = Decoder(spec, dtype=dtype, device="cuda").eval().use_kernels("serving")
     tokens = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
     with torch.no_grad():
         cache = model.new_cache(batch, seq)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        prefill_s = _median_time(lambda: model(tokens, cache, 0, "last"))
+        prefill_s = _median_time(lambda: model(tokens, cache, 0, "last").float())
         peak = torch.cuda.max_memory_allocated()
         del cache
         cache = model.new_cache(batch, seq + 1)

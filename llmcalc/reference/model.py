@@ -25,15 +25,26 @@ from ..blocks.ffn import MoE as MoESpec
 from ..blocks.norm import Norm as NormSpec
 from ..spec import ModelSpec
 
+def _sigmoid_gate(x: Tensor) -> Tensor:
+    """x·σ(1.702·x) = silu(1.702·x) / 1.702 (quick_gelu; gpt-oss' gate without its clamps and up + 1):
+    one temporary, rewritten in place when no autograd keeps it."""
+    t = x * 1.702
+    return F.silu(t) / 1.702 if torch.is_grad_enabled() else F.silu(t, inplace=True).div_(1.702)
+
+
 ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_tanh": partial(F.gelu, approximate="tanh"),
     "relu": F.relu,
     "silu": F.silu,
     "swish": F.silu,
-    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
-    "swiglu_oai": lambda x: x * torch.sigmoid(1.702 * x),  # gpt-oss' gate; its clamps and up + 1 are left out
+    "quick_gelu": _sigmoid_gate,
+    "swiglu_oai": _sigmoid_gate,
 }
+MIN_SCRATCH = 2**20
+"""Serving kernels that cannot avoid scratch (masks of a masked attention, a sparse pattern's gathered keys)
+run in blocks whose scratch stays within the largest of 1/16 of the residual stream's bytes, 1/128 of the
+weights' and this floor, as a flash kernel's tiles stay bounded. It is not in llmcalc's estimate."""
 ROPE_BASE = 10_000.0
 
 Cache = list[tuple[Tensor, Tensor]]
@@ -48,11 +59,27 @@ class Step:
     rope: tuple[Tensor, Tensor] | None  # cos, sin [T, 1, rot]
     alibi: Tensor | None  # [H] slopes
     absorbed: bool  # MLA attends in the latent space (a step that extends a cache)
+    serving: bool = False  # serving kernels (see Decoder.use_kernels), else counted ones
+    scratch: int = MIN_SCRATCH  # bytes one block of a serving kernel may hold (see MIN_SCRATCH)
+
+
+class RMSNorm(nn.RMSNorm):
+    """x / sqrt(mean(x²) + eps) · weight over the last dim (weight n). Without autograd it holds only its
+    output and one fp32 statistic per row, as a fused kernel does: torch's composite rms_norm (what runs
+    on the CPU and under FakeTensorMode) keeps fp32 copies of x, about six of x's size in all."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if torch.is_grad_enabled():
+            return super().forward(x)
+        n = x.shape[-1]
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float32)  # [.., 1]: sqrt(Σx²)
+        scale = norm.square_().div_(n).add_(self.eps).rsqrt_()  # 1 / sqrt(mean(x²) + eps)
+        return (x * scale.to(x.dtype)).mul_(self.weight)
 
 
 def make_norm(norm: NormSpec, n: int) -> nn.Module:
     """RMSNorm (weight n) or LayerNorm (weight n, bias n if norm.bias)."""
-    return nn.RMSNorm(n, eps=1e-6) if norm.kind == "rmsnorm" else nn.LayerNorm(n, eps=1e-5, bias=norm.bias)
+    return RMSNorm(n, eps=1e-6) if norm.kind == "rmsnorm" else nn.LayerNorm(n, eps=1e-5, bias=norm.bias)
 
 
 def rope_tables(pos: Tensor, dim: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -66,12 +93,32 @@ def rope_tables(pos: Tensor, dim: int, dtype: torch.dtype) -> tuple[Tensor, Tens
 
 
 def apply_rope(x: Tensor, rope: tuple[Tensor, Tensor]) -> Tensor:
-    """Rotate the first rot features of x [B, T, heads, e] (rotate-half pairing); the rest pass through."""
+    """Rotate the first rot features of x [B, T, heads, e] (rotate-half pairing); the rest pass through.
+
+    Inference (no autograd) rotates x in place, as serving kernels do, with one temporary of half the
+    rotated features; training builds a new tensor, since autograd keeps x."""
     cos, sin = rope
     rot = cos.shape[-1]
+    if not torch.is_grad_enabled():
+        half = rot // 2
+        x1, x2 = x[..., :half], x[..., half:rot]
+        c, s = cos[..., :half], sin[..., :half]  # the tables repeat their halves
+        t = x1 * s  # [B, T, heads, rot/2]
+        x1.mul_(c).addcmul_(x2, s, value=-1)  # x1·cos − x2·sin
+        x2.mul_(c).add_(t)  # x2·cos + x1·sin
+        return x
     xr = x[..., :rot]
     half = torch.cat([-xr[..., rot // 2:], xr[..., : rot // 2]], -1)
     return torch.cat([xr * cos + half * sin, x[..., rot:]], -1)
+
+
+def rope_part(x: Tensor, start: int, rope: tuple[Tensor, Tensor]) -> Tensor:
+    """x [B, T, heads, e] with RoPE on its features from `start` on (MLA's q_rope after q_nope): in place
+    without autograd, else a new tensor."""
+    if not torch.is_grad_enabled():
+        apply_rope(x[..., start:], rope)
+        return x
+    return torch.cat([x[..., :start], apply_rope(x[..., start:], rope)], -1)
 
 
 def sinusoidal(pos: Tensor, d: int) -> Tensor:
@@ -107,13 +154,17 @@ def cache_step(cache: Tensor | None, new: Tensor, start: int, window: int | None
     if window is None or C < window - 1:
         raise ValueError(f"the cache holds {C} positions; positions {start}..{start + T - 1} do not fit")
     held = min(start, C)
+    if held == 0:  # a prefill longer than the cache: keep its last C positions, attend over `new`
+        cache.copy_(new[..., T - C :, :])
+        return new
     keys = torch.cat([cache[..., :held, :].to(new.dtype), new], -2)  # positions start−held .. start+T−1
     cache.copy_(keys[..., held + T - C :, :])
     return keys
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, *, start: int, window: int | None, scale: float,
-           alibi: Tensor | None = None, sinks: Tensor | None = None) -> Tensor:
+           alibi: Tensor | None = None, sinks: Tensor | None = None, serving: bool = False,
+           scratch: int = MIN_SCRATCH) -> Tensor:
     """softmax(q·kᵀ·scale + bias)·v per head: q [B, H, T, e], k [B, H_kv, L, e], v [B, H_kv, L, e_v]
     → [B, H, T, e_v], H a multiple of H_kv (GQA: each K/V head serves H/H_kv query heads).
 
@@ -121,26 +172,95 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, start: int, window: int | None, s
     sees keys in (p − window, p]. alibi [H] adds slope·(key − query position). sinks [H] is one extra
     logit per head that takes softmax mass and carries no value (gpt-oss); SDPA has no such input, so
     that case runs eagerly with the same two matmuls. FlopCounterMode counts the full T×L either way.
+
+    Plain causal attention is one SDPA call (a flash kernel: output and log-sum-exp, no scores). Counted
+    kernels run a masked one in one piece (eagerly with sinks). Serving kernels run it as flash kernels
+    do, in blocks of queries, each over only the keys its queries may see (a sliding window's band),
+    with a boolean mask (ALiBi: the bias) of at most `scratch` bytes, sinks applied from the kernel's
+    log-sum-exp, into one output laid out [B, T, H, e_v] as flash kernels lay theirs out.
     """
-    T, L = q.shape[-2], k.shape[-2]
+    (B, H, T, _), L = q.shape, k.shape[-2]
     causal = T == 1 or (L == T and (window is None or window >= T))  # T == 1: every held key is visible
     if causal and alibi is None and sinks is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, scale=scale, enable_gqa=True)
-    qpos = torch.arange(start, start + T, device=q.device)[:, None]  # [T, 1]
-    kpos = torch.arange(start + T - L, start + T, device=q.device)  # [L]
-    keep = (kpos <= qpos) & (kpos > qpos - window) if window else kpos <= qpos  # [T, L]
+    end = start + T  # k and v hold positions end − L … end − 1
+    if not serving:
+        return _eager(q, k, v, start, end, window=window, scale=scale, alibi=alibi, sinks=sinks)
+    per_key = 3 + (10 * H if alibi is not None else 0)  # a boolean mask and its conversion; ALiBi's bias
+    keys = min(L, 2 * window) if window else L
+    block = max(1, min(T, window or T, scratch // (per_key * keys)))
+    out = q.new_empty(B, T, H, v.shape[-1]).transpose(1, 2)  # [B, H, T, e_v]
+    for i in range(0, T, block):
+        t = min(block, T - i)
+        first = max(0, start + i - window + 1 - (end - L)) if window else 0  # the band's first key
+        last = start + i + t - (end - L)  # keys past the block's last query are masked anyway
+        out[:, :, i:i + t] = _flash_block(q[:, :, i:i + t], k[:, :, first:last], v[:, :, first:last],
+                                          start + i, end - L + first, window=window, scale=scale, alibi=alibi,
+                                          sinks=sinks)
+    return out
+
+
+def by_query_blocks(q: Tensor, width: int, per_query: int, scratch: int, fn) -> Tensor:
+    """fn(q_block, i) over blocks of the T queries of q [B, H, T, e] (i: the block's first query), each
+    block small enough that its scratch, `per_query` bytes a query, stays within `scratch` bytes (per_query
+    0: one block); the blocks' results [B, H, t, width] fill one output [B, H, T, width] laid out [B, T, H, width]."""
+    B, H, T, _ = q.shape
+    block = max(1, scratch // max(1, per_query))
+    if block >= T:
+        return fn(q, 0)
+    out = q.new_empty(B, T, H, width).transpose(1, 2)
+    for i in range(0, T, block):
+        out[:, :, i:i + block] = fn(q[:, :, i:i + block], i)
+    return out
+
+
+def _positions(q_start: int, t: int, k_start: int, n: int, window: int | None, device) -> tuple[Tensor, Tensor, Tensor]:
+    """Query positions [t, 1], key positions [n] and which keys each query sees [t, n]: causal, in the window."""
+    qpos = torch.arange(q_start, q_start + t, device=device)[:, None]
+    kpos = torch.arange(k_start, k_start + n, device=device)
+    keep = (kpos <= qpos) & (kpos > qpos - window) if window else kpos <= qpos
+    return qpos, kpos, keep
+
+
+def _flash_block(q: Tensor, k: Tensor, v: Tensor, q_start: int, k_start: int, *, window: int | None, scale: float,
+                 alibi: Tensor | None, sinks: Tensor | None) -> Tensor:
+    """Serving kernels: the queries at positions q_start … over the keys at positions k_start …, one flash call
+    with a boolean mask, or ALiBi's bias [1, H, t, n]. Sinks: the flash kernel's output scaled by the mass the
+    keys keep beside the sink, 1 / (1 + exp(sink − lse)), from the log-sum-exp [B, H, t] the CPU kernel returns."""
+    qpos, kpos, keep = _positions(q_start, q.shape[2], k_start, k.shape[2], window, q.device)
+    mask = keep
+    if alibi is not None:
+        mask = (alibi[:, None, None] * (kpos - qpos)).masked_fill_(~keep, -math.inf).to(q.dtype)[None]
+    if sinks is None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+    if q.device.type != "cpu":
+        return _eager(q, k, v, q_start, k_start + k.shape[2], window=window, scale=scale, alibi=alibi, sinks=sinks)
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, -math.inf)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask, scale=scale)
+    return out.mul_(torch.sigmoid_(lse.sub_(sinks[:, None])).to(out.dtype)[..., None])
+
+
+def _eager(q: Tensor, k: Tensor, v: Tensor, start: int, end: int, *, window: int | None, scale: float,
+           alibi: Tensor | None, sinks: Tensor | None) -> Tensor:
+    """Counted kernels: the queries at positions start … over the L keys ending at position end − 1 in one
+    piece, SDPA with a float mask, or eagerly with sinks (the sink a column of the scores)."""
+    (B, H, T, e), (H_kv, L) = q.shape, k.shape[1:3]
+    qpos, kpos, keep = _positions(start, T, end - L, L, window, q.device)
     bias = torch.zeros(T, L, device=q.device).masked_fill(~keep, -math.inf)
     if alibi is not None:
         bias = bias + alibi[:, None, None] * (kpos - qpos)  # [H, T, L]
     bias = bias.to(q.dtype)
     if sinks is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale, enable_gqa=True)
-    g = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-    sink = sinks.view(1, -1, 1, 1).expand(*q.shape[:-1], 1)  # [B, H, T, 1]
-    # [B, H, T, e] @ [B, H, e, L] → [B, H, T, L]; then the sink column; softmax in the model's dtype
-    p = torch.cat([(q * scale) @ k.transpose(-1, -2) + bias, sink], -1).softmax(-1)[..., :-1]
-    return p @ v  # [B, H, T, L] @ [B, H, L, e_v] → [B, H, T, e_v]
+    g = H // H_kv  # query heads per K/V head, folded into the rows: K and V are never repeated
+    rows = (q * scale).unflatten(1, (H_kv, g)).reshape(B, H_kv, g * T, e)  # [B, H_kv, g·T, e]
+    # [B, H_kv, g·T, e] @ [B, H_kv, e, L] → [B, H_kv, g·T, L] = [B, H, T, L]; then the sink column
+    scores = (rows @ k.transpose(-1, -2)).view(B, H, T, L) + bias
+    sink = sinks.view(1, -1, 1, 1).expand(B, H, T, 1)
+    p = torch.cat([scores, sink], -1).softmax(-1)[..., :-1]  # softmax in the model's dtype
+    # [B, H_kv, g·T, L] @ [B, H_kv, L, e_v] → [B, H_kv, g·T, e_v]
+    return (p.reshape(B, H_kv, g * T, L) @ v).view(B, H, T, -1)
 
 
 def qk_norms(norm: NormSpec, head: int, q_width: int, k_width: int) -> nn.ModuleList | None:
@@ -174,7 +294,9 @@ class GQAttention(nn.Module):
         k = cache_step(cache_k, k.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
         v = cache_step(cache_v, v.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
         out = attend(q.transpose(1, 2), k, v, start=step.start, window=self.window, scale=self.head_dim**-0.5,
-                     alibi=step.alibi, sinks=self.sinks)  # [B, H, T, h]
+                     alibi=step.alibi, sinks=self.sinks, serving=step.serving,
+                     scratch=step.scratch)  # [B, H, T, h], laid out [B, T, H, h]
+        del q, k, v  # a cache holds K and V now
         return self.o(out.transpose(1, 2).reshape(B, T, -1))  # [B, T, H·h] @ [H·h, d] → [B, T, d]
 
     def qkv(self, x: Tensor, step: Step) -> tuple[Tensor, Tensor, Tensor]:
@@ -212,10 +334,10 @@ class MLAttention(nn.Module):
             self.q = nn.Linear(d, H * qk, bias=False)
         else:
             self.q_down = nn.Linear(d, a.q_lora_rank, bias=a.bias)
-            self.q_norm = nn.RMSNorm(a.q_lora_rank, eps=1e-6)
+            self.q_norm = RMSNorm(a.q_lora_rank, eps=1e-6)
             self.q_up = nn.Linear(a.q_lora_rank, H * qk, bias=False)
         self.kv_down = nn.Linear(d, a.kv_lora_rank + a.qk_rope_head_dim, bias=a.bias)
-        self.kv_norm = nn.RMSNorm(a.kv_lora_rank, eps=1e-6)
+        self.kv_norm = RMSNorm(a.kv_lora_rank, eps=1e-6)
         self.kv_up = nn.Linear(a.kv_lora_rank, H * (a.qk_nope_head_dim + a.v_head_dim), bias=False)
         self.o = nn.Linear(H * a.v_head_dim, d, bias=a.bias)
         self.qk_norm = spec.norm.qk_norm
@@ -230,35 +352,47 @@ class MLAttention(nn.Module):
         if a.q_lora_rank is None:
             q = self.q(x)  # [B, T, d] @ [d, H·(d_n+d_r)] → [B, T, H·(d_n+d_r)]
         else:
-            q = self.q_down(x)  # [B, T, d] @ [d, r_q] → [B, T, r_q]
-            q = self.q_up(self.q_norm(q))  # [B, T, r_q] @ [r_q, H·(d_n+d_r)] → [B, T, H·(d_n+d_r)]
-        q_nope, q_rope = q.view(B, T, H, dn + dr).split([dn, dr], -1)
+            q = self.q_up(self.q_norm(self.q_down(x)))  # [B, T, d] @ [d, r_q] @ [r_q, H·(d_n+d_r)] → [B, T, H·(d_n+d_r)]
+        q = q.view(B, T, H, dn + dr)
         latent, k_rope = self.kv_down(x).split([r, dr], -1)  # [B, T, d] @ [d, r+d_r] → [B, T, r+d_r]
         latent, k_rope = self.kv_norm(latent), k_rope[:, :, None]  # k_rope [B, T, 1, d_r]: one for all heads
         if step.rope:
-            q_rope, k_rope = apply_rope(q_rope, step.rope), apply_rope(k_rope, step.rope)
+            q = rope_part(q, dn, step.rope)
+            k_rope = apply_rope(k_rope, step.rope)
         cache_latent, cache_rope = kv or (None, None)
         latent = cache_step(cache_latent, latent, step.start, self.window)  # [B, L, r]
         k_rope = cache_step(cache_rope, k_rope[:, :, 0], step.start, self.window)  # [B, L, d_r]
-        attn = partial(attend, start=step.start, window=self.window, scale=a.qk_head_dim**-0.5, alibi=step.alibi)
+        attn = partial(attend, start=step.start, window=self.window, scale=a.qk_head_dim**-0.5, alibi=step.alibi,
+                       serving=step.serving, scratch=step.scratch)
         if step.absorbed:
-            out = self._absorbed(q_nope, q_rope, latent, k_rope, attn)
+            out = self._absorbed(q[..., :dn], q[..., dn:], latent, k_rope, attn)
         else:
-            out = self._decompressed(q_nope, q_rope, latent, k_rope, attn)
+            out = self._decompressed(q, latent, k_rope, attn, step.serving)
+        del q
         return self.o(out)  # [B, T, H·d_v] @ [H·d_v, d] → [B, T, d]
 
-    def _decompressed(self, q_nope, q_rope, latent, k_rope, attn) -> Tensor:
-        a, (B, T, H, _), L = self.a, q_nope.shape, latent.shape[1]
-        kv = self.kv_up(latent)  # [B, L, r] @ [r, H·(d_n+d_v)] → [B, L, H·(d_n+d_v)]
-        k_nope, v = kv.view(B, L, H, -1).split([a.qk_nope_head_dim, a.v_head_dim], -1)
-        k = torch.cat([k_nope, k_rope[:, :, None].expand(B, L, H, a.qk_rope_head_dim)], -1)  # [B, L, H, d_n+d_r]
-        q = torch.cat([q_nope, q_rope], -1)  # [B, T, H, d_n+d_r]
+    def _decompressed(self, q, latent, k_rope, attn, serving: bool) -> Tensor:
+        """q [B, T, H, d_n+d_r] over the latents [B, L, r] re-projected to per-head K and V. Serving
+        kernels (flash) take one head dim for q, k and v: V is zero-padded to d_n + d_r (or q and k to d_v)
+        and the output cut back, as serving stacks do; counted kernels keep the head dims (exactly the
+        FLOPs of the formulas)."""
+        a, (B, T, H, qk), L = self.a, q.shape, latent.shape[1]
+        dn, dv = a.qk_nope_head_dim, a.v_head_dim
+        kv = self.kv_up(latent).view(B, L, H, dn + dv)  # [B, L, r] @ [r, H·(d_n+d_v)] → [B, L, H, d_n+d_v]
+        k = torch.cat([kv[..., :dn], k_rope[:, :, None].expand(B, L, H, a.qk_rope_head_dim)], -1)  # [B, L, H, qk]
+        v = kv[..., dn:]  # [B, L, H, d_v]
+        del kv
         if self.qk_norm == "head":
             q, k = self.qk_norms[0](q), self.qk_norms[1](k)
         elif self.qk_norm == "full":
             q, k = (n(t.flatten(2)).view(t.shape) for n, t in zip(self.qk_norms, (q, k), strict=True))
-        out = attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # [B, H, T, d_v]
-        return out.transpose(1, 2).reshape(B, T, -1)
+        if serving and dv < qk:
+            v = F.pad(v, (0, qk - dv))  # [B, L, H, qk]: zero columns, cut from the output
+        elif serving and dv > qk:
+            q, k = F.pad(q, (0, dv - qk)), F.pad(k, (0, dv - qk))  # zero features add nothing to q·k
+        out = attn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))  # [B, H, T, max(d_v, qk)]
+        del q, k, v
+        return out[..., :dv].transpose(1, 2).reshape(B, T, -1)  # [B, T, H·d_v]
 
     def _absorbed(self, q_nope, q_rope, latent, k_rope, attn) -> Tensor:
         a, (B, T, H, dn) = self.a, q_nope.shape
@@ -274,8 +408,20 @@ class MLAttention(nn.Module):
         return out.view(H, B, T, -1).permute(1, 2, 0, 3).reshape(B, T, -1)
 
 
+def mul(a: Tensor, b: Tensor) -> Tensor:
+    """a · b, into a when no autograd keeps it."""
+    return a * b if torch.is_grad_enabled() else a.mul_(b)
+
+
+def add(a: Tensor, b: Tensor) -> Tensor:
+    """a + b, into a when no autograd keeps it (the residual stream, updated in place while serving)."""
+    return a + b if torch.is_grad_enabled() else a.add_(b)
+
+
 class MLP(nn.Module):
-    """down(act(up(x))), or down(act(gate(x)) · up(x)) when gated."""
+    """down(act(up(x))), or down(act(gate(x)) · up(x)) when gated. Each intermediate is freed once used:
+    at most two f-wide tensors at a time (gate and its activation, then the activation and up), then the
+    product and the output."""
 
     def __init__(self, d: int, f: int, *, gated: bool, activation: str, bias: bool):
         super().__init__()
@@ -285,20 +431,21 @@ class MLP(nn.Module):
         self.act = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.up(x)  # [B, T, d] @ [d, f] → [B, T, f]
         if self.gate is None:
-            return self.down(self.act(h))  # [B, T, f] @ [f, d] → [B, T, d]
-        return self.down(self.act(self.gate(x)) * h)  # gate: [B, T, d] @ [d, f]; down: [B, T, f] @ [f, d] → [B, T, d]
+            return self.down(self.act(self.up(x)))  # [B, T, d] @ [d, f] → [B, T, f] @ [f, d] → [B, T, d]
+        h = self.act(self.gate(x))  # [B, T, d] @ [d, f] → [B, T, f]
+        h = mul(h, self.up(x))  # [B, T, d] @ [d, f] → [B, T, f]
+        return self.down(h)  # [B, T, f] @ [f, d] → [B, T, d]
 
 
 class Experts(nn.Module):
     """n MLPs stored stacked: gate and up [n, d, f], down [n, f, d], biases [n, f] and [n, d].
 
-    forward(x [R, m, d], idx [R] or None, ends): row r goes through expert idx[r] (None: expert r).
-    Without `ends` (batched_mm) the experts' matrices are gathered per row, [R, d, f], and applied with
-    one bmm: 2·R·m·d·f FLOPs, as FlopCounterMode counts. With `ends` [n] (grouped_mm; rows sorted by
-    expert, m = 1, expert e's rows end at ends[e]) one grouped GEMM per matrix reads each matrix in
-    place, as a real MoE kernel does; FlopCounterMode does not see it.
+    forward(x [R, m, d], idx [R] or None): row r goes through expert idx[r] (None: expert r); the experts'
+    matrices are gathered per row, [R, d, f], and applied with one bmm: 2·R·m·d·f FLOPs, as
+    FlopCounterMode counts ("counted" kernels). permuted(): the rows sorted by expert and one grouped GEMM
+    per matrix, reading each matrix in place, as serving MoE kernels do ("serving" kernels);
+    FlopCounterMode does not see it.
     """
 
     def __init__(self, n: int, d: int, f: int, *, gated: bool, activation: str, bias: bool):
@@ -315,18 +462,39 @@ class Experts(nn.Module):
         return all(w * x.element_size() % 16 == 0 for w in widths) and (
             x.device.type != "cuda" or x.dtype == torch.bfloat16)
 
-    def _proj(self, x: Tensor, name: str, idx: Tensor | None, ends: Tensor | None) -> Tensor:
+    def _bmm(self, x: Tensor, name: str, idx: Tensor | None) -> Tensor:
         w, b = getattr(self, name), getattr(self, f"{name}_bias")
-        if ends is None:
-            out = torch.bmm(x, w if idx is None else w[idx])  # [R, m, d_in] @ [R, d_in, d_out] → [R, m, d_out]
-        else:
-            out = F.grouped_mm(x[:, 0], w, offs=ends)[:, None]  # expert e's rows: [R_e, d_in] @ [d_in, d_out]
-        return out if b is None else out + (b if idx is None else b[idx])[:, None]
+        out = torch.bmm(x, w if idx is None else w[idx])  # [R, m, d_in] @ [R, d_in, d_out] → [R, m, d_out]
+        return out if b is None else add(out, (b if idx is None else b[idx])[:, None])
 
-    def forward(self, x: Tensor, idx: Tensor | None = None, ends: Tensor | None = None) -> Tensor:
-        h = self._proj(x, "up", idx, ends)
-        h = self.act(self._proj(x, "gate", idx, ends)) * h if self.gated else self.act(h)
-        return self._proj(h, "down", idx, ends)
+    def forward(self, x: Tensor, idx: Tensor | None = None) -> Tensor:
+        if not self.gated:
+            return self._bmm(self.act(self._bmm(x, "up", idx)), "down", idx)
+        h = self.act(self._bmm(x, "gate", idx))
+        h = mul(h, self._bmm(x, "up", idx))
+        return self._bmm(h, "down", idx)
+
+    def _grouped(self, x: Tensor, name: str, ends: Tensor, expert: Tensor) -> Tensor:
+        """x [R, d_in] in expert order (expert e's rows end at ends[e]) @ each expert's matrix → [R, d_out]."""
+        out = F.grouped_mm(x, getattr(self, name), offs=ends)
+        b = getattr(self, f"{name}_bias")
+        return out if b is None else add(out, b[expert])  # the bias of each row's expert, [R, d_out]
+
+    def permuted(self, x: Tensor, idx: Tensor, weights: Tensor, k: int) -> Tensor:
+        """Σ over each token's k experts of weight · expert(token): x [N, d], idx and weights [N·k] (token
+        n's assignments at n·k … n·k + k − 1) → [N, d]. The N·k rows are permuted by expert (a copy of
+        the tokens, freed once gate and up have read it), run as grouped GEMMs, weighted and added back."""
+        order = idx.argsort()  # [R]: rows grouped by expert
+        expert, rows = idx[order], order // k  # each sorted row's expert and token
+        ends = torch.searchsorted(expert, torch.arange(self.n, device=x.device), right=True, out_int32=True)
+        xs = x[rows]  # [R, d]: the tokens, permuted by expert
+        h = self.act(self._grouped(xs, "gate" if self.gated else "up", ends, expert))  # [R, d] @ [d, f] → [R, f]
+        if self.gated:
+            h = mul(h, self._grouped(xs, "up", ends, expert))  # [R, d] @ [d, f] → [R, f]
+        del xs
+        out = mul(self._grouped(h, "down", ends, expert), weights[order, None])  # [R, f] @ [f, d] → [R, d]
+        del h
+        return x.new_zeros(x.shape).index_add_(0, rows, out)  # back to token order, summed: [N, d]
 
 
 class MoEFFN(nn.Module):
@@ -334,7 +502,7 @@ class MoEFFN(nn.Module):
     expert) rows, plus shared experts on every token, scaled by sigmoid(d → 1) if gated.
 
     impl "batched_mm" (default): one gathered bmm per matrix, 2·T·k·d·f FLOPs, static shapes: what
-    the FLOP counts use. "grouped_mm": rows sorted by expert and one grouped GEMM per matrix, no weight
+    the FLOP counts use. "grouped_mm": rows permuted by expert and one grouped GEMM per matrix, no weight
     copies: what peak memory and timings use (batched_mm where `Experts.groupable` says no).
     """
 
@@ -355,25 +523,21 @@ class MoEFFN(nn.Module):
         N, k = B * T, self.top_k
         top, idx = self.router(x).topk(k, -1)  # [N, d] @ [d, E] → [N, E]; top_k → [N, k]
         weights = top.float().softmax(-1).to(x.dtype)
+        del top
         if self.capacity_factor is not None:
             weights = weights * self._within_capacity(idx)  # dropped assignments contribute nothing
-        idx = idx.flatten()  # expert of each (token, expert) row, [N·k]
         if self.impl == "grouped_mm" and self.experts.groupable(x):
-            order = idx.argsort()  # rows grouped by expert
-            experts = torch.arange(self.experts.n, device=x.device)
-            ends = torch.searchsorted(idx[order], experts, right=True, out_int32=True)  # [E]
-            out = self.experts(x[order // k][:, None], idx[order], ends)
-            y = torch.empty_like(out).index_copy_(0, order, out)  # back to (token, expert) order
+            y = self.experts.permuted(x, idx.flatten(), weights.flatten(), k)  # [N, d]
         else:
-            y = self.experts(x[:, None].expand(N, k, d).reshape(N * k, 1, d), idx)
-        y = (y.view(N, k, d) * weights[..., None]).sum(1)  # weighted sum: element-wise, no matmul
+            y = self.experts(x[:, None].expand(N, k, d).reshape(N * k, 1, d), idx.flatten())  # [N·k, 1, d]
+            y = (y.view(N, k, d) * weights[..., None]).sum(1)  # weighted sum: element-wise, no matmul
+        del idx, weights
         if self.shared is not None:
             s = self.shared(x.expand(self.shared.n, N, d)).sum(0)  # every shared expert on every token
             if self.shared_gate is not None:
-                s = s * torch.sigmoid(self.shared_gate(x))  # [N, d] @ [d, 1] → [N, 1]
-            y = y + s
+                s = mul(s, torch.sigmoid(self.shared_gate(x)))  # [N, d] @ [d, 1] → [N, 1]
+            y = add(y, s)
         return y.view(B, T, d)
-
 
     def _within_capacity(self, idx: Tensor) -> Tensor:
         """[N, k] mask of the assignments an expert of capacity C = ceil(cf · N · k / E) keeps, in GShard's
@@ -406,13 +570,14 @@ class Layer(nn.Module):
         n = self.norms
         if len(n) == 1:
             h = n[0](x)
-            return x + self.attn(h, kv, step) + self.ffn(h)
+            a = self.attn(h, kv, step)  # held while the FFN runs on the same input
+            return add(add(x, a), self.ffn(h))
 
         def norm(i: int, t: Tensor) -> Tensor:
             return n[i](t) if i < len(n) else t
 
-        x = x + norm(2, self.attn(norm(0, x), kv, step))
-        return x + norm(3, self.ffn(norm(1, x)))
+        x = add(x, norm(2, self.attn(norm(0, x), kv, step)))
+        return add(x, norm(3, self.ffn(norm(1, x))))
 
 
 def attention_module(kind: str) -> type[nn.Module]:
@@ -440,7 +605,7 @@ class Decoder(nn.Module):
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
         super().__init__()
-        self.spec = spec
+        self.spec, self.kernels = spec, "counted"
         d, V = spec.d_model, spec.vocab_size
         with torch.device("meta"):
             self.embed = nn.Embedding(V, d)
@@ -453,6 +618,7 @@ class Decoder(nn.Module):
         for m in self.modules():  # materialise: one fresh tensor per parameter (no two share one)
             for name, p in m.named_parameters(recurse=False):
                 setattr(m, name, nn.Parameter(torch.empty(p.shape, dtype=dtype, device=device)))
+        self.weight_bytes = sum(p.nbytes for p in self.parameters())
         self.reset_parameters()
 
     @torch.no_grad()
@@ -465,14 +631,17 @@ class Decoder(nn.Module):
                 else:
                     nn.init.normal_(p, std=std)
 
-    def route_experts(self, impl: str) -> Decoder:
-        """Run routed experts as "batched_mm" (the default; what FlopCounterMode counts) or "grouped_mm"
-        (no weight copies: real memory and speed); see MoEFFN."""
-        if impl not in ("batched_mm", "grouped_mm"):
-            raise ValueError(f"impl {impl!r}: use batched_mm or grouped_mm")
+    def use_kernels(self, kernels: str) -> Decoder:
+        """"counted" (the default): every product is a matmul FlopCounterMode sees, exactly the FLOPs of the
+        formulas (routed experts as gathered bmm, MLA values at d_v). "serving": the kernels a serving
+        stack runs, for peak memory and time (routed experts as grouped GEMMs over tokens permuted by
+        expert, MLA values padded to the query/key head dim so a flash kernel takes them)."""
+        if kernels not in ("counted", "serving"):
+            raise ValueError(f"kernels {kernels!r}: use counted or serving")
+        self.kernels = kernels
         for m in self.modules():
             if isinstance(m, MoEFFN):
-                m.impl = impl
+                m.impl = "grouped_mm" if kernels == "serving" else "batched_mm"
         return self
 
     def drop_overflow(self, capacity_factor: float | None) -> Decoder:
@@ -523,7 +692,8 @@ class Decoder(nn.Module):
             x = x + sinusoidal(pos, spec.d_model).to(x.dtype)
         rope_dim = a.qk_rope_head_dim if a.kind in ("mla", "dsa") else a.head_dim
         step = Step(start, rope_tables(pos, rope_dim, x.dtype) if kind == "rope" else None,
-                    alibi_slopes(a.heads, x.device) if kind == "alibi" else None, absorbed)
+                    alibi_slopes(a.heads, x.device) if kind == "alibi" else None, absorbed, self.kernels == "serving",
+                    max(MIN_SCRATCH, x.nbytes // 16, self.weight_bytes // 128))
         for layer, kv in zip(self.layers, cache or [None] * len(self.layers), strict=True):
             x = layer(x, kv, step)
         if logits == "last":
