@@ -32,14 +32,33 @@ _FIXES = {
 }
 
 
+VARIANTS = ("gqa", "mla", "longformer", "linformer", "reformer", "dsa", "dense", "gated", "moe")
+"""Union tags pydantic puts in an error's location; a user's field path does not hold them."""
+
+
+def _path(err: dict) -> str:
+    return ".".join(str(p) for p in err["loc"] if p not in VARIANTS)
+
+
 def validation_message(exc: Any, where: str) -> str:
-    """One line for a pydantic ValidationError: `where: field: problem; fix` (first error only)."""
-    err = exc.errors(include_url=False)[0]
+    """One line for a pydantic ValidationError: `where: field: problem; fix` (one error: an unknown field
+    first, with the missing field it may misspell; else the first)."""
+    import difflib
+
+    errors = exc.errors(include_url=False)
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        err, parent = unknown[0], unknown[0]["loc"][:-1]
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
+        near = difflib.get_close_matches(str(err["loc"][-1]), missing, n=1)
+        if near:
+            return f"{where}: {_path(err)}: unknown field; did you mean {near[0]}? Rename it"
+        return f"{where}: {_path(err)}: unknown field; remove it (check the spelling)"
+    err = errors[0]
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "value_error":  # our validators already name the field and the fix
         return f"{where}: {msg}"
-    variants = ("gqa", "mla", "longformer", "linformer", "reformer", "dsa", "dense", "gated", "moe")
-    loc = ".".join(str(p) for p in err["loc"] if p not in variants)
+    loc = _path(err)
     extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
     fix = _FIXES.get(err["type"], "correct it")
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""

@@ -16,7 +16,7 @@ from .errors import UserError
 from .hardware import GPU
 from .memory import MemoryOptions, inference_activations
 from .parallel import Layout
-from .report import FitReport
+from .report import FitLayout, FitReport
 from .shard import Storage, kv_per_gpu, weights_per_gpu
 from .spec import ModelSpec
 
@@ -42,27 +42,68 @@ def activation_workspace(spec: ModelSpec, o: FitOptions) -> int:
     return inference_activations(spec, 1, o.prefill_chunk, opts)[0]
 
 
+NODE = 8
+"""GPUs per server on every preset GPU's common platforms (HGX, MI300X OAM): tensor parallelism is tried
+within one first, as it needs the fastest links."""
+MAX_SEARCH = 4096
+"""Most GPUs (tp · pp) the search for the smallest layout tries."""
+
+
+def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions,
+                    weights_only: bool = False) -> Layout | None:
+    """The fewest GPUs on which `batch` sequences of `seq` tokens fit (weights_only: on which the weights
+    fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
+    layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
+    the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
+    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    dp, act = o.layout.dp, activation_workspace(spec, o)
+    for n in range(1, MAX_SEARCH + 1):
+        splits = [t for t in range(n, 0, -1) if n % t == 0]
+        for tp in sorted(splits, key=lambda t: t > NODE):  # largest tp within a server first
+            for ep in dict.fromkeys((o.layout.ep, 1)):
+                layout = Layout(tp=tp, pp=n // tp, dp=dp, ep=ep)
+                try:
+                    layout.check(spec, batch if batch % dp == 0 else dp)
+                except UserError:
+                    continue
+                w = weights_per_gpu(spec, o.storage, layout)
+                kv = 0 if weights_only else kv_per_gpu(spec, batch // dp, seq, o.storage, layout)
+                if w + (0 if weights_only else act) + kv <= usable:
+                    return layout
+    return None
+
+
+def layout_hint(layout: Layout | None) -> str:
+    """How to ask for `layout` on the command line."""
+    if layout is None:
+        return f"no layout of up to {MAX_SEARCH:,} GPUs holds it"
+    flags = f"--tp {layout.tp}" + (f" --pp {layout.pp}" if layout.pp > 1 else "") + (
+        f" --dp {layout.dp}" if layout.dp > 1 else "") + (f" --ep {layout.ep}" if layout.ep > 1 else "")
+    return f"{flags} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
+
+
 def require_weights_fit(spec: ModelSpec, gpu: GPU, o: FitOptions) -> int:
-    """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming how
-    many GPUs they need."""
+    """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming the smallest
+    layout that holds them."""
     w = weights_per_gpu(spec, o.storage, o.layout)
     usable = int(gpu.memory_bytes * (1 - o.reserve))
     if w > usable:
-        total = weights_per_gpu(spec, o.storage, Layout())
-        need = -(-total // usable)
+        hint = layout_hint(smallest_layout(spec, gpu, o.layout.dp, 1, o, weights_only=True))
         raise UserError(
             f"--gpus: {spec.name} needs {w / 1e9:.1f} GB of {o.storage.weights_dtype} weights per GPU with "
             f"tp={o.layout.tp} pp={o.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
-            f"use at least {need} GPUs (e.g. --gpus {need} --tp ... --pp ...) or a smaller --weights-dtype"
+            f"the fewest GPUs that hold them: {hint}; or a smaller --weights-dtype"
         )
     return w
 
 
 def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = None) -> FitReport:
+    """Whether `batch` × `seq` fits on the layout, the largest batch and longest context that do, and when
+    it does not fit, the smallest layout that holds it (a workload that does not fit is a result)."""
     o = o or FitOptions()
     L, s = o.layout, o.storage
     L.check(spec, batch)
-    weights = require_weights_fit(spec, gpu, o)
+    weights = weights_per_gpu(spec, s, L)
     usable = int(gpu.memory_bytes * (1 - o.reserve))
     act = activation_workspace(spec, o)
     budget = max(0, usable - weights - act)
@@ -71,10 +112,17 @@ def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = 
     while max_rep and kv_per_gpu(spec, max_rep, seq, s, L) > budget:  # int4 rounding, at most a step
         max_rep -= 1
     rep = batch // L.dp
-    seq_memory = _max_seq(spec, rep, budget, s, L)
+    seq_memory = _max_seq(spec, rep, budget, s, L) if budget else 0
     capped = spec.max_seq_len if seq_memory is None else min(seq_memory, spec.max_seq_len)
     kv = kv_per_gpu(spec, rep, seq, s, L)
+    fits = weights + act + kv <= usable
     notes = [f"figures are per GPU; {L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}"]
+    smallest = None
+    if not fits:
+        smallest = smallest_layout(spec, gpu, batch, seq, o)
+        what = "the weights alone exceed" if weights > usable else "weights + workspace + KV cache exceed"
+        notes.append(f"{what} the usable memory; the fewest {gpu.name} GPUs that hold this workload: "
+                     + layout_hint(smallest))
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}")
     if seq_memory is None:
@@ -84,8 +132,10 @@ def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = 
         weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype, batch=batch, seq=seq,
         capacity_bytes=gpu.memory_bytes, reserve=o.reserve, usable_bytes=usable, weights_bytes=weights,
         activation_bytes=act, kv_budget_bytes=budget, kv_bytes=kv, total_bytes=weights + act + kv,
-        fits=weights + act + kv <= usable, max_batch=max_rep * L.dp, max_seq=capped, max_seq_memory=seq_memory,
+        fits=fits, max_batch=max_rep * L.dp, max_seq=capped, max_seq_memory=seq_memory,
         max_seq_limited_by="memory" if seq_memory is not None and seq_memory < spec.max_seq_len else "max_seq_len",
+        smallest_fit=None if smallest is None else FitLayout(gpus=smallest.gpus, tp=smallest.tp, pp=smallest.pp,
+                                                             dp=smallest.dp, ep=smallest.ep),
         formula=FORMULA, notes=notes,
     )
 

@@ -1,4 +1,5 @@
-"""Grid specs of `llmcalc sweep`: "1,8,64", "1k..128k" (doubling), "1k..8k:1k" (linear step).
+"""Counts as users write them (every count option: 4096, 32k, 1M) and the grids of `llmcalc sweep`:
+"1,8,64", "1k..128k" (doubling), "1k..8k:1k" (linear step).
 
 A value is a positive integer with an optional suffix k (×1024) or m (×1024²). A range a..b runs
 a, 2a, 4a, … up to b; a..b:step runs a, a + step, … up to b. Items are comma-separated; the
@@ -15,20 +16,30 @@ MAX_POINTS = 10_000
 SUFFIX = {"k": 1024, "m": 1024**2}
 
 
-def parse_value(text: str, option: str) -> int:
-    """'32k' → 32768; anything but a positive integer with an optional k/m suffix is a UserError."""
+def parse_count(text: str) -> int:
+    """'32k' → 32768, '1M' → 1048576: a positive whole number with an optional k or m suffix (either case);
+    anything else is a ValueError saying what to write."""
     t = text.strip().lower()
     scale = SUFFIX.get(t[-1:], 1)
     digits = t[:-1] if scale > 1 else t
     if not (digits.isascii() and digits.isdigit()):
-        raise UserError(f"{option}: {text!r} is not a whole number; give e.g. 4096, 4k or 1m (k = 1024)")
+        raise ValueError(f"{text!r} is not a whole number; give e.g. 4096, 4k or 1m (k = 1024)")
     if len(digits) > 15:
-        raise UserError(f"{option}: {text[:20]!r}… is too large; give at most {MAX_SIZE:,}")
+        raise ValueError(f"{text[:20]!r}… is too large; give a smaller number, at most {MAX_SIZE:,}")
     value = int(digits) * scale
+    if value > MAX_SIZE:
+        raise ValueError(f"{text!r} is more than {MAX_SIZE:,}, beyond any real workload; give a smaller number")
+    return value
+
+
+def parse_value(text: str, option: str) -> int:
+    """A grid value: parse_count's, and > 0; anything else is a UserError naming `option`."""
+    try:
+        value = parse_count(text)
+    except ValueError as e:
+        raise UserError(f"{option}: {e}") from None
     if value <= 0:
         raise UserError(f"{option}: {text!r} must be > 0; give a positive whole number such as 1 or 1k")
-    if value > MAX_SIZE:
-        raise UserError(f"{option}: {text!r} is more than {MAX_SIZE:,}, beyond any real workload; give a smaller number")
     return value
 
 

@@ -65,6 +65,16 @@ class GPU(Frozen):
         return tflops * 1e12
 
 
+    def detail(self):
+        """This GPU in full, as `llmcalc gpus NAME` shows it."""
+        from .report import GPUReport
+
+        return GPUReport(name=self.name, description=self.description,
+                         peak_flops={k: v * 1e12 if v else None for k, v in self.peak_tflops.model_dump().items()},
+                         memory_bytes=self.memory_bytes, bandwidth_bytes_per_s=self.bandwidth,
+                         ridge_point=self.peak("bf16") / self.bandwidth, interconnect=self.interconnect,
+                         interconnect_bytes_per_s=self.interconnect_gbs * 1e9, source=self.source, notes=self.notes)
+
     def row(self):
         """This GPU as a `llmcalc gpus` row: FLOP/s, bytes, bytes/s, and the bf16 ridge point."""
         from .report import GPURow
@@ -90,8 +100,8 @@ def load_gpu(name: str) -> GPU:
     else:
         names = gpu_names()
         if name not in names:
-            near = difflib.get_close_matches(name, names, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
+            near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
             raise UserError(f"--gpu: unknown GPU {name!r}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
         path, where = GPU_DIR / f"{name}.yaml", f"gpu {name}"
     return validated(GPU, read_yaml(path, "gpu file"), where, "presets/gpus/h100-sxm.yaml")

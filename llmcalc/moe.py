@@ -17,6 +17,7 @@ import math
 from fractions import Fraction
 
 from .blocks.ffn import MoE, mlp_params, weights
+from .errors import UserError
 from .report_views import MoEPhaseRow, MoEReport
 from .spec import ModelSpec
 
@@ -134,7 +135,8 @@ def moe_report(spec: ModelSpec, batch: int, seq: int, capacity_factor: float | N
     (T = B). capacity_factor overrides the spec's; None on both: dropless."""
     moe = spec.ffn
     if not isinstance(moe, MoE):
-        raise ValueError(f"{spec.name} has no MoE layers")
+        raise UserError(f"moe: {spec.name} has no MoE layers (ffn is {spec.ffn.kind}); give an MoE model, e.g. "
+                        "--preset mixtral-8x7b or switch-base-8-decoder")
     cf = capacity_factor if capacity_factor is not None else moe.capacity_factor
     layers = sum(g.count for g in spec.layer_groups() if isinstance(g.ffn, MoE))
     d = spec.d_model

@@ -65,11 +65,37 @@ class PresetRow(Report):
     """One preset in `llmcalc presets`."""
 
     name: str
-    total: int
-    active: int
+    layers: int
+    d_model: int
+    max_seq_len: int
     attention: str
     ffn: str
+    attention_kind: str
+    """The attention family in a few characters (MHA 32h, GQA 32/8, MLA 128h)."""
+    ffn_kind: str
+    """The FFN family in a few characters (SwiGLU, MLP, MoE 8/2: experts / top-k, +1 shared)."""
+    sliding_window: int | None
+    """Tokens a sliding-window layer attends to; None when no layer slides."""
+    total: int
+    active: int
     source: str | None
+
+
+class PresetReport(Report):
+    """`llmcalc presets NAME`: a preset's spec as written, its source, and figures derived from it."""
+
+    name: str
+    source: str | None
+    total: int
+    """Parameters, as `llmcalc params` counts them."""
+    active: int
+    """Parameters one token uses."""
+    kv_bytes_per_token: int
+    """KV cache bytes of one token of one sequence over all layers, in bf16."""
+    kv_elements_per_token: int
+    """KV cache elements of one token over all layers."""
+    spec: dict
+    """Every field of the spec (docs/spec.md), as a preset file writes it."""
 
 
 class KVLayerRow(Report):
@@ -180,12 +206,20 @@ class MemoryRow(Report):
 
 class MemoryReport(Report):
     """Memory for inference (weights + KV cache + activations) or a training step (+ gradients and
-    optimizer states), per GPU of a data-parallel group when ZeRO shards them."""
+    optimizer states), per GPU of a data-parallel group when ZeRO shards them; a training step's
+    activations are one micro-batch's, on one GPU."""
 
     model: str
     mode: str
     batch: int
+    """Sequences in all: the global batch (training: over the dp data-parallel GPUs)."""
     seq: int
+    dp: int
+    """Data-parallel GPUs (training)."""
+    per_gpu_batch: int
+    """Sequences one GPU runs per step: batch / dp."""
+    micro_batch: int
+    """Sequences whose activations one GPU holds at once (training: per micro-batch)."""
     weights_bytes: int
     kv_cache_bytes: int
     activation_bytes: int
@@ -200,13 +234,11 @@ class MemoryReport(Report):
     notes: list[str]
 
 
-class GPURow(Report):
-    """One GPU preset in `llmcalc gpus`: dense peaks in FLOP/s (int8: ops/s), bytes, bytes/s."""
+class GPUFigures(Report):
+    """A GPU preset's figures: bytes, bytes/s; the interconnect both directions together."""
 
     name: str
     description: str
-    bf16_flops: float
-    fp8_flops: float | None
     memory_bytes: int
     bandwidth_bytes_per_s: float
     ridge_point: float
@@ -214,6 +246,21 @@ class GPURow(Report):
     interconnect: str
     interconnect_bytes_per_s: float
     source: str
+
+
+class GPURow(GPUFigures):
+    """One GPU preset in `llmcalc gpus`: dense peaks in FLOP/s."""
+
+    bf16_flops: float
+    fp8_flops: float | None
+
+
+class GPUReport(GPUFigures):
+    """`llmcalc gpus NAME`: one GPU preset in full; peaks are dense (no sparsity), int8 in ops/s."""
+
+    peak_flops: dict[str, float | None]
+    """Dense peak FLOP/s per matmul dtype; None where the GPU has no such unit."""
+    notes: str
 
 
 class OpRow(Report):
@@ -304,6 +351,16 @@ class LatencyReport(Placement):
     notes: list[str]
 
 
+class FitLayout(Report):
+    """A layout: gpus = tp · pp · dp, experts over ep of them."""
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+
+
 class FitReport(Placement):
     """Whether a model and workload fit in the GPUs' memory, per GPU.
 
@@ -332,6 +389,9 @@ class FitReport(Placement):
     max_seq: int
     max_seq_memory: int | None
     max_seq_limited_by: str
+    smallest_fit: FitLayout | None = None
+    """When it does not fit: the fewest GPUs of this kind that hold the workload (dp and ep kept), None
+    when it fits or no layout of up to 4,096 GPUs does."""
     formula: str
     notes: list[str]
 
@@ -343,8 +403,9 @@ class ValidationRow(Report):
     model: str
     quantity: str
     convention: str
-    estimate: float
-    measured: float
+    estimate: int | float
+    """Counts and bytes are exact ints; times are seconds."""
+    measured: int | float
     rel_error: float
     tolerance: float
     ok: bool
@@ -355,6 +416,8 @@ class ValidationReport(Report):
 
     device: str
     gpu: str | None
+    models: list[str]
+    """The models measured, as built (a scaled copy names its layers and width divisor)."""
     batch: int
     seq: int
     ok: bool

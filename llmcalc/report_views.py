@@ -105,7 +105,7 @@ class ExplainReport(Report):
 class SweepRow(Report):
     """One (model, batch, seq) point of a sweep. memory_bytes = weights + KV + activations (inference,
     as `llmcalc memory`); FLOPs as `llmcalc flops`; ttft_s, tpot_s as `llmcalc latency` (None when the
-    weights do not fit the GPUs); tokens_per_s = batch / tpot_s; fits: per GPU, as `llmcalc fit`."""
+    weights do not fit the GPUs, or no --gpu is given); tokens_per_s = batch / tpot_s."""
 
     model: str
     batch: int
@@ -119,7 +119,8 @@ class SweepRow(Report):
     ttft_s: float | None
     tpot_s: float | None
     tokens_per_s: float | None
-    fits: bool
+    fits: bool | None
+    """Per GPU, as `llmcalc fit`; None without --gpu."""
 
 
 class SweepGrid(Report):
@@ -133,7 +134,8 @@ class SweepReport(Report):
     """`llmcalc sweep`: each model over the grid, rows batch-major per model."""
 
     models: list[str]
-    gpu: str
+    gpu: str | None
+    """The GPU of the time and fit columns; None when no --gpu is given."""
     gpus: int
     grid: SweepGrid
     rows: list[SweepRow]

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-from .report import (FitReport, FlopsReport, GPURow, KVReport, LatencyReport, MemoryReport, ParamsReport,
-                     PresetRow, Report, ValidationReport)
+from .report import (FitReport, FlopsReport, GPUReport, GPURow, KVReport, LatencyReport, MemoryReport, ParamsReport,
+                     PresetReport, PresetRow, Report, ValidationReport)
 from .report_views import CompareReport, ExplainReport, MoEReport, SweepReport
 
-COMMAND_REPORTS: dict[str, tuple[type[Report], bool]] = {
-    "params": (ParamsReport, False), "kv": (KVReport, False), "flops": (FlopsReport, False),
-    "memory": (MemoryReport, False), "gpus": (GPURow, True), "latency": (LatencyReport, False),
-    "fit": (FitReport, False), "validate": (ValidationReport, False), "presets": (PresetRow, True),
-    "compare": (CompareReport, False),
-    "explain": (ExplainReport, False),
-    "sweep": (SweepReport, False),
-    "moe": (MoEReport, False),
+COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
+    "params": (ParamsReport, False, None), "kv": (KVReport, False, None), "flops": (FlopsReport, False, None),
+    "memory": (MemoryReport, False, None), "gpus": (GPURow, True, GPUReport),
+    "latency": (LatencyReport, False, None), "fit": (FitReport, False, None),
+    "validate": (ValidationReport, False, None), "presets": (PresetRow, True, PresetReport),
+    "compare": (CompareReport, False, None),
+    "explain": (ExplainReport, False, None),
+    "sweep": (SweepReport, False, None),
+    "moe": (MoEReport, False, None),
 }
-"""What each command's --format json prints: a report model, or a list of rows (True)."""
+"""What each command's --format json prints: a report model, or a list of rows (True); and the report of
+its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""
 
 
 def command_schema(command: str) -> dict:
     """The JSON Schema (draft 2020-12, as Pydantic writes it) of `command`'s JSON output."""
     from pydantic import TypeAdapter
 
-    model, many = COMMAND_REPORTS[command]
-    return TypeAdapter(list[model] if many else model).json_schema(mode="serialization")
+    model, many, one = COMMAND_REPORTS[command]
+    out = list[model] if many else model
+    return TypeAdapter(out if one is None else out | one).json_schema(mode="serialization")

@@ -18,7 +18,9 @@ report's model and workload fields. This page is generated from the schemas by `
 """
 
 
-def _type(prop: dict) -> str:
+def _type(prop: dict | bool) -> str:
+    if prop is True:
+        return "any"
     if "$ref" in prop:
         return prop["$ref"].rsplit("/", 1)[1]
     if "anyOf" in prop:
@@ -42,15 +44,20 @@ def render() -> str:
     out = [HEAD]
     for command in COMMAND_REPORTS:
         schema = command_schema(command)
-        top = schema["items"] if schema.get("type") == "array" else schema
         defs = schema.get("$defs", {})
-        if "$ref" in top:
-            top = defs[top["$ref"].rsplit("/", 1)[1]]
-        shape = "a list of " if schema.get("type") == "array" else ""
-        out += [f"## `llmcalc {command}`", "", f"{shape}`{top['title']}`: "
-                + " ".join(top.get("description", "").split()), "", *_fields(top), ""]
+        forms = schema.get("anyOf", [schema])  # a command with a one-item form (presets NAME) has two
+        out += [f"## `llmcalc {command}`", ""]
+        tops = []
+        for i, form in enumerate(forms):
+            top = form["items"] if form.get("type") == "array" else form
+            if "$ref" in top:
+                top = defs[top["$ref"].rsplit("/", 1)[1]]
+            shape = "a list of " if form.get("type") == "array" else ""
+            lead = ("with a NAME: " if i else "") + f"{shape}`{top['title']}`: "
+            out += [lead + " ".join(top.get("description", "").split()), "", *_fields(top), ""]
+            tops.append(top)
         for name, sub in defs.items():
-            if sub is not top:
+            if all(sub is not top for top in tops):
                 out += [f"`{name}`: " + " ".join(sub.get("description", "").split()), "", *_fields(sub), ""]
     return "\n".join(out)
 

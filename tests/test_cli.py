@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,7 @@ def test_params_yaml(cli):
 def test_presets_lists_all_with_counts(cli_json):
     rows = cli_json("presets")
     names = {r["name"] for r in rows}
-    assert {"llama2-7b", "deepseek-v3", "seed-decoder", "gpt3-175b", "qwen3-30b-a3b"} <= names
+    assert {"llama2-7b", "deepseek-v3", "tiny-decoder-example", "gpt3-175b", "qwen3-30b-a3b"} <= names
     assert all(type(r["total"]) is int and r["active"] <= r["total"] for r in rows)
 
 
@@ -69,3 +70,64 @@ def test_python_dash_m_and_console_script_agree():
     b = subprocess.run(["llmcalc", "params", "-p", "gpt2", "-f", "json"], capture_output=True)
     assert a.returncode == b.returncode == 0
     assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_counts_take_k_and_m_suffixes(cli_json):
+    """32k = 32,768 (k = 1024, m = 1024²), in either case, wherever a count is taken."""
+    plain = cli_json("kv", "-p", "llama3-8b", "--seq", "32768", "--batch", "1024")
+    assert cli_json("kv", "-p", "llama3-8b", "--seq", "32k", "--batch", "1K") == plain
+    assert cli_json("flops", "-p", "gpt2", "--seq", "1k", "--gen", "1M")["gen"] == 2**20
+    assert cli_json("fit", "-p", "llama3-8b", "--gpu", "h100-sxm", "--prefill-chunk", "4k")["activation_bytes"] > 0
+
+
+def test_a_preset_in_full_is_a_spec_to_edit(cli, cli_json, tmp_path: Path):
+    """`presets NAME` prints a spec file (`--config` loads it back to the same model) led by its figures."""
+    r = cli("presets", "mixtral-8x7b")
+    assert r.returncode == 0 and r.stdout.startswith("# mixtral-8x7b: 46,702,792,704 parameters")
+    path = tmp_path / "mine.yaml"
+    path.write_text(r.stdout)
+    assert cli_json("params", "--config", str(path)) == cli_json("params", "--preset", "mixtral-8x7b")
+    data = cli_json("presets", "mixtral-8x7b")
+    assert data["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2 and data["spec"]["ffn"]["experts"] == 8
+
+
+def test_presets_list_shape_and_families(cli_json):
+    row = next(r for r in cli_json("presets") if r["name"] == "gemma2-9b")
+    assert (row["layers"], row["d_model"], row["max_seq_len"], row["sliding_window"]) == (42, 3584, 8192, 4096)
+    assert (row["attention_kind"], row["ffn_kind"]) == ("GQA 16/8", "GeGLU")
+
+
+def test_a_gpu_in_full(cli_json):
+    g = cli_json("gpus", "h100-sxm")
+    assert round(g["peak_flops"]["bf16"] / 1e12, 1) == 989.4 and round(g["peak_flops"]["fp8"] / 1e12, 1) == 1978.9
+    assert g["memory_bytes"] == 80 * 2**30 and g["source"].startswith("https://")
+
+
+def test_gpu_names_suggest_every_model_of_that_name(cli):
+    r = cli("latency", "-p", "llama2-7b", "--gpu", "h100")
+    assert r.returncode == 2 and "'h100-pcie' or 'h100-sxm'" in r.stderr
+
+
+def test_flops_header_names_mla_decode_only_for_mla(cli):
+    assert "MLA decode" not in cli("flops", "-p", "llama3-8b").stdout.splitlines()[0]
+    assert "MLA decode absorbed" in " ".join(cli("flops", "-p", "deepseek-v2-lite").stdout.splitlines()[:2])
+
+
+def test_vanishing_probabilities_read_as_about_zero(cli):
+    out = cli("moe", "-p", "switch-base-8-decoder", "--batch", "64", "--seq", "2048", "--capacity-factor", "4").stdout
+    assert "≈0" in out and not re.search(r"\de-\d", out)
+
+
+def test_help_fits_80_columns_without_type_tags():
+    import os
+    env = dict(os.environ, COLUMNS="80", TERM="dumb")
+    for args in (["--help"], ["latency", "--help"], ["memory", "-h"], ["sweep", "--help"], ["validate", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, env=env).stdout
+        assert "<bool>" not in out and "<str>" not in out and "list[" not in out, args
+        assert all(len(line) <= 80 for line in out.splitlines()), args
+    latency = subprocess.run([sys.executable, "-m", "llmcalc", "latency", "--help"], capture_output=True, text=True,
+                             env=env).stdout
+    for panel in ("Model", "Workload", "Precision", "GPUs and layout", "Output"):
+        assert f"─ {panel} ─" in latency
+    assert "--install-completion" in subprocess.run([sys.executable, "-m", "llmcalc", "--help"], capture_output=True,
+                                                    text=True, env=env).stdout

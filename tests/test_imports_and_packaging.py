@@ -55,12 +55,13 @@ def test_spec_is_frozen_and_workload_separate():
 
 
 def test_wheel_ships_presets(tmp_path: Path):
+    """The wheel builds as a user's pip builds it (build isolation fetches the backend that pyproject.toml
+    names) and carries every preset."""
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True,
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=600,
     )
-    if r.returncode != 0:
-        pytest.skip(f"cannot build a wheel here: {r.stderr.strip().splitlines()[-1:]}")
+    assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     presets = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmcalc/presets").rglob("*.yaml")}

@@ -1,4 +1,4 @@
-"""KV cache against the mission's worked example and DeepSeek-V2's Table 1."""
+"""KV cache against a published worked example (Llama-2-7B, 64 × 32k) and DeepSeek-V2's Table 1."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from llmcalc.kv import kv_cache
 from llmcalc.presets import load_preset
 
 
-def test_mission_example_llama2_7b_64x32k(cli_json):
+def test_llama2_7b_64x32k_worked_example(cli_json):
     out = cli_json("kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768")
     assert out["total_bytes"] == 1_099_511_627_776 == 2**40  # 1 TiB, 1.10 TB
     assert out["bytes_per_token"] == 524_288
     (row,) = out["per_layer"]
-    assert row["bytes_per_layer"] == 34_359_738_368  # the seed article's "34.3 GB": one layer only
+    assert row["bytes_per_layer"] == 34_359_738_368  # the "34.3 GB" of the article "Transformer-based LLM": one layer only
     assert row["layers"] == 32
 
 

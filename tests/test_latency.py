@@ -189,3 +189,20 @@ def test_405b_fits_8_h100_in_fp8_but_not_bf16(cli, cli_json):
     ok = cli_json("fit", "--preset", "llama3.1-405b", "--gpu", "h100-sxm", "--gpus", "8", "--weights-dtype", "fp8",
                   "--seq", "8192")
     assert ok["fits"] is True and ok["max_batch"] >= 1
+
+
+def test_fit_names_the_fewest_gpus_that_hold_a_workload(cli_json):
+    """A workload that does not fit is a result, with the smallest layout the model allows that holds it;
+    that layout fits, and no layout of one GPU fewer does."""
+    r = cli_json("fit", "-p", "llama3.1-405b", "--gpu", "h100-sxm", "--seq", "8k")
+    assert r["fits"] is False
+    s = r["smallest_fit"]
+    assert s["gpus"] == s["tp"] * s["pp"] * s["dp"] and 128 % s["tp"] == 0 and 126 % s["pp"] == 0
+    again = cli_json("fit", "-p", "llama3.1-405b", "--gpu", "h100-sxm", "--seq", "8k", "--tp", str(s["tp"]),
+                     "--pp", str(s["pp"]))
+    assert again["fits"] is True and again["smallest_fit"] is None
+    n = s["gpus"] - 1
+    for tp in (t for t in range(1, n + 1) if n % t == 0 and 128 % t == 0 and 126 % (n // t) == 0):
+        fewer = cli_json("fit", "-p", "llama3.1-405b", "--gpu", "h100-sxm", "--seq", "8k", "--tp", str(tp),
+                         "--pp", str(n // tp))
+        assert fewer["fits"] is False

@@ -62,11 +62,12 @@ def test_active_without_embedding_matches_cards():
     assert round(params(load_preset("deepseek-v2-lite")).total / 1e9, 1) == 15.7
 
 
-def test_seed_decoder_matches_the_seed_articles_arithmetic():
-    """seed 004 counts V·d + L·(4d² + 8d² + 2·2d) + d·V for dim 512, 8 layers, vocab 32000."""
+def test_tiny_decoder_matches_its_articles_arithmetic():
+    """The article "CODE: 拆解 Transformer-Decoder" counts V·d + L·(4d² + 8d² + 2·2d) + d·V for dim 512, 8 layers,
+    vocab 32000."""
     d, n_layers, vocab = 512, 8, 32000
     seed = vocab * d + n_layers * (4 * d * d) + n_layers * (8 * d * d) + n_layers * 2 * (2 * d) + d * vocab
-    assert params(load_preset("seed-decoder")).total == seed == 57_950_208
+    assert params(load_preset("tiny-decoder-example")).total == seed == 57_950_208
 
 
 def test_deepseek_v3_mtp_reported_apart():

@@ -58,7 +58,7 @@ def points(dp: int = 1, n: int = 20, seed: int = 0) -> list[tuple[int, int]]:
     return grid + [(dp * rng.randint(1, 512), rng.randint(1, 300_000)) for _ in range(n)]
 
 
-CASES = [  # (preset, tp, pp, dp, ep, weights, kv, mla_decode): every preset named in the issue, more layouts
+CASES = [  # (preset, tp, pp, dp, ep, weights, kv, mla_decode): dense, sliding, MoE, MLA and DSA presets, several layouts
     ("llama2-7b", 1, 1, 1, 1, "bf16", "bf16", "absorbed"),
     ("llama2-7b", 2, 1, 1, 1, "bf16", "fp8", "absorbed"),
     ("mixtral-8x7b", 2, 1, 1, 1, "bf16", "bf16", "absorbed"),
@@ -144,7 +144,8 @@ def test_grid_size_limit():
 
 
 def test_cli_json_rows_per_model_and_point(cli_json):
-    out = cli_json("sweep", "--preset", "llama2-7b", "--preset", "gemma2-9b", "--seq", "1k..8k", "--batch", "1,8")
+    out = cli_json("sweep", "--preset", "llama2-7b", "--preset", "gemma2-9b", "--seq", "1k..8k", "--batch", "1,8",
+                   "--gpu", "h100-sxm")
     assert out["models"] == ["llama2-7b", "gemma2-9b"] and out["gpu"] == "h100-sxm"
     assert out["grid"] == {"batch": [1, 8], "seq": [1024, 2048, 4096, 8192]}
     assert len(out["rows"]) == 2 * 2 * 4
@@ -159,7 +160,7 @@ def test_cli_json_rows_per_model_and_point(cli_json):
 
 def test_cli_csv_one_row_per_point(cli):
     r = cli("sweep", "--preset", "llama2-7b", "--preset", "mistral-7b", "--seq", "1k,4k,16k", "--batch", "1,64",
-            "-f", "csv")
+            "--gpu", "h100-sxm", "-f", "csv")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert len(rows) == 2 * 3 * 2
@@ -168,11 +169,18 @@ def test_cli_csv_one_row_per_point(cli):
 
 
 def test_cli_table_and_bars(cli):
-    r = cli("sweep", "--preset", "llama2-7b", "--seq", "1k..4k", "--batch", "1,8", "--bars")
+    r = cli("sweep", "--preset", "llama2-7b", "--seq", "1k..4k", "--batch", "1,8", "--bars", "--gpu", "h100-sxm")
     assert r.returncode == 0, r.stderr
     for text in ("llama2-7b: memory", "FLOPs and time", "TTFT", "4,096", "█"):
         assert text in r.stdout
     assert "█" not in cli("sweep", "--preset", "llama2-7b", "--seq", "1k..4k").stdout
+
+
+def test_no_gpu_is_assumed(cli_json):
+    """Without --gpu a sweep has no time and no fit columns, as latency and fit refuse to guess a GPU."""
+    out = cli_json("sweep", "--preset", "llama2-7b", "--seq", "1k,4k")
+    assert out["gpu"] is None
+    assert all(row[k] is None for row in out["rows"] for k in ("ttft_s", "tpot_s", "tokens_per_s", "fits"))
 
 
 @pytest.mark.parametrize("suffix, magic", [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<svg")])
@@ -180,7 +188,7 @@ def test_plot_writes_only_the_named_file(cli, tmp_path, suffix, magic):
     pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install 'llmcalc-cost[plot]')")
     target = tmp_path / f"out{suffix}"
     r = cli("sweep", "--preset", "llama2-7b", "--preset", "mixtral-8x7b", "--seq", "1k..32k", "--batch", "1,8",
-            "--plot", str(target), "-f", "json")
+            "--gpu", "h100-sxm", "--plot", str(target), "-f", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["rows"]
     data = target.read_bytes()

@@ -138,3 +138,28 @@ def load_spec_file(path: str | Path):
     """A user-written spec (YAML or JSON), validated like a preset."""
     p = Path(path)
     return spec_from_data(read_yaml(p, "config"), str(p))
+
+
+def preset_row(spec):
+    """One line of `llmcalc presets`: shape, families and parameter counts."""
+    from ..params import params
+    from ..report import PresetRow
+
+    r = params(spec)
+    return PresetRow(name=spec.name, layers=spec.n_layers, d_model=spec.d_model, max_seq_len=spec.max_seq_len,
+                     attention=spec.attention.label, ffn=spec.ffn.label, attention_kind=spec.attention.kind_label,
+                     ffn_kind=spec.ffn.kind_label, sliding_window=spec.sliding_window, total=r.total,
+                     active=r.active, source=spec.source)
+
+
+def preset_detail(spec):
+    """`llmcalc presets NAME`: the spec as written, its source and the figures derived from it."""
+    from ..kv import kv_cache
+    from ..params import params
+    from ..report import PresetReport
+
+    r, kv = params(spec), kv_cache(spec, 1, 1)
+    return PresetReport(name=spec.name, source=spec.source, total=r.total, active=r.active,
+                        kv_bytes_per_token=kv.bytes_per_token,
+                        kv_elements_per_token=spec.n_layers * spec.attention.kv_elements(),
+                        spec=spec.model_dump(mode="json", exclude={"name", "source"}))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
-from .report_views import SweepReport
+from ..errors import UserError
+from ..report_views import SweepReport
 
 INSTALL = "pip install 'llmcalc-cost[plot]'"
 STYLES = ("-", "--", ":", "-.")
@@ -49,11 +49,12 @@ def plot_sweep(r: SweepReport, path: Path, units: str) -> None:
                title="memory: weights + KV cache + activations")
     memory.set_xscale("log", base=2)
     memory.set_yscale("log")
-    tpot.set(xlabel="batch", ylabel="time per output token (ms)",
-             title=f"time per output token at {longest:,} tokens, {r.gpus} × {r.gpu}")
+    where = f", {r.gpus} × {r.gpu}" if r.gpu else ""
+    tpot.set(xlabel="batch", ylabel="time per output token (ms)", title=f"time per output token at {longest:,} tokens{where}")
     tpot.set_xscale("log", base=2)
     if not tpot.lines:
-        tpot.text(0.5, 0.5, "no latency: the weights do not fit", ha="center", transform=tpot.transAxes)
+        why = "no --gpu given" if r.gpu is None else "the weights do not fit"
+        tpot.text(0.5, 0.5, f"no latency: {why}", ha="center", transform=tpot.transAxes)
     for ax in (memory, tpot):
         ax.grid(alpha=0.3)
         if ax.lines:

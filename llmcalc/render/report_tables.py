@@ -1,0 +1,369 @@
+"""One table renderer per report type: renderer(report)(report, units, **view) → lines and tables.
+
+Every value a user or a preset wrote (names, notes, formulas) is escaped before it reaches rich markup.
+No arithmetic beyond unit conversion.
+"""
+
+from __future__ import annotations
+
+from .tables import styled, table
+from .text import esc, nbytes_text, number, seconds, short, size, size_heads, sizes
+
+
+def _footer(r) -> list[str]:
+    """The formula and notes of a report, dimmed."""
+    return [f"[dim]formula: {esc(r.formula)}[/dim]", *(f"[dim]note: {esc(n)}[/dim]" for n in r.notes)]
+
+
+def _param_rows(rows) -> list[list[str]]:
+    return [[r.component, f"{r.params:,}", f"{r.active:,}", f"{r.percent:.2f}%"] for r in rows]
+
+
+def params_table(r, units: str) -> list:
+    head = (f"[bold]{esc(r.model)}[/bold]: {r.total:,} parameters ({short(r.total)}); "
+            f"active per token {r.active:,} ({short(r.active)}); "
+            f"active excluding embedding {r.active_excluding_embedding:,} ({short(r.active_excluding_embedding)})")
+    out = [head, table("Breakdown (all layers)", ["component", "params", "active", "% of total"],
+                       _param_rows(r.breakdown)),
+           table("Layer types", ["layer type", "layers", "params / layer", "active / layer"],
+                 [[t.layer_type, str(t.layers), f"{t.params_per_layer:,}", f"{t.active_per_layer:,}"]
+                  for t in r.layer_types], text=(0,))]
+    if r.mtp_breakdown:
+        out.append(table(f"MTP modules (not in total): {r.mtp:,} ({short(r.mtp)})",
+                         ["component", "params", "active", "% of main total"], _param_rows(r.mtp_breakdown)))
+    return out + _footer(r)
+
+
+def presets_table(rows: list, units: str) -> list:
+    def context(n: int) -> str:
+        return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
+
+    cells = [[p.name, f"{p.layers}×{p.d_model}", context(p.max_seq_len),
+              p.attention_kind + (f" +SWA {context(p.sliding_window)}" if p.sliding_window else ""), p.ffn_kind,
+              short(p.total) + ("" if p.active == p.total else f"\n{short(p.active)} act.")] for p in rows]
+    return [table("Presets", ["name", "L×d", "ctx", "attention", "ffn", "params"], cells, text=(3, 4)),
+            "[dim]L×d: layers × d_model; ctx: max_seq_len (k = 1024); attention: MHA/GQA/MQA query/kv heads, MLA "
+            "and DSA heads, +SWA: sliding-window layers; ffn: MoE experts/top-k(+shared); params: total, and "
+            "active per token where fewer; `llmcalc presets NAME` shows one in full[/dim]"]
+
+
+def preset_detail_table(r, units: str) -> list:
+    from .formats import spec_document
+
+    return [esc(spec_document(r).rstrip())]
+
+
+def kv_table(r, units: str) -> list:
+    rows = [[t.layer_type, str(t.layers), f"{t.tokens_cached:,}", f"{t.elements_per_token:,}",
+             size(t.bytes_per_layer, units), *sizes(t.bytes, units)] for t in r.per_layer]
+    return [
+        f"[bold]{esc(r.model)}[/bold] KV cache, {r.batch} × {r.seq:,} tokens in {r.kv_dtype}: "
+        f"[bold]{nbytes_text(r.total_bytes, units)}[/bold]",
+        f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
+        f"per layer: {' + '.join(nbytes_text(t.bytes_per_layer, units) for t in r.per_layer)}",
+        table("Per layer type", ["layer type", "layers", "tokens", "elem/token", "one layer",
+                                 *size_heads(units, "all")], rows),
+        *_footer(r),
+    ]
+
+
+def flops_table(r, units: str) -> list:
+    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train)] for x in r.breakdown]
+    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops)])
+    mla = f", MLA decode {r.mla_decode}" if r.mla_decode != "n/a" else ""
+    return [
+        f"[bold]{esc(r.model)}[/bold] FLOPs, batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
+        f"(attention {r.attention}, logits {r.logits}{mla}, recompute {r.recompute})",
+        f"prefill {r.prefill_flops:,} · decode step {r.decode_flops:,} · generate {r.generate_flops:,} · "
+        f"train step {r.train_flops:,}",
+        f"per token: prefill {short(r.prefill_flops_per_token)} · decode {short(r.decode_flops_per_token)} · "
+        f"train {short(r.train_flops_per_token)}",
+        table("Breakdown (all layers, whole batch; FLOPs)", ["component", "prefill", "decode step",
+                                                             f"generate {r.gen}", "train step"], rows),
+        *([f"position encoding ({r.positions.kind}, element-wise, not in the totals): prefill "
+           f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
+           f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
+          if r.positions and r.positions.kind != "none" else []),
+        *_footer(r),
+    ]
+
+
+def memory_table(r, units: str) -> list:
+    rows = [[x.component, f"{x.bytes:,}", *sizes(x.bytes, units), x.note] for x in r.breakdown]
+    rows.append(["total", f"{r.total_bytes:,}", *sizes(r.total_bytes, units), f"dominant: {r.dominant}"])
+    if r.mode == "train":
+        who = (f"global batch {r.batch} over {r.dp} GPU(s): {r.per_gpu_batch} per GPU, {r.micro_batch} at a time, "
+               f"× {r.seq:,} tokens; per GPU")
+    else:
+        who = f"batch {r.batch} × {r.seq:,} tokens"
+    return [
+        f"[bold]{esc(r.model)}[/bold] {r.mode} memory, {who}: [bold]{nbytes_text(r.total_bytes, units)}[/bold] "
+        f"(dominant: {r.dominant})",
+        table("Breakdown", ["component", "bytes", *size_heads(units), "how"], rows, text=(len(rows[0]) - 1,)),
+        *_footer(r),
+    ]
+
+
+def gpus_table(rows: list, units: str) -> list:
+    return [
+        table("GPUs (dense peaks, no sparsity)",
+              ["name", "bf16 TFLOP/s", "fp8 TFLOP/s", "GiB", "TB/s", "ridge", "link GB/s"],
+              [[g.name, f"{g.bf16_flops / 1e12:,.1f}", f"{g.fp8_flops / 1e12:,.1f}" if g.fp8_flops else "—",
+                f"{g.memory_bytes / 2**30:g}", f"{g.bandwidth_bytes_per_s / 1e12:.2f}", f"{g.ridge_point:.0f}",
+                f"{g.interconnect_bytes_per_s / 1e9:,.1f}"] for g in rows]),
+        "[dim]GiB: memory; TB/s: memory bandwidth; ridge: bf16 FLOPs per byte where a kernel turns "
+        "compute-bound; link: GPU-to-GPU, both directions together; `llmcalc gpus NAME` shows one in full[/dim]",
+    ]
+
+
+def gpu_detail_table(g, units: str) -> list:
+    peaks = [[dtype, "—" if v is None else f"{v / 1e12:,.1f}"] for dtype, v in g.peak_flops.items()]
+    return [
+        f"[bold]{esc(g.name)}[/bold]: {esc(g.description)}",
+        f"memory {nbytes_text(g.memory_bytes, units)} · bandwidth {g.bandwidth_bytes_per_s / 1e12:.2f} TB/s · "
+        f"ridge {g.ridge_point:.0f} bf16 FLOPs per byte",
+        f"interconnect: {esc(g.interconnect)}, {g.interconnect_bytes_per_s / 1e9:,.1f} GB/s both directions",
+        table("Dense peak (no sparsity)", ["dtype", "TFLOP/s (int8: TOPS)"], peaks),
+        f"[dim]source: {esc(g.source)}[/dim]", *([f"[dim]note: {esc(g.notes)}[/dim]"] if g.notes else []),
+    ]
+
+
+def _per_replica(r) -> str:
+    """' (4 per replica)' when the batch is shared out over dp replicas."""
+    return f" ({r.batch // r.dp} per replica)" if r.dp > 1 else ""
+
+
+def latency_table(r, units: str) -> list:
+    layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
+    comm = any(p.comm_s for p in r.phases)
+    phases = [[p.phase, short(p.flops), size(p.bytes, units), f"{p.intensity:,.1f}", p.bound,
+               *([seconds(p.comm_s) if p.comm_s else "—"] if comm else []), seconds(p.time_s)] for p in r.phases]
+    bound = {"interconnect": "link"}
+
+    def ops(phase: str) -> list[list[str]]:
+        return [[o.op, short(o.flops), size(o.bytes, units), "—" if o.intensity is None else f"{o.intensity:,.1f}",
+                 bound.get(o.bound, o.bound), seconds(o.time_s)] for o in r.ops if o.phase == phase]
+
+    op_columns = ["op", "FLOPs", "bytes", "FLOP/B", "bound", "time"]
+    return [
+        f"[bold]{esc(r.model)}[/bold] on {layout}: batch {r.batch}{_per_replica(r)}, prompt {r.seq:,}, "
+        f"generate {r.gen:,} "
+        f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
+        f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
+        f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
+        f"tokens/s: {r.tokens_per_s:,.1f} overall · {r.tokens_per_s_per_seq:,.1f} per sequence · "
+        f"{r.decode_tokens_per_s:,.1f} while decoding",
+        f"peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · {r.bandwidth_bytes_per_s / 1e12:.2f} "
+        f"TB/s × {r.memory_efficiency} · ridge {r.ridge_point:.0f} FLOP/B (effective {r.effective_ridge_point:.0f})"
+        + (f" · experts read per MoE layer per step: {r.experts_hit_per_step:.1f}" if r.experts_hit_per_step else ""),
+        f"per GPU: weights {size(r.weights_bytes_per_gpu, units)}, KV at the end {size(r.kv_bytes_per_gpu, units)}"
+        + ("" if r.fits else " — [bold red]does not fit[/bold red]"),
+        table("Phases (one GPU)", ["phase", "FLOPs", "bytes", "FLOP/B", "bound", *(["comm"] if comm else []), "time"],
+              phases),
+        table("Prefill ops (one GPU, all layers)", op_columns, ops("prefill")),
+        table("First decode step ops (one GPU, all layers)", op_columns, ops(r.phases[1].phase)),
+        *_footer(r),
+    ]
+
+
+def fit_table(r, units: str) -> list:
+    verdict = "[bold green]fits[/bold green]" if r.fits else "[bold red]does not fit[/bold red]"
+    cells = [(f"usable ({r.capacity_bytes / 2**30:g} GiB × (1 − {r.reserve}))", r.usable_bytes),
+             (f"weights ({r.weights_dtype})", r.weights_bytes),
+             ("activation workspace (one prefill chunk)", r.activation_bytes),
+             ("KV budget (usable − the two above)", r.kv_budget_bytes),
+             (f"KV cache ({r.batch} × {r.seq:,} tokens, {r.kv_dtype})", r.kv_bytes)]
+    rows = [[name, f"{n:,}", *sizes(n, units)] for name, n in cells]
+    limit = "memory" if r.max_seq_limited_by == "memory" else "the model's max_seq_len"
+    out = [
+        f"[bold]{esc(r.model)}[/bold] on {r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}): "
+        f"batch {r.batch}{_per_replica(r)} × {r.seq:,} tokens {verdict} ({size(r.total_bytes, units)} of "
+        f"{size(r.usable_bytes, units)} per GPU)",
+        f"largest batch at {r.seq:,} tokens: [bold]{r.max_batch:,}[/bold] · longest context at batch {r.batch}: "
+        f"[bold]{r.max_seq:,}[/bold] (limited by {limit}"
+        + (f"; memory alone allows {r.max_seq_memory:,})" if r.max_seq_memory and r.max_seq_memory != r.max_seq
+           else ")"),
+    ]
+    if r.smallest_fit:
+        s = r.smallest_fit
+        out.append(f"fewest GPUs that hold it: [bold]{s.gpus}[/bold] (tp {s.tp}, pp {s.pp}, dp {s.dp}, ep {s.ep})")
+    return out + [table("Per GPU", ["", "bytes", *size_heads(units)], rows, text=(0,)), *_footer(r)]
+
+
+def validation_table(r, units: str) -> list:
+    def num(x: int | float) -> str:
+        return f"{x:,}" if isinstance(x, int) else f"{x:.4g}"
+
+    several = len(r.models) > 1
+    rows = [([x.model] if several else []) + [x.quantity, num(x.estimate), num(x.measured),
+            "0" if x.rel_error == 0 else f"{x.rel_error:.1e}", "pass" if x.ok else styled("FAIL", "bold red")]
+            for x in r.rows]
+    tolerances = sorted({(x.quantity, x.tolerance) for x in r.rows if x.tolerance}, key=lambda t: t[0])
+    failed = sum(not x.ok for x in r.rows)
+    what = f"{len(r.models)} models" if several else esc(r.models[0])
+    return [
+        f"validate [bold]{what}[/bold] on {r.device}" + (f" ({esc(r.gpu)})" if r.gpu else "")
+        + f", batch {r.batch} × {r.seq:,} tokens: "
+        + ("[bold green]all rows pass[/bold green]" if r.ok else f"[bold red]{failed} row(s) fail[/bold red]"),
+        table("Estimate vs measurement", (["model"] if several else []) + ["quantity", "estimate", "measured",
+                                                                          "rel. error", ""], rows,
+              text=(0, 1) if several else (0,)),
+        "[dim]tolerance: exact for counts and bytes" + "".join(f"; {q} {t:.0%}" for q, t in tolerances) + "[/dim]",
+        *(f"[dim]note: {esc(n)}[/dim]" for n in r.notes),
+    ]
+
+
+def _wide_table(columns: list[str], rows: list[list[str]]):
+    """Labels down the first column (whole); value columns right-aligned, wrapping between words if narrow."""
+    return table("", columns, rows, wrap=range(1, len(columns)))
+
+
+def compare_table(r, units: str) -> list:
+    """Metrics down, models across; each cell is the value and its ratio to the reference."""
+    def cell(row, field: str, text) -> str:
+        ratio = row.ratios.get(field)
+        return text if ratio is None or row.name == r.reference else f"{text} ×{ratio:.3g}"
+
+    def sz(n: int) -> str:
+        return size(n, units)
+
+    metrics = [("attention params", "attention_params", short), ("total params", "total_params", short),
+               ("active params", "active_params", short),
+               ("KV elements/token", "kv_elements_per_token", lambda n: f"{n:,}"),
+               ("KV bytes/token", "kv_bytes_per_token", lambda n: f"{n:,}"),
+               (f"KV cache {r.batch}×{r.seq:,}", "kv_cache_bytes", sz),
+               ("prefill FLOPs", "prefill_flops", short), ("decode FLOPs/step", "decode_flops", short),
+               ("decode bytes/step", "decode_bytes", sz), ("memory (inference)", "memory_bytes", sz)]
+    if r.gpu:
+        metrics += [("time to first token", "ttft_s", seconds), ("time per output token", "tpot_s", seconds),
+                    ("tokens/s", "tokens_per_s", lambda x: f"{x:,.1f}")]
+    rows = [[label, *("—" if getattr(x, f) is None else cell(x, f, fmt(getattr(x, f))) for x in r.rows)]
+            for label, f, fmt in metrics]
+    if r.gpu:
+        rows.append(["fits", *("yes" if x.fits else "no" for x in r.rows)])
+    where = f"{esc(r.base)}: attention variants" if r.mode == "attention" else "models"
+    return [
+        f"[bold]compare {where}[/bold], batch {r.batch} × {r.seq:,} tokens ({r.weights_dtype} weights, "
+        f"{r.kv_dtype} KV{', ' + esc(r.gpu) if r.gpu else ''}); ratios to {esc(r.reference)}",
+        _wide_table(["", *(x.name for x in r.rows)], rows),
+        *(esc(f"{x.name}: {x.attention}" + (f", {x.ffn}" if r.mode == "models" else "") + f"; KV/token {x.kv_formula}")
+          for x in r.rows),
+        f"[dim]rule: {esc(r.rule)}[/dim]",
+        "[dim]conventions: " + esc(", ".join(f"{k} {v}" for k, v in r.conventions.items())) + "[/dim]",
+        *_footer(r),
+    ]
+
+
+def explain_table(r, units: str) -> list:
+    """A block per step (`component: formula`, `= substituted`, `= value`), a blank line between
+    sections, then the totals and whether they match the plain command."""
+    def amount(v, unit: str) -> str:
+        if unit == "bytes":
+            return nbytes_text(v, units)
+        if unit == "s":
+            return seconds(v)
+        return f"{v:,} {unit}" + (f" ({short(v)})" if v >= 1000 else "")
+
+    work = ([f"batch {r.batch} × {r.seq:,} tokens"] if r.batch else []) + ([f"generate {r.gen:,}"] if r.gen else [])
+    work += [f"{k} {v}" for k, v in r.conventions.items()]
+    out = [f"[bold]{esc(r.model)}[/bold]: `llmcalc {r.topic}` worked out" + (f" ({esc(', '.join(work))})" if work else "")]
+    section = None
+    for s in r.steps:
+        if section is not None and s.component.split("/")[0] != section:
+            out.append("")
+        section = s.component.split("/")[0]
+        out += [f"[bold]{esc(s.component)}[/bold]: {esc(s.formula)}", f"  = {esc(s.substituted)}",
+                f"  = {amount(s.value, s.unit)}"]
+    out.append("")
+    for t in r.totals:
+        shown = f" = {t.substituted}" if len(t.substituted) <= 60 and any(c in t.substituted for c in "+−") else ""
+        out.append(f"[bold]{esc(t.component)}[/bold] = {esc(t.formula + shown)} = {amount(t.value, t.unit)}")
+    off = [f"{t.source} is {t.check:,}" if isinstance(t.check, int) else f"{t.source} is {seconds(t.check)}"
+           for t in r.totals if not t.matches]
+    fields = ", ".join(t.source.partition(": ")[2] for t in r.totals)
+    out.append(f"matches `llmcalc {r.topic}`: " + (f"[bold green]yes[/bold green] ({esc(fields)})" if r.matches else
+                                                  "[bold red]no[/bold red] (" + esc("; ".join(off)) + ")"))
+    out.append("[dim]symbols: " + esc("; ".join(f"{k}: {v}" for k, v in r.legend.items())) + "[/dim]")
+    return out + [f"[dim]note: {esc(n)}[/dim]" for n in r.notes]
+
+
+def bar(value: int, largest: int, width: int = 12) -> str:
+    """A bar of value / largest · width cells, to an eighth of a cell (▏ … █), padded to width."""
+    full, part = divmod(round(8 * width * value / largest), 8)
+    return ("█" * full + " ▏▎▍▌▋▊▉"[part].strip()).ljust(width)
+
+
+def _axis(values: list[int]) -> str:
+    """'1, 8, 64', or '1,024 … 131,072 (8)' for a longer axis."""
+    if len(values) <= 4:
+        return ", ".join(f"{v:,}" for v in values)
+    return f"{values[0]:,} … {values[-1]:,} ({len(values)})"
+
+
+def sweep_table(r, units: str, bars: bool = False) -> list:
+    """Per model: memory per point (bars: a bar scaled to the largest memory), then FLOPs and, with a GPU,
+    time per token and fit."""
+    largest, timed = max(x.memory_bytes for x in r.rows), r.gpu is not None
+    where = f"; time and fit on {r.gpus} × {esc(r.gpu)}" if timed else "; no --gpu: no time or fit"
+    out = [f"[bold]sweep[/bold] {esc(', '.join(r.models))}: batch {_axis(r.grid.batch)} × seq {_axis(r.grid.seq)}"
+           + where]
+    for model in r.models:
+        rows = [x for x in r.rows if x.model == model]
+        memory = [[f"{x.batch:,}", f"{x.seq:,}", size(x.kv_bytes, units), size(x.activation_bytes, units),
+                   size(x.memory_bytes, units), *(["yes" if x.fits else "no"] if timed else []),
+                   *([bar(x.memory_bytes, largest)] if bars else [])] for x in rows]
+        timing = [[f"{x.batch:,}", f"{x.seq:,}", short(x.prefill_flops), short(x.decode_flops),
+                   *([] if not timed else ["—"] * 3 if x.tpot_s is None else
+                     [seconds(x.ttft_s), seconds(x.tpot_s), f"{x.tokens_per_s:,.0f}"])] for x in rows]
+        heads = ["batch", "seq", "KV", "activations", "memory", *(["fits"] if timed else [])]
+        out += [table(f"{model}: memory (weights {size(rows[0].weights_bytes, units)})",
+                      heads + ([""] if bars else []), memory, text=(len(heads),) if bars else ()),
+                table(f"{model}: FLOPs" + (" and time" if timed else ""),
+                      ["batch", "seq", "prefill", "decode", *(["TTFT", "TPOT", "tokens/s"] if timed else [])], timing)]
+    return out + _footer(r)
+
+
+def moe_table(r, units: str) -> list:
+    """Phases across (prefill, one decode step), quantities down; FLOPs over all MoE layers."""
+    def opt(x, fmt) -> str:
+        return "—" if x is None else fmt(x)
+
+    def share(x: float) -> str:
+        return number(x)
+
+    cf = "dropless (no capacity factor)" if r.capacity_factor is None else \
+        f"capacity factor {r.capacity_factor:g} (from the {r.capacity_source})"
+    first = r.rows[0]
+    rows = [["tokens routed per layer (T)", *(f"{x.tokens:,}" for x in r.rows)],
+            ["assignments T·k", *(f"{x.assignments:,}" for x in r.rows)],
+            ["capacity C per expert", *(opt(x.capacity, lambda c: f"{c:,}") for x in r.rows)],
+            ["E[tokens per expert]", *(number(x.expected_tokens_per_expert) for x in r.rows)],
+            ["busiest expert (E[max])", *(f"{number(x.expected_busiest_load)} ({x.busiest_to_mean:.3g}× mean)"
+                                          for x in r.rows)],
+            ["E[dropped] per layer", *(number(x.expected_dropped) for x in r.rows)],
+            ["dropped fraction", *(share(x.dropped_fraction) for x in r.rows)],
+            ["padding (empty rows)", *(opt(x.padding_fraction, lambda f: f"{f:.1%}") for x in r.rows)],
+            ["router FLOPs", *(short(x.router_flops) for x in r.rows)],
+            ["expert FLOPs dropless", *(short(x.expert_flops_dropless) for x in r.rows)],
+            ["expert FLOPs padded to C", *(opt(x.expert_flops_padded, short) for x in r.rows)],
+            ["expert FLOPs processed", *(short(x.expert_flops_processed) for x in r.rows)]]
+    shared = f" + {first.shared_experts} shared" if first.shared_experts else ""
+    return [
+        f"[bold]{esc(r.model)}[/bold] MoE: {first.layers} MoE layers × {first.experts} experts, top-{first.top_k}"
+        f"{shared}; batch {r.batch} × {r.seq:,} tokens; {cf}",
+        _wide_table(["", "prefill (T = B·S)", "decode step (T = B)"], rows),
+        *_footer(r),
+    ]
+
+
+TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
+          "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
+          "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
+          "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
+          "SweepReport": sweep_table, "MoEReport": moe_table}
+"""Report type name → its renderer (a list of rows renders by its row type)."""
+
+
+def renderer(report):
+    """The table renderer of `report` (a report, or a list of rows)."""
+    return TABLES[type(report[0] if isinstance(report, list) else report).__name__]

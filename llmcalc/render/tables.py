@@ -1,0 +1,112 @@
+"""Tables for people: rich tables whose every cell is shown whole at the terminal's width.
+
+A report's renderer (report_tables.py) returns lines and tables. print_report fits them to the console:
+when a table does not fit with both GB and GiB columns it is rendered again with GB only; a table that
+still does not fit is stacked, one block per row with a line per column. Cells are never cut: numbers
+never wrap, text columns wrap between words only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .text import esc
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence], text: Sequence[int] = (),
+          wrap: Sequence[int] = ()) -> Table:
+    """A table titled `title`. Columns listed in `text` are left-aligned text, those in `wrap` right-aligned
+    values, and both wrap between words when narrow; the first column is left-aligned and whole, the rest
+    right-aligned and whole. str cells are escaped (rich Text cells keep their style)."""
+    from rich.table import Table
+
+    t = Table(title=esc(title) if title else None, title_justify="left", title_style="bold")
+    for i, c in enumerate(columns):
+        wraps = i in text or i in wrap
+        t.add_column(esc(c), justify="left" if i == 0 or i in text else "right", no_wrap=not wraps,
+                     overflow="fold" if wraps else "ellipsis")
+    for r in rows:
+        t.add_row(*(esc(c) if isinstance(c, str) else c for c in r))
+    return t
+
+
+def styled(text: str, style: str):
+    """A cell shown in `style` (e.g. 'bold red')."""
+    from rich.text import Text
+
+    return Text(text, style=style)
+
+
+def _plain(cell) -> str:
+    from rich.text import Text
+
+    return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+
+
+def min_width(t: Table) -> int:
+    """Columns a table needs for every cell to show whole: a whole column's widest cell, a wrapping one's
+    longest word, plus the box's borders and padding."""
+    from rich.cells import cell_len
+
+    total = 0
+    for col in t.columns:
+        texts = [_plain(col.header), *map(_plain, col.cells)]
+        lines = [x for text in texts for x in text.split("\n")]
+        words = lines if col.no_wrap else [w for x in lines for w in x.split()]
+        total += max(map(cell_len, words), default=0)
+    _, right, _, left = t.padding
+    n = len(t.columns)
+    total += (left + right) * n - (0 if t.pad_edge else left + right)
+    if t.box is not None:
+        total += n - 1 + (2 if t.show_edge else 0)
+    return total
+
+
+def compact(t: Table) -> Table:
+    """The same table in fewer columns: a rule under the header, a space between columns, no edges."""
+    from rich import box
+
+    t.box, t.show_edge, t.padding = box.SIMPLE_HEAD, False, (0, 0)
+    return t
+
+
+def fits(item, width: int) -> bool:
+    """Whether a table's cells all show whole in `width` columns, lighter box allowed (lines of text
+    always do: they wrap)."""
+    from rich.table import Table
+
+    if not isinstance(item, Table) or min_width(item) <= width:
+        return True
+    return min_width(compact(item)) <= width
+
+
+def stacked(t: Table) -> list:
+    """A table too wide for the terminal as blocks, one per row: its first cell, then `column: value`."""
+    heads = [c.header for c in t.columns]
+    cells = [list(c.cells) for c in t.columns]
+    out = [f"[bold]{t.title}[/bold]"] if t.title else []
+    for i in range(len(cells[0]) if cells else 0):
+        out.append(cells[0][i] if heads[0] == "" else f"{heads[0]}: {cells[0][i]}")
+        out += [f"  {h}: {c[i]}" for h, c in zip(heads[1:], cells[1:], strict=True) if h or c[i]]
+    return out
+
+
+def print_report(report, units: str, **view) -> None:
+    """Render `report` with its type's renderer and print it fitted to the console (see the module)."""
+    from rich.console import Console
+
+    from .report_tables import renderer
+
+    console = Console(highlight=False)
+    render = renderer(report)
+    items = render(report, units, **view)
+    if units == "both" and not all(fits(x, console.width) for x in items):
+        items = render(report, "si", **view) + [f"[dim]note: GiB columns left out to fit {console.width} columns "
+                                                "(--units iec shows GiB; the JSON has exact bytes)[/dim]"]
+    for item in items:
+        for x in ([item] if fits(item, console.width) else stacked(item)):
+            console.print(x)

@@ -1,0 +1,70 @@
+"""Numbers, bytes and times as table text, and the escaping of what users and presets write."""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+@cache
+def _escape():
+    from rich.markup import escape
+
+    return escape
+
+
+def esc(text: object) -> str:
+    """`text` safe inside rich markup: a name such as 'llama2-7b [mha]' is shown, not read as a tag."""
+    return _escape()(str(text))
+
+
+def short(n: int | float, unit: str = "") -> str:
+    """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T, P, E)."""
+    for div, suffix in ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {suffix}{unit}"
+    return f"{n:,} {unit}".rstrip()
+
+
+def number(x: float, digits: int = 3) -> str:
+    """A measured or expected quantity: '1,234' from 100 up, else `digits` significant digits; a positive
+    value too small to show in them is '≈0' (never 5.22e-147)."""
+    if x >= 100:
+        return f"{x:,.0f}"
+    if 0 < abs(x) < 10 ** -(digits + 3):
+        return "≈0"
+    return f"{x:.{digits}g}"
+
+
+def nbytes_text(n: int, units: str) -> str:
+    """1099511627776 → '1,099,511,627,776 bytes (1.10 TB, 1.00 TiB)': decimal and binary, labelled, or only
+    one of them as `units` says (both, si, iec)."""
+    for si, iec, exp in (("TB", "TiB", 4), ("GB", "GiB", 3), ("MB", "MiB", 2), ("KB", "KiB", 1)):
+        if n >= 1000**exp:
+            both = [f"{n / 1000**exp:.2f} {si}", f"{n / 1024**exp:.2f} {iec}"]
+            return f"{n:,} bytes ({', '.join(both) if units == 'both' else both[units == 'iec']})"
+    return f"{n:,} bytes"
+
+
+def size(n: int, units: str) -> str:
+    """Compact size for a table cell: '34.36 GB' (decimal) or, under --units iec, '32.00 GiB'."""
+    parts = nbytes_text(n, "both").partition("(")[2].rstrip(")").split(", ")
+    return parts[units == "iec"] if parts[0] else f"{n} bytes"
+
+
+def sizes(n: int, units: str) -> list[str]:
+    """Table cells for a byte count: [GB, GiB], or one of them under --units si|iec."""
+    return [size(n, "si"), size(n, "iec")] if units == "both" else [size(n, units)]
+
+
+def size_heads(units: str, label: str = "") -> list[str]:
+    """Column heads matching sizes(): '<label> (GB)', '<label> (GiB)' (or one)."""
+    names = {"both": ["GB", "GiB"], "si": ["GB"], "iec": ["GiB"]}[units]
+    return [f"{label} ({u})" if label else u for u in names]
+
+
+def seconds(t: float) -> str:
+    """0.0051 → '5.10 ms'."""
+    for div, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if t >= div:
+            return f"{t / div:.2f} {unit}"
+    return f"{t * 1e9:.2f} ns"

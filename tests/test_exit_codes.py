@@ -1,0 +1,64 @@
+"""Exit codes through a real process: 0 ok, 1 a check failed (validate, explain), 2 bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+
+def run_patched(patch: str, *args: str) -> subprocess.CompletedProcess:
+    """The CLI in a fresh process after `patch` (Python) ran: a way to make a check fail for real."""
+    code = f"import sys\n{patch}\nfrom llmcalc.cli import main\nsys.argv = ['llmcalc', *{list(args)!r}]\nmain()"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args", [["params", "-p", "gpt2"], ["--version"], ["--help"], ["kv", "-h"],
+                                  ["fit", "-p", "mixtral-8x7b", "--gpu", "h100-sxm", "--seq", "32768"]])
+def test_ok_is_zero(args):
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("args", [["params"], ["kv", "-p", "gpt2", "--seq", "4x"], ["explain"], ["nosuch"],
+                                  ["latency", "-p", "gpt2"], ["memory", "-p", "gpt2", "--dp", "2"]])
+def test_bad_input_is_two(args):
+    r = run_cli(*args)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+
+
+def test_version_names_the_distribution():
+    assert run_cli("--version").stdout.startswith("llmcalc ")
+
+
+def test_validate_exits_one_when_a_row_fails():
+    pytest.importorskip("torch")
+    # a tolerance no estimate can meet: the peak-memory row fails, so validate must exit 1
+    failing = run_patched("import llmcalc.validate as v; v.PEAK_TOLERANCE = -1.0",
+                          "validate", "-p", "gpt2", "--batch", "1", "--seq", "16")
+    assert failing.returncode == 1, (failing.stdout, failing.stderr)
+    assert "1 row(s) fail" in failing.stdout
+
+
+def test_explain_exits_one_when_a_total_does_not_match():
+    ok = run_patched("", "explain", "kv", "-p", "gpt2")
+    assert ok.returncode == 0, ok.stderr
+    patch = ("import llmcalc.kv as kv\nplain = kv.kv_cache\n"
+             "kv.kv_cache = lambda *a, **k: plain(*a, **k).model_copy(update={'total_bytes': 1})")
+    failing = run_patched(patch, "explain", "kv", "-p", "gpt2")
+    assert failing.returncode == 1, (failing.stdout, failing.stderr)
+    assert "matches `llmcalc kv`: no" in failing.stdout
+
+
+def test_validate_checks_its_input_before_asking_for_torch():
+    """Without torch, bad input is still named (exit 2), and the missing torch is said last."""
+    block = "sys.modules['torch'] = None"  # `import torch` now raises ImportError
+    r = run_patched(block, "validate", "-p", "no-such-model")
+    assert r.returncode == 2 and "unknown preset" in r.stderr, r.stderr
+    r = run_patched(block, "validate", "-p", "gpt2", "--seq", "2048")
+    assert r.returncode == 2 and "--seq" in r.stderr, r.stderr
+    r = run_patched(block, "validate", "-p", "gpt2")
+    assert r.returncode == 2 and "needs PyTorch" in r.stderr, r.stderr

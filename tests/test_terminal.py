@@ -1,0 +1,114 @@
+"""Tables as a person sees them at 80 columns: every column shown, no cell cut, names never broken, and
+whatever a user or a preset wrote shown literally (rich markup is escaped)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+
+ROOT = Path(__file__).parents[1]
+GPU = ["--gpu", "h100-sxm"]
+COMMANDS = [
+    ["params", "-p", "deepseek-v3"],
+    ["presets"],
+    ["presets", "gshard-top2-decoder"],
+    ["kv", "-p", "gemma2-9b"],
+    ["kv", "--hf-config", str(FIXTURES / "hf" / "gemma3-4b")],
+    ["flops", "-p", "mixtral-8x7b", "--gen", "16"],
+    ["memory", "-p", "llama2-70b", "--batch", "8", "--seq", "8k", "--weights-dtype", "int4"],
+    ["memory", "-p", "llama3-8b", "--batch", "32", "--seq", "8k", "--train", "--zero", "3", "--dp", "8"],
+    ["gpus"],
+    ["gpus", "mi300x"],
+    ["latency", "-p", "deepseek-v3", "--gpus", "8", "--weights-dtype", "fp8", "--gpu", "h200"],
+    ["fit", "-p", "mixtral-8x7b", *GPU, "--seq", "32k"],
+    ["compare", "gqa", "mla", "mqa", "swa", "dsa", "-p", "llama2-7b"],
+    ["compare", "-p", "llama2-7b", "-p", "mistral-7b", "-p", "qwen2.5-7b", *GPU],
+    ["explain", "flops", "-p", "deepseek-v3.2-exp"],
+    ["explain", "latency", "-p", "mixtral-8x7b", *GPU, "--gpus", "2"],
+    ["sweep", "-p", "llama3-8b", "--seq", "1k..32k", "--batch", "1,64", *GPU, "--bars"],
+    ["sweep", "-p", "gemma2-9b", "--seq", "4k,8k", "--attention", "mha,gqa,mla,mqa"],
+    ["moe", "-p", "mixtral-8x7b"],
+]
+
+
+def show(*args: str, columns: int = 80) -> str:
+    env = dict(os.environ, COLUMNS=str(columns), TERM="dumb")
+    r = subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def names_in(data) -> set[str]:
+    """The identifiers a table must show whole: row names, components, ops, phases, layer types."""
+    keys = {"name", "component", "layer_type", "op", "phase", "quantity"}
+    out: set[str] = set()
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if k in keys and isinstance(v, str):
+                out.update(v.split())
+            else:
+                out |= names_in(v)
+    elif isinstance(data, list):
+        for v in data:
+            out |= names_in(v)
+    return out
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=[" ".join(a[:2]) for a in COMMANDS])
+def test_every_table_fits_80_columns_whole(args):
+    text = show(*args)
+    if args[0] == "presets" and len(args) > 1:
+        assert text.startswith(f"# {args[1]}:")  # a spec document (YAML), not a table
+        return
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    cut = [line for line in lines if re.search(r"\S…", line)]  # rich ends a cut cell with …
+    assert not cut, cut
+    data = json.loads(show(*args, "-f", "json"))
+    words = set(text.split())
+    missing = {w for w in names_in(data) if w not in words and w not in text}
+    assert not missing, missing  # every name shown, none broken across lines
+
+
+def test_presets_table_keeps_names_and_borders():
+    text = show("presets")
+    for name in ("gshard-top2-decoder", "longformer-decoder-example", "deepseek-v3.2-exp"):
+        assert f"\n{name} " in text
+    assert "─" in text  # a header rule, not a table stacked for want of room
+
+
+def test_gib_column_is_dropped_before_anything_is_cut():
+    wide, narrow = show("kv", "-p", "gemma2-9b", columns=160), show("kv", "-p", "gemma2-9b", columns=60)
+    assert "all (GiB)" in wide and "all (GiB)" not in narrow and "GiB columns left out" in narrow
+
+
+def test_user_text_is_shown_literally(tmp_path: Path):
+    spec = yaml.safe_load((ROOT / "llmcalc/presets/llama2-7b.yaml").read_text())
+    spec["name"] = "my [bold]model[/bold] [mha]"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    for args in (["params"], ["kv"], ["memory"], ["latency", *GPU], ["fit", *GPU], ["sweep", "--seq", "1k"],
+                 ["explain", "kv"], ["flops"]):
+        out = show(*args, "--config", str(path), columns=200)
+        assert "my [bold]model[/bold] [mha]" in out, (args, out[:300])
+
+
+def test_sweep_attention_series_keep_their_names():
+    out = show("sweep", "-p", "llama2-7b", "--seq", "1k", "--attention", "mha,gqa,mla,mqa")
+    for variant in ("mha", "gqa", "mla", "mqa"):
+        assert f"llama2-7b [{variant}]: memory" in out
+
+
+def test_yaml_is_utf8():
+    out = show("explain", "kv", "-p", "llama2-7b", "-f", "yaml")
+    assert "Σ" in out or "·" in out
+    assert "\\u" not in out
