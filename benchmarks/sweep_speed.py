@@ -14,11 +14,11 @@ import statistics
 import sys
 import time
 
-from llmcalc.hardware import load_gpu
-from llmcalc.latency import LatencyOptions
-from llmcalc.parallel import Layout
-from llmcalc.presets import load_preset
-from llmcalc.sweep import Sweeper
+from llmcalc.costs.latency import LatencyOptions
+from llmcalc.costs.parallel import Layout
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.views.sweep import Sweeper
 
 MODELS = {"llama2-7b": 1, "mixtral-8x7b": 2, "deepseek-v2-lite": 1, "gemma2-9b": 1}
 """Preset → tensor-parallel GPUs (Mixtral's 93 GB of weights need two H100s)."""

@@ -1,3 +1,3 @@
-from .cli import main
+from llmcalc.cli import main
 
 main()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmcalc.schema import COMMAND_REPORTS, command_schema
+from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
 
 PAGE = Path(__file__).parents[1] / "docs" / "schemas.md"
 HEAD = """# JSON output
 
-Every command's `--format json` output is a Pydantic model from `llmcalc/report.py`; `llmcalc schema
+Every command's `--format json` output is a Pydantic model from `llmcalc/reports/base.py`; `llmcalc schema
 COMMAND` prints its JSON Schema (draft 2020-12) and `llmcalc schema` all of them. Counts, bytes and
 FLOPs are exact integers (bytes in bytes, never GB); times are seconds; rates per second. YAML carries
 the same tree; CSV carries the report's main list of rows (the first list below), each led by the

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-PRESET = Path(__file__).parents[1] / "llmcalc/presets/llama2-7b.yaml"
+PRESET = Path(__file__).parents[1] / "presets/llama2-7b.yaml"
 
 
 def spec_with(**changes) -> dict:

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import FIXTURES
 
 
@@ -43,7 +42,7 @@ def test_presets_lists_all_with_counts(cli_json):
 
 
 def test_user_config_yaml(cli_json, tmp_path: Path):
-    spec = yaml.safe_load((Path(__file__).parents[1] / "llmcalc/presets/llama2-7b.yaml").read_text())
+    spec = yaml.safe_load((Path(__file__).parents[1] / "presets/llama2-7b.yaml").read_text())
     spec["name"] = "my-model"
     spec["attention"]["kv_heads"] = 8
     path = tmp_path / "mine.yaml"

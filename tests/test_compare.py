@@ -11,8 +11,9 @@ D, L, H, DH = 4096, 32, 32, 128
 
 @pytest.fixture(scope="module")
 def llama_variants(request):
-    from conftest import run_cli
     import json
+
+    from conftest import run_cli
 
     r = run_cli("compare", "mha", "gqa", "mqa", "mla", "--preset", "llama2-7b", "--batch", "4", "--seq", "8192",
                 "--format", "json")

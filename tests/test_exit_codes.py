@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import run_cli
 
 
@@ -37,7 +36,7 @@ def test_version_names_the_distribution():
 def test_validate_exits_one_when_a_row_fails():
     pytest.importorskip("torch")
     # a tolerance no estimate can meet: the peak-memory row fails, so validate must exit 1
-    failing = run_patched("import llmcalc.validate as v; v.PEAK_TOLERANCE = -1.0",
+    failing = run_patched("import llmcalc.views.validate as v; v.PEAK_TOLERANCE = -1.0",
                           "validate", "-p", "gpt2", "--batch", "1", "--seq", "16")
     assert failing.returncode == 1, (failing.stdout, failing.stderr)
     assert "1 row(s) fail" in failing.stdout
@@ -46,7 +45,7 @@ def test_validate_exits_one_when_a_row_fails():
 def test_explain_exits_one_when_a_total_does_not_match():
     ok = run_patched("", "explain", "kv", "-p", "gpt2")
     assert ok.returncode == 0, ok.stderr
-    patch = ("import llmcalc.kv as kv\nplain = kv.kv_cache\n"
+    patch = ("import llmcalc.costs.kv as kv\nplain = kv.kv_cache\n"
              "kv.kv_cache = lambda *a, **k: plain(*a, **k).model_copy(update={'total_bytes': 1})")
     failing = run_patched(patch, "explain", "kv", "-p", "gpt2")
     assert failing.returncode == 1, (failing.stdout, failing.stderr)

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmcalc.explain import ExplainOptions, explain
-from llmcalc.flops import Conventions, flops
-from llmcalc.hardware import load_gpu
-from llmcalc.kv import kv_cache
-from llmcalc.latency import LatencyOptions, latency
-from llmcalc.memory import MemoryOptions, memory
-from llmcalc.params import params
-from llmcalc.parallel import Layout
-from llmcalc.presets import load_preset
-from llmcalc.shard import Storage
-from llmcalc.spec import ModelSpec
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.latency import LatencyOptions, latency
+from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.params import params
+from llmcalc.costs.shard import Storage
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.spec import ModelSpec
+from llmcalc.views.explain import ExplainOptions, explain
 
 PRESETS = ["llama2-7b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b", "gpt2", "falcon-7b", "qwen3-30b-a3b",
            "gpt-oss-20b", "olmo2-7b", "qwen1.5-moe-a2.7b", "gemma3-1b"]
@@ -209,7 +209,7 @@ def test_cli_table_csv_and_errors(cli):
 
 
 def test_explain_imports_no_ui_or_torch():
-    code = "import sys, llmcalc.explain; print(' '.join(sys.modules))"
+    code = "import sys, llmcalc.views.explain; print(' '.join(sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(out.split())
     assert not loaded & {"rich", "typer", "torch"}

@@ -12,9 +12,9 @@ from functools import cache
 
 import pytest
 
-from llmcalc.flops import Conventions, flops
-from llmcalc.kv import kv_cache
-from llmcalc.presets import load_preset, preset_names
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.inputs.presets import load_preset, preset_names
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -29,24 +30,24 @@ def modules_after(code: str) -> set[str]:
 ])
 def test_cli_run_never_imports_torch_or_transformers(args):
     code = (
-        "import sys; from llmcalc.cli import app\n"
+        "import sys; from llmcalc.cli import load_commands\n"
         f"sys.argv = ['llmcalc', *{args!r}]\n"
-        "app(standalone_mode=False)"
+        "load_commands(sys.argv[1:])(standalone_mode=False)"
     )
     loaded = modules_after(code)
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
 def test_core_imports_no_ui_or_torch():
-    loaded = modules_after("import llmcalc.spec, llmcalc.params, llmcalc.report, llmcalc.hf, llmcalc.presets")
+    loaded = modules_after("import llmcalc.model.spec, llmcalc.costs.params, llmcalc.reports.base, llmcalc.inputs.hf, llmcalc.inputs.presets")
     assert not loaded & {"rich", "typer", *HEAVY}
 
 
 def test_spec_is_frozen_and_workload_separate():
     from pydantic import ValidationError
 
-    from llmcalc.presets import load_preset
-    from llmcalc.spec import ModelSpec, Workload
+    from llmcalc.inputs.presets import load_preset
+    from llmcalc.model.spec import ModelSpec, Workload
 
     spec = load_preset("llama2-7b")
     with pytest.raises(ValidationError):
@@ -64,5 +65,20 @@ def test_wheel_ships_presets(tmp_path: Path):
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    presets = {p.relative_to(ROOT).as_posix() for p in (ROOT / "llmcalc/presets").rglob("*.yaml")}
+    presets = {"llmcalc/" + p.relative_to(ROOT).as_posix() for p in (ROOT / "presets").rglob("*.yaml")}
     assert any("/gpus/" in p for p in presets) and presets <= names
+    packages = {p.parent.relative_to(ROOT).as_posix() + "/__init__.py" for p in (ROOT / "llmcalc").rglob("*.py")}
+    assert packages <= names, packages - names  # every package of the checkout is in the wheel
+    # installed in a fresh venv and run from elsewhere, it finds its presets inside the package
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", str(wheel)],
+                   check=True, timeout=300)
+    r = subprocess.run([py, "-c", "import llmcalc.inputs.files as f, sys; from llmcalc.cli import main; "
+                        "print(f.PRESETS); sys.argv = ['llmcalc', 'presets', '-f', 'json']; main()"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    where, listing = r.stdout.split("\n", 1)
+    assert where.startswith(str(venv)) and where.endswith("llmcalc/presets"), where
+    assert {row["name"] for row in json.loads(listing)} == {p.stem for p in (ROOT / "presets").glob("*.yaml")}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.kv import kv_cache
-from llmcalc.presets import load_preset
+from llmcalc.costs.kv import kv_cache
+from llmcalc.inputs.presets import load_preset
 
 
 def test_llama2_7b_64x32k_worked_example(cli_json):

@@ -7,13 +7,19 @@ import random
 import pytest
 import yaml
 
-from llmcalc.flops import Conventions, flops
-from llmcalc.hardware import gpu_names, load_gpu
-from llmcalc.kv import kv_cache
-from llmcalc.latency import LatencyOptions, Roofline, experts_hit, latency, step_costs
-from llmcalc.parallel import Layout
-from llmcalc.params import params
-from llmcalc.presets import load_preset, spec_from_data
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.latency import (
+    LatencyOptions,
+    Roofline,
+    experts_hit,
+    latency,
+    step_costs,
+)
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.params import params
+from llmcalc.inputs.gpus import gpu_names, load_gpu
+from llmcalc.inputs.presets import load_preset, spec_from_data
 
 IDEAL = dict(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
 H100 = load_gpu("h100-sxm")
@@ -140,7 +146,7 @@ def test_tensor_parallel_splits_weights_and_adds_all_reduce_time():
 
 
 def test_kv_per_gpu_follows_the_heads_and_mla_is_replicated():
-    from llmcalc.shard import Storage, kv_per_gpu
+    from llmcalc.costs.shard import Storage, kv_per_gpu
 
     llama = load_preset("llama3-8b")  # 8 kv heads
     total = kv_cache(llama, 4, 1000).total_bytes

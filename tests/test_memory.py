@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from llmcalc.costs.memory import MemoryOptions, layer_activation_bytes, memory
+from llmcalc.costs.params import params
 from llmcalc.errors import UserError
-from llmcalc.memory import MemoryOptions, layer_activation_bytes, memory
-from llmcalc.params import params
-from llmcalc.presets import load_preset
+from llmcalc.inputs.presets import load_preset
 
 
 @pytest.mark.parametrize("seq, batch", [(2048, 1), (2048, 4), (512, 2)])

@@ -12,13 +12,13 @@ import random
 
 import pytest
 
-from llmcalc import moe
-from llmcalc.blocks.embedding import Positions
-from llmcalc.blocks.ffn import MoE
-from llmcalc.explain import ExplainOptions, explain
-from llmcalc.flops import Conventions, flops
-from llmcalc.moe import capacity, expected_overflow, moe_report
-from llmcalc.presets import load_preset, preset_names
+from llmcalc.costs import moe
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.moe import capacity, expected_overflow, moe_report
+from llmcalc.inputs.presets import load_preset, preset_names
+from llmcalc.model.embedding import Positions
+from llmcalc.model.ffn import MoE
+from llmcalc.views.explain import ExplainOptions, explain
 
 MOE_PRESETS = [n for n in preset_names() if isinstance(load_preset(n).ffn, MoE)]
 
@@ -188,7 +188,7 @@ def test_reference_model_drops_overflow_under_forced_routing(top_k, cf):
 
 def test_reference_model_drops_match_the_expectation_on_random_routing():
     """Uniform random routing (a zero-weight router with random logits per token is not uniform, so
-    the routing is drawn directly): the mean measured drop over seeded draws ≈ llmcalc.moe's."""
+    the routing is drawn directly): the mean measured drop over seeded draws ≈ llmcalc.costs.moe's."""
     torch = pytest.importorskip("torch")
     from llmcalc.reference.model import MoEFFN
 

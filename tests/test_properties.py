@@ -16,16 +16,16 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from llmcalc.compare import CompareOptions, compare_models
-from llmcalc.explain import ExplainOptions, explain
-from llmcalc.flops import Conventions, flops
-from llmcalc.hardware import load_gpu
-from llmcalc.kv import kv_cache
-from llmcalc.latency import LatencyOptions, latency
-from llmcalc.memory import MemoryOptions, memory
-from llmcalc.params import params
-from llmcalc.spec import DTYPE_BITS, ModelSpec
-from llmcalc.sweep import sweep
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.latency import LatencyOptions, latency
+from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.params import params
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.views.compare import CompareOptions, compare_models
+from llmcalc.views.explain import ExplainOptions, explain
+from llmcalc.views.sweep import sweep
 
 FAST = settings(max_examples=500, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

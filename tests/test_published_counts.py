@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.params import params
-from llmcalc.presets import load_preset, preset_names
+from llmcalc.costs.params import params
+from llmcalc.inputs.presets import load_preset, preset_names
 
 # Exact totals of the Hugging Face checkpoints (shared/REFERENCES.md).
 EXACT_TOTAL = {

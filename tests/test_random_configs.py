@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmcalc.hf import spec_dict_from_hf
-from llmcalc.params import params
-from llmcalc.presets import spec_from_data
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import spec_dict_from_hf
+from llmcalc.inputs.presets import spec_from_data
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmcalc.flops import Conventions, flops
-from llmcalc.kv import kv_cache
-from llmcalc.memory import memory
-from llmcalc.params import params
-from llmcalc.presets import load_preset, preset_names, spec_from_data
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.memory import memory
+from llmcalc.costs.params import params
+from llmcalc.inputs.presets import load_preset, preset_names, spec_from_data
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 

@@ -10,7 +10,7 @@ import json
 import jsonschema
 import pytest
 
-from llmcalc.schema import COMMAND_REPORTS
+from llmcalc.reports.schema import COMMAND_REPORTS
 
 ARGS = {
     "params": ["--preset", "deepseek-v3"],

@@ -1,4 +1,4 @@
-"""Sparse attention variants (llmcalc/blocks/sparse_attention.py) against hand counts from the papers'
+"""Sparse attention variants (llmcalc/model/sparse_attention.py) against hand counts from the papers'
 definitions, their degenerate cases, the reference model (exact params, KV bytes and FLOPs), and the CLI.
 
 Hand counts here are written from the definitions, not from the code: a Longformer query sees the union
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.flops import Conventions, flops
-from llmcalc.kv import kv_cache
-from llmcalc.params import params
-from llmcalc.presets import load_preset, spec_from_data
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.params import params
+from llmcalc.inputs.presets import load_preset, spec_from_data
 
 B = 2
 
@@ -226,9 +226,10 @@ def test_reformer_bad_fields_name_the_fix(attn, fix):
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 
+from test_reference import assert_cache_consistent  # noqa: E402
+
 from llmcalc.reference.measure import measure  # noqa: E402
 from llmcalc.reference.model import Decoder  # noqa: E402
-from test_reference import assert_cache_consistent  # noqa: E402
 
 
 def expected(spec, seq, mla_decode="absorbed"):
@@ -364,10 +365,10 @@ def test_compare_and_sweep_json(cli_json, preset):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_sweep_fast_path_equals_the_estimators(preset):
     """Longformer runs the closed form (its cost is a windowed pair count); Linformer and DSA fall back."""
-    from llmcalc.hardware import load_gpu
-    from llmcalc.latency import LatencyOptions
-    from llmcalc.parallel import Layout
-    from llmcalc.sweep import Sweeper
+    from llmcalc.costs.latency import LatencyOptions
+    from llmcalc.costs.parallel import Layout
+    from llmcalc.inputs.gpus import load_gpu
+    from llmcalc.views.sweep import Sweeper
 
     o = LatencyOptions(layout=Layout(tp=8) if preset.startswith("deepseek") else Layout())
     sweeper = Sweeper(load_preset(preset), load_gpu("h200"), o)

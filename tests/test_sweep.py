@@ -12,18 +12,18 @@ import sys
 
 import pytest
 
-from llmcalc.blocks.attention import MLA
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.latency import LatencyOptions, latency
+from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.shard import Storage
 from llmcalc.errors import UserError
-from llmcalc.flops import Conventions, flops
-from llmcalc.grid import check_size, parse_grid
-from llmcalc.hardware import load_gpu
-from llmcalc.kv import kv_cache
-from llmcalc.latency import LatencyOptions, latency
-from llmcalc.memory import MemoryOptions, memory
-from llmcalc.parallel import Layout
-from llmcalc.presets import load_preset
-from llmcalc.shard import Storage
-from llmcalc.sweep import Sweeper
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.grid import check_size, parse_grid
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.attention import MLA
+from llmcalc.views.sweep import Sweeper
 
 H100 = load_gpu("h100-sxm")
 EDGES = [1, 2, 3, 4095, 4096, 4097, 8191, 8192, 131072]  # around gemma2-9b's and mistral's 4096 windows
@@ -207,9 +207,9 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path):
 
 
 def test_sweep_without_plot_imports_no_plotting():
-    code = ("import sys; from llmcalc.cli import app\n"
+    code = ("import sys; from llmcalc.cli import load_commands\n"
             "sys.argv = ['llmcalc', 'sweep', '--preset', 'llama2-7b', '-f', 'json']\n"
-            "app(standalone_mode=False)\n"
+            "load_commands(sys.argv[1:])(standalone_mode=False)\n"
             "print(' '.join(sys.modules))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
                  .stdout.split())

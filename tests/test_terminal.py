@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
 
 ROOT = Path(__file__).parents[1]
@@ -92,7 +91,7 @@ def test_gib_column_is_dropped_before_anything_is_cut():
 
 
 def test_user_text_is_shown_literally(tmp_path: Path):
-    spec = yaml.safe_load((ROOT / "llmcalc/presets/llama2-7b.yaml").read_text())
+    spec = yaml.safe_load((ROOT / "presets/llama2-7b.yaml").read_text())
     spec["name"] = "my [bold]model[/bold] [mha]"
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from llmcalc.hf import load_hf_config
-from llmcalc.params import params
-from llmcalc.presets import load_preset, preset_names
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import load_hf_config
+from llmcalc.inputs.presets import load_preset, preset_names
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from llmcalc.presets import load_preset
-from llmcalc.validate import gpu_preset, scaled_copy
-
 from test_bad_input import assert_one_line_error
+
+from llmcalc.inputs.presets import load_preset
+from llmcalc.views.validate import gpu_preset, scaled_copy
 
 torch = pytest.importorskip("torch")
 

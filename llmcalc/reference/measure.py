@@ -22,8 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..spec import ModelSpec
-from .model import Decoder
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reference.model import Decoder
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PARTS = ("embedding", "layers.attention", "layers.ffn", "layers.norms", "final_norm", "lm_head")

@@ -1,4 +1,4 @@
-"""Reference modules of the sparse attention variants (llmcalc/blocks/sparse_attention.py): Longformer,
+"""Reference modules of the sparse attention variants (llmcalc/model/sparse_attention.py): Longformer,
 Linformer, Reformer, DSA.
 
 Shapes as in model.py: B batch, T new tokens, L keys held, H query heads, H_kv key/value heads, h head
@@ -20,9 +20,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..spec import ModelSpec
-from .model import (GQAttention, MLAttention, Step, apply_rope, attend, by_query_blocks,
-                    cache_step, rope_part)
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reference.layers import (
+    GQAttention,
+    MLAttention,
+    Step,
+    apply_rope,
+    attend,
+    by_query_blocks,
+    cache_step,
+    rope_part,
+)
 
 CACHE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
 

@@ -18,14 +18,14 @@ def emit(report: BaseModel | Sequence[BaseModel], fmt: Format, units: Units = "b
     """Write `report` to stdout in `fmt`. Tables go through the report type's renderer, fitted to the
     terminal's width; `view` holds renderer switches (sweep's bars)."""
     if fmt == "table":
-        from .tables import print_report
+        from llmcalc.render.console import print_report
 
         print_report(report, units, **view)
     elif fmt == "csv":
-        from .formats import write_csv
+        from llmcalc.render.formats import write_csv
 
         write_csv(report)
     else:
-        from .formats import write_data
+        from llmcalc.render.formats import write_data
 
         write_data(report, fmt)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
-from ..report_views import SweepReport
+from llmcalc.errors import UserError
+from llmcalc.reports.sweep import SweepReport
 
 INSTALL = "pip install 'llmcalc-cost[plot]'"
 STYLES = ("-", "--", ":", "-.")

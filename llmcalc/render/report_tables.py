@@ -6,8 +6,17 @@ No arithmetic beyond unit conversion.
 
 from __future__ import annotations
 
-from .tables import styled, table
-from .text import esc, nbytes_text, number, seconds, short, size, size_heads, sizes
+from llmcalc.render.tables import styled, table
+from llmcalc.render.text import (
+    esc,
+    nbytes_text,
+    number,
+    seconds,
+    short,
+    size,
+    size_heads,
+    sizes,
+)
 
 
 def _footer(r) -> list[str]:
@@ -48,7 +57,7 @@ def presets_table(rows: list, units: str) -> list:
 
 
 def preset_detail_table(r, units: str) -> list:
-    from .formats import spec_document
+    from llmcalc.render.formats import spec_document
 
     return [esc(spec_document(r).rstrip())]
 

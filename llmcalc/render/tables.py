@@ -1,9 +1,6 @@
-"""Tables for people: rich tables whose every cell is shown whole at the terminal's width.
-
-A report's renderer (report_tables.py) returns lines and tables. print_report fits them to the console:
-when a table does not fit with both GB and GiB columns it is rendered again with GB only; a table that
-still does not fit is stacked, one block per row with a line per column. Cells are never cut: numbers
-never wrap, text columns wrap between words only.
+"""Rich tables whose every cell is shown whole: building one (`table`, `styled`), measuring the width it
+needs, and the narrower forms of a table too wide for the terminal (compact, then stacked). Cells are never
+cut: numbers never wrap, text columns wrap between words only.
 """
 
 from __future__ import annotations
@@ -11,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .text import esc
+from llmcalc.render.text import esc
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -93,20 +90,3 @@ def stacked(t: Table) -> list:
         out.append(cells[0][i] if heads[0] == "" else f"{heads[0]}: {cells[0][i]}")
         out += [f"  {h}: {c[i]}" for h, c in zip(heads[1:], cells[1:], strict=True) if h or c[i]]
     return out
-
-
-def print_report(report, units: str, **view) -> None:
-    """Render `report` with its type's renderer and print it fitted to the console (see the module)."""
-    from rich.console import Console
-
-    from .report_tables import renderer
-
-    console = Console(highlight=False)
-    render = renderer(report)
-    items = render(report, units, **view)
-    if units == "both" and not all(fits(x, console.width) for x in items):
-        items = render(report, "si", **view) + [f"[dim]note: GiB columns left out to fit {console.width} columns "
-                                                "(--units iec shows GiB; the JSON has exact bytes)[/dim]"]
-    for item in items:
-        for x in ([item] if fits(item, console.width) else stacked(item)):
-            console.print(x)

@@ -1,0 +1,62 @@
+"""The `llmcalc` command line: parse, load, compute, render; no arithmetic lives here.
+
+Each command is one module of this package that registers itself on `app` (llmcalc/cli/app.py). main()
+imports only the module of the command being run, so a call loads that command's options, costs and report
+types and no other's; `--help` and unknown commands load them all.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+
+from llmcalc.errors import UserError
+
+COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "validate", "presets", "compare", "explain",
+            "sweep", "moe", "schema")
+"""Every command, in the order `llmcalc --help` lists them; each is the module llmcalc.cli.<name>."""
+
+
+def load_commands(args: list[str]):
+    """The typer app with the commands `args` may run: the one named first, else all of them."""
+    from llmcalc.cli.app import app
+
+    first = next((a for a in args if not a.startswith("-")), None)
+    for name in (first,) if first in COMMANDS else COMMANDS:
+        import_module(f"llmcalc.cli.{name}")
+    return app
+
+
+def main() -> None:
+    """Entry point. Exit codes: 0 ok, 1 a check failed (validate, explain), 2 bad input. User errors are one
+    line on stderr."""
+    try:
+        code = load_commands(sys.argv[1:])(standalone_mode=False)
+    except UserError as e:
+        sys.stderr.write(f"error: {one_line(str(e))}\n")
+        sys.exit(2)
+    except Exception as e:  # typer/click usage errors carry exit_code and format_message()
+        if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+            if message := e.format_message():  # empty after no-args help was shown
+                sys.stderr.write(f"error: {' '.join(_usage_hint(e, message).split())} (see --help)\n")
+            sys.exit(e.exit_code)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def one_line(text: str) -> str:
+    """A message as one line: line breaks (a file name or a YAML key may hold one) are escaped."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _usage_hint(e: Exception, message: str) -> str:
+    """A usage error's message; an unknown command gets the nearest name and the list of commands."""
+    import difflib
+
+    message = message.replace("Value error, ", "")
+    commands = sorted(getattr(getattr(getattr(e, "ctx", None), "command", None), "commands", None) or [])
+    if message.startswith("No such command") and commands and message.count("'") >= 2:
+        near = difflib.get_close_matches(message.split("'")[1], commands, n=1)
+        hint = f" Did you mean {near[0]!r}?" if near and "Did you mean" not in message else ""
+        message = f"{message}{hint} Commands: {', '.join(commands)}."
+    return message

@@ -1,0 +1,98 @@
+"""The `llmcalc compare` command: attention variants or models side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    MODEL,
+    BatchOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUsOpt,
+    KVDtypeOpt,
+    OptionalGPUOpt,
+    PPOpt,
+    SeqOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    _opt,
+    layout_of,
+    load_gpu_named,
+    positive,
+)
+from llmcalc.errors import UserError
+from llmcalc.render import emit
+
+SWAP = "Swap rule"
+"""Help panel of compare's swap-rule options."""
+
+
+@app.command()
+def compare(
+    variants: Annotated[Optional[list[str]], typer.Argument(
+        help="Attention variants to swap in: mha, gqa, mqa, mla, swa, longformer, linformer, reformer, dsa "
+             "(default: mha, gqa, mqa, mla).", show_default=False, metavar="[VARIANT]...")] = None,
+    preset: Annotated[Optional[list[str]], _opt(
+        "--preset", "-p", help="Base model (default llama2-7b); repeat with no variants to compare models.",
+        panel=MODEL, metavar="NAME")] = None,
+    config: Annotated[Optional[list[Path]], _opt("--config", "-c", help="A spec YAML; repeatable.", panel=MODEL,
+                                                 metavar="FILE")] = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (latency with --gpu).")] = 256,
+    groups: Annotated[Optional[int], _count_opt("--groups", help="GQA kv heads (default: the base's, else 8).",
+                                                panel=SWAP)] = None,
+    kv_lora_rank: Annotated[Optional[int], _count_opt("--kv-lora-rank", help="MLA latent d_c (default 4·d_h).",
+                                                      panel=SWAP)] = None,
+    rope_dim: Annotated[Optional[int], _count_opt("--rope-dim", help="MLA decoupled RoPE dim d_r (default d_h/2).",
+                                                  panel=SWAP)] = None,
+    q_lora_rank: Annotated[Optional[int], _count_opt("--q-lora-rank", help="MLA query latent (default: none).",
+                                                     panel=SWAP)] = None,
+    window: Annotated[int, _count_opt("--window", help="SWA and Longformer window in tokens.", panel=SWAP)] = 4096,
+    global_tokens: Annotated[int, _count_opt("--global-tokens", help="Longformer global tokens (the first "
+                                             "positions).", panel=SWAP)] = 64,
+    topk: Annotated[int, _count_opt("--topk", help="DSA keys each query attends to (top-k of its indexer).",
+                                    panel=SWAP)] = 2048,
+    proj_len: Annotated[int, _count_opt("--proj-len", help="Linformer projected length k (rows of K and V).",
+                                        panel=SWAP)] = 256,
+    gpu: OptionalGPUOpt = None,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Side by side: one model with its attention swapped (`compare gqa mla`), or several models
+    (`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."""
+    from llmcalc.inputs.presets import load_preset, load_spec_file
+    from llmcalc.views.compare import CompareOptions, compare_attention, compare_models
+
+    positive(batch=batch, seq=seq, gen=gen, window=window, topk=topk, proj_len=proj_len,
+             **{k: v for k, v in (("groups", groups), ("kv_lora_rank", kv_lora_rank), ("rope_dim", rope_dim),
+                                  ("q_lora_rank", q_lora_rank)) if v is not None})
+    opts = CompareOptions(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                          groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
+                          window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len,
+                          layout=layout_of(gpus, tp, pp, dp, ep))
+    specs = [load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
+    device = load_gpu_named(gpu)
+    if len(specs) > 1:
+        if variants:
+            raise UserError("compare: give attention variants with one base model, or several models without "
+                            "variants, not both")
+        emit(compare_models(specs, opts, device), format, units)
+        return
+    base = specs[0] if specs else load_preset("llama2-7b")
+    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], opts, device), format, units)

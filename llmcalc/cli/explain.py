@@ -1,0 +1,91 @@
+"""The `llmcalc explain` command: a command's figures worked out."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    TRAINING,
+    AttentionOpt,
+    BatchOpt,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUsOpt,
+    HFOpt,
+    KVDtypeOpt,
+    LogitsOpt,
+    MLADecodeOpt,
+    PPOpt,
+    PresetOpt,
+    SeqOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    _opt,
+    layout_of,
+    load_gpu_named,
+    load_model,
+    positive,
+)
+from llmcalc.errors import UserError
+from llmcalc.render import emit
+
+TOPICS = ("params", "kv", "flops", "memory", "latency")
+
+
+@app.command()
+def explain(
+    topic: Annotated[Optional[str], typer.Argument(
+        help="The command whose figures to work out: params, kv, flops, memory or latency.", show_default=False,
+        metavar="TOPIC")] = None,
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    gen: Annotated[Optional[int], _count_opt(
+        "--gen", "-g", help="Generated tokens (default: 1 for flops, 256 for latency).")] = None,
+    kv_dtype: KVDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    attention: AttentionOpt = "causal",
+    logits: LogitsOpt = "last",
+    mla_decode: MLADecodeOpt = "absorbed",
+    train: Annotated[bool, _opt("--train/--inference", help="memory: a training step.", panel=TRAINING)] = False,
+    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
+        "--optimizer", help="memory --train: adamw, adamw-8bit or sgd.", panel=TRAINING,
+        metavar="NAME")] = "adamw",
+    gpu: Annotated[Optional[str], _opt("--gpu", help="latency: GPU preset or GPU YAML file (required).",
+                                       panel="GPUs and layout", metavar="NAME")] = None,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """A command's figures worked out: formula, symbols, arithmetic, result, checked against the command;
+    exit 1 if a total does not match."""
+    from llmcalc.costs.flops import Conventions
+    from llmcalc.views.explain import ExplainOptions
+    from llmcalc.views.explain import explain as work_out
+
+    if topic not in TOPICS:
+        got = "no topic" if topic is None else f"unknown topic {topic!r}"
+        raise UserError(f"explain: {got}; give one of {', '.join(TOPICS)}, e.g. llmcalc explain kv -p llama2-7b")
+    positive(batch=batch, seq=seq, **({"gen": gen} if gen is not None else {}))
+    spec = load_model(preset, config, hf_config)
+    opts = ExplainOptions(batch=batch, seq=seq, gen=gen, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+                          conventions=Conventions(attention=attention, logits=logits, mla_decode=mla_decode),
+                          train=train, optimizer=optimizer, gpu=load_gpu_named(gpu),
+                          layout=layout_of(gpus, tp, pp, dp, ep))
+    report = work_out(topic, spec, opts)
+    emit(report, format, units)
+    if not report.matches:
+        raise typer.Exit(1)

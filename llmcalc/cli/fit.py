@@ -1,0 +1,70 @@
+"""The `llmcalc fit` command: what fits on the GPUs, and the smallest layout that holds the model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    COUNT_HELP,
+    GPUS,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUOpt,
+    GPUsOpt,
+    GroupOpt,
+    HFOpt,
+    KVDtypeOpt,
+    PPOpt,
+    PresetOpt,
+    ReserveOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    layout_of,
+    load_gpu_named,
+    load_model,
+    positive,
+    reserve_ok,
+    storage_of,
+)
+from llmcalc.render import emit
+
+
+@app.command()
+def fit(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in all; max_seq is found for this batch.")] = 1,
+    seq: Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence; max_batch is found for it; "
+                                   f"{COUNT_HELP}.")] = 4096,
+    gpu: GPUOpt = None,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: GroupOpt = 128,
+    reserve: ReserveOpt = 0.10,
+    prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
+                                             "activation workspace).", panel=GPUS)] = 8192,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Does it fit: weights, KV cache and workspace per GPU; the largest batch and longest context; when it
+    does not, the fewest GPUs that hold it."""
+    from llmcalc.costs.fit import FitOptions
+    from llmcalc.costs.fit import fit as check
+
+    positive(batch=batch, seq=seq, prefill_chunk=prefill_chunk)
+    reserve_ok(reserve)
+    spec = load_model(preset, config, hf_config)
+    opts = FitOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
+                      reserve=reserve, prefill_chunk=prefill_chunk)
+    emit(check(spec, load_gpu_named(gpu, "fit"), batch, seq, opts), format, units)

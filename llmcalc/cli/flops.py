@@ -1,0 +1,51 @@
+"""The `llmcalc flops` command: FLOPs of prefill, decode and training."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    CONVENTIONS,
+    AttentionOpt,
+    BatchOpt,
+    ConfigOpt,
+    FormatOpt,
+    HFOpt,
+    LogitsOpt,
+    MLADecodeOpt,
+    PresetOpt,
+    RecomputeOpt,
+    SeqOpt,
+    UnitsOpt,
+    _count_opt,
+    _opt,
+    load_model,
+    positive,
+)
+from llmcalc.render import emit
+
+
+@app.command()
+def flops(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate after the prompt.")] = 1,
+    attention: AttentionOpt = "causal",
+    logits: LogitsOpt = "last",
+    mla_decode: MLADecodeOpt = "absorbed",
+    recompute: RecomputeOpt = "none",
+    mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """FLOPs of prefill, one decode step, GEN decode steps and one training step."""
+    from llmcalc.costs.flops import Conventions
+    from llmcalc.costs.flops import flops as count_flops
+
+    positive(batch=batch, seq=seq, gen=gen)
+    conv = Conventions(attention=attention, logits=logits, mla_decode=mla_decode, recompute=recompute, mtp=mtp)
+    emit(count_flops(load_model(preset, config, hf_config), batch, seq, gen, conv), format, units)

@@ -1,0 +1,36 @@
+"""The `llmcalc kv` command: KV cache bytes."""
+
+from __future__ import annotations
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    BatchOpt,
+    ConfigOpt,
+    FormatOpt,
+    HFOpt,
+    KVDtypeOpt,
+    PresetOpt,
+    SeqOpt,
+    UnitsOpt,
+    load_model,
+    positive,
+)
+from llmcalc.render import emit
+
+
+@app.command()
+def kv(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    kv_dtype: KVDtypeOpt = "bf16",
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """KV cache bytes for BATCH sequences of SEQ tokens: total, per layer type, per token."""
+    from llmcalc.costs.kv import kv_cache
+
+    positive(batch=batch, seq=seq)
+    emit(kv_cache(load_model(preset, config, hf_config), batch, seq, kv_dtype), format, units)

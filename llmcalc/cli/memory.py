@@ -1,0 +1,65 @@
+"""The `llmcalc memory` command: inference or training memory."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    CONVENTIONS,
+    TRAINING,
+    ConfigOpt,
+    FormatOpt,
+    GroupOpt,
+    HFOpt,
+    KVDtypeOpt,
+    PresetOpt,
+    RecomputeOpt,
+    SeqOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    _opt,
+    load_model,
+    positive,
+)
+from llmcalc.render import emit
+
+
+@app.command()
+def memory(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global batch, "
+                                     "over --dp GPUs).")] = 1,
+    seq: SeqOpt = 4096,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: GroupOpt = 128,
+    flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention (no S×S scores).",
+                                panel=CONVENTIONS)] = True,
+    train: Annotated[bool, _opt("--train/--inference", help="A training step instead of inference.",
+                                panel=TRAINING)] = False,
+    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
+        "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")] = "adamw",
+    recompute: RecomputeOpt = "none",
+    zero: Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
+                              min=0, max=3)] = 0,
+    dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs: each runs batch / dp sequences.",
+                                  panel=TRAINING)] = 1,
+    micro_batch: Annotated[Optional[int], _count_opt(
+        "--micro-batch", help="Sequences one GPU runs at a time (default: batch / dp).", panel=TRAINING)] = None,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Memory: weights, KV cache, activations (and gradients, optimizer states with --train)."""
+    from llmcalc.costs.memory import MemoryOptions
+    from llmcalc.costs.memory import memory as estimate
+
+    positive(batch=batch, seq=seq, group_size=group_size, dp=dp,
+             **({"micro_batch": micro_batch} if micro_batch is not None else {}))
+    opts = MemoryOptions(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size, train=train,
+                         optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dp=dp,
+                         micro_batch=micro_batch)
+    emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format, units)

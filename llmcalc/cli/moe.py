@@ -1,0 +1,47 @@
+"""The `llmcalc moe` command: MoE routing, capacity and dropped tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    CONVENTIONS,
+    BatchOpt,
+    ConfigOpt,
+    FormatOpt,
+    HFOpt,
+    PresetOpt,
+    SeqOpt,
+    UnitsOpt,
+    _opt,
+    load_model,
+    positive,
+)
+from llmcalc.errors import UserError
+from llmcalc.render import emit
+
+
+@app.command()
+def moe(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: BatchOpt = 1,
+    seq: SeqOpt = 4096,
+    capacity_factor: Annotated[Optional[float], _opt(
+        "--capacity-factor", help="Expert capacity C = ceil(cf · tokens · top_k / experts); default: the spec's "
+        "capacity_factor, else dropless.", panel=CONVENTIONS, metavar="CF")] = None,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """MoE routing: expert capacity, expected dropped tokens (uniform random routing), router FLOPs, and
+    expert FLOPs dropless vs padded to capacity, for prefill (B·S tokens) and one decode step (B)."""
+    import math
+
+    from llmcalc.costs.moe import moe_report
+
+    positive(batch=batch, seq=seq)
+    if capacity_factor is not None and not (math.isfinite(capacity_factor) and capacity_factor > 0):
+        raise UserError(f"--capacity-factor: must be a finite number > 0 (got {capacity_factor}); e.g. 1.25")
+    emit(moe_report(load_model(preset, config, hf_config), batch, seq, capacity_factor), format, units)

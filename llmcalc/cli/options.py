@@ -1,0 +1,158 @@
+"""The options commands share (typer `Annotated` aliases, grouped in help panels) and the loaders they feed:
+a count with a k/m suffix, the model named by --preset/--config/--hf-config, the GPU, the parallel layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from llmcalc.errors import UserError
+from llmcalc.render import Format, Units
+
+MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, OUTPUT = (
+    "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Training", "Output")
+"""Help panels: each option is listed under one of these."""
+COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
+
+
+def count(text: str | int) -> int:
+    """A whole number with an optional k or m suffix (k = 1024, m = 1024²), for every count option."""
+    if isinstance(text, int):
+        return text
+    from llmcalc.inputs.grid import parse_count
+
+    try:
+        return parse_count(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+def _opt(*names: str, help: str, panel: str, metavar: str = "", **kw):
+    return typer.Option(*names, help=help, rich_help_panel=panel, metavar=metavar, **kw)
+
+
+def _count_opt(*names: str, help: str, panel: str = WORKLOAD, **kw):
+    return _opt(*names, help=help, panel=panel, metavar="N", parser=count, **kw)
+
+
+Dtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+DTYPES = "fp32, bf16, fp16, fp8, int8 or int4"
+PresetOpt = Annotated[Optional[str], _opt("--preset", "-p", help="Preset name (see `llmcalc presets`).",
+                                          panel=MODEL, metavar="NAME")]
+ConfigOpt = Annotated[Optional[Path], _opt("--config", "-c", help="A llmcalc spec YAML written by you.", panel=MODEL,
+                                           metavar="FILE")]
+HFOpt = Annotated[Optional[Path], _opt("--hf-config", help="A Hugging Face config.json, or a folder holding one.",
+                                       panel=MODEL, metavar="PATH")]
+FormatOpt = Annotated[Format, _opt("--format", "-f", help="Output: table, json, yaml or csv.", panel=OUTPUT,
+                                   metavar="FORMAT")]
+UnitsOpt = Annotated[Units, _opt("--units", help="Byte labels in tables: both GB (10^9) and GiB (2^30), si or iec.",
+                                 panel=OUTPUT, metavar="UNITS")]
+BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all (over every replica).")]
+SeqOpt = Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence: the prompt / context; {COUNT_HELP}.")]
+KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
+                                   metavar="DTYPE")]
+WeightsDtypeOpt = Annotated[Dtype, _opt("--weights-dtype", help=f"Weight storage: {DTYPES}.", panel=PRECISION,
+                                        metavar="DTYPE")]
+GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale, along each input.",
+                                     panel=PRECISION)]
+AttentionOpt = Annotated[Literal["causal", "dense"], _opt(
+    "--attention", help="causal: only unmasked pairs (FlashAttention, Megatron); dense: the full S×S "
+    "(FlopCounterMode).", panel=CONVENTIONS, metavar="causal|dense")]
+LogitsOpt = Annotated[Literal["last", "all"], _opt(
+    "--logits", help="Prefill logits of the last position (inference) or all (scoring).", panel=CONVENTIONS,
+    metavar="last|all")]
+MLADecodeOpt = Annotated[Literal["absorbed", "decompress"], _opt(
+    "--mla-decode", help="MLA decode in the latent space, or re-projecting every cached latent.", panel=CONVENTIONS,
+    metavar="absorbed|decompress")]
+RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
+    "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
+
+
+MAX_GPUS = 2**20
+"""Sanity bound on --gpus and each parallel degree (the largest clusters hold ~10^5 GPUs)."""
+
+
+def positive(**values: int) -> None:
+    """Batch, lengths and sizes must be positive whole numbers, at most MAX_SIZE (GPU counts MAX_GPUS)."""
+    from llmcalc.model.base import MAX_SIZE
+
+    for name, v in values.items():
+        if v <= 0:
+            raise UserError(f"--{name.replace('_', '-')}: must be > 0 (got {v}); give a positive whole number")
+        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep") else MAX_SIZE
+        if v > bound:
+            raise UserError(f"--{name.replace('_', '-')}: {v} is more than {bound:,}, beyond any real "
+                            f"{'cluster' if bound == MAX_GPUS else 'workload'}; give a smaller number")
+
+
+def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
+    """The ModelSpec named by exactly one of --preset, --config, --hf-config."""
+    given = [x for x in (preset, config, hf_config) if x is not None]
+    if len(given) != 1:
+        raise UserError("give exactly one model: --preset NAME, --config FILE.yaml or --hf-config PATH")
+    if preset is not None:
+        from llmcalc.inputs.presets import load_preset
+
+        return load_preset(preset)
+    if config is not None:
+        from llmcalc.inputs.presets import load_spec_file
+
+        return load_spec_file(config)
+    from llmcalc.inputs.hf import load_hf_config
+
+    return load_hf_config(hf_config)
+
+
+GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (see `llmcalc gpus`) or a GPU YAML file "
+                                       "(required).", panel=GPUS, metavar="NAME")]
+OptionalGPUOpt = Annotated[Optional[str], _opt(
+    "--gpu", help="Add time per token and fit on this GPU (a preset or a GPU YAML file); none is assumed.",
+    panel=GPUS, metavar="NAME")]
+GPUsOpt = Annotated[Optional[int], _count_opt("--gpus", help="GPUs in all: tp · pp · dp.", panel=GPUS)]
+TPOpt = Annotated[Optional[int], _count_opt("--tp", help="Tensor-parallel degree (default: gpus / (pp · dp)).",
+                                            panel=GPUS)]
+PPOpt = Annotated[int, _count_opt("--pp", help="Pipeline-parallel stages.", panel=GPUS)]
+DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas; each serves batch / dp sequences.",
+                                  panel=GPUS)]
+EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree (whole experts over ep GPUs).", panel=GPUS)]
+ReserveOpt = Annotated[float, _opt(
+    "--reserve", help="Share of GPU memory kept for the runtime (0.10: vLLM's gpu_memory_utilization 0.9).",
+    panel=GPUS, metavar="SHARE")]
+
+
+def layout_of(gpus: int | None, tp: int | None, pp: int, dp: int, ep: int):
+    """The parallel layout; --gpus must equal tp · pp · dp."""
+    from llmcalc.costs.parallel import Layout
+
+    positive(pp=pp, dp=dp, ep=ep, **({"gpus": gpus} if gpus is not None else {}), **({"tp": tp} if tp is not None else {}))
+    if tp is None:
+        tp = max(1, gpus // (pp * dp)) if gpus else 1
+    if gpus is not None and gpus != tp * pp * dp:
+        raise UserError(f"--gpus: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
+                        "make them agree or leave one out")
+    return Layout(tp=tp, pp=pp, dp=dp, ep=ep)
+
+
+def storage_of(weights_dtype: str, kv_dtype: str, group_size: int):
+    from llmcalc.costs.shard import Storage
+
+    positive(group_size=group_size)
+    return Storage(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size)
+
+
+def reserve_ok(reserve: float) -> None:
+    if not 0 <= reserve < 1:
+        raise UserError(f"--reserve: {reserve} is not in [0, 1); give a share such as 0.1")
+
+
+def load_gpu_named(name: str | None, needed_by: str | None = None):
+    """The GPU named by --gpu; None when none is given, unless the command `needed_by` needs one."""
+    if name is None:
+        if needed_by:
+            raise UserError(f"--gpu: {needed_by} needs a GPU and none is assumed; give --gpu NAME (see `llmcalc gpus`)")
+        return None
+    from llmcalc.inputs.gpus import load_gpu
+
+    return load_gpu(name)

@@ -1,0 +1,27 @@
+"""The `llmcalc schema` command: the JSON Schema of each command's output."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from llmcalc.cli.app import app
+from llmcalc.errors import UserError
+
+
+@app.command()
+def schema(
+    command: Annotated[Optional[str], typer.Argument(help="A command name; all of them when left out.",
+                                                     show_default=False, metavar="[COMMAND]")] = None,
+) -> None:
+    """The JSON Schema of each command's --format json output (Pydantic models, see docs/schemas.md)."""
+    import json
+
+    from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
+
+    if command is not None and command not in COMMAND_REPORTS:
+        raise UserError(f"schema: unknown command {command!r}; give one of {', '.join(COMMAND_REPORTS)}")
+    out = command_schema(command) if command else {c: command_schema(c) for c in COMMAND_REPORTS}
+    sys.stdout.write(json.dumps(out, indent=2) + "\n")

@@ -1,0 +1,102 @@
+"""The `llmcalc sweep` command: figures over a grid of batch sizes and context lengths."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    CONVENTIONS,
+    COUNT_HELP,
+    MODEL,
+    OUTPUT,
+    WORKLOAD,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUsOpt,
+    GroupOpt,
+    HFOpt,
+    KVDtypeOpt,
+    OptionalGPUOpt,
+    PPOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _opt,
+    layout_of,
+    load_gpu_named,
+    load_model,
+    storage_of,
+)
+from llmcalc.errors import UserError
+from llmcalc.render import emit
+
+GRID_HELP = "a list (1,8,64), a range a..b doubling from a (1k..128k) or a..b:step stepping linearly (1k..8k:1k); " \
+    + COUNT_HELP
+
+
+@app.command()
+def sweep(
+    preset: Annotated[Optional[list[str]], _opt(
+        "--preset", "-p", help="Preset name; repeat for several models.", panel=MODEL, metavar="NAME")] = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    seq: Annotated[str, _opt("--seq", "-s", help=f"Context lengths: {GRID_HELP}.", panel=WORKLOAD,
+                             metavar="GRID")] = "1k..128k",
+    batch: Annotated[str, _opt("--batch", "-b", help="Batch sizes (in all), written as --seq.", panel=WORKLOAD,
+                               metavar="GRID")] = "1",
+    gpu: OptionalGPUOpt = None,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    group_size: GroupOpt = 128,
+    attention: Annotated[Optional[str], _opt(
+        "--attention", help="Attention variants of each model as separate series, e.g. mha,gqa,mla (the swap "
+        "rule of `llmcalc compare`).", panel=CONVENTIONS, metavar="LIST")] = None,
+    plot: Annotated[Optional[Path], _opt("--plot", help="Also draw memory vs context and time per output token vs "
+                                         "batch to FILE.png or FILE.svg (pip install 'llmcalc-cost\\[plot]').",
+                                         panel=OUTPUT, metavar="FILE")] = None,
+    bars: Annotated[bool, _opt("--bars", help="Table view: a bar of memory per point.", panel=OUTPUT)] = False,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """KV cache, memory, FLOPs and (with --gpu) time and fit over a grid of batch sizes × context lengths."""
+    from llmcalc.costs.latency import LatencyOptions
+    from llmcalc.inputs.grid import check_rows, check_size, parse_grid
+    from llmcalc.views.sweep import sweep as run
+
+    seqs, batches = parse_grid(seq, "--seq"), parse_grid(batch, "--batch")
+    check_size(batches, seqs)
+    if plot is not None:
+        from llmcalc.render.plot import check_target, plot_sweep
+
+        check_target(plot)
+    sources = [(p, None, None) for p in preset or []]
+    sources += [(None, config, None)] if config else []
+    sources += [(None, None, hf_config)] if hf_config else []
+    if not sources:
+        raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml or --hf-config PATH")
+    opts = LatencyOptions(storage=storage_of(weights_dtype, kv_dtype, group_size),
+                          layout=layout_of(gpus, tp, pp, dp, ep))
+    specs = [load_model(*s) for s in sources]
+    if attention is not None:
+        from llmcalc.views.compare import CompareOptions, attention_variant
+
+        variants = [v.strip() for v in attention.split(",") if v.strip()]
+        if not variants:
+            raise UserError("--attention: no variant given; list some of mha, gqa, mqa, mla, swa")
+        specs = [attention_variant(s, v, CompareOptions()) for s in specs for v in dict.fromkeys(variants)]
+    check_rows(len(specs), len(batches) * len(seqs))
+    report = run(specs, load_gpu_named(gpu), batches, seqs, opts)
+    if plot is not None:
+        plot_sweep(report, plot, units)
+        sys.stderr.write(f"plot: wrote {plot}\n")
+    emit(report, format, units, bars=bars)

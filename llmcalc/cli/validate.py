@@ -1,0 +1,88 @@
+"""The `llmcalc validate` command: every estimate against the torch reference model."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    MODEL,
+    WORKLOAD,
+    ConfigOpt,
+    FormatOpt,
+    HFOpt,
+    MLADecodeOpt,
+    SeqOpt,
+    UnitsOpt,
+    _count_opt,
+    _opt,
+    load_model,
+    positive,
+)
+from llmcalc.render import emit
+
+
+@app.command()
+def validate(
+    preset: Annotated[Optional[list[str]], _opt("--preset", "-p", help="Preset name; repeat for several.",
+                                                panel=MODEL, metavar="NAME")] = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    all_presets: Annotated[bool, _opt("--all", help="Every preset, with a progress bar.", panel=MODEL)] = False,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch.")] = 2,
+    seq: SeqOpt = 128,
+    device: Annotated[Literal["fake", "cpu", "cuda"], _opt(
+        "--device", help="fake: full size under FakeTensorMode; cpu: a real (scaled) run; cuda: real time and "
+        "memory.", panel=WORKLOAD, metavar="fake|cpu|cuda")] = "fake",
+    layers: Annotated[Optional[int], _count_opt("--layers", help="Keep the first N layers (real runs).",
+                                                panel=MODEL)] = None,
+    scale: Annotated[int, _count_opt("--scale", help="Divide every width by this (real runs).", panel=MODEL)] = 1,
+    mla_decode: MLADecodeOpt = "absorbed",
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Check every estimate against the torch reference model; exit 1 when any row fails."""
+    from llmcalc.views.validate import (
+        check_measurable,
+        check_real_run,
+        require_device,
+        scaled_copy,
+    )
+    from llmcalc.views.validate import validate as run
+
+    positive(batch=batch, seq=seq, scale=scale, **({"layers": layers} if layers is not None else {}))
+    if all_presets:
+        from llmcalc.inputs.presets import load_preset, preset_names
+
+        specs = [load_preset(n) for n in preset_names()]
+    elif preset and len(preset) > 1 and not (config or hf_config):
+        from llmcalc.inputs.presets import load_preset
+
+        specs = [load_preset(n) for n in preset]
+    else:
+        specs = [load_model(preset[0] if preset else None, config, hf_config)]
+    if layers or scale > 1:
+        specs = [scaled_copy(s, layers, scale) for s in specs]
+    for s in specs:
+        check_measurable(s, batch, seq)
+    require_device(device)  # only now, so bad input is named before a missing torch
+    if device != "fake":
+        for s in specs:
+            check_real_run(s, batch, seq, device)
+    if len(specs) > 1 and format == "table":
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task("validating", total=len(specs))
+
+            def step(spec):
+                bar.update(task, advance=1, description=spec.name)
+
+            report = run(specs, batch, seq, device, mla_decode, progress=step)
+    else:
+        report = run(specs, batch, seq, device, mla_decode)
+    emit(report, format, units)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,154 @@
+"""Does a model fit on GPUs: largest batch at a context, longest context at a batch.
+See docs/roofline.md#fit.
+
+Per GPU: usable = capacity · (1 − reserve); budget for the KV cache = usable − weights − the
+activation workspace of one prefill chunk (a server prefills long prompts in chunks, as vLLM's
+max_num_batched_tokens does). max_batch = dp · ⌊budget / KV(1 sequence of S)⌋; max_seq: the largest S
+with KV(batch/dp sequences of S) ≤ budget, found by bisection (KV is non-decreasing in S).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from llmcalc.costs.memory import MemoryOptions, inference_activations
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.shard import Storage, kv_per_gpu, weights_per_gpu
+from llmcalc.errors import UserError
+from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reports.fit import FitLayout, FitReport
+
+FORMULA = ("usable = capacity·(1 − reserve); kv budget = usable − weights − activation workspace; "
+           "max_batch = dp·⌊budget / KV(1 × S)⌋; max_seq = max S with KV(B/dp × S) ≤ budget")
+SEQ_LIMIT = 2**40
+"""Bisection ceiling for max_seq; a cache still under budget here never fills (sliding windows)."""
+
+
+class FitOptions(Frozen):
+    storage: Storage = Storage()
+    layout: Layout = Layout()
+    reserve: float = Field(default=0.10, ge=0, lt=1)
+    """Memory kept back for the CUDA context, allocator fragmentation and kernels' workspaces;
+    0.10 matches vLLM's default gpu_memory_utilization of 0.9."""
+    prefill_chunk: PosInt = 8192
+    """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
+
+
+def activation_workspace(spec: ModelSpec, o: FitOptions) -> int:
+    """Peak activations of one prefill chunk on one GPU (residual stream plus the largest transient)."""
+    opts = MemoryOptions(act_dtype=o.storage.act_dtype)
+    return inference_activations(spec, 1, o.prefill_chunk, opts)[0]
+
+
+NODE = 8
+"""GPUs per server on every preset GPU's common platforms (HGX, MI300X OAM): tensor parallelism is tried
+within one first, as it needs the fastest links."""
+MAX_SEARCH = 4096
+"""Most GPUs (tp · pp) the search for the smallest layout tries."""
+
+
+def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions,
+                    weights_only: bool = False) -> Layout | None:
+    """The fewest GPUs on which `batch` sequences of `seq` tokens fit (weights_only: on which the weights
+    fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
+    layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
+    the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
+    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    dp, act = o.layout.dp, activation_workspace(spec, o)
+    for n in range(1, MAX_SEARCH + 1):
+        splits = [t for t in range(n, 0, -1) if n % t == 0]
+        for tp in sorted(splits, key=lambda t: t > NODE):  # largest tp within a server first
+            for ep in dict.fromkeys((o.layout.ep, 1)):
+                layout = Layout(tp=tp, pp=n // tp, dp=dp, ep=ep)
+                try:
+                    layout.check(spec, batch if batch % dp == 0 else dp)
+                except UserError:
+                    continue
+                w = weights_per_gpu(spec, o.storage, layout)
+                kv = 0 if weights_only else kv_per_gpu(spec, batch // dp, seq, o.storage, layout)
+                if w + (0 if weights_only else act) + kv <= usable:
+                    return layout
+    return None
+
+
+def layout_hint(layout: Layout | None) -> str:
+    """How to ask for `layout` on the command line."""
+    if layout is None:
+        return f"no layout of up to {MAX_SEARCH:,} GPUs holds it"
+    flags = f"--tp {layout.tp}" + (f" --pp {layout.pp}" if layout.pp > 1 else "") + (
+        f" --dp {layout.dp}" if layout.dp > 1 else "") + (f" --ep {layout.ep}" if layout.ep > 1 else "")
+    return f"{flags} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
+
+
+def require_weights_fit(spec: ModelSpec, gpu: GPU, o: FitOptions) -> int:
+    """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming the smallest
+    layout that holds them."""
+    w = weights_per_gpu(spec, o.storage, o.layout)
+    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    if w > usable:
+        hint = layout_hint(smallest_layout(spec, gpu, o.layout.dp, 1, o, weights_only=True))
+        raise UserError(
+            f"--gpus: {spec.name} needs {w / 1e9:.1f} GB of {o.storage.weights_dtype} weights per GPU with "
+            f"tp={o.layout.tp} pp={o.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
+            f"the fewest GPUs that hold them: {hint}; or a smaller --weights-dtype"
+        )
+    return w
+
+
+def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = None) -> FitReport:
+    """Whether `batch` × `seq` fits on the layout, the largest batch and longest context that do, and when
+    it does not fit, the smallest layout that holds it (a workload that does not fit is a result)."""
+    o = o or FitOptions()
+    L, s = o.layout, o.storage
+    L.check(spec, batch)
+    weights = weights_per_gpu(spec, s, L)
+    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    act = activation_workspace(spec, o)
+    budget = max(0, usable - weights - act)
+    per_seq = kv_per_gpu(spec, 1, seq, s, L)
+    max_rep = budget // per_seq
+    while max_rep and kv_per_gpu(spec, max_rep, seq, s, L) > budget:  # int4 rounding, at most a step
+        max_rep -= 1
+    rep = batch // L.dp
+    seq_memory = _max_seq(spec, rep, budget, s, L) if budget else 0
+    capped = spec.max_seq_len if seq_memory is None else min(seq_memory, spec.max_seq_len)
+    kv = kv_per_gpu(spec, rep, seq, s, L)
+    fits = weights + act + kv <= usable
+    notes = [f"figures are per GPU; {L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}"]
+    smallest = None
+    if not fits:
+        smallest = smallest_layout(spec, gpu, batch, seq, o)
+        what = "the weights alone exceed" if weights > usable else "weights + workspace + KV cache exceed"
+        notes.append(f"{what} the usable memory; the fewest {gpu.name} GPUs that hold this workload: "
+                     + layout_hint(smallest))
+    if seq > spec.max_seq_len:
+        notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}")
+    if seq_memory is None:
+        notes.append("every layer has a sliding window: the cache stops growing, so memory sets no length limit")
+    return FitReport(
+        model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep,
+        weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype, batch=batch, seq=seq,
+        capacity_bytes=gpu.memory_bytes, reserve=o.reserve, usable_bytes=usable, weights_bytes=weights,
+        activation_bytes=act, kv_budget_bytes=budget, kv_bytes=kv, total_bytes=weights + act + kv,
+        fits=fits, max_batch=max_rep * L.dp, max_seq=capped, max_seq_memory=seq_memory,
+        max_seq_limited_by="memory" if seq_memory is not None and seq_memory < spec.max_seq_len else "max_seq_len",
+        smallest_fit=None if smallest is None else FitLayout(gpus=smallest.gpus, tp=smallest.tp, pp=smallest.pp,
+                                                             dp=smallest.dp, ep=smallest.ep),
+        formula=FORMULA, notes=notes,
+    )
+
+
+def _max_seq(spec: ModelSpec, batch: int, budget: int, s: Storage, L: Layout) -> int | None:
+    """Largest S with KV(batch × S) ≤ budget; None when even SEQ_LIMIT tokens fit."""
+    if kv_per_gpu(spec, batch, SEQ_LIMIT, s, L) <= budget:
+        return None
+    lo, hi = 0, SEQ_LIMIT  # KV(lo) ≤ budget < KV(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if kv_per_gpu(spec, batch, mid, s, L) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo

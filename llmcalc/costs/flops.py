@@ -1,0 +1,171 @@
+"""FLOPs of prefill, decode, generation and a training step. See docs/formulas.md#flops.
+
+A multiply-add is 2 FLOPs. Matmuls: 2 · tokens · weights. Attention core: (query, key) pairs ·
+per-pair cost (scores and weighted values). Element-wise work (norms, softmax, activations, RoPE,
+biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode.
+
+  prefill  = Σ_layers [2·B·S·W_layer + pairs(S)·c_pair] + 2·B·n_logits·d·V
+  decode   = Σ_layers [2·B·W_layer + B·keys·c_pair] + 2·B·d·V,   keys = min(S+1, window)
+  generate = Σ_{t<G} decode(context S+t)
+  train    = 3 · forward(B·S tokens, all logits) + recomputed forward work
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Literal
+
+from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
+from llmcalc.costs.positions import position_flops
+from llmcalc.model.attention import MLA, Parts, sum_min  # noqa: F401 - sum_min re-exported
+from llmcalc.model.base import Frozen
+from llmcalc.model.spec import LayerGroup, ModelSpec
+from llmcalc.reports.flops import FlopsReport, FlopsRow
+
+FORMULA = ("prefill = Σ_layers[2·B·S·W + B·pairs(S)·c_pair] + 2·B·n_logits·d·V; "
+           "decode = Σ_layers[2·B·W + B·min(S+1, window)·c_pair] + 2·B·d·V; generate = Σ_{t<G} decode(S+t); "
+           "train = 3·forward(all logits) + recompute")
+MAC = 2
+"""FLOPs per multiply-add."""
+FWD_BWD = 3
+"""Forward + backward: the backward pass costs two forwards (gradients for inputs and weights)."""
+
+
+class Conventions(Frozen):
+    """Counting conventions; the defaults are stated in docs/formulas.md."""
+
+    attention: Literal["causal", "dense"] = "causal"
+    logits: Literal["last", "all"] = "last"
+    mla_decode: Literal["absorbed", "decompress"] = "absorbed"
+    recompute: Literal["none", "selective", "full"] = "none"
+    mtp: bool = False
+
+
+def prefill_pairs(seq: int, window: int | None, attention: str) -> int:
+    """(query, key) pairs of one sequence's prefill under the default rule (GQA/MLA): causal: query i
+    sees min(i, window) keys, i = 1..S, the exact unmasked count; dense: the full S×S a masked dense
+    kernel computes. Attention blocks own the rule: see PairRule.pairs."""
+    return seq * seq if attention == "dense" else sum_min(1, seq, window)
+
+
+def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, latents: int,
+                absorbed: bool, core: Parts | None = None) -> dict[str, int]:
+    """One layer of `group`: `tokens` new tokens, `pairs` (query, key) pairs, `latents` cached MLA
+    latents that kv_up re-projects (decompress decode; prefill passes its new tokens). `core`, when
+    given, is the attention core's FLOPs by component (the block's own `core`), used instead of
+    pairs × per-pair cost."""
+    attn, d = spec.attention, spec.d_model
+    out = {}
+    for name, w in attn.matmuls(d).items():
+        n = latents if name == "kv_up" and isinstance(attn, MLA) else tokens
+        out[f"attention/{name}"] = MAC * n * w
+    if absorbed:
+        out |= {f"attention/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
+    if core is None:
+        core = {k: pairs * c for k, c in attn.core_per_pair(absorbed).items()}
+    out |= {f"attention/{k}": c for k, c in core.items()}
+    prefix = spec.ffn_prefix(group)
+    out |= {prefix + k: MAC * tokens * w for k, w in group.ffn.matmuls(d).items()}
+    return out
+
+
+def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
+            logits: int, mtp: bool) -> dict[str, int]:
+    """Whole-model forward FLOPs by component. core_of(window) gives one sequence's attention-core
+    FLOPs by component and latents_of(window) its MLA latents that kv_up re-projects."""
+    total: dict[str, int] = defaultdict(int)
+    tokens = batch * new
+
+    def core(w: int | None) -> Parts:
+        return {k: batch * v for k, v in core_of(w).items()}
+
+    for g in spec.layer_groups():
+        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed,
+                                core(g.window)).items():
+            total[k] += g.count * v
+    head = MAC * batch * logits * spec.d_model * spec.vocab_size
+    total["lm_head"] += head
+    if mtp and spec.mtp_modules:
+        last = spec.layer_groups()[-1]
+        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last.window))
+        for k, v in layer.items():
+            total[f"mtp/{k}"] += spec.mtp_modules * v
+        total["mtp/projection"] += spec.mtp_modules * MAC * tokens * 2 * spec.d_model * spec.d_model
+        total["mtp/lm_head"] += spec.mtp_modules * head
+    return dict(total)
+
+
+def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions | None = None) -> FlopsReport:
+    """Prefill, one decode step, G decode steps and a training step, by component."""
+    conv = conv or Conventions()
+    mla = isinstance(spec.attention, MLA)
+    absorbed = mla and conv.mla_decode == "absorbed"
+    decompress = mla and not absorbed
+
+    attn = spec.attention
+
+    def prefill_like(logits: int) -> dict[str, int]:
+        return forward(spec, batch, new=seq, core_of=lambda w: attn.core(seq, 0, w, conv.attention),
+                       latents_of=lambda w: seq, absorbed=False, logits=logits, mtp=conv.mtp)
+
+    prefill = prefill_like(seq if conv.logits == "all" else 1)
+    keys = lambda w: attn.pairs(1, seq, w)  # noqa: E731 - decode attends to (and re-projects) these
+    decode = forward(spec, batch, new=1, core_of=lambda w: attn.core(1, seq, w, "causal", absorbed),
+                     latents_of=keys if decompress else lambda w: 0, absorbed=absorbed, logits=1, mtp=conv.mtp)
+    steps = lambda w: attn.pairs(gen, seq, w)  # noqa: E731
+    generate = forward(spec, batch, new=gen, core_of=lambda w: attn.core(gen, seq, w, "causal", absorbed),
+                       latents_of=steps if decompress else lambda w: 0, absorbed=absorbed, logits=gen, mtp=conv.mtp)
+    fwd = prefill_like(seq)
+    train = {k: _passes(spec, k) * v + _recomputed(k, v, conv.recompute) for k, v in fwd.items()}
+    rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
+                     generate=generate.get(k, 0), train=train[k]) for k in fwd]
+    rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
+             for k in decode if k not in fwd]
+    p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
+    return FlopsReport(
+        model=spec.name, batch=batch, seq=seq, gen=gen, attention=conv.attention, logits=conv.logits,
+        mla_decode=conv.mla_decode if mla else "n/a", recompute=conv.recompute, mtp=conv.mtp,
+        prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
+        prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
+        train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
+        positions=position_flops(spec, batch, seq, gen, conv.attention),
+        notes=_notes(spec, conv) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
+                                    if seq + gen > spec.max_seq_len else []),
+    )
+
+
+def _passes(spec: ModelSpec, component: str) -> int:
+    """Forward + backward passes of a component: FWD_BWD, or what the attention block says for its own
+    (DSA's indexer projections: forward + weight gradients only, its input is detached)."""
+    if "attention/" not in component:
+        return FWD_BWD
+    return spec.attention.train_passes(component.rsplit("attention/", 1)[1])
+
+
+def _recomputed(component: str, fwd: int, recompute: str) -> int:
+    """Forward work redone in the backward pass: every layer (full) or the attention core (selective)."""
+    if recompute == "full":
+        return 0 if component.endswith("lm_head") else fwd
+    if recompute == "selective":
+        return fwd if "/core_" in component else 0
+    return 0
+
+
+def _notes(spec: ModelSpec, conv: Conventions) -> list[str]:
+    notes = [
+        f"attention core counted {conv.attention}: "
+        + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if conv.attention == "causal"
+           else "the full S×S product per layer, masked or not"),
+        f"prefill logits: {conv.logits} positions; training always projects all positions",
+    ]
+    if note := getattr(spec.attention, "pattern_note", None):  # a sparse variant's own pair rule
+        notes.append(note)
+    if isinstance(spec.attention, MLA):
+        notes.append(
+            "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "
+                             "cached latent" if conv.mla_decode == "absorbed" else
+                             "decompressed: kv_up re-projects every cached latent each step")
+        )
+    if spec.mtp_modules and not conv.mtp:
+        notes.append("the MTP module is not counted (use --mtp)")
+    return notes

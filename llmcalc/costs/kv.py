@@ -1,0 +1,55 @@
+"""KV cache bytes. See docs/formulas.md#kv-cache.
+
+Per layer and token: GQA/MHA/MQA cache K and V, 2·H_kv·h elements; MLA caches its latent and the
+shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps the last window − 1 tokens between
+steps (the next token makes `window` keys), as transformers' sliding cache does.
+total = Σ_layers B · min(S, window − 1) · elements · bytes per element.
+"""
+
+from __future__ import annotations
+
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.reports.kv import KVLayerRow, KVReport
+
+FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per_token · bytes; "
+           "GQA 2·H_kv·h, MLA r_kv + d_r")
+
+
+def nbytes(elements: int, dtype: str) -> int:
+    """Bytes of `elements` values of `dtype`, rounded up to whole bytes (int4: two per byte)."""
+    return -(-elements * DTYPE_BITS[dtype] // 8)
+
+
+def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> KVReport:
+    """The KV cache of `batch` sequences of `seq` tokens, per layer type and in total."""
+    attn = spec.attention
+    elements, bits = attn.kv_elements(), DTYPE_BITS[kv_dtype]
+    layers_by_window: dict[int | None, int] = {}
+    for group in spec.layer_groups():  # the FFN does not matter here: merge by window
+        layers_by_window[group.window] = layers_by_window.get(group.window, 0) + group.count
+    rows = []
+    for window, count in layers_by_window.items():
+        kept = attn.cached_tokens(seq, window)
+        per_layer = attn.cache_bytes(batch * kept, bits)
+        rows.append(
+            KVLayerRow(
+                layer_type=attn.layer_type(window) if hasattr(attn, "layer_type") else
+                f"sliding {window}" if window else "full",
+                layers=count, tokens_cached=kept, elements_per_token=elements,
+                bytes_per_layer=per_layer, bytes=count * per_layer,
+            )
+        )
+    notes = [attn.kv_note] if hasattr(attn, "kv_note") else []  # a sparse variant says what it keeps
+    if seq > spec.max_seq_len:
+        notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
+    if len(rows) == 1 and spec.n_layers > 1:
+        notes.append(
+            f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {spec.n_layers} layers of it "
+            "(a per-layer figure quoted as the whole cache forgets the layer count)"
+        )
+    return KVReport(
+        model=spec.name, batch=batch, seq=seq, kv_dtype=kv_dtype,
+        total_bytes=sum(r.bytes for r in rows),
+        bytes_per_token=attn.cache_bytes(spec.n_layers, bits),
+        per_layer=rows, formula=FORMULA, notes=notes,
+    )

@@ -1,0 +1,297 @@
+"""Roofline latency of prefill and decode on GPUs. See docs/roofline.md.
+
+Per op on one GPU: time = max(FLOPs / (peak · compute_eff), bytes / (bandwidth · memory_eff)).
+Bytes: the weights the op reads (once per forward), its activations in and out, and for attention
+the KV cache (decode reads all of it and writes the new token). An MoE layer reads the experts its
+T routed tokens hit: E·(1 − (1 − k/E)^T) expected under uniform routing. Communication (tensor
+all-reduce, expert all-to-all, pipeline sends) takes bytes / (one-way link · comm_eff) and is not
+overlapped. A phase is the sum of its ops; decode sums its G − 1 steps in closed form.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import cache
+from typing import Literal
+
+from pydantic import Field
+
+from llmcalc.costs.fit import FitOptions, activation_workspace, require_weights_fit
+from llmcalc.costs.flops import MAC, layer_flops
+from llmcalc.costs.memory import LOGIT_BYTES
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.shard import (
+    Storage,
+    ceil_div,
+    edge_bytes,
+    kv_per_gpu,
+    layer_bytes_per_gpu,
+)
+from llmcalc.model.attention import MLA
+from llmcalc.model.base import Frozen
+from llmcalc.model.ffn import MoE
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.reports.latency import LatencyReport, OpRow, PhaseRow
+
+FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memory_eff)); phase = Σ ops + "
+           "communication; ttft = prefill; tpot = one decode step (all active weights + the KV cache); "
+           "MoE experts read per step = E·(1 − (1 − k/E)^T)")
+Cost = list  # [flops, bytes] of one (layer group, op) entry on one GPU
+
+
+class LatencyOptions(Frozen):
+    storage: Storage = Storage()
+    layout: Layout = Layout()
+    compute_dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    compute_efficiency: float = Field(default=0.8, gt=0, le=1)
+    """Share of the dense peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
+    memory_efficiency: float = Field(default=0.9, gt=0, le=1)
+    """Share of the datasheet bandwidth a streaming kernel reaches: ~3.0 of 3.35 TB/s on an H100."""
+    comm_efficiency: float = Field(default=0.8, gt=0, le=1)
+    """Share of the one-way link bandwidth a collective reaches (NCCL bus bandwidth)."""
+    mla_decode: Literal["absorbed", "decompress"] = "absorbed"
+    reserve: float = Field(default=0.10, ge=0, lt=1)
+
+
+def experts_hit(experts: int, top_k: int, tokens: float) -> float:
+    """Expected distinct experts `tokens` tokens choose, each picking top_k of `experts` uniformly:
+    E·(1 − (1 − k/E)^T)."""
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
+def op_name(component: str) -> str:
+    """The op a FLOPs or parameter component belongs to."""
+    if component.startswith("attention/core") or component == "attention/sinks":
+        return "attention/core"
+    if component.startswith(("attention/", "norms/")):
+        return "attention/proj"
+    if component.startswith("ffn/dense_"):
+        return "ffn/dense_layers"
+    tail = component.removeprefix("ffn/")
+    return {"router": "ffn/router", "experts": "ffn/experts"}.get(
+        tail, "ffn/shared" if tail.startswith("shared") else "ffn")
+
+
+def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context: int) -> dict[tuple, Cost]:
+    """Per-GPU [FLOPs, bytes] of one forward over `new` tokens per sequence with `context` tokens
+    cached, keyed by (layer group index or None, op). new > 1 is a prefill (context 0)."""
+    L, s, attn, d = o.layout, o.storage, spec.attention, spec.d_model
+    a = DTYPE_BITS[s.act_dtype] // 8
+    mla, prefill = isinstance(attn, MLA), new > 1 or context == 0
+    absorbed = mla and not prefill and o.mla_decode == "absorbed"
+    tokens = batch * new
+    kv_shards = L.kv_shards(spec)
+    out: dict[tuple, Cost] = defaultdict(lambda: [0, 0])
+    for gi, g in enumerate(spec.layer_groups()):
+        w, n = g.window, g.count
+        if prefill:
+            core, latents = attn.core(new, 0, w, "causal"), tokens
+        else:
+            core = attn.core(1, context, w, "causal", absorbed)
+            # decompress re-projects the keys it attends to
+            latents = batch * attn.pairs(1, context, w) if mla and not absorbed else 0
+        core = {k: batch * v for k, v in core.items()}
+        for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
+            out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
+        hit = _expert_fraction(g.ffn, tokens, L)
+        for comp, b in layer_bytes_per_gpu(spec, g, s, L).items():
+            out[(gi, op_name(comp))][1] += n * (int(b * hit) if comp.endswith("/experts") else b)
+        io = {f"attention/{k}": v for k, v in attn.io(d).items()}
+        io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
+        for comp, width in io.items():
+            rows = latents if mla and comp == "attention/kv_up" else tokens
+            out[(gi, op_name(comp))][1] += n * ceil_div(rows * width * a, L.tp)
+        bits = DTYPE_BITS[s.kv_dtype]
+        if prefill:
+            core = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
+            cache = attn.cache_bytes(tokens, bits)
+        else:
+            kept = attn.cached_tokens(context, w)
+            core = ceil_div(tokens * attn.query_io() * a, L.tp)
+            cache = attn.step_cache_bytes(batch, kept + 1, bits)  # read the cache, write the new token
+        out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, kv_shards))
+    emb, head = edge_bytes(spec, s)
+    logits = batch  # one position per sequence: the last prompt token, or the new one
+    out[(None, "embedding")][1] += ceil_div(tokens * d * (2 + a), L.tp)
+    out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)
+    out[(None, "lm_head")][1] += ceil_div(head + logits * (d * a + LOGIT_BYTES * spec.vocab_size), L.tp)
+    for op, b in _comm_bytes(spec, L, tokens, a).items():
+        out[(None, op)][1] += b
+    return out
+
+
+def _expert_fraction(ffn, tokens: int, L: Layout) -> float:
+    """Share of a GPU's routed experts one forward reads. Without ep all T tokens meet every
+    (tensor-split) expert; with ep the GPU's E/ep experts see the tokens of its ep group, T·ep/tp."""
+    if not isinstance(ffn, MoE):
+        return 1.0
+    group_tokens = tokens if L.ep == 1 else tokens * L.ep / L.tp
+    return experts_hit(ffn.experts, ffn.top_k, group_tokens) / ffn.experts
+
+
+def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, int]:
+    """Bytes one GPU sends per forward: two all-reduces per layer (after attention and after the
+    FFN) and the vocab-split logits' gather; two all-to-alls per MoE layer; a send per stage edge."""
+    out = {}
+    hidden = tokens * spec.d_model * a
+    if L.tp > 1:
+        out["comm/tp_all_reduce"] = 2 * spec.n_layers * L.allreduce_bytes(hidden)
+    if L.ep > 1:
+        moe_layers = sum(g.count for g in spec.layer_groups() if isinstance(g.ffn, MoE))
+        per = L.alltoall_bytes(tokens * L.ep // L.tp or 1, spec.ffn.top_k, spec.d_model * a)
+        out["comm/ep_all_to_all"] = 2 * moe_layers * per
+    if L.pp > 1:
+        out["comm/pp_send"] = (L.pp - 1) * hidden
+    return out
+
+
+class Roofline:
+    """Peak rates of one GPU under the options: FLOP/s, bytes/s, link bytes/s."""
+
+    def __init__(self, gpu: GPU, o: LatencyOptions):
+        self.flops = gpu.peak(o.compute_dtype) * o.compute_efficiency
+        self.bytes = gpu.bandwidth * o.memory_efficiency
+        self.link = gpu.link_one_way * o.comm_efficiency
+
+    def times(self, key: tuple, cost: Cost) -> tuple[float, float, float]:
+        """(compute, memory, communication) seconds of one entry."""
+        if key[1].startswith("comm/"):
+            return 0.0, 0.0, cost[1] / self.link
+        return cost[0] / self.flops, cost[1] / self.bytes, 0.0
+
+    def time(self, key: tuple, cost: Cost) -> float:
+        c, m, x = self.times(key, cost)
+        return max(c, m) + x
+
+
+def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:
+    """Σ_{i=0}^{n−1} max(a + b·i, c + d·i), exactly, in O(1)."""
+    if n <= 0:
+        return 0.0
+
+    def line(p: float, q: float, lo: int, hi: int) -> float:  # Σ_{i=lo}^{hi−1} p + q·i
+        return (hi - lo) * p + q * (hi * (hi - 1) - lo * (lo - 1)) / 2 if hi > lo else 0.0
+
+    if b == d:
+        return n * max(a, c) + b * n * (n - 1) / 2
+    x = (c - a) / (b - d)  # the lines cross at i = x
+    k = min(n, max(0, int(x) + 1 if x >= 0 else 0))  # i < k on one side of x, i ≥ k on the other
+    first, second = ((c, d), (a, b)) if b > d else ((a, b), (c, d))
+    return line(*first, 0, k) + line(*second, k, n)
+
+
+def latency(spec: ModelSpec, gpu: GPU, batch: int, seq: int, gen: int, o: LatencyOptions | None = None) -> LatencyReport:
+    o = o or LatencyOptions()
+    L, s = o.layout, o.storage
+    L.check(spec, batch)
+    fit_opts = FitOptions(storage=s, layout=L, reserve=o.reserve)
+    weights = require_weights_fit(spec, gpu, fit_opts)
+    rep = batch // L.dp
+    roof = Roofline(gpu, o)
+
+    @cache
+    def decode_at(c: int) -> dict[tuple, Cost]:
+        return dict(step_costs(spec, o, rep, 1, c))
+
+    prefill = dict(step_costs(spec, o, rep, seq, 0))
+    last = seq + max(gen - 2, 0)
+    phases = [_phase("prefill", 0, rep * seq, prefill, roof), _phase("decode first", seq, rep, decode_at(seq), roof),
+              _phase("decode last", last, rep, decode_at(last), roof)]
+    decode_s = _decode_sum(spec, decode_at, seq, gen - 1, roof)
+    ttft, total = phases[0].time_s, phases[0].time_s + decode_s
+    kv = kv_per_gpu(spec, rep, seq + gen - 1, s, L)
+    act = activation_workspace(spec, fit_opts)
+    fits = weights + kv + act <= gpu.memory_bytes * (1 - o.reserve)
+    hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if isinstance(g.ffn, MoE)), None)
+    ridge = gpu.peak(o.compute_dtype) / gpu.bandwidth
+    return LatencyReport(
+        model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
+        gen=gen, compute_dtype=o.compute_dtype, weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype,
+        peak_flops=gpu.peak(o.compute_dtype), bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge,
+        effective_ridge_point=roof.flops / roof.bytes, compute_efficiency=o.compute_efficiency,
+        memory_efficiency=o.memory_efficiency, comm_efficiency=o.comm_efficiency,
+        ttft_s=ttft, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s, total_s=total,
+        tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total, decode_tokens_per_s=batch / phases[1].time_s,
+        experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
+        ops=[row for p, costs in zip(phases, (prefill, decode_at(seq), decode_at(last))) for row in _op_rows(p.phase, costs, roof)],
+        formula=FORMULA, notes=_notes(spec, o, gen, fits),
+    )
+
+
+def _phase(name: str, context: int, new: int, costs: dict[tuple, Cost], roof: Roofline) -> PhaseRow:
+    flops = sum(c[0] for c in costs.values())
+    moved = sum(c[1] for k, c in costs.items() if not k[1].startswith("comm/"))
+    parts = [roof.times(k, c) for k, c in costs.items()]
+    compute, memory, comm = (sum(p[i] for p in parts) for i in range(3))
+    return PhaseRow(phase=name, context=context, new_tokens=new, flops=flops, bytes=moved,
+                    intensity=flops / moved, bound="compute" if compute >= memory else "memory",
+                    compute_s=compute, memory_s=memory, comm_s=comm,
+                    time_s=sum(roof.time(k, c) for k, c in costs.items()))
+
+
+def _op_rows(phase: str, costs: dict[tuple, Cost], roof: Roofline) -> list[OpRow]:
+    """Ops summed over layer groups; an op's bound is the larger of its summed terms."""
+    merged: dict[str, list] = {}
+    for key, cost in costs.items():
+        row = merged.setdefault(key[1], [0, 0, 0.0, 0.0, 0.0, 0.0])
+        c, m, x = roof.times(key, cost)
+        row[0] += cost[0]
+        row[1] += cost[1]
+        row[2] += c
+        row[3] += m
+        row[4] += x
+        row[5] += roof.time(key, cost)
+    rows = []
+    for op, (f, b, c, m, x, t) in merged.items():
+        comm = op.startswith("comm/")
+        bound = "interconnect" if comm else "compute" if c >= m else "memory"
+        rows.append(OpRow(phase=phase, op=op, flops=f, bytes=b, intensity=None if comm else f / b,
+                          bound=bound, time_s=t))
+    return rows
+
+
+def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, roof: Roofline) -> float:
+    """Σ of `steps` decode steps at contexts seq … seq+steps−1. Each entry is affine in the
+    context until its window fills (keys = min(c + 1, w)) and constant after, so each segment sums
+    in closed form from its end points."""
+    if steps <= 0:
+        return 0.0
+    end = seq + steps - 1
+    windows = {i: spec.attention.knee(g.window) for i, g in enumerate(spec.layer_groups())}
+    affine_after = getattr(spec.attention, "affine_after_knee", False)  # cost still grows past the knee
+    total = 0.0
+    for key in decode_at(seq):
+        w = windows.get(key[0])
+        lo_end = end if w is None else min(end, w - 1)  # the growing segment: c ≤ w − 1
+        if lo_end >= seq:
+            total += _segment(key, decode_at(seq)[key], decode_at(lo_end)[key], lo_end - seq + 1, roof)
+        if w is not None and end >= max(seq, w) and affine_after:  # a second affine segment
+            total += _segment(key, decode_at(max(seq, w))[key], decode_at(end)[key], end - max(seq, w) + 1, roof)
+        elif w is not None and end >= max(seq, w):  # the capped segment: the same cost every step
+            total += (end - max(seq, w) + 1) * roof.time(key, decode_at(end)[key])
+    return total
+
+
+def _segment(key: tuple, first: Cost, last: Cost, n: int, roof: Roofline) -> float:
+    """Σ over n steps of an entry whose FLOPs and bytes grow linearly from `first` to `last`."""
+    (c0, m0, x0), (c1, m1, x1) = roof.times(key, first), roof.times(key, last)
+    step = max(n - 1, 1)
+    return sum_max_affine(c0, (c1 - c0) / step, m0, (m1 - m0) / step, n) + n * (x0 + x1) / 2
+
+
+def _notes(spec: ModelSpec, o: LatencyOptions, gen: int, fits: bool) -> list[str]:
+    L = o.layout
+    notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
+             "one after another, so a phase sums every stage",
+             "prefill emits the first token; the other G − 1 tokens take one decode step each",
+             "not modelled: kernel launch and scheduling overheads, collective latency, compute/communication overlap"]
+    if not fits:
+        notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
+    if isinstance(spec.attention, MLA):
+        notes.append(f"MLA decode {o.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
+    if isinstance(spec.ffn, MoE):
+        notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
+    if o.storage.weights_dtype in ("int4", "int8", "fp8") and o.compute_dtype == "bf16":
+        notes.append(f"{o.storage.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")
+    return notes

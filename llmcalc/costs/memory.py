@@ -1,0 +1,237 @@
+"""Memory: weights, KV cache, activations, gradients, optimizer states. See docs/formulas.md#memory.
+
+Weights: 16/32-bit dtypes store every parameter at that width. Quantized dtypes (fp8, int8, int4)
+store the transformer layers' parameters quantized and keep the token embedding, LM head and norms
+in bf16, as weight-only quantizers (GPTQ, AWQ, bitsandbytes) do; int4 adds one fp16 scale per group.
+Training (mixed precision): bf16 weights and gradients, fp32 master weights and optimizer states;
+ZeRO stage 1/2/3 divides optimizer / +gradients / +weights by the data-parallel size.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from llmcalc.costs.kv import kv_cache, nbytes
+from llmcalc.costs.params import layer_parts
+from llmcalc.costs.params import params as count_params
+from llmcalc.errors import UserError
+from llmcalc.model.attention import MLA
+from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
+from llmcalc.reports.memory import MemoryReport, MemoryRow
+
+FORMULA = ("inference: weights + KV cache + prefill activation peak; "
+           "train: weights + gradients + optimizer states (+ fp32 master) + activations of every layer")
+QUANTIZED = ("fp8", "int8", "int4")
+OPTIMIZER_BYTES = {"adamw": 8, "adamw-8bit": 2, "sgd": 4}
+"""Optimizer state bytes per parameter, master weights excluded: Adam m and v in fp32 (8) or 8-bit
+(2); SGD momentum in fp32 (4)."""
+LOGIT_BYTES = 4
+"""Logits are upcast to fp32 for sampling and the loss."""
+
+
+class MemoryOptions(Frozen):
+    weights_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    act_dtype: str = "bf16"
+    group_size: PosInt = 128
+    train: bool = False
+    optimizer: Literal["adamw", "adamw-8bit", "sgd"] = "adamw"
+    recompute: Literal["none", "selective", "full"] = "none"
+    flash: bool = True
+    dropout: bool = False
+    zero: Literal[0, 1, 2, 3] = 0
+    dp: PosInt = 1
+    micro_batch: PosInt | None = None
+    """Training: sequences one GPU runs at a time (its activations); None: its whole share, batch / dp."""
+
+
+def stored_bytes(params: int, matrices: list[tuple[int, int]], dtype: str, group_size: int) -> int:
+    """Bytes of one component's `params` parameters stored as `dtype`. 16- and 32-bit dtypes: every parameter
+    at that width. Quantized ones (fp8, int8, int4), as weight-only quantizers store a checkpoint: each of
+    its weight matrices (d_in, d_out) packed and rounded up to whole bytes, int4 with one fp16 scale per
+    group of `group_size` weights along the input dimension (⌈d_in / g⌉ per output, the last group partial
+    when g does not divide d_in); the rest of its parameters (biases, norms) in bf16."""
+    if dtype not in QUANTIZED:
+        return nbytes(params, dtype)
+    packed = quantized = 0
+    for d_in, d_out in matrices:
+        quantized += d_in * d_out
+        packed += nbytes(d_in * d_out, dtype) + (2 * d_out * -(-d_in // group_size) if dtype == "int4" else 0)
+    return packed + nbytes(params - quantized, "bf16")
+
+
+def packed_matrices(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, int, int]:
+    """Over every layer's weight matrices: their weights N_m, their packed bytes Σ ⌈d_in·d_out·bits / 8⌉, and
+    their int4 scales Σ d_out·⌈d_in / g⌉ (0 for other dtypes), as stored_bytes counts them."""
+    d, bits, weights, packed, scales = spec.d_model, DTYPE_BITS[dtype], 0, 0, 0
+    for g in spec.layer_groups():
+        for mats in (*spec.attention.matrices(d).values(), *g.ffn.matrices(d).values()):
+            for d_in, d_out in mats:
+                weights += g.count * d_in * d_out
+                packed += g.count * -(-d_in * d_out * bits // 8)
+                scales += g.count * d_out * -(-d_in // group_size) if dtype == "int4" else 0
+    return weights, packed, scales
+
+
+def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, dtype: str, group_size: int) -> dict[str, int]:
+    """Stored bytes of one layer of `group` by component (all GPUs together): its attention and FFN
+    matrices in `dtype` (see stored_bytes), its norms as every non-matrix parameter."""
+    parts, _ = layer_parts(spec, group)
+    d = spec.d_model
+    mats = {f"attention/{k}": v for k, v in spec.attention.matrices(d).items()}
+    mats |= {spec.ffn_prefix(group) + k: v for k, v in group.ffn.matrices(d).items()}
+    return {k: stored_bytes(n, mats.get(k, []), dtype, group_size) for k, n in parts.items()}
+
+
+def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, str]:
+    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `dtype`, and how: the layers'
+    matrices in `dtype`, the token embedding, LM head and norms in bf16 when it is quantized."""
+    total = count_params(spec).total
+    layers = layer_params = 0
+    for g in spec.layer_groups():
+        layers += g.count * sum(layer_weight_bytes(spec, g, dtype, group_size).values())
+        layer_params += g.count * sum(layer_parts(spec, g)[0].values())
+    stored = layers + stored_bytes(total - layer_params, [], dtype, group_size)  # embedding, head, final norm
+    if dtype not in QUANTIZED:
+        return stored, f"{total:,} params × {DTYPE_BITS[dtype] // 8} B"
+    scales = f" + fp16 scale per {group_size} inputs" if dtype == "int4" else ""
+    return stored, f"layer matrices in {dtype}{scales}; embedding, head, norms, biases bf16"
+
+
+def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, o: MemoryOptions) -> tuple[int, int]:
+    """Bytes one training layer keeps for its backward pass: (linear in S part, attention-core part).
+
+    Generalises Korthikanti et al. 2022 (per layer s·b·h·(34 + 5·a·s/h) for GPT with dropout): the
+    inputs of every matmul, Q/K/V, the FFN intermediates, the norm inputs, dropout masks (1 byte), and
+    without flash attention the softmax output (plus dropout mask and output) over S×S per head.
+    """
+    a, d, attn, sb = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
+    if isinstance(attn, MLA):
+        h = attn.heads
+        widths = [d, attn.q_lora_rank or 0, attn.kv_lora_rank, h * attn.v_head_dim,  # matmul inputs
+                  h * attn.qk_head_dim * 2, h * attn.v_head_dim]  # Q, K, V
+    else:
+        widths = [d, attn.q_width, attn.q_width, 2 * attn.kv_width]  # qkv input, o input, Q, K and V
+    ffn_saved = d + g.ffn.saved_elements()  # the FFN's input and its intermediates
+    norms = spec.norm.per_layer * d
+    linear = a * sb * (sum(widths) + attn.extra_saved_elements() + ffn_saved + norms) + (2 * sb * d if o.dropout else 0)
+    w = attn.keys_window(g.window)
+    keys = min(seq, w) if (w and o.flash) else seq
+    if o.flash:
+        core = 4 * batch * attn.heads * seq  # fp32 log-sum-exp per query and head
+    else:
+        core = batch * attn.heads * seq * keys * (a + (1 + a if o.dropout else 0))
+    return linear, core
+
+
+def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None) -> MemoryReport:
+    """Inference (weights + KV + activations) or training (+ gradients and optimizer) memory."""
+    o = o or MemoryOptions()
+    if o.train and o.weights_dtype in QUANTIZED:
+        raise UserError(f"--weights-dtype: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+    if not o.train and (o.dp > 1 or o.zero or o.micro_batch):
+        raise UserError("--dp: --dp, --zero and --micro-batch describe a training step; add --train (for serving "
+                        "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
+    if batch % o.dp:
+        raise UserError(f"--batch: the global batch of {batch} sequences does not split over --dp {o.dp}; "
+                        f"use a multiple of {o.dp}")
+    per_gpu = batch // o.dp
+    micro = o.micro_batch or per_gpu
+    if per_gpu % micro:
+        raise UserError(f"--micro-batch: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
+                        f"(--batch {batch} / --dp {o.dp}); use a divisor of {per_gpu}")
+    counts = count_params(spec)
+    w, w_note = weights_bytes(spec, o.weights_dtype, o.group_size)
+    rows = []
+    if not o.train:
+        kv = kv_cache(spec, batch, seq, o.kv_dtype).total_bytes
+        act, act_note = inference_activations(spec, batch, seq, o)
+        rows += [MemoryRow(component="weights", bytes=w, note=w_note),
+                 MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {o.kv_dtype}"),
+                 MemoryRow(component="activations", bytes=act, note=act_note)]
+        grads = opt = 0
+    else:
+        kv = 0
+        n = counts.total
+        act, act_note = _training_activations(spec, micro, seq, o)
+        shard = lambda x, stage: -(-x // o.dp) if o.zero >= stage else x  # noqa: E731
+        w = shard(w, 3)
+        grads = shard(nbytes(n, o.weights_dtype), 2)
+        master = 4 * n if o.weights_dtype != "fp32" else 0
+        opt = shard(master + OPTIMIZER_BYTES[o.optimizer] * n, 1)
+        split = lambda stage: f" ÷ {o.dp} (ZeRO-{o.zero})" if o.zero >= stage else ""  # noqa: E731
+        rows += [MemoryRow(component="weights", bytes=w, note=w_note + split(3)),
+                 MemoryRow(component="gradients", bytes=grads, note=f"{o.weights_dtype} gradients" + split(2)),
+                 MemoryRow(component="optimizer", bytes=opt,
+                           note=(f"{o.optimizer}: fp32 master + states" if master else o.optimizer) + split(1)),
+                 MemoryRow(component="activations", bytes=act, note=act_note)]
+    dominant = max(rows, key=lambda r: r.bytes).component
+    notes = []
+    if o.train:
+        notes.append(f"--batch {batch} is the global batch: each of the {o.dp} data-parallel GPU(s) runs {per_gpu} "
+                     f"sequence(s) per step, {micro} at a time" + (f" ({per_gpu // micro} micro-batches)"
+                                                                    if micro < per_gpu else ""))
+    if o.zero and o.dp == 1:
+        notes.append(f"ZeRO-{o.zero} over one GPU (--dp 1) divides nothing; give --dp, the data-parallel GPUs")
+    elif o.zero:
+        notes.append(f"ZeRO-{o.zero} over {o.dp} data-parallel GPUs: figures are per GPU")
+    return MemoryReport(
+        model=spec.name, mode="train" if o.train else "inference", batch=batch, seq=seq, dp=o.dp,
+        per_gpu_batch=per_gpu, micro_batch=micro,
+        weights_bytes=w, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
+        total_bytes=sum(r.bytes for r in rows), dominant=dominant, breakdown=rows,
+        formula=FORMULA, notes=notes,
+    )
+
+
+def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    """Bytes per token a prefill of `seq` tokens holds at its largest layer stage, beyond the residual stream
+    and the normed input: the larger of the attention's and the FFN's own peak, in the layer group where it
+    is largest, and which one it is. A parallel block (one norm) holds the attention's output (d) while its
+    FFN runs. Without flash attention the attention also holds its scores and probabilities, 2·H·keys."""
+    a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+    rope = spec.positions.kind == "rope"
+    best, what = 0, ""
+    for g in spec.layer_groups():
+        stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
+        if not o.flash:
+            w = attn.keys_window(g.window)
+            stage += 2 * a * attn.heads * (min(seq, w) if w else seq)
+        ffn = g.ffn.prefill_activation_bytes(d, a) + (a * d if spec.norm.parallel else 0)
+        for name, per_token in (("attention", stage), ("ffn", ffn)):
+            if per_token > best:
+                best, what = per_token, name
+    return best, what
+
+
+def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    """The prefill's activation peak (docs/formulas.md#inference-peak): the residual stream and the normed
+    input (2·a·d per token) plus the largest layer stage (layer_peak_per_token), or at the head the
+    residual stream, the last positions' normed input and their logits, in the activation dtype and
+    upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables kept per position for the whole
+    forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
+    a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+    tokens = batch * seq
+    per_token, what = layer_peak_per_token(spec, seq, o)
+    layer = tokens * (2 * a * d + per_token)
+    head = a * tokens * d + batch * (a * d + (a + LOGIT_BYTES) * spec.vocab_size)
+    rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.kind == "rope" else 0
+    tables = seq * (8 + rope)
+    if head > layer:
+        return tables + head, "prefill peak: residual + logits"
+    return tables + layer, f"prefill peak: residual + {what}"
+
+
+def _training_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    a, d = DTYPE_BITS[o.act_dtype] // 8, spec.d_model
+    per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, o)) for g in spec.layer_groups()]
+    if o.recompute == "full":  # keep each layer's input; recompute one layer at a time
+        kept = spec.n_layers * a * seq * batch * d + max(lin + core for _, lin, core in per_group)
+    elif o.recompute == "selective":  # drop the attention core's S×S tensors, recompute them
+        kept = sum(n * lin for n, lin, _ in per_group) + max(core for _, _, core in per_group)
+    else:
+        kept = sum(n * (lin + core) for n, lin, core in per_group)
+    logits = LOGIT_BYTES * batch * seq * spec.vocab_size
+    kernel = "flash" if o.flash else "no flash"
+    return kept + logits, f"{spec.n_layers} layers, recompute {o.recompute}, {kernel}, + fp32 logits"

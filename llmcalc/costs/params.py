@@ -1,0 +1,136 @@
+"""Parameter counts: total, active per token, and a per-component breakdown.
+
+total = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms] + final norm + LM head.
+Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips.
+See docs/formulas.md#parameters.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from llmcalc.model.attention import GQA
+from llmcalc.model.embedding import lm_head_params, token_embedding_params
+from llmcalc.model.ffn import MoE
+from llmcalc.model.spec import LayerGroup, ModelSpec
+from llmcalc.reports.params import LayerTypeRow, ParamRow, ParamsReport
+
+FORMULA = (
+    "total = V·d + positions + Σ_layers(attention + ffn + norms) + final norm + LM head (0 if tied); "
+    "active = total − Σ_MoE layers (E − top_k)·P_expert"
+)
+
+
+def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dict[str, int]]:
+    """Parameters of one layer of `group` by component path, and how many of them one token uses."""
+    d, norm, attn = spec.d_model, spec.norm, spec.attention
+    parts = {f"attention/{k}": v for k, v in attn.params(d).items()}
+    prefix = spec.ffn_prefix(group)
+    parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
+    parts["norms/layer"] = norm.per_layer * norm.params(d)
+    if norm.qk_norm == "head":
+        parts["norms/qk"] = 2 * norm.params(_qk_dim(spec))
+    elif norm.qk_norm == "full":
+        parts["norms/qk"] = norm.params(attn.heads * _qk_dim(spec)) + norm.params(_k_width(spec))
+    active = dict(parts)
+    if isinstance(group.ffn, MoE):
+        active["ffn/experts"] -= group.ffn.inactive_params(d)
+    return parts, active
+
+
+def _qk_dim(spec: ModelSpec) -> int:
+    a = spec.attention
+    return a.head_dim if isinstance(a, GQA) else a.qk_head_dim
+
+
+def _k_width(spec: ModelSpec) -> int:
+    a = spec.attention
+    return a.kv_width if isinstance(a, GQA) else a.heads * a.qk_head_dim
+
+
+def mtp_parts(spec: ModelSpec) -> tuple[dict[str, int], dict[str, int]]:
+    """One DeepSeek-V3 MTP module per `mtp_modules`: a decoder layer shaped like the last layer,
+    two input norms, the 2d→d projection and an output norm; embedding and head are shared."""
+    if not spec.mtp_modules:
+        return {}, {}
+    layer, layer_active = layer_parts(spec, spec.layer_groups()[-1])
+    n, d = spec.mtp_modules, spec.d_model
+    extra = {"mtp/projection": n * 2 * d * d, "mtp/norms": n * 3 * spec.norm.params(d)}
+    parts = {f"mtp/layer/{k}": n * v for k, v in layer.items()} | extra
+    active = {f"mtp/layer/{k}": n * v for k, v in layer_active.items()} | extra
+    return parts, active
+
+
+def params(spec: ModelSpec) -> ParamsReport:
+    """Exact parameter counts of `spec` (ints), with the breakdown and layer types."""
+    d, v = spec.d_model, spec.vocab_size
+    emb = {"embedding/token": token_embedding_params(v, d)}
+    if pos := spec.positions.params(spec.max_seq_len, d):
+        emb["embedding/position"] = pos
+    totals: dict[str, int] = defaultdict(int, emb)
+    actives: dict[str, int] = defaultdict(int, emb)
+    layer_rows = []
+    for group in spec.layer_groups():
+        parts, active = layer_parts(spec, group)
+        for k in parts:
+            totals[k] += group.count * parts[k]
+            actives[k] += group.count * active[k]
+        layer_rows.append(
+            LayerTypeRow(
+                layer_type=group.name,
+                layers=group.count,
+                params_per_layer=sum(parts.values()),
+                active_per_layer=sum(active.values()),
+            )
+        )
+    tail = {"norms/final": spec.norm.params(d) if spec.norm.final else 0}
+    tail["lm_head"] = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    for k, n in tail.items():
+        totals[k] += n
+        actives[k] += n
+    total, active = sum(totals.values()), sum(actives.values())
+    mtp, mtp_active = mtp_parts(spec)
+    embedding = sum(emb.values())
+    return ParamsReport(
+        model=spec.name,
+        total=total,
+        active=active,
+        active_excluding_embedding=active - embedding,
+        embedding=embedding,
+        mtp=sum(mtp.values()),
+        breakdown=_rows(totals, actives, total),
+        mtp_breakdown=_rows(mtp, mtp_active, total),
+        layer_types=layer_rows,
+        formula=FORMULA,
+        notes=_notes(spec),
+    )
+
+
+_ORDER = ("embedding", "attention", "ffn", "norms", "lm_head")
+
+
+def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[ParamRow]:
+    """Rows grouped embedding → attention → ffn → norms → head (first-seen order within a group)."""
+
+    def group(key: str) -> int:
+        head = key.removeprefix("mtp/layer/").split("/")[0]
+        return _ORDER.index(head) if head in _ORDER else len(_ORDER)
+
+    keys = sorted(totals, key=group)
+    return [
+        ParamRow(component=k, params=totals[k], active=actives[k], percent=round(100 * totals[k] / total, 4))
+        for k in keys
+        if totals[k] or k == "lm_head"
+    ]
+
+
+def _notes(spec: ModelSpec) -> list[str]:
+    notes = []
+    if spec.tie_embeddings:
+        notes.append("LM head tied to the token embedding: its matrix is counted once, under embedding/token.")
+    if spec.mtp_modules:
+        notes.append(
+            "MTP modules are excluded from total and active; they share the embedding and LM head "
+            "(a checkpoint that stores copies of both adds 2·V·d per module)."
+        )
+    return notes

@@ -1,0 +1,114 @@
+"""Reading the files users and presets hold: YAML or JSON through the safe loader, bounded in size,
+depth and aliases; a mapping validated into a Pydantic model with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmcalc.errors import UserError, validation_message
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PACKAGED = Path(__file__).resolve().parent.parent / "presets"
+PRESETS = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "presets"
+"""The presets folder: the top-level presets/ of a checkout, mapped into the package as llmcalc/presets/
+when a wheel is built (pyproject.toml)."""
+
+MAX_FILE_BYTES = 1 << 20
+"""Largest spec, GPU or config file read (a preset is ~1 KB; a Hugging Face config.json a few KB)."""
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists in a file (a spec nests 3 deep); deeper is refused before
+it is built, as libyaml's composer recurses per level."""
+MAX_NODES = 100_000
+"""Most values a file may hold once its aliases are expanded (a "billion laughs" bomb is refused)."""
+
+
+def check_size(path: Path, what: str) -> None:
+    """A file larger than MAX_FILE_BYTES, or a device or pipe (/dev/zero, /dev/stdin: reading would
+    never end or wait forever), is refused before it is read."""
+    import stat
+
+    try:
+        mode, size = path.stat().st_mode, path.stat().st_size
+    except OSError:
+        return  # reading it reports the problem
+    if stat.S_ISDIR(mode):
+        return
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{what} {path}: not a regular file (a device or a pipe); give a YAML or JSON file")
+    if size > MAX_FILE_BYTES:
+        raise UserError(f"{what} {path}: {size:,} bytes, more than {MAX_FILE_BYTES:,}; give the spec or "
+                        "config file itself")
+
+
+class _Bound(ValueError):
+    """A file over one of the bounds above."""
+
+
+def _check_events(text: str) -> None:
+    """Walk the YAML events (no objects built): nesting depth, values with aliases expanded, and
+    duplicate keys in a mapping. Raises _Bound naming the problem; yaml.YAMLError on bad syntax."""
+    nodes, sizes, stack = 0, {}, []  # stack: [start count, anchor, keys seen or None, expecting a key]
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
+            if stack and stack[-1][2] is not None:
+                frame = stack[-1]
+                if frame[3] and isinstance(ev, yaml.ScalarEvent):
+                    if ev.value in frame[2]:
+                        raise _Bound(f"key {ev.value[:40]!r} appears twice in one mapping; keep one")
+                    frame[2].add(ev.value)
+                frame[3] = not frame[3]
+            nodes += sizes.get(ev.anchor, 1) if isinstance(ev, yaml.AliasEvent) else 1
+            if nodes > MAX_NODES:
+                raise _Bound(f"more than {MAX_NODES:,} values (aliases expanded); write the spec plainly")
+        if isinstance(ev, yaml.CollectionStartEvent):
+            stack.append([nodes, ev.anchor, set() if isinstance(ev, yaml.MappingStartEvent) else None, True])
+            if len(stack) > MAX_DEPTH:
+                raise _Bound(f"nested more than {MAX_DEPTH} levels deep; a spec nests 3")
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            start, anchor, _, _ = stack.pop()
+            if anchor:
+                sizes[anchor] = nodes - start + 1
+        elif isinstance(ev, yaml.ScalarEvent) and ev.anchor:
+            sizes[ev.anchor] = 1
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML (or JSON) file with the safe loader; errors become one-line UserErrors."""
+    check_size(path, what)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{what} {path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {path}: is a folder; give a YAML file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
+    try:
+        _check_events(text)
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+    except _Bound as e:
+        raise UserError(f"{what} {path}: {e}") from None
+    except ValueError as e:  # a value the loader cannot convert, e.g. an int of 5,000 digits
+        raise UserError(f"{what} {path}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or "not valid YAML"
+        if "constructor" in problem:  # e.g. !!python/object: the safe loader builds no objects
+            raise UserError(f"{what} {path}: YAML tag refused{at} ({problem}); write plain values, no tags") from None
+        raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
+
+
+def validated(cls, data: Any, where: str, example: str):
+    """Validate a mapping into the Pydantic model `cls`, naming the field and the fix on error."""
+    from pydantic import ValidationError
+
+    if not isinstance(data, dict):
+        raise UserError(f"{where}: expected a mapping of fields, got {type(data).__name__}; see {example}")
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(e, where)) from None

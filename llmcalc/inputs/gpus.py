@@ -1,0 +1,30 @@
+"""GPU presets (`presets/gpus/*.yaml`) and user GPU files, read with the safe loader."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from llmcalc.errors import UserError
+from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.model.gpu import GPU
+
+GPU_DIR = PRESETS / "gpus"
+
+
+def gpu_names() -> list[str]:
+    return sorted(p.stem for p in GPU_DIR.glob("*.yaml"))
+
+
+def load_gpu(name: str) -> GPU:
+    """A GPU preset by name, or a user's GPU YAML by path (anything ending .yaml/.yml/.json)."""
+    if name.endswith((".yaml", ".yml", ".json")):
+        path, where = Path(name), f"gpu file {name}"
+    else:
+        names = gpu_names()
+        if name not in names:
+            near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
+            raise UserError(f"--gpu: unknown GPU {name!r}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
+        path, where = GPU_DIR / f"{name}.yaml", f"gpu {name}"
+    return validated(GPU, read_yaml(path, "gpu file"), where, "presets/gpus/h100-sxm.yaml")

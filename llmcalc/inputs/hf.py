@@ -1,0 +1,335 @@
+"""Offline import of a Hugging Face `config.json` into a ModelSpec (no transformers needed).
+
+A field absent from the file takes the default that transformers' config class for that
+model_type uses (transformers 5.x), so the spec describes the model transformers would build.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from llmcalc.errors import UserError
+from llmcalc.inputs.files import check_size
+from llmcalc.inputs.presets import spec_from_data
+
+_LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+              num_attention_heads=32, max_position_embeddings=2048, tie_word_embeddings=False,
+              attention_bias=False, mlp_bias=False, hidden_act="silu")
+_QWEN = dict(_LLAMA, vocab_size=151936, intermediate_size=22016, max_position_embeddings=32768,
+             use_sliding_window=False, sliding_window=4096, max_window_layers=28)
+_GEMMA = dict(_LLAMA, vocab_size=256000, hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+              num_attention_heads=16, head_dim=256, max_position_embeddings=8192, tie_word_embeddings=True,
+              hidden_act="gelu_pytorch_tanh")
+_GEMMA2 = dict(_GEMMA, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
+               num_key_value_heads=4, sliding_window=4096)
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": _LLAMA,
+    "mistral": dict(_LLAMA, intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=131072,
+                    sliding_window=4096),
+    "mixtral": dict(_LLAMA, intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=131072,
+                    sliding_window=None, num_local_experts=8, num_experts_per_tok=2),
+    "qwen2": _QWEN,
+    "qwen2_moe": dict(_QWEN, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                      num_attention_heads=16, num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
+                      shared_expert_intermediate_size=5632, decoder_sparse_step=1, mlp_only_layers=[],
+                      qkv_bias=True),
+    "qwen3": dict(_QWEN, head_dim=128),
+    "qwen3_moe": dict(_QWEN, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                      num_key_value_heads=4, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                      decoder_sparse_step=1, mlp_only_layers=[]),
+    "deepseek_v2": dict(_LLAMA, vocab_size=102400, n_routed_experts=64, num_experts_per_tok=None,
+                        moe_intermediate_size=1407, n_shared_experts=2, first_k_dense_replace=0, q_lora_rank=1536,
+                        kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128),
+    "deepseek_v3": dict(_LLAMA, vocab_size=129280, hidden_size=7168, intermediate_size=18432,
+                        num_hidden_layers=61, num_attention_heads=128, max_position_embeddings=4096,
+                        n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048,
+                        n_shared_experts=1, first_k_dense_replace=3, q_lora_rank=1536, kv_lora_rank=512,
+                        qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, num_nextn_predict_layers=1),
+    "deepseek_v32": dict(_LLAMA, vocab_size=129280, hidden_size=7168, intermediate_size=18432,
+                         num_hidden_layers=61, num_attention_heads=128, max_position_embeddings=4096,
+                         n_routed_experts=256, num_experts_per_tok=8, moe_intermediate_size=2048,
+                         n_shared_experts=1, first_k_dense_replace=3, q_lora_rank=1536, kv_lora_rank=512,
+                         qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, num_nextn_predict_layers=1,
+                         index_n_heads=64, index_head_dim=128, index_topk=2048),
+    "gpt2": dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024, n_inner=None,
+                 activation_function="gelu_new", tie_word_embeddings=True),
+    "gemma": _GEMMA,
+    "gemma2": _GEMMA2,
+    "gemma3_text": dict(_GEMMA2, vocab_size=262208, max_position_embeddings=131072, sliding_window_pattern=6),
+    "phi3": dict(_LLAMA, vocab_size=32064, hidden_size=3072, intermediate_size=8192,
+                 max_position_embeddings=4096, sliding_window=None),
+    "olmo2": dict(_LLAMA, vocab_size=50304),
+    "falcon": dict(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
+                   max_position_embeddings=2048, tie_word_embeddings=True, new_decoder_architecture=False,
+                   multi_query=True, parallel_attn=True, bias=False, alibi=False, num_kv_heads=None,
+                   ffn_hidden_size=None, num_ln_in_parallel_attn=None),
+    "gpt_oss": dict(_LLAMA, vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
+                    num_attention_heads=64, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+                    attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
+}
+SUPPORTED = sorted(DEFAULTS)
+_HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
+             "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
+             "attention.kv_heads": "num_key_value_heads", "attention.head_dim": "head_dim",
+             "ffn.top_k": "num_experts_per_tok", "ffn.experts": "num_experts", "ffn.d_ff": "intermediate_size",
+             "sliding_window": "sliding_window"}
+_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu",
+        "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu"}
+
+
+def load_hf_config(path: str | Path):
+    """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise UserError(f"{p}: folder has no config.json; point --hf-config at a config.json or its folder")
+        p = p / "config.json"
+    check_size(p, "--hf-config")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such file; check the --hf-config path") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable config.json") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
+    except RecursionError:
+        raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face config.json") from None
+    except ValueError as e:  # an int of thousands of digits
+        raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+    name = p.parent.name or p.stem
+    try:
+        return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), str(p))
+    except UserError as e:
+        msg = str(e)
+        for ours, theirs in _HF_NAMES.items():
+            msg = msg.replace(f": {ours}:", f": {theirs} (llmcalc {ours}):", 1)
+        raise UserError(msg) from None
+
+
+def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict[str, Any]:
+    """The ModelSpec fields for a parsed config.json (a nested `text_config` is used when present)."""
+    if not isinstance(raw, dict):
+        raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
+    if isinstance(raw.get("text_config"), dict):
+        outer = raw.get("model_type")
+        raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
+            k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
+    mt = raw.get("model_type")
+    if not isinstance(mt, str) or mt not in DEFAULTS:
+        raise UserError(
+            f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED)} "
+            "(or write a llmcalc spec YAML and pass --config)"
+        )
+    c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
+    _check_types(c)
+    build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
+    return {"name": name, "source": source} | build(mt, c)
+
+
+_POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
+             "sliding_window_pattern")
+"""Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
+_NOT_NULL = _POSITIVE + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace")
+"""Fields the import computes with before validation: null is refused too."""
+_COUNTS = _POSITIVE + (
+    "vocab_size", "hidden_size", "n_embd", "intermediate_size", "n_inner", "ffn_hidden_size", "num_key_value_heads",
+    "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions", "sliding_window", "max_window_layers",
+    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn")
+"""Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
+
+
+def _check_types(c: dict) -> None:
+    """Types of the fields the import computes with, checked before any arithmetic."""
+    from llmcalc.model.spec import MAX_LAYERS
+
+    for key in _COUNTS:
+        v = c.get(key)
+        if key not in c or (v is None and key not in _NOT_NULL):
+            continue
+        if type(v) is not int or v < (key in _POSITIVE):
+            want = "a whole number > 0" if key in _POSITIVE else "a whole number ≥ 0" + (
+                "" if key in _NOT_NULL else " or null")
+            raise UserError(f"config.json: {key} is {repr(v)[:40]}, not {want}; fix {key}")
+        if key in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
+            raise UserError(f"config.json: {key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
+    for key in ("hidden_act", "activation_function", "hidden_activation"):
+        if c.get(key) is not None and not isinstance(c[key], str):
+            raise UserError(f"config.json: {key}: give the activation's name as a string, e.g. \"silu\"")
+    for key, item in (("layer_types", str), ("mlp_only_layers", int)):
+        v = c.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, item) for x in v)):
+            raise UserError(f"config.json: {key}: give a list of {item.__name__}s, or leave it out")
+
+
+def _get(c: dict, key: str) -> Any:
+    if key not in c:
+        raise UserError(f"config.json: missing {key}; add it")
+    return c[key]
+
+
+def _gpt2(mt: str, c: dict) -> dict[str, Any]:
+    d = c["n_embd"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["n_layer"], max_seq_len=c["n_positions"],
+        tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=True),
+        positions=dict(kind="learned"),
+        attention=dict(kind="gqa", heads=c["n_head"], kv_heads=c["n_head"], head_dim=_div(d, c["n_head"]),
+                       qkv_bias=True, o_bias=True),
+        ffn=dict(kind="dense", d_ff=c["n_inner"] or 4 * d, activation=_act(c["activation_function"]), bias=True),
+    )
+
+
+def _falcon(mt: str, c: dict) -> dict[str, Any]:
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    if c["new_decoder_architecture"]:
+        kv = c["num_kv_heads"] or h
+        n_ln = 2 if c["num_ln_in_parallel_attn"] in (None, 2) else 1
+    else:
+        kv = 1 if c["multi_query"] else h
+        n_ln = 1 if c["parallel_attn"] else 2
+    if not c["parallel_attn"]:
+        n_ln = 2
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=c["max_position_embeddings"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="layernorm", bias=True, per_layer=n_ln, final=True),
+        positions=dict(kind="alibi" if c["alibi"] else "rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=kv, head_dim=_div(d, h), qkv_bias=c["bias"], o_bias=c["bias"]),
+        ffn=dict(kind="dense", d_ff=c["ffn_hidden_size"] or 4 * d, activation="gelu", bias=c["bias"]),
+    )
+
+
+def _decoder(mt: str, c: dict) -> dict[str, Any]:
+    """Llama-shaped decoders: llama, mistral, mixtral, qwen*, deepseek*, gemma*, phi3, olmo2, gpt_oss."""
+    d, h, n_layers = _get(c, "hidden_size"), _get(c, "num_attention_heads"), _get(c, "num_hidden_layers")
+    window, pattern = _layer_pattern(mt, c, n_layers)
+    gemma = mt.startswith("gemma")
+    spec = dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=n_layers,
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=4 if mt in ("gemma2", "gemma3_text") else 2, final=True,
+                  qk_norm={"qwen3": "head", "qwen3_moe": "head", "gemma3_text": "head", "olmo2": "full"}.get(mt, "none")),
+        positions=dict(kind="rope"),
+        attention=_attention(mt, c, d, h),
+        ffn=_ffn(mt, c, n_layers),
+        sliding_window=window,
+        layer_pattern=pattern,
+    )
+    if gemma:  # transformers reads hidden_activation first and treats a legacy "gelu" as the tanh form
+        act = c.get("hidden_activation") or c["hidden_act"]
+        spec["ffn"]["activation"] = "gelu_tanh" if act == "gelu" else _act(act)
+    if mt in ("deepseek_v3", "deepseek_v32"):
+        spec["mtp_modules"] = c.get("num_nextn_predict_layers", 0)
+    return spec
+
+
+def _attention(mt: str, c: dict, d: int, h: int) -> dict[str, Any]:
+    if mt.startswith("deepseek"):
+        mla = dict(kind="mla", heads=h, q_lora_rank=c["q_lora_rank"], kv_lora_rank=c["kv_lora_rank"],
+                   qk_nope_head_dim=c["qk_nope_head_dim"], qk_rope_head_dim=c["qk_rope_head_dim"],
+                   v_head_dim=c["v_head_dim"], bias=c["attention_bias"])
+        if mt == "deepseek_v32":  # DeepSeek Sparse Attention: MLA plus the lightning indexer
+            mla |= dict(kind="dsa", index_heads=c["index_n_heads"], index_head_dim=c["index_head_dim"],
+                        index_topk=c["index_topk"])
+        return mla
+    head_dim = c.get("head_dim") or _div(d, h)
+    kv = c.get("num_key_value_heads") or h
+    if mt in ("qwen2", "qwen2_moe"):
+        qkv_bias, o_bias = c.get("qkv_bias", True), False
+    elif mt in ("mistral", "mixtral", "phi3"):
+        qkv_bias = o_bias = False
+    else:
+        qkv_bias = o_bias = c.get("attention_bias", False)
+    return dict(kind="gqa", heads=h, kv_heads=kv, head_dim=head_dim, qkv_bias=qkv_bias, o_bias=o_bias,
+                sinks=mt == "gpt_oss")
+
+
+def _ffn(mt: str, c: dict, n_layers: int) -> dict[str, Any]:
+    act = _act(c["hidden_act"])
+    bias = c.get("mlp_bias", False) if mt == "llama" else False
+    if mt == "mixtral" or mt == "gpt_oss":
+        return dict(kind="moe", experts=c["num_local_experts"], top_k=c["num_experts_per_tok"],
+                    d_ff=c["intermediate_size"], activation=act, expert_bias=mt == "gpt_oss",
+                    router_bias=mt == "gpt_oss")
+    if mt in ("qwen2_moe", "qwen3_moe"):
+        step, only = c["decoder_sparse_step"], set(c["mlp_only_layers"] or [])
+        dense = sum(1 for i in range(n_layers) if i in only or (i + 1) % step)
+        shared = c.get("shared_expert_intermediate_size", 0) if mt == "qwen2_moe" else 0
+        return dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"],
+                    d_ff=c["moe_intermediate_size"], activation=act, shared_experts=1 if shared else 0,
+                    shared_d_ff=shared, shared_gate=bool(shared), dense_layers=dense,
+                    dense_d_ff=c["intermediate_size"] if dense else 0)
+    if mt.startswith("deepseek"):
+        if c.get("n_routed_experts") is None:
+            return dict(kind="gated", d_ff=c["intermediate_size"], activation=act, bias=bias)
+        dense = min(c["first_k_dense_replace"], n_layers)
+        top_k = c["num_experts_per_tok"]
+        if top_k is None:
+            raise UserError("config.json: num_experts_per_tok is missing for a MoE model; add it")
+        n_shared = c.get("n_shared_experts") or 0
+        return dict(kind="moe", experts=c["n_routed_experts"], top_k=top_k, d_ff=c["moe_intermediate_size"],
+                    activation=act, shared_experts=1 if n_shared else 0,
+                    shared_d_ff=n_shared * (c["moe_intermediate_size"] or 0), dense_layers=dense,
+                    dense_d_ff=c["intermediate_size"] if dense else 0)
+    return dict(kind="gated", d_ff=c["intermediate_size"], activation=act, bias=bias)
+
+
+def _layer_pattern(mt: str, c: dict, n_layers: int) -> tuple[int | None, list[str]]:
+    """The sliding window and the per-layer kinds, as transformers derives them for `mt`."""
+    window = c.get("sliding_window")
+    if mt in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and not c.get("use_sliding_window"):
+        window = None
+    if mt in ("llama", "olmo2", "gemma", "deepseek_v2", "deepseek_v3", "deepseek_v32"):
+        window = None
+    types = c.get("layer_types")
+    if types is None:
+        if not window:
+            types = ["full"] * n_layers
+        elif mt in ("gemma2", "gpt_oss"):
+            types = ["sliding" if (i + 1) % 2 else "full" for i in range(n_layers)]
+        elif mt == "gemma3_text":
+            every = c.get("sliding_window_pattern", 6)
+            types = ["sliding" if (i + 1) % every else "full" for i in range(n_layers)]
+        elif mt in ("qwen2", "qwen3", "qwen3_moe"):
+            types = ["sliding" if i >= c["max_window_layers"] else "full" for i in range(n_layers)]
+        elif mt == "qwen2_moe":
+            types = ["sliding" if (i + 1) % 2 and i < c["max_window_layers"] else "full" for i in range(n_layers)]
+        else:  # mistral, mixtral, phi3: every layer slides
+            types = ["sliding"] * n_layers
+    kinds = ["sliding" if t == "sliding_attention" or t == "sliding" else "full" for t in types]
+    if len(kinds) != n_layers:
+        raise UserError(f"config.json: layer_types has {len(kinds)} entries for {n_layers} layers; fix layer_types")
+    if "sliding" not in kinds or not window:
+        return None, ["full"]
+    return window, _shortest_cycle(kinds)
+
+
+def _shortest_cycle(kinds: list[str]) -> list[str]:
+    """The shortest prefix that, repeated, gives `kinds` (the whole list if none does): the smallest
+    period, n − (longest proper border), from the prefix function in O(n)."""
+    border = [0] * len(kinds)
+    for i in range(1, len(kinds)):
+        k = border[i - 1]
+        while k and kinds[i] != kinds[k]:
+            k = border[k - 1]
+        border[i] = k + (kinds[i] == kinds[k])
+    return kinds[:len(kinds) - border[-1]] if kinds else kinds
+
+
+def _div(d: int, h: int) -> int:
+    if d % h:
+        raise UserError(f"config.json: hidden_size {d} is not divisible by {h} heads; set head_dim explicitly")
+    return d // h
+
+
+def _act(name: str) -> str:
+    if name not in _ACT:
+        raise UserError(f"config.json: activation {name!r} is not supported; use one of {', '.join(sorted(_ACT))}")
+    return _ACT[name]

@@ -1,0 +1,59 @@
+"""Token embedding, position encoding and LM head.
+
+token embedding V·d; learned positions max_seq_len·d (RoPE, ALiBi, sinusoidal and none have no
+parameters); LM head d·V (+V bias), shared with the token embedding when tied.
+See docs/formulas.md#embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from llmcalc.model.base import Frozen
+
+
+class Positions(Frozen):
+    """Position encoding. Only `learned` has parameters: a table of max_seq_len × d_model."""
+
+    kind: Literal["rope", "none", "learned", "sinusoidal", "alibi"]
+
+    def params(self, max_seq_len: int, d_model: int) -> int:
+        return max_seq_len * d_model if self.kind == "learned" else 0
+
+    def positions(self, attention, d_model: int) -> dict[str, int]:
+        """Element-wise FLOPs of the position encoding, apart from the matmuls (docs/formulas.md#positions):
+
+        layer_token: per new token per layer. RoPE rotates q and k: 3 FLOPs (2 multiplies, 1 add) per
+          rotated element, (H + H_kv)·d_rot elements with d_rot the head dim rounded down to even; MLA
+          rotates the RoPE part of each query head and the one shared RoPE key, (H + 1)·d_r. cos/sin
+          tables are computed once and not counted.
+        layer_pair: per (query, key) pair per layer. ALiBi adds slope·distance to every head's score:
+          H adds per pair (the slope·distance products are a precomputed table, not counted).
+        token: per new token, once (not per layer). Learned and sinusoidal add a d-vector to the
+          embedding: d adds (the sinusoidal table is computed once, not counted).
+        none: no FLOPs.
+        """
+        out = {"layer_token": 0, "layer_pair": 0, "token": 0}
+        if self.kind == "rope":
+            if hasattr(attention, "rope_elements"):  # a variant that says what it rotates (DSA)
+                out["layer_token"] = 3 * attention.rope_elements()
+            elif hasattr(attention, "qk_rope_head_dim"):  # MLA: the decoupled RoPE part of q, one shared key
+                out["layer_token"] = 3 * (attention.heads + 1) * attention.qk_rope_head_dim
+            elif hasattr(attention, "head_dim"):
+                rot = attention.head_dim - attention.head_dim % 2
+                out["layer_token"] = 3 * (attention.heads + getattr(attention, "kv_heads", attention.heads)) * rot
+        elif self.kind == "alibi":
+            out["layer_pair"] = attention.heads
+        elif self.kind in ("learned", "sinusoidal"):
+            out["token"] = d_model
+        return out
+
+
+def token_embedding_params(vocab: int, d_model: int) -> int:
+    """V·d."""
+    return vocab * d_model
+
+
+def lm_head_params(vocab: int, d_model: int, *, tied: bool, bias: bool) -> int:
+    """d·V (+V with a bias); a tied head reuses the embedding matrix and adds only its bias."""
+    return (0 if tied else d_model * vocab) + (vocab if bias else 0)

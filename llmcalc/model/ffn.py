@@ -1,0 +1,270 @@
+"""Feed-forward families and their closed-form parameter counts.
+
+Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→d. MoE: E routed experts
+(each a Dense or Gated FFN of d_ff), a router d→E, optional shared experts always applied, and
+optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llmcalc.model.attention import linear
+from llmcalc.model.base import Frozen, NonNegInt, Parts, PosInt
+
+Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
+
+
+def weights(parts: Parts) -> int:
+    return sum(parts.values())
+
+
+def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
+    """One MLP: {gate, up, down}; gate only when gated. Biases add d_ff (gate, up) or d (down)."""
+    parts = {"up": linear(d_model, d_ff, bias), "down": linear(d_ff, d_model, bias)}
+    return {"gate": linear(d_model, d_ff, bias)} | parts if gated else parts
+
+
+def mlp_matrices(d_model: int, d_ff: int, *, gated: bool) -> list[tuple[int, int]]:
+    """One MLP's weight matrices (d_in, d_out): gate and up d → f (up only when not gated), down f → d."""
+    return [(d_model, d_ff)] * (2 if gated else 1) + [(d_ff, d_model)]
+
+
+def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
+    """Elements each MLP matmul reads and writes per token: d + f each."""
+    return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
+
+
+class Dense(Frozen):
+    """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
+
+    kind: Literal["dense"] = "dense"
+    d_ff: PosInt
+    activation: Activation = "gelu"
+    bias: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"MLP {self.activation} {self.d_ff}"
+
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters."""
+        return "MLP"
+
+    def params(self, d_model: int) -> Parts:
+        return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each token is multiplied by: up and down."""
+        return mlp_params(d_model, self.d_ff, gated=False, bias=False)
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component (biases stay in 16 bits when quantized)."""
+        return {"up": [(d_model, self.d_ff)], "down": [(self.d_ff, d_model)]}
+
+    def io(self, d_model: int) -> Parts:
+        return mlp_io(d_model, self.d_ff, gated=False)
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: the d_ff activation."""
+        return self.d_ff
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this FFN's peak in a prefill, beyond its input (docs/formulas.md#inference-peak):
+        up's output and its activation (2·f), then the activation and down's output (f + d)."""
+        return act * max(2 * self.d_ff, self.d_ff + d_model)
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
+        return 2 * self.d_ff
+
+
+class Gated(Frozen):
+    """Gated MLP (SwiGLU with silu, GeGLU with gelu): down(act(gate(x)) * up(x)). 3·d·f weights."""
+
+    kind: Literal["gated"] = "gated"
+    d_ff: PosInt
+    activation: Activation = "silu"
+    bias: bool = False
+
+    @property
+    def label(self) -> str:
+        name = {"silu": "SwiGLU", "swish": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU"}.get(self.activation)
+        return f"{name or 'gated ' + self.activation} {self.d_ff}"
+
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: SwiGLU, GeGLU, gated."""
+        return {"silu": "SwiGLU", "swish": "SwiGLU", "gelu": "GeGLU", "gelu_tanh": "GeGLU"}.get(self.activation, "gated")
+
+    def params(self, d_model: int) -> Parts:
+        return mlp_params(d_model, self.d_ff, gated=True, bias=self.bias)
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each token is multiplied by: gate, up and down."""
+        return mlp_params(d_model, self.d_ff, gated=True, bias=False)
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component (biases stay in 16 bits when quantized)."""
+        return {"gate": [(d_model, self.d_ff)], "up": [(d_model, self.d_ff)], "down": [(self.d_ff, d_model)]}
+
+    def io(self, d_model: int) -> Parts:
+        return mlp_io(d_model, self.d_ff, gated=True)
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: gate and up outputs, 2·d_ff."""
+        return 2 * self.d_ff
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this FFN's peak in a prefill, beyond its input (docs/formulas.md#inference-peak):
+        two f-wide tensors at a time (gate's output and its activation, then the activation and up's output,
+        multiplied in place), then the product and down's output (f + d)."""
+        return act * max(2 * self.d_ff, self.d_ff + d_model)
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
+        return 3 * self.d_ff
+
+
+class MoE(Frozen):
+    """Mixture of experts: top_k of `experts` routed experts per token, plus shared experts.
+
+    Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
+    Shared experts: shared_experts·P(shared_d_ff), applied to every token; shared_gate adds a
+    d→1 sigmoid gate (Qwen-MoE). `dense_layers` of the model's layers (DeepSeek: the first k) use a
+    gated MLP of dense_d_ff instead. Active per token: top_k·P_e + shared + router.
+    """
+
+    kind: Literal["moe"] = "moe"
+    experts: PosInt
+    top_k: PosInt
+    d_ff: PosInt
+    gated: bool = True
+    activation: Activation = "silu"
+    expert_bias: bool = False
+    router_bias: bool = False
+    shared_experts: NonNegInt = 0
+    shared_d_ff: NonNegInt = 0
+    shared_gate: bool = False
+    dense_layers: NonNegInt = 0
+    dense_d_ff: NonNegInt = 0
+    capacity_factor: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)] | None = None
+    """Expert capacity C = ceil(capacity_factor · T · top_k / experts) for T routed tokens (Switch,
+    GShard); assignments beyond C are dropped. None: dropless (every assignment is computed)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MoE:
+        if self.top_k > self.experts:
+            raise ValueError(
+                f"ffn.top_k: top_k ({self.top_k}) exceeds experts ({self.experts}); "
+                "set top_k to at most experts"
+            )
+        if bool(self.shared_experts) != bool(self.shared_d_ff):
+            raise ValueError(
+                "ffn.shared_d_ff: shared_experts and shared_d_ff go together; "
+                "set both (> 0) or both to 0"
+            )
+        if self.shared_gate and not self.shared_experts:
+            raise ValueError("ffn.shared_gate: needs shared experts; set shared_experts or shared_gate: false")
+        if bool(self.dense_layers) != bool(self.dense_d_ff):
+            raise ValueError(
+                "ffn.dense_d_ff: dense_layers and dense_d_ff go together; set both (> 0) or both to 0"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        shared = f" + {self.shared_experts} shared" if self.shared_experts else ""
+        return f"MoE {self.experts}×{self.d_ff} top-{self.top_k}{shared}"
+
+    @property
+    def kind_label(self) -> str:
+        """The family in a few characters: MoE 8/2 (experts / top-k), +1 for a shared expert."""
+        return f"MoE {self.experts}/{self.top_k}" + (f"+{self.shared_experts}" if self.shared_experts else "")
+
+    def params(self, d_model: int) -> Parts:
+        one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
+        parts = {"router": linear(d_model, self.experts, self.router_bias)}
+        parts["experts"] = self.experts * sum(one.values())
+        if self.shared_experts:
+            shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=self.expert_bias)
+            parts["shared_experts"] = self.shared_experts * sum(shared.values())
+        if self.shared_gate:
+            parts["shared_gate"] = d_model
+        return parts
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights one token is multiplied by: router d·E, its top_k experts, the shared experts."""
+        one = weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=False))
+        parts = {"router": d_model * self.experts, "experts": self.top_k * one}
+        if self.shared_experts:
+            shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=False)
+            parts["shared_experts"] = self.shared_experts * weights(shared)
+        if self.shared_gate:
+            parts["shared_gate"] = d_model
+        return parts
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """Weight matrices (d_in, d_out) of each component: the router, every routed expert's MLP, the
+        shared experts' and the shared gate (biases stay in 16 bits when quantized)."""
+        out = {"router": [(d_model, self.experts)],
+               "experts": self.experts * mlp_matrices(d_model, self.d_ff, gated=self.gated)}
+        if self.shared_experts:
+            out["shared_experts"] = self.shared_experts * mlp_matrices(d_model, self.shared_d_ff, gated=self.gated)
+        return out | ({"shared_gate": [(d_model, 1)]} if self.shared_gate else {})
+
+    def io(self, d_model: int) -> Parts:
+        """Elements read and written per token, keyed like matmuls(): each routed copy and shared expert."""
+        parts = {"router": d_model + self.experts,
+                 "experts": self.top_k * weights(mlp_io(d_model, self.d_ff, gated=self.gated))}
+        if self.shared_experts:
+            parts["shared_experts"] = self.shared_experts * weights(mlp_io(d_model, self.shared_d_ff, gated=self.gated))
+        if self.shared_gate:
+            parts["shared_gate"] = d_model + 1
+        return parts
+
+    def expert_params(self, d_model: int) -> int:
+        """One routed expert's parameters, P_e."""
+        return weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias))
+
+    def transient_elements(self) -> int:
+        """Widest intermediate per token: top_k routed (and shared) gate/up outputs."""
+        per = 2 if self.gated else 1
+        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+
+    def saved_elements(self) -> int:
+        """Kept for the backward pass per token: each routed and shared expert's intermediates, the
+        input copy each routed expert receives is not counted (a view), plus the router logits."""
+        per = 3 if self.gated else 2
+        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.experts
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),
+        with the routed experts run as grouped GEMMs over the k copies of each token permuted by expert:
+        the router's logits (E) and top-k; then per copy the permuted token (d) and two f-wide tensors
+        (a third with expert biases, gathered per row), or the activation and down's output (f + d, 2d with
+        biases), beside the routing indices (int64) and weights; then the k outputs and their sum; then the
+        shared experts (each f_s-wide as a gated MLP) beside the routed sum."""
+        d, f, k, bias = d_model, self.d_ff, self.top_k, self.expert_bias
+        routing = k * (8 + act + 3 * 8)  # top-k indices and weights; each copy's order, expert and token
+        routed = act * k * max(d + 2 * f + (f if bias else 0), f + d + (d if bias else 0)) + routing
+        stages = [act * (self.experts + k) + 8 * k, routed, act * (k * d + d) + routing]
+        if self.shared_experts:
+            fs = self.shared_d_ff
+            stages.append(act * (d + self.shared_experts * max(2 * fs, fs + d, d) + d))
+        return max(stages)
+
+    def inactive_params(self, d_model: int) -> int:
+        """Routed experts one token does not use: (E − k)·P_e."""
+        return (self.experts - self.top_k) * self.expert_params(d_model)
+
+    def dense_ffn(self) -> Dense | Gated:
+        """The plain FFN of the dense layers: the experts' shape with dense_d_ff."""
+        cls = Gated if self.gated else Dense
+        return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
+
+
+FFN = Dense | Gated | MoE

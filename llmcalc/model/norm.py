@@ -1,0 +1,45 @@
+"""Normalisation layers: RMSNorm (weight) and LayerNorm (weight, optional bias).
+
+Parameters of one norm over a vector of n: n for RMSNorm or bias-free LayerNorm, 2n with bias.
+See docs/formulas.md#norms.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from llmcalc.model.base import Frozen, NonNegInt
+
+
+class Norm(Frozen):
+    """How the model normalises.
+
+    kind: rmsnorm or layernorm; bias: LayerNorm with a bias (RMSNorm has none).
+    per_layer: norms on the residual stream in one block (2 pre-norm; 1 for Falcon-7B's parallel
+    block; 4 for Gemma-2/3's pre+post norms). final: a norm before the LM head.
+    qk_norm: none; head (one norm of head_dim shared across heads, each of q and k: Qwen3, Gemma-3);
+    full (a norm over all q heads and one over all k heads: OLMo-2).
+    """
+
+    kind: Literal["rmsnorm", "layernorm"]
+    bias: bool = False
+    per_layer: NonNegInt = 2
+    final: bool = True
+    qk_norm: Literal["none", "head", "full"] = "none"
+
+    @model_validator(mode="after")
+    def _bias_needs_layernorm(self) -> Norm:
+        if self.bias and self.kind == "rmsnorm":
+            raise ValueError("norm.bias: RMSNorm has no bias; set bias: false or kind: layernorm")
+        return self
+
+    @property
+    def parallel(self) -> bool:
+        """One norm per layer: attention and FFN read the same normed input side by side (Falcon)."""
+        return self.per_layer == 1
+
+    def params(self, n: int) -> int:
+        """Parameters of one norm over n features: n, or 2n with a bias."""
+        return 2 * n if self.bias else n

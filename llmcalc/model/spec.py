@@ -1,0 +1,138 @@
+"""Model architecture (`ModelSpec`) and workload (`Workload`): validated, frozen, never mixed.
+
+A spec holds what the checkpoint is; a workload holds how it is run. Every derived size is a
+property or a method, never a silently rewritten field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llmcalc.model.attention import GQA, MLA
+from llmcalc.model.base import Frozen, NonNegInt, PosInt
+from llmcalc.model.embedding import Positions
+from llmcalc.model.ffn import Dense, Gated, MoE
+from llmcalc.model.norm import Norm
+from llmcalc.model.sparse_attention import DSA, Linformer, Longformer, Reformer
+
+AttentionSpec = Annotated[GQA | MLA | Longformer | Linformer | Reformer | DSA, Field(discriminator="kind")]
+FFNSpec = Annotated[Dense | Gated | MoE, Field(discriminator="kind")]
+LayerKind = Literal["full", "sliding"]
+
+MAX_LAYERS = 100_000
+"""Sanity bound on n_layers (the largest published models have ~200)."""
+
+
+class LayerGroup(Frozen):
+    """`count` layers that share one shape: attention window (None = full) and FFN."""
+
+    count: PosInt
+    window: PosInt | None
+    ffn: FFNSpec
+
+    @property
+    def name(self) -> str:
+        attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+        return f"{attn} + {self.ffn.label}"
+
+
+class ModelSpec(Frozen):
+    """A decoder-only transformer.
+
+    layer_pattern repeats over the layers (["sliding", "full"] alternates, starting with a sliding
+    layer); sliding layers attend to the last `sliding_window` tokens. mtp_modules counts DeepSeek-V3
+    multi-token-prediction modules, reported apart from the main model.
+    """
+
+    name: str
+    source: str | None = None
+    vocab_size: PosInt
+    d_model: PosInt
+    n_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS, strict=True)]
+    max_seq_len: PosInt
+    tie_embeddings: bool
+    lm_head_bias: bool = False
+    norm: Norm
+    positions: Positions
+    attention: AttentionSpec
+    ffn: FFNSpec
+    sliding_window: PosInt | None = None
+    layer_pattern: list[LayerKind] = Field(default_factory=lambda: ["full"], min_length=1)
+    mtp_modules: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        has_sliding = "sliding" in self.layer_pattern
+        if has_sliding and self.sliding_window is None:
+            raise ValueError("sliding_window: layer_pattern has sliding layers; set sliding_window (tokens)")
+        if self.sliding_window is not None and not has_sliding:
+            raise ValueError(
+                'layer_pattern: sliding_window is set but no layer is sliding; '
+                'add "sliding" to layer_pattern or drop sliding_window'
+            )
+        if isinstance(self.attention, Linformer) and self.attention.max_len != self.max_seq_len:
+            raise ValueError(
+                f"attention.max_len: {self.attention.max_len} differs from max_seq_len ({self.max_seq_len}); "
+                "Linformer's E and F span the longest sequence: set them equal"
+            )
+        if has_sliding and isinstance(self.attention, Longformer | Linformer | Reformer | DSA):
+            raise ValueError(
+                f"layer_pattern: {self.attention.kind} attention sets its own key pattern; use only full layers "
+                "and drop sliding_window"
+            )
+        if len(self.layer_pattern) > self.n_layers:
+            raise ValueError(
+                f"layer_pattern: {len(self.layer_pattern)} entries for {self.n_layers} layers; "
+                "give at most n_layers entries"
+            )
+        if isinstance(self.ffn, MoE) and self.ffn.dense_layers > self.n_layers:
+            raise ValueError(
+                f"ffn.dense_layers: {self.ffn.dense_layers} exceeds n_layers ({self.n_layers}); lower it"
+            )
+        return self
+
+    def sliding_layers(self, start: int, stop: int) -> int:
+        """How many of layers start..stop-1 are sliding-window layers."""
+        p = self.layer_pattern
+        per_cycle = p.count("sliding")
+
+        def upto(n: int) -> int:
+            full, rest = divmod(n, len(p))
+            return full * per_cycle + p[:rest].count("sliding")
+
+        return upto(stop) - upto(start)
+
+    def ffn_prefix(self, group: LayerGroup) -> str:
+        """Component path of a group's FFN: "ffn/", or "ffn/dense_" for an MoE model's dense layers."""
+        return "ffn/" if group.ffn.kind == self.ffn.kind else "ffn/dense_"
+
+    def layer_groups(self) -> list[LayerGroup]:
+        """The distinct layer shapes with their counts; MoE dense layers are the first ones."""
+        n_dense = self.ffn.dense_layers if isinstance(self.ffn, MoE) else 0
+        spans = [(0, n_dense, self.ffn.dense_ffn() if n_dense else None), (n_dense, self.n_layers, self.ffn)]
+        groups = []
+        for start, stop, ffn in spans:
+            if ffn is None or stop == start:
+                continue
+            sliding = self.sliding_layers(start, stop)
+            for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):
+                if count:
+                    groups.append(LayerGroup(count=count, window=window, ffn=ffn))
+        return groups
+
+
+DtypeName = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
+DTYPE_BITS: dict[str, int] = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+
+
+class Workload(Frozen):
+    """How the model is run: B sequences of `seq_len` prompt tokens, then `gen_tokens` generated."""
+
+    batch: PosInt
+    seq_len: PosInt
+    gen_tokens: NonNegInt = 0
+    weights_dtype: DtypeName = "bf16"
+    kv_dtype: DtypeName = "bf16"
+    act_dtype: DtypeName = "bf16"

@@ -1,0 +1,54 @@
+"""Typed results: Attention variants or models side by side (`llmcalc compare`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class CompareRow(Report):
+    """One model (or attention variant) on the workload. Bytes and counts are ints; `ratios` holds
+    each numeric field divided by the reference row's (MHA, or the first model)."""
+
+    name: str
+    model: str
+    attention: str
+    ffn: str
+    layers: str
+    attention_params: int
+    total_params: int
+    active_params: int
+    kv_formula: str
+    """KV elements per token, all layers, as DeepSeek-V2's Table 1 writes them, with numbers."""
+    kv_elements_per_token: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    prefill_flops: int
+    decode_flops: int
+    decode_bytes: int
+    """Bytes one decode step moves: active weights read, activations, the KV cache read and written."""
+    memory_bytes: int
+    """Inference memory: weights + KV cache + prefill activation peak."""
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    tokens_per_s: float | None = None
+    fits: bool | None = None
+    ratios: dict[str, float]
+
+
+class CompareReport(Report):
+    """`llmcalc compare`: attention variants of one model (mode attention) or several models."""
+
+    mode: str
+    base: str | None
+    reference: str
+    batch: int
+    seq: int
+    gen: int
+    weights_dtype: str
+    kv_dtype: str
+    gpu: str | None
+    rule: str
+    conventions: dict[str, str]
+    rows: list[CompareRow]
+    formula: str
+    notes: list[str]

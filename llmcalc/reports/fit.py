@@ -1,0 +1,50 @@
+"""Typed results: What fits on the GPUs (`llmcalc fit`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Placement, Report
+
+
+class FitLayout(Report):
+    """A layout: gpus = tp · pp · dp, experts over ep of them."""
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+
+
+class FitReport(Placement):
+    """Whether a model and workload fit in the GPUs' memory, per GPU.
+
+    usable = capacity · (1 − reserve); kv budget = usable − weights − activation workspace.
+    max_batch: most sequences of `seq` tokens the budget holds (all replicas). max_seq: longest
+    context for `batch` sequences, capped at the model's max_seq_len (max_seq_memory: uncapped,
+    None when sliding-window layers make the cache stop growing).
+    """
+
+    weights_dtype: str
+    kv_dtype: str
+    batch: int
+    seq: int
+    capacity_bytes: int
+    reserve: float
+    usable_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    kv_budget_bytes: int
+    kv_bytes: int
+    """KV cache of `batch` × `seq` on one GPU."""
+    total_bytes: int
+    """weights + activation workspace + kv_bytes on one GPU."""
+    fits: bool
+    max_batch: int
+    max_seq: int
+    max_seq_memory: int | None
+    max_seq_limited_by: str
+    smallest_fit: FitLayout | None = None
+    """When it does not fit: the fewest GPUs of this kind that hold the workload (dp and ep kept), None
+    when it fits or no layout of up to 4,096 GPUs does."""
+    formula: str
+    notes: list[str]

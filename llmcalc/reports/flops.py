@@ -1,0 +1,72 @@
+"""Typed results: FLOPs of prefill, decode and training (`llmcalc flops`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class FlopsRow(Report):
+    """One component's FLOPs in each phase (all layers, whole batch)."""
+
+    component: str
+    prefill: int
+    decode: int
+    generate: int
+    train: int
+
+
+class PositionFlops(Report):
+    """Element-wise FLOPs of the position encoding, not in the matmul totals (prefill_flops, …).
+
+    RoPE: 3 FLOPs per rotated element of q and k, (H + H_kv)·d_rot per token per layer (MLA: (H + 1)·d_r);
+    ALiBi: H adds per (query, key) pair per layer (slope·distance precomputed); learned and sinusoidal:
+    d adds per token, once; none: 0. train: forward + backward (RoPE's backward rotates the gradient,
+    one more pass; an addition's gradient passes through free), all positions, recompute not counted.
+    """
+
+    kind: str
+    per_token_per_layer: int
+    per_pair_per_layer: int
+    per_token: int
+    """Per new token, once (not per layer): learned and sinusoidal positions."""
+    prefill: int
+    decode: int
+    generate: int
+    train: int
+    formula: str
+
+
+class FlopsReport(Report):
+    """FLOPs (a multiply-add counts 2) of prefill, one decode step, G decode steps and a training step.
+
+    prefill: B sequences of S prompt tokens. decode: one new token per sequence with S cached (it
+    attends to S+1 keys, or the window). generate: G decode steps at contexts S … S+G−1 (prefill not
+    included). train: forward + backward (2× forward) on B·S tokens with all logits, plus the
+    recomputed forward work.
+    """
+
+    model: str
+    batch: int
+    seq: int
+    gen: int
+    attention: str
+    logits: str
+    mla_decode: str
+    recompute: str
+    mtp: bool
+    prefill_flops: int
+    """B sequences of S prompt tokens, whole model."""
+    decode_flops: int
+    """One decode step: one new token per sequence with S cached."""
+    generate_flops: int
+    """G decode steps at contexts S … S+G−1 (prefill excluded)."""
+    train_flops: int
+    """One training step on B·S tokens: forward + backward (+ recompute)."""
+    prefill_flops_per_token: int
+    decode_flops_per_token: int
+    train_flops_per_token: int
+    breakdown: list[FlopsRow]
+    positions: PositionFlops | None = None
+    """Position-encoding FLOPs (element-wise), reported apart: not in prefill_flops or the breakdown."""
+    formula: str
+    notes: list[str]

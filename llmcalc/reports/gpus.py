@@ -1,0 +1,34 @@
+"""Typed results: The GPU presets (`llmcalc gpus`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class GPUFigures(Report):
+    """A GPU preset's figures: bytes, bytes/s; the interconnect both directions together."""
+
+    name: str
+    description: str
+    memory_bytes: int
+    bandwidth_bytes_per_s: float
+    ridge_point: float
+    """bf16 FLOPs per byte at which a kernel turns from memory- to compute-bound: peak / bandwidth."""
+    interconnect: str
+    interconnect_bytes_per_s: float
+    source: str
+
+
+class GPURow(GPUFigures):
+    """One GPU preset in `llmcalc gpus`: dense peaks in FLOP/s."""
+
+    bf16_flops: float
+    fp8_flops: float | None
+
+
+class GPUReport(GPUFigures):
+    """`llmcalc gpus NAME`: one GPU preset in full; peaks are dense (no sparsity), int8 in ops/s."""
+
+    peak_flops: dict[str, float | None]
+    """Dense peak FLOP/s per matmul dtype; None where the GPU has no such unit."""
+    notes: str

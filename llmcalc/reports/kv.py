@@ -1,0 +1,38 @@
+"""Typed results: KV cache bytes (`llmcalc kv`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class KVLayerRow(Report):
+    """KV cache of the layers of one type: per layer and for all of them."""
+
+    layer_type: str
+    layers: int
+    tokens_cached: int
+    """Tokens each sequence keeps in this layer: the context, or window − 1 if smaller."""
+    elements_per_token: int
+    bytes_per_layer: int
+    bytes: int
+
+
+class KVReport(Report):
+    """KV cache for `batch` sequences of `seq` tokens.
+
+    total_bytes = Σ_layer types layers · batch · tokens_cached · elements_per_token · bytes/element,
+    tokens_cached = min(seq, window − 1) for a sliding-window layer.
+    bytes_per_token: one token of one sequence across all layers, before any window is full.
+    """
+
+    model: str
+    batch: int
+    seq: int
+    kv_dtype: str
+    total_bytes: int
+    """Bytes of the whole cache: all layers, all sequences."""
+    bytes_per_token: int
+    """Bytes of one token of one sequence across all layers."""
+    per_layer: list[KVLayerRow]
+    formula: str
+    notes: list[str]

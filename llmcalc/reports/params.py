@@ -1,0 +1,55 @@
+"""Typed results: Parameter counts (`llmcalc params`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class ParamRow(Report):
+    """One component summed over all layers: `params` stored, `active` used by one token."""
+
+    component: str
+    params: int
+    """Parameters stored, all layers."""
+    active: int
+    """Parameters one token uses, all layers."""
+    percent: float
+    """params as % of the model total (MTP rows: of the main model's total)."""
+
+
+class LayerTypeRow(Report):
+    """Layers sharing one shape, with the parameters of one such layer."""
+
+    layer_type: str
+    layers: int
+    params_per_layer: int
+    active_per_layer: int
+
+
+class ParamsReport(Report):
+    """Parameter counts of a model.
+
+    total: every parameter of the main model (tied matrices once; MTP modules excluded).
+    active: parameters one token's forward uses = total − the routed experts it skips
+    (the input embedding table included). active_excluding_embedding: active minus the token
+    and learned-position tables (Kaplan et al.'s N).
+    """
+
+    model: str
+    total: int
+    """Every parameter of the main model; tied matrices once, MTP modules excluded."""
+    active: int
+    """Parameters one token's forward uses: total − the routed experts it skips."""
+    active_excluding_embedding: int
+    """active − token and learned-position tables (Kaplan et al.'s N)."""
+    embedding: int
+    """Token (and learned position) embedding parameters."""
+    mtp: int
+    """DeepSeek-V3 multi-token-prediction parameters, not in total."""
+    breakdown: list[ParamRow]
+    """One row per component path (embedding/…, attention/…, ffn/…, norms/…, lm_head), all layers."""
+    mtp_breakdown: list[ParamRow]
+    layer_types: list[LayerTypeRow]
+    """Layers grouped by shape, with the parameters of one layer of each."""
+    formula: str
+    notes: list[str]

@@ -1,0 +1,42 @@
+"""Typed results: The presets (`llmcalc presets`): one row each, or one in full. Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class PresetRow(Report):
+    """One preset in `llmcalc presets`."""
+
+    name: str
+    layers: int
+    d_model: int
+    max_seq_len: int
+    attention: str
+    ffn: str
+    attention_kind: str
+    """The attention family in a few characters (MHA 32h, GQA 32/8, MLA 128h)."""
+    ffn_kind: str
+    """The FFN family in a few characters (SwiGLU, MLP, MoE 8/2: experts / top-k, +1 shared)."""
+    sliding_window: int | None
+    """Tokens a sliding-window layer attends to; None when no layer slides."""
+    total: int
+    active: int
+    source: str | None
+
+
+class PresetReport(Report):
+    """`llmcalc presets NAME`: a preset's spec as written, its source, and figures derived from it."""
+
+    name: str
+    source: str | None
+    total: int
+    """Parameters, as `llmcalc params` counts them."""
+    active: int
+    """Parameters one token uses."""
+    kv_bytes_per_token: int
+    """KV cache bytes of one token of one sequence over all layers, in bf16."""
+    kv_elements_per_token: int
+    """KV cache elements of one token over all layers."""
+    spec: dict
+    """Every field of the spec (docs/spec.md), as a preset file writes it."""

@@ -1,0 +1,46 @@
+"""Typed results: Figures over a (batch, seq) grid (`llmcalc sweep`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class SweepRow(Report):
+    """One (model, batch, seq) point of a sweep. memory_bytes = weights + KV + activations (inference,
+    as `llmcalc memory`); FLOPs as `llmcalc flops`; ttft_s, tpot_s as `llmcalc latency` (None when the
+    weights do not fit the GPUs, or no --gpu is given); tokens_per_s = batch / tpot_s."""
+
+    model: str
+    batch: int
+    seq: int
+    kv_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    memory_bytes: int
+    prefill_flops: int
+    decode_flops: int
+    ttft_s: float | None
+    tpot_s: float | None
+    tokens_per_s: float | None
+    fits: bool | None
+    """Per GPU, as `llmcalc fit`; None without --gpu."""
+
+
+class SweepGrid(Report):
+    """The axes of a sweep: every batch × every seq."""
+
+    batch: list[int]
+    seq: list[int]
+
+
+class SweepReport(Report):
+    """`llmcalc sweep`: each model over the grid, rows batch-major per model."""
+
+    models: list[str]
+    gpu: str | None
+    """The GPU of the time and fit columns; None when no --gpu is given."""
+    gpus: int
+    grid: SweepGrid
+    rows: list[SweepRow]
+    formula: str
+    notes: list[str]

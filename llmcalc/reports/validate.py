@@ -1,0 +1,34 @@
+"""Typed results: Estimates against the torch reference model (`llmcalc validate`). Counts are ints."""
+
+from __future__ import annotations
+
+from llmcalc.reports.base import Report
+
+
+class ValidationRow(Report):
+    """One quantity: the closed-form estimate, the reference model's measurement, and the verdict.
+    rel_error = |measured − estimate| / measured; ok when it is within tolerance."""
+
+    model: str
+    quantity: str
+    convention: str
+    estimate: int | float
+    """Counts and bytes are exact ints; times are seconds."""
+    measured: int | float
+    rel_error: float
+    tolerance: float
+    ok: bool
+
+
+class ValidationReport(Report):
+    """`llmcalc validate`: estimates against the torch reference model's measurements."""
+
+    device: str
+    gpu: str | None
+    models: list[str]
+    """The models measured, as built (a scaled copy names its layers and width divisor)."""
+    batch: int
+    seq: int
+    ok: bool
+    rows: list[ValidationRow]
+    notes: list[str]

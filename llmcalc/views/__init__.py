@@ -1,0 +1,1 @@
+"""Views: compositions over the costs — compare, sweep, explain, validate, and the preset and GPU listings."""

@@ -1,0 +1,229 @@
+"""Side-by-side costs: one model with its attention swapped, or several models on one workload.
+
+Attention swap rule (`llmcalc compare gqa mla`): keep the base's query heads H and head dim d_h
+(H·d_h fixed); MHA caches H kv heads, GQA n_g (--groups, else the base's when it is grouped, else
+8 or the largest divisor of H below it), MQA one; MLA uses DeepSeek-V2's ratios d_c = 4·d_h and
+d_r = d_h/2 with d_nope = d_v = d_h and no query compression unless given; SWA keeps the base's
+attention and makes every layer a sliding window. Everything else of the base is kept.
+KV elements per token (DeepSeek-V2, Table 1): MHA 2·n_h·d_h·l, GQA 2·n_g·d_h·l, MQA 2·d_h·l,
+MLA (d_c + d_r)·l.
+"""
+
+from __future__ import annotations
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.kv import kv_cache, nbytes
+from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.parallel import Layout
+from llmcalc.costs.params import params
+from llmcalc.errors import UserError
+from llmcalc.model.attention import GQA, MLA
+from llmcalc.model.base import Frozen, NonNegInt, PosInt
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reports.compare import CompareReport, CompareRow
+
+VARIANTS = ("mha", "gqa", "mqa", "mla", "swa", "longformer", "linformer", "reformer", "dsa")
+"""Attention families `compare` can swap in; mha is always computed as the reference."""
+RULE = ("same model, attention swapped: H and d_h kept; GQA n_g kv heads; MQA 1; MLA d_c = 4·d_h, "
+        "d_r = d_h/2, d_nope = d_v = d_h; SWA: every layer a sliding window; longformer, linformer, reformer, "
+        "dsa: docs/compare.md")
+FORMULA = ("KV elements/token: MHA 2·n_h·d_h·l, GQA 2·n_g·d_h·l, MQA 2·d_h·l, MLA (d_c + d_r)·l; "
+           "KV cache = B·min(S, window − 1)·elements·bytes; decode bytes = weights read + KV read and written")
+
+
+REFORMER_HASHES, REFORMER_CHUNK = 4, 64
+"""Reformer's swap: 4 hash rounds (the paper's usual setting) and chunks of 64 (its bucket size)."""
+
+
+class CompareOptions(Frozen):
+    """The workload and the knobs of the swap rule."""
+
+    batch: PosInt = 1
+    seq: PosInt = 4096
+    gen: PosInt = 256
+    weights_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    groups: PosInt | None = None
+    kv_lora_rank: PosInt | None = None
+    rope_dim: PosInt | None = None
+    q_lora_rank: PosInt | None = None
+    window: PosInt = 4096
+    global_tokens: NonNegInt = 64
+    topk: PosInt = 2048
+    proj_len: PosInt = 256
+    layout: Layout = Layout()
+    """GPUs for the latency rows (--gpu); every other figure is the whole model."""
+
+
+def head_dim(spec: ModelSpec) -> int:
+    """d_h of the base: GQA head_dim; MLA's no-RoPE query/key head dim (DeepSeek's d_h)."""
+    a = spec.attention
+    return a.head_dim if isinstance(a, GQA) else a.qk_nope_head_dim
+
+
+def default_groups(spec: ModelSpec, o: CompareOptions) -> int:
+    """GQA kv heads: --groups; else the base's when grouped (1 < H_kv < H); else the largest
+    divisor of H that is at most 8 (Llama-2-70B and Llama-3 use 8)."""
+    a, h = spec.attention, spec.attention.heads
+    if o.groups is not None:
+        if h % o.groups:
+            raise UserError(f"--groups: {o.groups} does not divide the {h} heads; use a divisor of {h}")
+        return o.groups
+    if isinstance(a, GQA) and 1 < a.kv_heads < h:
+        return a.kv_heads
+    return max(g for g in range(1, min(8, h) + 1) if h % g == 0)
+
+
+def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> ModelSpec:
+    """`spec` with its attention swapped for `variant` under the rule above (validated anew)."""
+    a, h, dh = spec.attention, spec.attention.heads, head_dim(spec)
+    data = spec.model_dump()
+    gqa_bias = a.qkv_bias if isinstance(a, GQA) else False
+    if variant in ("mha", "gqa", "mqa"):
+        kv = {"mha": h, "mqa": 1, "gqa": default_groups(spec, o)}[variant]
+        data["attention"] = {"kind": "gqa", "heads": h, "kv_heads": kv, "head_dim": dh, "qkv_bias": gqa_bias,
+                             "o_bias": a.o_bias if isinstance(a, GQA) else a.bias}
+    elif variant == "mla":
+        if isinstance(a, MLA) and not (o.kv_lora_rank or o.rope_dim or o.q_lora_rank):
+            data["attention"] = a.model_dump()
+        else:
+            rope = o.rope_dim or dh // 2
+            if not rope:
+                raise UserError(f"--rope-dim: d_h/2 is 0 for head dim {dh}; give --rope-dim")
+            data["attention"] = {"kind": "mla", "heads": h, "q_lora_rank": o.q_lora_rank,
+                                 "kv_lora_rank": o.kv_lora_rank or 4 * dh, "qk_nope_head_dim": dh,
+                                 "qk_rope_head_dim": rope, "v_head_dim": dh}
+    elif variant == "swa":
+        data |= {"layer_pattern": ["sliding"], "sliding_window": o.window}
+    elif variant in ("longformer", "linformer"):
+        heads = a.model_dump(include={"heads", "kv_heads", "head_dim", "qkv_bias", "o_bias", "sinks"}) \
+            if isinstance(a, GQA) else {"heads": h, "kv_heads": h, "head_dim": dh, "o_bias": a.bias}
+        data["attention"] = heads | ({"kind": "longformer", "window": o.window, "global_tokens": o.global_tokens}
+                                     if variant == "longformer" else
+                                     {"kind": "linformer", "proj_len": o.proj_len, "max_len": spec.max_seq_len})
+        data |= {"layer_pattern": ["full"], "sliding_window": None}
+    elif variant == "reformer":
+        buckets = min(256, max(2, spec.max_seq_len // REFORMER_CHUNK // 2 * 2))
+        data["attention"] = {"kind": "reformer", "heads": h, "kv_heads": h, "head_dim": dh, "qkv_bias": gqa_bias,
+                             "o_bias": a.o_bias if isinstance(a, GQA) else a.bias, "n_hashes": REFORMER_HASHES,
+                             "n_buckets": buckets, "chunk_len": REFORMER_CHUNK}
+        data |= {"layer_pattern": ["full"], "sliding_window": None}
+    elif variant == "dsa":
+        mla = attention_variant(spec, "mla", o).attention.model_dump(exclude={"kind"})
+        mla["q_lora_rank"] = mla["q_lora_rank"] or 12 * dh  # DeepSeek-V3: 1536 = 12·128
+        for key in ("index_heads", "index_head_dim", "index_topk", "index_cache_dtype"):
+            mla.pop(key, None)
+        data["attention"] = mla | {"kind": "dsa", "index_heads": max(1, h // 2),
+                                   "index_head_dim": max(dh, mla["qk_rope_head_dim"]), "index_topk": o.topk}
+        data |= {"layer_pattern": ["full"], "sliding_window": None}
+    else:
+        raise UserError(f"unknown attention variant {variant!r}; use any of {', '.join(VARIANTS)}")
+    data["name"] = f"{spec.name} [{variant}]"
+    from llmcalc.inputs.presets import spec_from_data
+
+    return spec_from_data(data, f"compare {variant} (from {spec.name})")  # out-of-bounds sizes: a UserError
+
+
+def _row(spec: ModelSpec, name: str, o: CompareOptions, gpu: GPU | None, reference: dict | None,
+         notes: list[str]) -> CompareRow:
+    """Every figure of one model on the workload; ratios to `reference` (a row's dump). A model whose
+    weights do not fit on one GPU gets no latency (fits false) and a note."""
+    from llmcalc.costs.latency import LatencyOptions, latency, step_costs
+    from llmcalc.costs.shard import Storage
+
+    p = params(spec)
+    kv = kv_cache(spec, o.batch, o.seq, o.kv_dtype)
+    fl = flops(spec, o.batch, o.seq)
+    storage = Storage(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype)
+    decode = step_costs(spec, LatencyOptions(storage=storage), o.batch, 1, o.seq)
+    symbolic, numeric = spec.attention.kv_formula()
+    elements = spec.n_layers * spec.attention.kv_elements()
+    fields = dict(
+        name=name, model=spec.name, attention=spec.attention.label, ffn=spec.ffn.label,
+        layers=f"{spec.n_layers}" + (f" (sliding {spec.sliding_window})" if spec.sliding_window else ""),
+        attention_params=sum(r.params for r in p.breakdown if r.component.startswith("attention/")),
+        total_params=p.total, active_params=p.active,
+        kv_formula=f"{symbolic}·l = {numeric}·{spec.n_layers}",
+        kv_elements_per_token=elements, kv_bytes_per_token=nbytes(elements, o.kv_dtype),
+        kv_cache_bytes=kv.total_bytes, prefill_flops=fl.prefill_flops, decode_flops=fl.decode_flops,
+        decode_bytes=sum(c[1] for k, c in decode.items() if not k[1].startswith("comm/")),
+        memory_bytes=memory(spec, o.batch, o.seq, MemoryOptions(weights_dtype=o.weights_dtype,
+                                                                 kv_dtype=o.kv_dtype)).total_bytes,
+    )
+    if gpu is not None:
+        try:
+            lat = latency(spec, gpu, o.batch, o.seq, o.gen, LatencyOptions(storage=storage, layout=o.layout))
+            fields |= dict(ttft_s=lat.ttft_s, tpot_s=lat.tpot_s, tokens_per_s=lat.tokens_per_s, fits=lat.fits)
+        except UserError as e:
+            fields["fits"] = False
+            L = o.layout
+            notes.append(f"{name}: no latency on {L.gpus} × {gpu.name} (tp {L.tp}, pp {L.pp}, dp {L.dp}, ep {L.ep}): "
+                         f"{str(e).partition(': ')[2]}")
+    ref = reference or fields
+    ratios = {k: v / ref[k] for k, v in fields.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and ref.get(k)}
+    return CompareRow(**fields, ratios=ratios)
+
+
+def _report(mode: str, rows: list[CompareRow], base: str | None, o: CompareOptions, gpu: GPU | None,
+            rule: str, notes: list[str]) -> CompareReport:
+    return CompareReport(
+        mode=mode, base=base, reference=rows[0].name, batch=o.batch, seq=o.seq, gen=o.gen,
+        weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, gpu=gpu.name if gpu else None, rule=rule,
+        conventions={"attention": "causal", "logits": "last", "mla_decode": "absorbed",
+                     "decode": f"one step with {o.seq:,} tokens cached"},
+        rows=rows, formula=FORMULA, notes=notes + _layout_note(o, gpu),
+    )
+
+
+def _layout_note(o: CompareOptions, gpu: GPU | None) -> list[str]:
+    L = o.layout
+    if gpu is None:
+        return []
+    return [f"latency rows on {L.gpus} × {gpu.name} (tp {L.tp}, pp {L.pp}, dp {L.dp}, ep {L.ep}), as `llmcalc "
+            "latency`; every other row is the whole model"]
+
+
+def _variant_notes(spec: ModelSpec, o: CompareOptions) -> dict[str, str]:
+    """What each swapped-in variant is, with the options that shape it."""
+    return {
+        "gqa": f"GQA uses {default_groups(spec, o)} kv heads" + ("" if o.groups else " (set --groups)"),
+        "swa": f"SWA: every layer attends to the last {o.window:,} tokens (set --window); its KV per token holds "
+               "until the window fills, its cache stops growing after",
+        "longformer": f"Longformer: each query sees its last {o.window:,} tokens (--window) and the first "
+                      f"{o.global_tokens:,} (--global-tokens); its cache keeps window − 1 + global tokens",
+        "linformer": f"Linformer: K and V projected to {o.proj_len:,} rows (--proj-len) over {spec.max_seq_len:,} "
+                     "positions; the prompt is bidirectional, decode updates the rows; its cache is the rows",
+        "reformer": f"Reformer: shared-QK LSH attention, {REFORMER_HASHES} hash rounds, chunks of {REFORMER_CHUNK}: "
+                    f"each query computes min(S, {2 * REFORMER_CHUNK}) keys per round; the cache keeps every token",
+        "dsa": f"DSA: MLA over the top {o.topk:,} keys (--topk) a lightning indexer of H/2 heads picks; the indexer "
+               "scores every earlier key and caches its own d_h-wide key per token",
+    }
+
+
+def compare_attention(spec: ModelSpec, variants: list[str], o: CompareOptions,
+                      gpu: GPU | None = None) -> CompareReport:
+    """`spec` under each attention variant, MHA first as the reference for every ratio."""
+    wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
+    specs = {v: attention_variant(spec, v, o) for v in wanted}
+    notes: list[str] = []
+    ref = _row(specs["mha"], "mha", o, gpu, None, notes)
+    rows = [ref] + [_row(s, v, o, gpu, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
+    explained = _variant_notes(spec, o)
+    notes += [explained[v] for v in wanted if v in explained]
+    if "mha" not in variants:
+        notes.append("MHA is shown as the reference for the ratios")
+    return _report("attention", rows, spec.name, o, gpu, RULE, notes)
+
+
+def compare_models(specs: list[ModelSpec], o: CompareOptions, gpu: GPU | None = None) -> CompareReport:
+    """Several models on one workload; ratios to the first."""
+    names = [s.name for s in specs]
+    if len(set(names)) < len(names):
+        raise UserError("--preset: the same model is named twice; give each model once")
+    notes: list[str] = []
+    ref = _row(specs[0], specs[0].name, o, gpu, None, notes)
+    rows = [ref] + [_row(s, s.name, o, gpu, ref.model_dump(), notes) for s in specs[1:]]
+    return _report("models", rows, None, o, gpu, f"ratios to {specs[0].name}", notes)
+

@@ -1,0 +1,203 @@
+"""Formulas as text that is also evaluated, for `llmcalc explain` (see llmcalc/views/explain.py).
+
+Each step's value is its formula evaluated over its symbols (`evaluate`: integers, · × + − / //,
+parentheses, min, max), so the arithmetic shown is the arithmetic done. Symbols take their values
+from the spec and workload; a few come from another estimator and the legend says which.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping
+
+from llmcalc.model.attention import MLA
+from llmcalc.model.ffn import Dense, Gated, MoE
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reports.explain import ExplainStep, ExplainTotal
+from llmcalc.views import sparse_formula
+
+Number = int | float
+LEGEND = {
+    "L": "layers the row covers (next to L_w: the full-attention ones)", "L_w": "sliding-window layers",
+    "W": "attention window (tokens)", "d": "d_model", "V": "vocabulary", "H": "query heads",
+    "H_kv": "key/value heads", "h": "head dim", "S_max": "max_seq_len (learned positions)",
+    "n_norm": "norms per layer", "r_q": "MLA q_lora_rank", "r_kv": "MLA kv_lora_rank (the cached latent)",
+    "d_n": "MLA qk_nope_head_dim", "d_r": "MLA qk_rope_head_dim", "d_v": "MLA v_head_dim",
+    "f": "FFN width (MoE: one routed expert's)", "E": "routed experts", "k": "experts per token (top_k)",
+    "n_s": "shared experts", "f_s": "shared expert width", "B": "batch (sequences)",
+    "S": "tokens per sequence (prompt / context)", "bytes": "bytes per element", "bits": "bits per element",
+    "a": "activation bytes per element", "N": "parameters (`llmcalc params` total)",
+    "N_m": "weights of the layers' matrices (stored quantized)",
+    "P_m": "their packed bytes, Σ over matrices ⌈d_in · d_out · bits / 8⌉",
+    "G_s": "int4 scales, Σ over matrices d_out · ⌈d_in / g⌉ (g inputs per fp16 scale, the last group partial)",
+    "g": "weights per fp16 scale (int4)",
+    "m": "bytes per token of the largest layer stage beyond the residual and the normed input "
+         "(docs/formulas.md#inference-peak)",
+    "d_rot": "features RoPE rotates per head (0 without RoPE)",
+    "master": "fp32 master copy, bytes per parameter", "states": "optimizer state bytes per parameter",
+    "F": "the op's FLOPs on one GPU (`llmcalc latency` ops)", "M": "the op's bytes on one GPU (`llmcalc latency` ops)",
+    "F_i": "FLOPs of the op in layer type i (`llmcalc params` layer types)", "M_i": "bytes of the op in layer type i",
+    "P": "peak FLOP/s", "BW": "memory bytes/s", "link": "one-way link bytes/s", "e_c": "compute efficiency",
+    "e_m": "memory efficiency", "e_x": "communication efficiency", "ttft": "time to first token (Σ prefill/*)",
+    "t_decode": "the G − 1 decode steps (contexts S … S+G−2) summed in closed form (`llmcalc latency` decode_s)",
+} | sparse_formula.LEGEND
+
+
+# ---- formulas ---------------------------------------------------------------------------------
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.FloorDiv: operator.floordiv}
+_FUNCS = {"min": min, "max": max}
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def evaluate(formula: str, symbols: Mapping[str, Number]) -> Number:
+    """The value of `formula` with `symbols` substituted; anything but arithmetic is refused."""
+
+    def ev(node: ast.AST) -> Number:
+        match node:
+            case ast.BinOp(left=left, op=op, right=right) if type(op) in _OPS:
+                return _OPS[type(op)](ev(left), ev(right))
+            case ast.Constant(value=v) if type(v) in (int, float):
+                return v
+            case ast.Name(id=name):
+                return symbols[name]
+            case ast.Call(func=ast.Name(id=fn), args=args, keywords=[]) if fn in _FUNCS:
+                return _FUNCS[fn](*map(ev, args))
+        raise ValueError(f"not arithmetic: {ast.unparse(node)}")
+
+    text = formula.replace("·", "*").replace("×", "*").replace("−", "-")
+    return ev(ast.parse(text, mode="eval").body)
+
+
+def _num(v: Number) -> str:
+    return str(v) if isinstance(v, int) else f"{v:.6g}"
+
+
+def step(component: str, formula: str, env: Mapping[str, Number], unit: str) -> ExplainStep:
+    """One row: the symbols `formula` names (values from `env`), substituted and evaluated."""
+    symbols = {n: env[n] for n in dict.fromkeys(_NAME.findall(formula)) if n not in _FUNCS}
+    shown = _NAME.sub(lambda m: m[0] if m[0] in _FUNCS else _num(symbols[m[0]]), formula)
+    return ExplainStep(component=component, formula=formula, symbols=symbols, substituted=shown,
+                       value=evaluate(formula, symbols), unit=unit)
+
+
+def prod(*factors: str) -> str:
+    """Factors joined by ·, each holding a top-level + − / in parentheses."""
+    return " · ".join(f"({f})" if _loose(f) else f for f in factors)
+
+
+def _loose(f: str) -> bool:
+    depth = 0
+    for ch in f:
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and ch in "+−/":
+            return True
+    return False
+
+
+def linear(n_in: str, n_out: str, bias: bool) -> str:
+    """Parameters of a projection: n_in · n_out (+ n_out)."""
+    return f"{n_in} · {n_out}" + (f" + {n_out}" if bias else "")
+
+
+def sum_total(name: str, steps: list[ExplainStep], prefix: str, check: Number, source: str) -> ExplainTotal:
+    """Σ of the steps under `prefix` ('' for all), against the plain command's `source` figure."""
+    values = [s.value for s in steps if s.component.startswith(prefix)]
+    return checked(ExplainStep(component=name, formula=f"Σ {prefix}*" if prefix else "Σ steps", symbols={},
+                               substituted=" + ".join(map(_num, values)), value=sum(values), unit=steps[0].unit),
+                   check, source)
+
+
+def checked(s: ExplainStep, check: Number, source: str) -> ExplainTotal:
+    """`s` with the plain command's figure for it (`source`) and whether the two agree."""
+    ok = s.value == check if isinstance(check, int) else math.isclose(s.value, check, rel_tol=1e-9)
+    return ExplainTotal(**s.model_dump(), check=check, source=source, matches=ok)
+
+
+# ---- symbols and per-layer formulas -----------------------------------------------------------
+
+def env_of(spec: ModelSpec, ffn=None) -> dict[str, Number]:
+    """The spec's symbols; `ffn` (a layer group's) sets f, E, k, n_s, f_s."""
+    a, ffn = spec.attention, ffn or spec.ffn
+    env = {"d": spec.d_model, "V": spec.vocab_size, "H": a.heads, "S_max": spec.max_seq_len,
+           "n_norm": spec.norm.per_layer, "f": ffn.d_ff}
+    if isinstance(a, MLA):
+        env |= {"r_q": a.q_lora_rank or 0, "r_kv": a.kv_lora_rank, "d_n": a.qk_nope_head_dim,
+                "d_r": a.qk_rope_head_dim, "d_v": a.v_head_dim}
+    else:
+        env |= {"H_kv": a.kv_heads, "h": a.head_dim}
+    if isinstance(ffn, MoE):
+        env |= {"E": ffn.experts, "k": ffn.top_k, "n_s": ffn.shared_experts, "f_s": ffn.shared_d_ff}
+    return env | sparse_formula.env(a)
+
+
+def attention_parts(a) -> dict[str, tuple[str, str | None]]:
+    """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
+    out = _attention_parts(a) | sparse_formula.parts(a)
+    return {k: v for k, v in out.items() if k not in sparse_formula.dropped(a)}
+
+
+def _attention_parts(a) -> dict[str, tuple[str, str | None]]:
+    if not isinstance(a, MLA):
+        parts = {"q": ("d", "H · h", a.qkv_bias), "k": ("d", "H_kv · h", a.qkv_bias),
+                 "v": ("d", "H_kv · h", a.qkv_bias), "o": ("H · h", "d", a.o_bias)}
+        out = {k: (linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in parts.items()}
+        return out | ({"sinks": ("H", None)} if a.sinks else {})
+    qk = "H · (d_n + d_r)"
+    out = ({"q": (f"d · {qk}", f"d · {qk}")} if a.q_lora_rank is None else
+           {"q_down": (linear("d", "r_q", a.bias), "d · r_q"), "q_norm": ("r_q", None),
+            "q_up": (f"r_q · {qk}", f"r_q · {qk}")})
+    return out | {"kv_down": (linear("d", "(r_kv + d_r)", a.bias), "d · (r_kv + d_r)"), "kv_norm": ("r_kv", None),
+                  "kv_up": ("r_kv · H · (d_n + d_v)", "r_kv · H · (d_n + d_v)"),
+                  "o": (linear("H · d_v", "d", a.bias), "H · d_v · d")}
+
+
+def mlp_formula(f: str, gated: bool, bias: bool) -> str:
+    """One MLP of width f: 3·d·f (gated) or 2·d·f, plus 2·f + d or f + d of biases."""
+    n = 3 if gated else 2
+    return f"{n} · d · {f}" + (f" + {n - 1} · {f} + d" if bias else "")
+
+
+def ffn_parts(ffn) -> dict[str, tuple[str, str]]:
+    """Per layer: (parameters, weights one token is multiplied by) of each FFN component."""
+    if isinstance(ffn, (Dense, Gated)):
+        names = ("gate", "up") if isinstance(ffn, Gated) else ("up",)
+        shapes = {n: ("d", "f") for n in names} | {"down": ("f", "d")}
+        return {n: (linear(i, o, ffn.bias), f"{i} · {o}") for n, (i, o) in shapes.items()}
+    one = mlp_formula("f", ffn.gated, ffn.expert_bias)
+    out = {"router": (linear("d", "E", ffn.router_bias), "d · E"),
+           "experts": (prod("E", one), prod("k", mlp_formula("f", ffn.gated, False)))}
+    if ffn.shared_experts:
+        out["shared_experts"] = (prod("n_s", mlp_formula("f_s", ffn.gated, ffn.expert_bias)),
+                                 prod("n_s", mlp_formula("f_s", ffn.gated, False)))
+    return out | ({"shared_gate": ("d", "d")} if ffn.shared_gate else {})
+
+
+def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:
+    """Component prefix → (layers, FFN): the MoE layers and an MoE model's dense layers apart."""
+    out: dict[str, tuple[int, object]] = {}
+    for g in spec.layer_groups():
+        prefix = spec.ffn_prefix(g)
+        out[prefix] = (out.get(prefix, (0, g.ffn))[0] + g.count, g.ffn)
+    return out
+
+
+def windows(spec: ModelSpec) -> dict[int | None, int]:
+    """Attention window (None: full) → layers."""
+    out: dict[int | None, int] = {}
+    for g in spec.layer_groups():
+        out[g.window] = out.get(g.window, 0) + g.count
+    return out
+
+
+def per_window(spec: ModelSpec, term: Callable[[str, bool], str], env: dict) -> tuple[str, dict]:
+    """Σ over window kinds of term(layers symbol, sliding): L for full layers, L_w and W for sliding."""
+    terms, env = [], dict(env)
+    for w, n in windows(spec).items():
+        env |= {"L_w": n, "W": w} if w else {"L": n}
+        terms.append(term("L_w" if w else "L", bool(w)))
+    return " + ".join(terms), env

@@ -1,0 +1,25 @@
+"""The presets as `llmcalc presets` shows them: one row each, or one in full with its derived figures."""
+
+from __future__ import annotations
+
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.params import params
+from llmcalc.reports.presets import PresetReport, PresetRow
+
+
+def preset_row(spec):
+    """One line of `llmcalc presets`: shape, families and parameter counts."""
+    r = params(spec)
+    return PresetRow(name=spec.name, layers=spec.n_layers, d_model=spec.d_model, max_seq_len=spec.max_seq_len,
+                     attention=spec.attention.label, ffn=spec.ffn.label, attention_kind=spec.attention.kind_label,
+                     ffn_kind=spec.ffn.kind_label, sliding_window=spec.sliding_window, total=r.total,
+                     active=r.active, source=spec.source)
+
+
+def preset_detail(spec):
+    """`llmcalc presets NAME`: the spec as written, its source and the figures derived from it."""
+    r, kv = params(spec), kv_cache(spec, 1, 1)
+    return PresetReport(name=spec.name, source=spec.source, total=r.total, active=r.active,
+                        kv_bytes_per_token=kv.bytes_per_token,
+                        kv_elements_per_token=spec.n_layers * spec.attention.kv_elements(),
+                        spec=spec.model_dump(mode="json", exclude={"name", "source"}))

@@ -1,0 +1,187 @@
+"""Estimates against measurements of the torch reference model (llmcalc/reference/).
+See docs/validation.md.
+
+Conventions are matched on both sides: torch's FlopCounterMode counts every matmul and the full
+S×S of scaled_dot_product_attention, so FLOPs are estimated with attention="dense"; prefill and
+decode project the last position's logits, training all of them. Exact quantities (parameters,
+FLOPs, KV bytes) must agree to the unit; peak memory and time are models and get tolerances.
+"""
+
+from __future__ import annotations
+
+from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.memory import memory
+from llmcalc.costs.params import params
+from llmcalc.errors import UserError
+from llmcalc.model.attention import MLA
+from llmcalc.model.spec import ModelSpec
+from llmcalc.reports.validate import ValidationReport, ValidationRow
+
+EXACT = 0.0
+PEAK_TOLERANCE = 0.05
+"""Peak memory: the activation peak is a model of what the kernels hold at their largest stage
+(docs/formulas.md#inference-peak); the reference's bounded block scratch and allocator slack are not in it."""
+TIME_TOLERANCE = 0.25
+"""Prefill and decode wall time against the roofline, with efficiencies set from measurement."""
+GPU_NAMES = {"H100": "h100-sxm", "H200": "h200", "A100-SXM4-80GB": "a100-80gb", "A100-SXM4-40GB": "a100-40gb",
+             "L40S": "l40s", "L4": "l4", "A10G": "a10g", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090",
+             "B200": "b200", "MI300X": "mi300x", "H100 PCIe": "h100-pcie"}
+
+
+def row(model: str, quantity: str, convention: str, estimate: int | float, measured: int | float,
+        tol: float) -> ValidationRow:
+    err = abs(measured - estimate) / measured if measured else float(estimate != measured)
+    return ValidationRow(model=model, quantity=quantity, convention=convention, estimate=estimate,
+                         measured=measured, rel_error=err, tolerance=tol, ok=err <= tol)
+
+
+def gpu_preset(device_name: str) -> str:
+    """Map torch.cuda.get_device_name() to a GPU preset: the longest matching key."""
+    hits = [k for k in GPU_NAMES if k.lower() in device_name.lower()]
+    if not hits:
+        raise UserError(f"--device cuda: no GPU preset for {device_name!r}; validate on fake or cpu instead")
+    return GPU_NAMES[max(hits, key=len)]
+
+
+def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: str) -> list[ValidationRow]:
+    """Rows for one measured model `m` (llmcalc.reference.measure.Measured)."""
+    n = spec.name
+    conv = Conventions(attention="dense", logits="last", mla_decode=mla_decode)
+    f = flops(spec, batch, seq, 1, conv)
+    mla = f", MLA decode {mla_decode}" if isinstance(spec.attention, MLA) else ""
+    rows = [
+        row(n, "params", "every parameter, tied once", params(spec).total, m.params_total, EXACT),
+        row(n, "prefill FLOPs", "matmuls, full S×S attention, last logits", f.prefill_flops, m.prefill_flops, EXACT),
+        row(n, "decode FLOPs", "one step at context S" + mla, f.decode_flops, m.decode_flops, EXACT),
+        row(n, "KV cache bytes", "bf16 cache tensors after prefill", kv_cache(spec, batch, seq).total_bytes,
+            m.kv_bytes, EXACT),
+    ]
+    if m.train_flops is not None:
+        rows.insert(3, row(n, "train FLOPs", "forward + backward, all logits", f.train_flops, m.train_flops, EXACT))
+    if m.peak_bytes is not None:  # the reference's serving kernels: flash attention, grouped GEMM experts
+        est = memory(spec, batch, seq).total_bytes
+        rows.append(row(n, "peak memory", "prefill: weights + KV + activation peak (flash)", est, m.peak_bytes,
+                        PEAK_TOLERANCE))
+    return rows
+
+
+def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_decode: str = "absorbed",
+             progress=None) -> ValidationReport:
+    """Measure each spec on `device` and compare; `progress(spec)` is called before each."""
+    for spec in specs:
+        check_measurable(spec, batch, seq)
+    measure = require_device(device)
+    rows, gpu = [], None
+    for spec in specs:
+        if progress:
+            progress(spec)
+        m = measure(spec, batch, seq, device=device, mla_decode=mla_decode, train=device != "cuda")
+        rows += compare(spec, batch, seq, m, mla_decode, device)
+        if device == "cuda":
+            gpu, timed = _timing_rows(spec, batch, seq, m)
+            rows += timed
+    notes = ["FLOPs under FlopCounterMode's conventions: every matmul, attention over the full S×S, "
+             "no element-wise work; the estimates use the same (attention=dense)"]
+    if device == "fake":
+        notes.append("fake: FakeTensorMode on the CPU; shapes and allocations are real, values are not")
+    return ValidationReport(device=device, gpu=gpu, models=[s.name for s in specs], batch=batch, seq=seq,
+                            ok=all(r.ok for r in rows), rows=rows, notes=notes)
+
+
+MAX_LAYERS = 256
+"""Most layers one validation builds: torch runs every layer, ~0.3 s each under FakeTensorMode on a
+CPU core, so 256 (twice Llama-3.1-405B's 126) is over a minute; --layers cuts a model."""
+MAX_ELEMENTS = 2**60
+"""Most elements of one reference tensor: torch refuses storage beyond 2^63 bytes even on fake tensors."""
+
+
+def check_measurable(spec: ModelSpec, batch: int, seq: int) -> None:
+    """The reference model can run `spec` at batch × seq: learned positions cover the decode step,
+    few enough layers to finish, and its largest tensors (scores, logits) within torch's limits."""
+    if spec.positions.kind == "learned" and seq >= spec.max_seq_len:
+        raise UserError(f"--seq: {spec.name} has learned positions for {spec.max_seq_len:,} tokens and validate "
+                        f"decodes one after the prompt; give --seq {spec.max_seq_len - 1} or less")
+    if spec.n_layers > MAX_LAYERS:
+        raise UserError(f"--layers: {spec.name} has {spec.n_layers:,} layers and validate runs each in torch; "
+                        f"give --layers {MAX_LAYERS} or fewer (the formulas are per layer group)")
+    ffn = spec.ffn.transient_elements() if hasattr(spec.ffn, "transient_elements") else 0
+    widest = seq * spec.attention.heads + spec.vocab_size + 8 * spec.d_model + 4 * ffn
+    if batch * seq * widest > MAX_ELEMENTS:
+        raise UserError(f"--batch/--seq: {batch:,} × {seq:,} tokens of {spec.name} build tensors of about "
+                        f"{batch * seq * widest:.2e} elements, beyond torch's limit; give a smaller --batch or --seq")
+
+
+def require_device(device: str):
+    try:
+        import torch
+    except ImportError:
+        raise UserError("validate needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA GPU is visible here; use --device fake (full size) or "
+                        "--device cpu with --layers/--scale")
+    from llmcalc.reference.measure import measure
+
+    return measure
+
+
+def _timing_rows(spec: ModelSpec, batch: int, seq: int, m) -> tuple[str, list[ValidationRow]]:
+    import torch
+
+    from llmcalc.costs.latency import latency
+    from llmcalc.inputs.gpus import load_gpu
+
+    name = gpu_preset(torch.cuda.get_device_name())
+    lat = latency(spec, load_gpu(name), batch, seq, 2)
+    return name, [row(spec.name, "prefill time (s)", f"roofline on {name}", lat.ttft_s, m.prefill_s, TIME_TOLERANCE),
+                  row(spec.name, "decode step time (s)", f"roofline on {name}", lat.tpot_s, m.decode_s, TIME_TOLERANCE)]
+
+
+def scaled_copy(spec: ModelSpec, layers: int | None, scale: int) -> ModelSpec:
+    """A smaller model of the same family for real runs: the first `layers` layers, and every width
+    (d_model, heads, latent ranks, FFN widths, vocabulary) divided by `scale`; head dims, experts' count
+    and windows kept."""
+    from llmcalc.inputs.presets import spec_from_data
+
+    data = spec.model_dump()
+    div = lambda x: max(1, x // scale) if x else x  # noqa: E731
+    if layers:
+        data["n_layers"] = layers
+        data["layer_pattern"] = data["layer_pattern"][:layers]
+        ffn = data["ffn"]
+        if ffn["kind"] == "moe" and ffn["dense_layers"] >= layers:
+            ffn["dense_layers"] = layers - 1
+            ffn["dense_d_ff"] = ffn["dense_d_ff"] if layers > 1 else 0
+    if scale > 1:
+        a, f = data["attention"], data["ffn"]
+        data["d_model"], data["vocab_size"] = div(data["d_model"]), div(data["vocab_size"])
+        a["heads"] = div(a["heads"])
+        if a["kind"] in ("gqa", "longformer", "linformer", "reformer"):
+            kv = div(a["kv_heads"])
+            a["kv_heads"] = kv if a["heads"] % kv == 0 else 1
+        else:
+            a["kv_lora_rank"], a["q_lora_rank"] = div(a["kv_lora_rank"]), a["q_lora_rank"] and div(a["q_lora_rank"])
+        for key in ("d_ff", "shared_d_ff", "dense_d_ff"):
+            if key in f:
+                f[key] = div(f[key])
+    data["name"] = f"{spec.name} ({data['n_layers']} layers, widths ÷{scale})"
+    return spec_from_data(data, f"scaled copy of {spec.name}")
+
+
+def check_real_run(spec: ModelSpec, batch: int, seq: int, device: str) -> None:
+    """A real run must fit: half the machine's RAM on the CPU, the GPU's memory on cuda."""
+    need = memory(spec, batch, seq).total_bytes
+    if device == "cpu":
+        import os
+
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+        where = "half of this machine's memory"
+    else:
+        import torch
+
+        have = torch.cuda.get_device_properties(0).total_memory
+        where = "the GPU's memory"
+    if need > have:
+        raise UserError(f"--device {device}: {spec.name} needs about {need / 1e9:.1f} GB, more than {where} "
+                        f"({have / 1e9:.1f} GB); use --device fake for the full size, or a scaled copy "
+                        "such as --layers 2 --scale 8")
