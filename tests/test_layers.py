@@ -1,0 +1,77 @@
+"""The layers point one way (docs/architecture.md): cli → views → costs → model; reports are plain data;
+render reads reports and never imports costs; reference (torch) depends on the model, never the reverse.
+Every import of the package is read from the source, those inside functions included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "llmcalc"
+ALLOWED = {
+    "errors": set(),
+    "model": {"errors"},
+    "reports": set(),
+    "inputs": {"errors", "model"},
+    "costs": {"errors", "model", "reports"},
+    "reference": {"errors", "model"},
+    "views": {"errors", "model", "reports", "inputs", "costs", "reference"},
+    "render": {"errors", "reports"},
+    "cli": {"errors", "model", "reports", "inputs", "costs", "views", "render"},
+    "__main__": {"cli"},
+}
+"""What each part of llmcalc may import besides itself."""
+
+
+def part(module: str) -> str:
+    return module.split(".")[1] if module.count(".") else "__init__"
+
+
+def imports() -> dict[str, set[str]]:
+    """module → the llmcalc modules it imports, anywhere in its source."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        modules = {m.removesuffix(".py") for m in found if m.startswith("llmcalc.")}
+        out[name] = {m for m in modules if (PACKAGE.parent / m.replace(".", "/")).with_suffix(".py").exists()
+                     or (PACKAGE.parent / m.replace(".", "/") / "__init__.py").exists()}
+    return out
+
+
+GRAPH = imports()
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_point_one_way(module):
+    here = part(module)
+    wrong = {m for m in GRAPH[module] if part(m) != here and part(m) not in ALLOWED.get(here, set())}
+    assert not wrong, f"{module} ({here}) imports {sorted(wrong)}; {here} may import {sorted(ALLOWED.get(here, []))}"
+
+
+def test_no_import_circles():
+    """No module reaches itself through the imports (package __init__ files that only document are leaves)."""
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for m in GRAPH.get(todo.pop(), ()):
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        return seen
+
+    circles = sorted(m for m in GRAPH if m in reach(m))
+    assert not circles, circles
+
+
+def test_every_part_is_known():
+    assert {part(m) for m in GRAPH} - {"__init__"} <= set(ALLOWED)
