@@ -73,6 +73,12 @@ def test_example_is_current(page, command, shown):
     assert is_subsequence(lines, real), f"{page}: the block for `{command}` is stale: run python tests/test_readme.py"
 
 
+def test_pages_have_examples():
+    names = {p for p, _, _ in examples()}
+    assert "README.md" in names
+    assert any(p.startswith("docs/commands/") for p in names)
+
+
 if __name__ == "__main__":
     for page in pages():
         text = page.read_text(encoding="utf-8")
