@@ -1,6 +1,6 @@
 """Cold start-up of the CLI against the libraries it is built on (median wall time of N runs each).
 
-Run: python benchmarks/cli_startup.py [N]   (N runs of each command, 21 unless given)
+Run: python benchmarks/cli_startup.py [N]   (N runs of each command, 15 unless given)
 
 Times, in one interleaved run (every round runs each command once, in a rotating order, so load on a
 shared machine falls on all of them alike):
@@ -53,7 +53,7 @@ def run_once(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 21
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     names = list(COMMANDS)
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
