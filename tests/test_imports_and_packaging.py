@@ -38,6 +38,48 @@ def test_cli_run_never_imports_torch_or_transformers(args):
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 
+KV_RUN = ["kv", "--preset", "llama2-7b", "--batch", "64", "--seq", "32768"]
+TABLE_PATH = {"llmcalc.render.console", "llmcalc.render.report_tables", "llmcalc.render.tables"}
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_a_command_loads_only_its_own_modules(fmt):
+    """`llmcalc kv` loads kv's command and report and no other command's; JSON output imports neither rich
+    nor the table renderers."""
+    from llmcalc.cli import COMMANDS
+
+    args = [*KV_RUN, "-f", fmt]
+    loaded = modules_after(
+        "import io, contextlib; from llmcalc.cli import load_commands\n"
+        f"with contextlib.redirect_stdout(io.StringIO()): load_commands({args!r})({args!r}, standalone_mode=False)"
+    )
+    ours = {m for m in loaded if m.startswith("llmcalc.")}
+    others = set(COMMANDS) - {"kv"}
+    assert {"llmcalc.cli.kv", "llmcalc.reports.kv"} <= ours
+    for part in ("cli", "reports", "views"):
+        assert not ours & {f"llmcalc.{part}.{c}" for c in others}, sorted(ours)
+    assert not ours & {"llmcalc.render.plot", "llmcalc.inputs.hf", "llmcalc.inputs.gpus"}, sorted(ours)
+    rich = {m for m in loaded if m == "rich" or m.startswith("rich.")}
+    if fmt == "json":
+        assert not rich and not ours & TABLE_PATH, sorted(rich | ours & TABLE_PATH)
+    else:
+        assert "rich.console" in rich and TABLE_PATH <= ours  # the json case above has teeth
+
+
+def test_reports_leave_field_docstrings_to_the_schema():
+    """Report classes are defined without reading their source: Pydantic's use_attribute_docstrings does it
+    at class creation through inspect.getmodule (a scan of every loaded module, on every command's start-up);
+    the docstrings become descriptions when `llmcalc schema` writes the schema (tests/test_schema.py checks
+    the published schema, docs/schemas.md)."""
+    from llmcalc.reports.base import Report
+    from llmcalc.reports.gpus import GPURow
+
+    assert not Report.model_config.get("use_attribute_docstrings")
+    row = GPURow.model_json_schema(mode="serialization")["properties"]
+    assert row["ridge_point"]["description"].startswith("bf16 FLOPs per byte")  # inherited from GPUFigures
+    assert "description" not in row["bf16_flops"]
+
+
 def test_core_imports_no_ui_or_torch():
     loaded = modules_after("import llmcalc.model.spec, llmcalc.costs.params, llmcalc.reports.base, llmcalc.inputs.hf, llmcalc.inputs.presets")
     assert not loaded & {"rich", "typer", *HEAVY}

@@ -18,11 +18,18 @@ COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "valida
 
 
 def load_commands(args: list[str]):
-    """The typer app with the commands `args` may run: the one named first, else all of them."""
+    """The typer app with the commands `args` may run: the one named first; none for `--version` alone (typer
+    builds every loaded command before the version is printed, ~60 ms for all of them); else all of them."""
     from llmcalc.cli.app import app
 
     first = next((a for a in args if not a.startswith("-")), None)
-    for name in (first,) if first in COMMANDS else COMMANDS:
+    if first in COMMANDS:
+        names: tuple[str, ...] = (first,)
+    elif first is None and "--version" in args and not {"-h", "--help"} & set(args):
+        names = ()
+    else:
+        names = COMMANDS
+    for name in names:
         import_module(f"llmcalc.cli.{name}")
     return app
 
