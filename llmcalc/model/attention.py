@@ -1,4 +1,4 @@
-"""Attention families and their closed-form parameter counts.
+"""Attention: the `Attention` base every variant derives from, and the GQA and MLA families.
 
 GQA covers MHA (kv_heads = heads) and MQA (kv_heads = 1). MLA is DeepSeek's multi-head latent
 attention. Each family lists its projections by name so reports can break them down.
@@ -7,11 +7,11 @@ See docs/formulas.md#attention.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
-from llmcalc.model.base import Frozen, Parts, PosInt
+from llmcalc.model.base import Parts, PosInt, Variant
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -30,15 +30,17 @@ def sum_min(a: int, b: int, window: int | None) -> int:
     return (a + window) * (window - a + 1) // 2 + (b - window) * window
 
 
-class PairRule:
+class Attention(Variant):
     """Which keys a query sees, and what that costs: the one place a layer's attention pattern lives.
+    Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     Every estimator (flops, latency, sweep, kv, memory, explain) asks these methods; a new attention
     variant overrides them. Defaults: query i (1-based) sees min(i, W) keys, W the layer's window
     (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence.
     """
 
-    sweep_fast = True
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+    sweep_fast: ClassVar[bool] = True
     """Whether llmcalc/views/sweep.py's closed form (cost = per-pair cost × windowed pairs) holds."""
 
     def keys_window(self, window: int | None) -> int | None:
@@ -95,7 +97,7 @@ class PairRule:
         return self.keys_window(window)
 
 
-class GQA(PairRule, Frozen):
+class GQA(Attention):
     """Grouped-query attention: `heads` query heads share `kv_heads` key/value heads.
 
     q: d·H·h, k and v: d·H_kv·h each, o: H·h·d (biases add the output width);
@@ -215,7 +217,7 @@ class GQA(PairRule, Frozen):
         return parts
 
 
-class MLA(PairRule, Frozen):
+class MLA(Attention):
     """Multi-head latent attention (DeepSeek-V2/V3).
 
     Queries: d → q_lora_rank (norm) → H·(d_nope + d_rope), or d → H·(d_nope + d_rope) directly
@@ -351,5 +353,3 @@ class MLA(PairRule, Frozen):
         }
         return parts
 
-
-Attention = GQA | MLA

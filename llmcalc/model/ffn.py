@@ -1,4 +1,5 @@
-"""Feed-forward families and their closed-form parameter counts.
+"""Feed-forward: the `FFN` base every variant derives from, and the dense, gated and MoE families with their
+closed-form counts.
 
 Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→d. MoE: E routed experts
 (each a Dense or Gated FFN of d_ff), a router d→E, optional shared experts always applied, and
@@ -7,12 +8,12 @@ optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from llmcalc.model.attention import linear
-from llmcalc.model.base import Frozen, NonNegInt, Parts, PosInt
+from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
 
@@ -37,7 +38,13 @@ def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
     return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
 
 
-class Dense(Frozen):
+class FFN(Variant):
+    """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py)."""
+
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+
+
+class Dense(FFN):
     """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
 
     kind: Literal["dense"] = "dense"
@@ -82,7 +89,7 @@ class Dense(Frozen):
         return 2 * self.d_ff
 
 
-class Gated(Frozen):
+class Gated(FFN):
     """Gated MLP (SwiGLU with silu, GeGLU with gelu): down(act(gate(x)) * up(x)). 3·d·f weights."""
 
     kind: Literal["gated"] = "gated"
@@ -129,7 +136,7 @@ class Gated(Frozen):
         return 3 * self.d_ff
 
 
-class MoE(Frozen):
+class MoE(FFN):
     """Mixture of experts: top_k of `experts` routed experts per token, plus shared experts.
 
     Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
@@ -266,5 +273,3 @@ class MoE(Frozen):
         cls = Gated if self.gated else Dense
         return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
 
-
-FFN = Dense | Gated | MoE

@@ -6,7 +6,7 @@ sequence to k rows (docs/attention-linformer.md). `Reformer`: LSH attention with
 (docs/attention-reformer.md). `DSA`: DeepSeek Sparse Attention (DeepSeek-V3.2-Exp),
 MLA over the top-k keys a lightning indexer selects (docs/attention-dsa.md).
 
-Each overrides the pair rule of `PairRule` (llmcalc/model/attention.py): which keys a query sees,
+Each overrides the pair rule of `Attention` (llmcalc/model/attention.py): which keys a query sees,
 what the core costs per component, and what the cache keeps.
 """
 

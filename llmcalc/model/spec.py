@@ -10,15 +10,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmcalc.model.attention import GQA, MLA
-from llmcalc.model.base import Frozen, NonNegInt, PosInt
+from llmcalc.model.attention import Attention
+from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
-from llmcalc.model.ffn import Dense, Gated, MoE
+from llmcalc.model.ffn import FFN, MoE
 from llmcalc.model.norm import Norm
 from llmcalc.model.sparse_attention import DSA, Linformer, Longformer, Reformer
 
-AttentionSpec = Annotated[GQA | MLA | Longformer | Linformer | Reformer | DSA, Field(discriminator="kind")]
-FFNSpec = Annotated[Dense | Gated | MoE, Field(discriminator="kind")]
+AttentionSpec = Annotated[Attention, ByKind()]
+"""Any registered attention variant (Attention.kinds), picked by its `kind`."""
+FFNSpec = Annotated[FFN, ByKind()]
+"""Any registered FFN variant (FFN.kinds), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
