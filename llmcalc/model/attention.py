@@ -7,7 +7,8 @@ See docs/formulas.md#attention.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -31,17 +32,28 @@ def sum_min(a: int, b: int, window: int | None) -> int:
 
 
 class Attention(Variant):
-    """Which keys a query sees, and what that costs: the one place a layer's attention pattern lives.
-    Subclassing registers a new `kind` (llmcalc/model/base.py).
+    """Which keys a query sees, and what that costs: the one place a layer's attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
-    Every estimator (flops, latency, sweep, kv, memory, explain) asks these methods; a new attention
-    variant overrides them. Defaults: query i (1-based) sees min(i, W) keys, W the layer's window
-    (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence.
+    Every estimator (params, kv, flops, memory, latency, sweep, compare, explain) asks these methods and
+    attributes; a variant overrides what differs. Defaults: query i (1-based) sees min(i, W) keys, W the
+    layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
+    also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
+    kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
+    prefill_activation_bytes, gqa_shape and scaled_fields.
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     sweep_fast: ClassVar[bool] = True
     """Whether llmcalc/views/sweep.py's closed form (cost = per-pair cost × windowed pairs) holds."""
+    affine_after_knee: ClassVar[bool] = False
+    """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
+    latent_cache: ClassVar[bool] = False
+    """Whether the cache holds a latent that decode attends to either absorbed or decompressed (MLA): the
+    mla_decode convention applies, and the variant gives absorbed_matmuls."""
+    reprojected: ClassVar[tuple[str, ...]] = ()
+    """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
+    own_key_pattern: ClassVar[bool] = False
+    """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""
@@ -84,10 +96,6 @@ class Attention(Variant):
         it), so both stay alive through the attention."""
         return self.cached_tokens(seq, window) < seq
 
-    def extra_saved_elements(self) -> int:
-        """Elements per token a training layer keeps besides its projections' inputs and Q/K/V (0)."""
-        return 0
-
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
         return 3
@@ -95,6 +103,42 @@ class Attention(Variant):
     def knee(self, window: int | None) -> int | None:
         """Context from which a decode step's cost stops growing linearly as before (None: never)."""
         return self.keys_window(window)
+
+    @property
+    def cache_heads(self) -> int | None:
+        """Heads the cache splits over under tensor parallelism (None: it has no head axis, every rank holds
+        all of it)."""
+        return None
+
+    def layer_type(self, window: int | None) -> str:
+        """A layer kind's name in the KV report: full, or sliding W."""
+        return f"sliding {window}" if window else "full"
+
+    @property
+    def kv_note(self) -> str | None:
+        """What the cache keeps, for the KV report, where it differs from K and V of every token (None)."""
+        return None
+
+    @property
+    def pattern_note(self) -> str | None:
+        """The variant's own pair rule, for the FLOPs report (None: the default)."""
+        return None
+
+    def decode_note(self, mla_decode: str) -> str | None:
+        """How a decode step attends under the mla_decode convention, for the FLOPs report (None: one way)."""
+        return None
+
+    def check_spec(self, spec: Any) -> None:
+        """Raise ValueError (naming the field and the fix) when this attention does not fit the rest of
+        `spec` (a ModelSpec): a variant with its own key pattern refuses sliding-window layers."""
+        if self.own_key_pattern and "sliding" in spec.layer_pattern:
+            raise ValueError(f"layer_pattern: {self.kind} attention sets its own key pattern; use only full layers "
+                             "and drop sliding_window")
+
+    def mla_shape(self) -> dict[str, Any] | None:
+        """Its fields when this is latent attention, which compare's MLA swap keeps (None: not latent)."""
+        return None
+
 
 
 class GQA(Attention):
@@ -205,6 +249,38 @@ class GQA(Attention):
         """FLOPs per (query, key) pair: scores q·k 2·H·h, weighted sum of values 2·H·h."""
         return {"core_scores": 2 * self.q_width, "core_values": 2 * self.q_width}
 
+    def rope_elements(self) -> int:
+        """Elements RoPE rotates per token: every query and key head's, (H + H_kv)·d_rot, d_rot the head dim
+        rounded down to even."""
+        return (self.heads + self.kv_heads) * (self.head_dim - self.head_dim % 2)
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        """Widths a QK norm spans: one head (h), all query heads (H·h), all key heads (H_kv·h)."""
+        return self.head_dim, self.q_width, self.kv_width
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input
+        and Q (H·h each), K and V (2·H_kv·h)."""
+        return d_model + 2 * self.q_width + 2 * self.kv_width
+
+    @property
+    def cache_heads(self) -> int | None:
+        """K and V split over tensor-parallel ranks by kv head."""
+        return self.kv_heads
+
+    def gqa_shape(self) -> dict[str, Any]:
+        """The GQA shape compare's swap rule keeps (heads, kv heads, head dim, biases, sinks)."""
+        return self.model_dump(include={"heads", "kv_heads", "head_dim", "qkv_bias", "o_bias", "sinks"})
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: heads divided by `div` (a function), kv heads too (1 when that does not
+        divide the heads), head dim kept."""
+        out = self.model_dump()
+        out["heads"] = div(self.heads)
+        kv = div(self.kv_heads)
+        out["kv_heads"] = kv if out["heads"] % kv == 0 else 1
+        return out
+
     def params(self, d_model: int) -> Parts:
         parts = {
             "q": linear(d_model, self.q_width, self.qkv_bias),
@@ -234,6 +310,9 @@ class MLA(Attention):
     qk_rope_head_dim: PosInt
     v_head_dim: PosInt
     bias: bool = False
+
+    latent_cache: ClassVar[bool] = True
+    reprojected: ClassVar[tuple[str, ...]] = ("kv_up",)
 
     @property
     def qk_head_dim(self) -> int:
@@ -334,6 +413,42 @@ class MLA(Attention):
             return {"core_scores": 2 * h * (self.kv_lora_rank + self.qk_rope_head_dim),
                     "core_values": 2 * h * self.kv_lora_rank}
         return {"core_scores": 2 * h * self.qk_head_dim, "core_values": 2 * h * self.v_head_dim}
+
+    def rope_elements(self) -> int:
+        """Elements RoPE rotates per token: the RoPE part of each query head and the one shared key, (H + 1)·d_r."""
+        return (self.heads + 1) * self.qk_rope_head_dim
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        """Widths a QK norm spans: one head (d_n + d_r), all query heads and all key heads (H·(d_n + d_r))."""
+        return self.qk_head_dim, self.heads * self.qk_head_dim, self.heads * self.qk_head_dim
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: the matmuls' inputs (d, the query
+        latent r_q, the KV latent r_kv, the o input H·d_v), Q and K (2·H·(d_n + d_r)) and V (H·d_v)."""
+        h = self.heads
+        return (d_model + (self.q_lora_rank or 0) + self.kv_lora_rank + 2 * h * self.v_head_dim
+                + 2 * h * self.qk_head_dim)
+
+    def decode_note(self, mla_decode: str) -> str | None:
+        return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "
+                                "cached latent" if mla_decode == "absorbed" else
+                                "decompressed: kv_up re-projects every cached latent each step")
+
+    def gqa_shape(self) -> dict[str, Any]:
+        """The GQA shape compare's swap rule maps this to: H heads of d_h = d_n (DeepSeek's d_h), one kv head
+        per head, the o bias."""
+        return {"heads": self.heads, "kv_heads": self.heads, "head_dim": self.qk_nope_head_dim, "qkv_bias": False,
+                "o_bias": self.bias, "sinks": False}
+
+    def mla_shape(self) -> dict[str, Any] | None:
+        return self.model_dump()
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: heads and the latent ranks divided by `div` (a function), head dims kept."""
+        out = self.model_dump()
+        out["heads"], out["kv_lora_rank"] = div(self.heads), div(self.kv_lora_rank)
+        out["q_lora_rank"] = self.q_lora_rank and div(self.q_lora_rank)
+        return out
 
     def params(self, d_model: int) -> Parts:
         h, b = self.heads, self.bias

@@ -8,7 +8,8 @@ optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -38,10 +39,45 @@ def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
     return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
 
 
+
+
 class FFN(Variant):
-    """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py)."""
+    """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
+
+    A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
+    prefill_activation_bytes and saved_elements; the defaults here are an FFN without routed experts whose one width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
+
+    @property
+    def routed_experts(self) -> int:
+        """Routed experts E (0: none)."""
+        return 0
+
+    @property
+    def leading_dense_layers(self) -> int:
+        """How many of the model's first layers use dense_ffn() instead (0)."""
+        return 0
+
+    def inactive_parts(self, d_model: int) -> Parts:
+        """Parameters of one layer one token does not use, by component (none)."""
+        return {}
+
+    def tp_width(self, ep: int) -> int | None:
+        """The width tensor parallelism splits, d_ff, when experts are spread over `ep` GPUs (None: nothing)."""
+        return self.d_ff
+
+    def check_spec(self, spec: Any) -> None:
+        """Raise ValueError (naming the field and the fix) when this FFN does not fit the rest of `spec` (a
+        ModelSpec); any FFN fits."""
+
+    def cut_to(self, layers: int) -> FFN:
+        """This FFN in a model cut to its first `layers` layers (itself)."""
+        return self
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: d_ff divided by `div` (a function)."""
+        return self.model_dump() | {"d_ff": div(self.d_ff)}
 
 
 class Dense(FFN):
@@ -182,6 +218,25 @@ class MoE(FFN):
             )
         return self
 
+    def check_spec(self, spec: Any) -> None:
+        """The dense layers are some of the model's."""
+        if self.dense_layers > spec.n_layers:
+            raise ValueError(
+                f"ffn.dense_layers: {self.dense_layers} exceeds n_layers ({spec.n_layers}); lower it"
+            )
+
+    @property
+    def routed_experts(self) -> int:
+        return self.experts
+
+    @property
+    def leading_dense_layers(self) -> int:
+        return self.dense_layers
+
+    def tp_width(self, ep: int) -> int | None:
+        """d_ff while the experts are tensor-split (ep 1); whole experts over ep GPUs split nothing."""
+        return self.d_ff if ep == 1 else None
+
     @property
     def label(self) -> str:
         shared = f" + {self.shared_experts} shared" if self.shared_experts else ""
@@ -264,12 +319,22 @@ class MoE(FFN):
             stages.append(act * (d + self.shared_experts * max(2 * fs, fs + d, d) + d))
         return max(stages)
 
-    def inactive_params(self, d_model: int) -> int:
+    def inactive_parts(self, d_model: int) -> Parts:
         """Routed experts one token does not use: (E − k)·P_e."""
-        return (self.experts - self.top_k) * self.expert_params(d_model)
+        return {"experts": (self.experts - self.top_k) * self.expert_params(d_model)}
 
     def dense_ffn(self) -> Dense | Gated:
         """The plain FFN of the dense layers: the experts' shape with dense_d_ff."""
         cls = Gated if self.gated else Dense
         return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
+
+    def cut_to(self, layers: int) -> MoE:
+        """With at most layers − 1 dense layers (none in a one-layer model), so an MoE layer is left."""
+        if self.dense_layers < layers:
+            return self
+        return self.model_copy(update={"dense_layers": layers - 1, "dense_d_ff": self.dense_d_ff if layers > 1 else 0})
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: every width (routed, shared, dense layers') divided by `div`."""
+        return self.model_dump() | {k: div(getattr(self, k)) for k in ("d_ff", "shared_d_ff", "dense_d_ff")}
 

@@ -43,3 +43,11 @@ class Norm(Frozen):
     def params(self, n: int) -> int:
         """Parameters of one norm over n features: n, or 2n with a bias."""
         return 2 * n if self.bias else n
+
+    def qk_params(self, head: int, q: int, k: int) -> int:
+        """Parameters of one layer's QK norms, given the widths the attention's q and k have: one head's
+        (head), all query heads' (q), all key heads' (k). head: one norm of a head's width for q and one
+        for k; full: one over q and one over k; none: 0."""
+        if self.qk_norm == "head":
+            return 2 * self.params(head)
+        return self.params(q) + self.params(k) if self.qk_norm == "full" else 0

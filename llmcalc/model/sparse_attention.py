@@ -6,13 +6,13 @@ sequence to k rows (docs/attention-linformer.md). `Reformer`: LSH attention with
 (docs/attention-reformer.md). `DSA`: DeepSeek Sparse Attention (DeepSeek-V3.2-Exp),
 MLA over the top-k keys a lightning indexer selects (docs/attention-dsa.md).
 
-Each overrides the pair rule of `Attention` (llmcalc/model/attention.py): which keys a query sees,
+Each overrides what differs from `Attention` (llmcalc/model/attention.py): which keys a query sees,
 what the core costs per component, and what the cache keeps.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -21,6 +21,7 @@ from llmcalc.model.base import NonNegInt, PosInt
 
 CacheDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
+
 
 
 class Longformer(GQA):
@@ -36,6 +37,8 @@ class Longformer(GQA):
     kind: Literal["longformer"] = "longformer"
     window: PosInt
     global_tokens: NonNegInt
+
+    own_key_pattern: ClassVar[bool] = True
 
     @property
     def label(self) -> str:
@@ -89,6 +92,7 @@ class Linformer(GQA):
     sharing: Literal["headwise", "key_value"] = "headwise"
 
     sweep_fast: ClassVar[bool] = False
+    own_key_pattern: ClassVar[bool] = True
 
     @property
     def label(self) -> str:
@@ -157,6 +161,15 @@ class Linformer(GQA):
         return (f"Linformer: every query sees the {self.proj_len} projected rows (unmasked, both conventions); the "
                 "prompt is bidirectional, decode updates the rows; see docs/attention-linformer.md")
 
+    def check_spec(self, spec: Any) -> None:
+        """E and F span the model's longest sequence; no sliding-window layers."""
+        if self.max_len != spec.max_seq_len:
+            raise ValueError(
+                f"attention.max_len: {self.max_len} differs from max_seq_len ({spec.max_seq_len}); "
+                "Linformer's E and F span the longest sequence: set them equal"
+            )
+        super().check_spec(spec)
+
 
 class Reformer(GQA):
     """Reformer's LSH attention with shared QK (Kitaev, Kaiser, Levskaya 2020, "Reformer: The Efficient
@@ -179,6 +192,7 @@ class Reformer(GQA):
 
     sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
+    own_key_pattern: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _shared_qk(self) -> Reformer:
@@ -292,6 +306,7 @@ class DSA(MLA):
 
     sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
+    own_key_pattern: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _indexer(self) -> DSA:
@@ -337,9 +352,10 @@ class DSA(MLA):
         return (-(-tokens * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
                 + -(-tokens * self.index_head_dim * index_bits // 8))
 
-    def extra_saved_elements(self) -> int:
-        """Per token, what the indexer keeps for the backward pass: its q, k and head weights."""
-        return self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
+    def saved_elements(self, d_model: int) -> int:
+        """MLA's, and what the indexer keeps for the backward pass per token: its q, k and head weights."""
+        indexer = self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
+        return super().saved_elements(d_model) + indexer
 
     def keys_window(self, window: int | None) -> int | None:
         return min(self.index_topk, window) if window else self.index_topk
