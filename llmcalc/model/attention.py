@@ -1,8 +1,8 @@
 """Attention: the `Attention` base every variant derives from, and the GQA and MLA families.
 
 GQA covers MHA (kv_heads = heads) and MQA (kv_heads = 1). MLA is DeepSeek's multi-head latent
-attention. Each family lists its projections by name so reports can break them down.
-See docs/formulas.md#attention.
+attention. Each family lists its projections by name so reports can break them down, and states its
+`llmcalc explain` terms. See docs/formulas.md#attention.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
+from llmcalc.model import terms
 from llmcalc.model.base import Parts, PosInt, Variant
 
 
@@ -32,14 +33,16 @@ def sum_min(a: int, b: int, window: int | None) -> int:
 
 
 class Attention(Variant):
-    """Which keys a query sees, and what that costs: the one place a layer's attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
+    """Which keys a query sees, what that costs, and how `llmcalc explain` writes it: the one place a layer's
+    attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     Every estimator (params, kv, flops, memory, latency, sweep, compare, explain) asks these methods and
     attributes; a variant overrides what differs. Defaults: query i (1-based) sees min(i, W) keys, W the
     layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
     also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
     kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
-    prefill_activation_bytes, gqa_shape and scaled_fields.
+    prefill_activation_bytes, gqa_shape, scaled_fields and the explain terms explain_symbols, explain_parts,
+    explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs, explain_rotated, explain_saved.
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
@@ -49,7 +52,7 @@ class Attention(Variant):
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False
     """Whether the cache holds a latent that decode attends to either absorbed or decompressed (MLA): the
-    mla_decode convention applies, and the variant gives absorbed_matmuls."""
+    mla_decode convention applies, and the variant gives absorbed_matmuls and explain_absorbed."""
     reprojected: ClassVar[tuple[str, ...]] = ()
     """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
     own_key_pattern: ClassVar[bool] = False
@@ -139,6 +142,27 @@ class Attention(Variant):
         """Its fields when this is latent attention, which compare's MLA swap keeps (None: not latent)."""
         return None
 
+    # ---- explain terms: formula text over explain_symbols (llmcalc/model/terms.py) -------------------
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        """Tokens one sequence keeps per layer, as cached_tokens: min(S, W − 1) in a sliding layer, else S."""
+        return "min(S, W − 1)" if sliding else "S"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        """(query, key) pairs of one sequence in `phase` (prefill, decode, train), as pairs()."""
+        if phase == "decode":
+            return "min(S + 1, W)" if sliding else "S + 1"
+        if attention == "dense":
+            return "S · S"
+        return "min(S, W) · (min(S, W) + 1) // 2 + (S − min(S, W)) · W" if sliding else "S · (S + 1) // 2"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        """Core components beyond the scores and values, per layer and sequence (as core())."""
+        return {}
+
+    def explain_decode_note(self, mla_decode: str) -> str | None:
+        """decode_note for `llmcalc explain flops` (None: one way)."""
+        return None
 
 
 class GQA(Attention):
@@ -280,6 +304,45 @@ class GQA(Attention):
         kv = div(self.kv_heads)
         out["kv_heads"] = kv if out["heads"] % kv == 0 else 1
         return out
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """H, H_kv, h (kv_bits: the cache's bits per element, for a variant caching some at other widths)."""
+        return {"H": self.heads, "H_kv": self.kv_heads, "h": self.head_dim}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
+        shapes = {"q": ("d", "H · h", self.qkv_bias), "k": ("d", "H_kv · h", self.qkv_bias),
+                  "v": ("d", "H_kv · h", self.qkv_bias), "o": ("H · h", "d", self.o_bias)}
+        out = {k: (terms.linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in shapes.items()}
+        return out | ({"sinks": ("H", None)} if self.sinks else {})
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        """qk_norm_widths as text."""
+        return "h", "H · h", "H_kv · h"
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of one layer kind's cache (`layers`: L, or L_w for sliding ones): K and V of every kv head,
+        2 · layers · H_kv · h · B · tokens kept · bytes."""
+        kept = self.explain_cached_tokens(sliding)
+        return terms.cached_bytes(("2", layers, "H_kv", "h"), ("2", "H_kv", "h"), layers, kept, bits)
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each layer caches K and V: 2 · H_kv · h elements per token"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        """core_per_pair as text."""
+        return {"core_scores": "2 · H · h", "core_values": "2 · H · h"}
+
+    def explain_rotated(self) -> str:
+        """rope_elements as text."""
+        return "(H + H_kv) · 2 · (h // 2)"
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "d + 2 · H · h + 2 · H_kv · h"
 
     def params(self, d_model: int) -> Parts:
         parts = {
@@ -449,6 +512,59 @@ class MLA(Attention):
         out["heads"], out["kv_lora_rank"] = div(self.heads), div(self.kv_lora_rank)
         out["q_lora_rank"] = self.q_lora_rank and div(self.q_lora_rank)
         return out
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """H, r_q (0 without query compression), r_kv, d_n, d_r, d_v."""
+        return {"H": self.heads, "r_q": self.q_lora_rank or 0, "r_kv": self.kv_lora_rank,
+                "d_n": self.qk_nope_head_dim, "d_r": self.qk_rope_head_dim, "d_v": self.v_head_dim}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
+        qk, b = "H · (d_n + d_r)", self.bias
+        out = ({"q": (f"d · {qk}", f"d · {qk}")} if self.q_lora_rank is None else
+               {"q_down": (terms.linear("d", "r_q", b), "d · r_q"), "q_norm": ("r_q", None),
+                "q_up": (f"r_q · {qk}", f"r_q · {qk}")})
+        return out | {"kv_down": (terms.linear("d", "(r_kv + d_r)", b), "d · (r_kv + d_r)"), "kv_norm": ("r_kv", None),
+                      "kv_up": ("r_kv · H · (d_n + d_v)", "r_kv · H · (d_n + d_v)"),
+                      "o": (terms.linear("H · d_v", "d", b), "H · d_v · d")}
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        """qk_norm_widths as text."""
+        return "(d_n + d_r)", "H · (d_n + d_r)", "H · (d_n + d_r)"
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of one layer kind's cache: the latent and the RoPE key, layers · (r_kv + d_r) · B · tokens
+        kept · bytes (no ×2)."""
+        kept = self.explain_cached_tokens(sliding)
+        return terms.cached_bytes((layers, "(r_kv + d_r)"), ("(r_kv + d_r)",), layers, kept, bits)
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "MLA caches the latent and the shared RoPE key, r_kv + d_r elements per token and layer (no ×2)"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        """core_per_pair as text."""
+        if absorbed:
+            return {"core_scores": "2 · H · (r_kv + d_r)", "core_values": "2 · H · r_kv"}
+        return {"core_scores": "2 · H · (d_n + d_r)", "core_values": "2 · H · d_v"}
+
+    def explain_absorbed(self) -> dict[str, str]:
+        """absorbed_matmuls as text."""
+        return {"absorb_q": "H · d_n · r_kv", "absorb_o": "H · r_kv · d_v"}
+
+    def explain_rotated(self) -> str:
+        """rope_elements as text."""
+        return "(H + 1) · d_r"
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return ("d + r_q" if self.q_lora_rank else "d") + " + r_kv + 2 · H · (d_n + d_r) + 2 · H · d_v"
+
+    def explain_decode_note(self, mla_decode: str) -> str | None:
+        return ("MLA decode absorbed: W_UK folded into the query (absorb_q), W_UV into the output (absorb_o)"
+                if mla_decode == "absorbed" else "MLA decode decompress: kv_up re-projects every cached latent")
 
     def params(self, d_model: int) -> Parts:
         h, b = self.heads, self.bias

@@ -30,9 +30,10 @@ class Variant(Frozen):
 
     Defining a subclass registers it in its family's `kinds` under its kind, so a spec accepts it
     (`ByKind`) with no edit anywhere else; a subclass that keeps its parent's kind is that kind, not a
-    new one."""
+    new one. `explain_legend` gives the meaning of the explain symbols the variant adds."""
 
     kinds: ClassVar[dict[str, type[Variant]]]
+    explain_legend: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

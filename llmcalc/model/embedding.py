@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from llmcalc.model import terms
 from llmcalc.model.base import Frozen
 
 
@@ -31,6 +32,16 @@ class Positions(Frozen):
         return self.kind == "learned"
 
     @property
+    def per_pair(self) -> bool:
+        """Whether the encoding's work is per (query, key) pair (ALiBi) rather than per token."""
+        return self.kind == "alibi"
+
+    @property
+    def adds_flops(self) -> bool:
+        """Whether the encoding does any element-wise work (every kind but none)."""
+        return self.kind != "none"
+
+    @property
     def train_passes(self) -> int:
         """Forward + backward cost of its work in forwards: RoPE 2 (the backward rotates the gradient back);
         additions 1 (their gradient passes through unchanged)."""
@@ -41,6 +52,20 @@ class Positions(Frozen):
         """The FLOPs formula of this kind, for the FLOPs report."""
         return {"rope": "3 · L · tokens · (H + H_kv) · d_rot (MLA: (H + 1) · d_r)", "alibi": "H · Σ_layers pairs",
                 "learned": "d · tokens", "sinusoidal": "d · tokens", "none": "0"}[self.kind]
+
+    def explain_params(self) -> str:
+        """params as text."""
+        return "S_max · d" if self.learned else "0"
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        """FLOPs of a phase as text, as positions(): RoPE 3 · L · tokens · rotated (the attention's rotated
+        elements per token); ALiBi layers · B · pairs · H for one layer kind (`pairs` per sequence); added
+        vectors tokens · d."""
+        if self.rotary:
+            return terms.prod("3", layers, *tokens, rotated)
+        if self.per_pair:
+            return terms.prod(layers, "B", pairs, "H")
+        return terms.prod(*tokens, "d")
 
     def positions(self, attention, d_model: int) -> dict[str, int]:
         """Element-wise FLOPs of the position encoding, apart from the matmuls (docs/formulas.md#positions):

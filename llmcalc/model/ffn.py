@@ -1,5 +1,5 @@
 """Feed-forward: the `FFN` base every variant derives from, and the dense, gated and MoE families with their
-closed-form counts.
+closed-form counts and `llmcalc explain` terms.
 
 Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→d. MoE: E routed experts
 (each a Dense or Gated FFN of d_ff), a router d→E, optional shared experts always applied, and
@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from llmcalc.model import terms
 from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 
@@ -39,13 +40,25 @@ def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
     return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
 
 
+def mlp_formula(f: str, gated: bool, bias: bool) -> str:
+    """Explain text: one MLP of width f, 3·d·f (gated) or 2·d·f, plus 2·f + d or f + d of biases."""
+    n = 3 if gated else 2
+    return f"{n} · d · {f}" + (f" + {n - 1} · {f} + d" if bias else "")
+
+
+def mlp_parts_formula(names: tuple[str, ...], bias: bool) -> dict[str, tuple[str, str]]:
+    """Explain text of one MLP of width f: per matmul (parameters, weights one token is multiplied by);
+    `names` the d → f ones (gate, up), then down f → d."""
+    shapes = {n: ("d", "f") for n in names} | {"down": ("f", "d")}
+    return {n: (terms.linear(i, o, bias), f"{i} · {o}") for n, (i, o) in shapes.items()}
 
 
 class FFN(Variant):
     """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
-    prefill_activation_bytes and saved_elements; the defaults here are an FFN without routed experts whose one width is d_ff."""
+    prefill_activation_bytes, saved_elements, and the explain terms explain_parts and explain_saved;
+    the defaults here are an FFN without routed experts whose one width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
 
@@ -78,6 +91,14 @@ class FFN(Variant):
     def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
         """Fields of a narrower copy: d_ff divided by `div` (a function)."""
         return self.model_dump() | {"d_ff": div(self.d_ff)}
+
+    def explain_symbols(self) -> dict[str, int]:
+        """f: the FFN width."""
+        return {"f": self.d_ff}
+
+    def explain_inactive(self) -> str | None:
+        """inactive_parts of one layer, summed, as text (None: every parameter is used)."""
+        return None
 
 
 class Dense(FFN):
@@ -123,6 +144,14 @@ class Dense(FFN):
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
         return 2 * self.d_ff
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of up and down."""
+        return mlp_parts_formula(("up",), self.bias)
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "2 · f"
 
 
 class Gated(FFN):
@@ -170,6 +199,14 @@ class Gated(FFN):
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
         return 3 * self.d_ff
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of gate, up and down."""
+        return mlp_parts_formula(("gate", "up"), self.bias)
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "3 · f"
 
 
 class MoE(FFN):
@@ -338,3 +375,29 @@ class MoE(FFN):
         """Fields of a narrower copy: every width (routed, shared, dense layers') divided by `div`."""
         return self.model_dump() | {k: div(getattr(self, k)) for k in ("d_ff", "shared_d_ff", "dense_d_ff")}
 
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self) -> dict[str, int]:
+        """f (one routed expert's width), E, k, n_s, f_s."""
+        return {"f": self.d_ff, "E": self.experts, "k": self.top_k, "n_s": self.shared_experts,
+                "f_s": self.shared_d_ff}
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of the router, the routed experts (all
+        E stored, k used), the shared experts and their gate."""
+        one = mlp_formula("f", self.gated, self.expert_bias)
+        out = {"router": (terms.linear("d", "E", self.router_bias), "d · E"),
+               "experts": (terms.prod("E", one), terms.prod("k", mlp_formula("f", self.gated, False)))}
+        if self.shared_experts:
+            out["shared_experts"] = (terms.prod("n_s", mlp_formula("f_s", self.gated, self.expert_bias)),
+                                     terms.prod("n_s", mlp_formula("f_s", self.gated, False)))
+        return out | ({"shared_gate": ("d", "d")} if self.shared_gate else {})
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        per = 3 if self.gated else 2
+        return f"{per} · (k · f + n_s · f_s) + E" if self.shared_experts else f"{per} · k · f + E"
+
+    def explain_inactive(self) -> str | None:
+        """(E − k) routed experts per layer."""
+        return terms.prod("E − k", mlp_formula("f", self.gated, self.expert_bias))

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from llmcalc.model import terms
 from llmcalc.model.base import Frozen, NonNegInt
 
 
@@ -51,3 +52,13 @@ class Norm(Frozen):
         if self.qk_norm == "head":
             return 2 * self.params(head)
         return self.params(q) + self.params(k) if self.qk_norm == "full" else 0
+
+    def explain_params(self, n: str) -> str:
+        """params as text, over n features."""
+        return terms.prod("2", n) if self.bias else n
+
+    def explain_qk(self, head: str, q: str, k: str) -> str | None:
+        """qk_params as text (None: no QK norm)."""
+        if self.qk_norm == "head":
+            return terms.prod("2", self.explain_params(head))
+        return self.explain_params(f"{q} + {k}") if self.qk_norm == "full" else None
