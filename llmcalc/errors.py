@@ -32,12 +32,8 @@ _FIXES = {
 }
 
 
-VARIANTS = ("gqa", "mla", "longformer", "linformer", "reformer", "dsa", "dense", "gated", "moe")
-"""Union tags pydantic puts in an error's location; a user's field path does not hold them."""
-
-
 def _path(err: dict) -> str:
-    return ".".join(str(p) for p in err["loc"] if p not in VARIANTS)
+    return ".".join(str(p) for p in err["loc"])
 
 
 def validation_message(exc: Any, where: str) -> str:

@@ -17,7 +17,7 @@ from typing import Literal
 
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
-from llmcalc.model.attention import MLA, Parts, sum_min  # noqa: F401 - sum_min re-exported
+from llmcalc.model.attention import Parts, sum_min  # noqa: F401 - sum_min re-exported
 from llmcalc.model.base import Frozen
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
@@ -50,14 +50,14 @@ def prefill_pairs(seq: int, window: int | None, attention: str) -> int:
 
 def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, latents: int,
                 absorbed: bool, core: Parts | None = None) -> dict[str, int]:
-    """One layer of `group`: `tokens` new tokens, `pairs` (query, key) pairs, `latents` cached MLA
-    latents that kv_up re-projects (decompress decode; prefill passes its new tokens). `core`, when
-    given, is the attention core's FLOPs by component (the block's own `core`), used instead of
-    pairs × per-pair cost."""
+    """One layer of `group`: `tokens` new tokens, `pairs` (query, key) pairs, `latents` cached latents
+    that the attention's `reprojected` projections (MLA: kv_up) re-project (decompress decode; prefill
+    passes its new tokens). `core`, when given, is the attention core's FLOPs by component (the block's
+    own `core`), used instead of pairs × per-pair cost."""
     attn, d = spec.attention, spec.d_model
     out = {}
     for name, w in attn.matmuls(d).items():
-        n = latents if name == "kv_up" and isinstance(attn, MLA) else tokens
+        n = latents if name in attn.reprojected else tokens
         out[f"attention/{name}"] = MAC * n * w
     if absorbed:
         out |= {f"attention/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
@@ -72,7 +72,7 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
             logits: int, mtp: bool) -> dict[str, int]:
     """Whole-model forward FLOPs by component. core_of(window) gives one sequence's attention-core
-    FLOPs by component and latents_of(window) its MLA latents that kv_up re-projects."""
+    FLOPs by component and latents_of(window) its cached latents the attention re-projects."""
     total: dict[str, int] = defaultdict(int)
     tokens = batch * new
 
@@ -98,11 +98,9 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
 def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions | None = None) -> FlopsReport:
     """Prefill, one decode step, G decode steps and a training step, by component."""
     conv = conv or Conventions()
-    mla = isinstance(spec.attention, MLA)
-    absorbed = mla and conv.mla_decode == "absorbed"
-    decompress = mla and not absorbed
-
     attn = spec.attention
+    absorbed = attn.latent_cache and conv.mla_decode == "absorbed"
+    decompress = attn.latent_cache and not absorbed
 
     def prefill_like(logits: int) -> dict[str, int]:
         return forward(spec, batch, new=seq, core_of=lambda w: attn.core(seq, 0, w, conv.attention),
@@ -124,7 +122,7 @@ def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions
     p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
     return FlopsReport(
         model=spec.name, batch=batch, seq=seq, gen=gen, attention=conv.attention, logits=conv.logits,
-        mla_decode=conv.mla_decode if mla else "n/a", recompute=conv.recompute, mtp=conv.mtp,
+        mla_decode=conv.mla_decode if attn.latent_cache else "n/a", recompute=conv.recompute, mtp=conv.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
         train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
@@ -158,14 +156,7 @@ def _notes(spec: ModelSpec, conv: Conventions) -> list[str]:
            else "the full S×S product per layer, masked or not"),
         f"prefill logits: {conv.logits} positions; training always projects all positions",
     ]
-    if note := getattr(spec.attention, "pattern_note", None):  # a sparse variant's own pair rule
-        notes.append(note)
-    if isinstance(spec.attention, MLA):
-        notes.append(
-            "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "
-                             "cached latent" if conv.mla_decode == "absorbed" else
-                             "decompressed: kv_up re-projects every cached latent each step")
-        )
+    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(conv.mla_decode)) if n]
     if spec.mtp_modules and not conv.mtp:
         notes.append("the MTP module is not counted (use --mtp)")
     return notes

@@ -33,13 +33,12 @@ def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> K
         per_layer = attn.cache_bytes(batch * kept, bits)
         rows.append(
             KVLayerRow(
-                layer_type=attn.layer_type(window) if hasattr(attn, "layer_type") else
-                f"sliding {window}" if window else "full",
+                layer_type=attn.layer_type(window),
                 layers=count, tokens_cached=kept, elements_per_token=elements,
                 bytes_per_layer=per_layer, bytes=count * per_layer,
             )
         )
-    notes = [attn.kv_note] if hasattr(attn, "kv_note") else []  # a sparse variant says what it keeps
+    notes = [attn.kv_note] if attn.kv_note else []  # a variant that keeps other than K and V of every token
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
     if len(rows) == 1 and spec.n_layers > 1:

@@ -15,7 +15,6 @@ from llmcalc.costs.kv import kv_cache, nbytes
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.errors import UserError
-from llmcalc.model.attention import MLA
 from llmcalc.model.base import Frozen, PosInt
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.reports.memory import MemoryReport, MemoryRow
@@ -107,15 +106,9 @@ def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     without flash attention the softmax output (plus dropout mask and output) over S×S per head.
     """
     a, d, attn, sb = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
-    if isinstance(attn, MLA):
-        h = attn.heads
-        widths = [d, attn.q_lora_rank or 0, attn.kv_lora_rank, h * attn.v_head_dim,  # matmul inputs
-                  h * attn.qk_head_dim * 2, h * attn.v_head_dim]  # Q, K, V
-    else:
-        widths = [d, attn.q_width, attn.q_width, 2 * attn.kv_width]  # qkv input, o input, Q, K and V
     ffn_saved = d + g.ffn.saved_elements()  # the FFN's input and its intermediates
     norms = spec.norm.per_layer * d
-    linear = a * sb * (sum(widths) + attn.extra_saved_elements() + ffn_saved + norms) + (2 * sb * d if o.dropout else 0)
+    linear = a * sb * (attn.saved_elements(d) + ffn_saved + norms) + (2 * sb * d if o.dropout else 0)
     w = attn.keys_window(g.window)
     keys = min(seq, w) if (w and o.flash) else seq
     if o.flash:
@@ -191,7 +184,7 @@ def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[i
     is largest, and which one it is. A parallel block (one norm) holds the attention's output (d) while its
     FFN runs. Without flash attention the attention also holds its scores and probabilities, 2·H·keys."""
     a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
-    rope = spec.positions.kind == "rope"
+    rope = spec.positions.rotary
     best, what = 0, ""
     for g in spec.layer_groups():
         stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
@@ -216,7 +209,7 @@ def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOption
     per_token, what = layer_peak_per_token(spec, seq, o)
     layer = tokens * (2 * a * d + per_token)
     head = a * tokens * d + batch * (a * d + (a + LOGIT_BYTES) * spec.vocab_size)
-    rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.kind == "rope" else 0
+    rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0
     tables = seq * (8 + rope)
     if head > layer:
         return tables + head, "prefill peak: residual + logits"

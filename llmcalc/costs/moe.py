@@ -134,11 +134,11 @@ def moe_report(spec: ModelSpec, batch: int, seq: int, capacity_factor: float | N
     """Capacity, expected drops and FLOPs of the MoE layers for prefill (T = B·S) and one decode step
     (T = B). capacity_factor overrides the spec's; None on both: dropless."""
     moe = spec.ffn
-    if not isinstance(moe, MoE):
+    if not moe.routed_experts:
         raise UserError(f"moe: {spec.name} has no MoE layers (ffn is {spec.ffn.kind}); give an MoE model, e.g. "
                         "--preset mixtral-8x7b or switch-base-8-decoder")
     cf = capacity_factor if capacity_factor is not None else moe.capacity_factor
-    layers = sum(g.count for g in spec.layer_groups() if isinstance(g.ffn, MoE))
+    layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
     d = spec.d_model
     rows = [phase("prefill", moe, d, layers, batch * seq, cf), phase("decode", moe, d, layers, batch, cf)]
     notes = [

@@ -6,15 +6,13 @@ sequences each; expert parallel (ep) spreads whole routed experts over ep GPUs o
 (without ep, experts are tensor-split like a dense FFN). Parameter counts never depend on this.
 
 KV per GPU: GQA splits kv heads over tp (a kv head is replicated when tp > kv_heads); MLA's
-latent has no head axis, so every tensor-parallel rank holds all of it.
+latent has no head axis, so every tensor-parallel rank holds all of it (the attention's cache_heads).
 """
 
 from __future__ import annotations
 
 from llmcalc.errors import UserError
-from llmcalc.model.attention import MLA
 from llmcalc.model.base import Frozen, PosInt
-from llmcalc.model.ffn import MoE
 from llmcalc.model.spec import ModelSpec
 
 RING = "ring all-reduce moves 2·(tp − 1)/tp of the message per GPU each way"
@@ -37,30 +35,30 @@ class Layout(Frozen):
             raise UserError(f"--ep: {self.ep} must divide tp · dp = {tp * self.dp}; use a divisor of it")
         if attn.heads % tp:
             raise UserError(f"--tp: {tp} does not divide the {attn.heads} attention heads; use a divisor of {attn.heads}")
-        kv_heads = getattr(attn, "kv_heads", None)
+        kv_heads = attn.cache_heads
         if kv_heads and kv_heads % tp and tp % kv_heads:
             raise UserError(f"--tp: {tp} and the {kv_heads} kv heads do not divide one another; "
                             f"use a divisor or multiple of {kv_heads}")
         for g in spec.layer_groups():
-            f = g.ffn
-            width = f.d_ff if not isinstance(f, MoE) or self.ep == 1 else None
+            width = g.ffn.tp_width(self.ep)
             if width and width % tp:
                 raise UserError(f"--tp: {tp} does not divide the FFN width {width}; use a divisor of it")
         if spec.n_layers % self.pp:
             raise UserError(f"--pp: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
         if self.ep > 1:
-            if not isinstance(spec.ffn, MoE):
+            experts = spec.ffn.routed_experts
+            if not experts:
                 raise UserError(f"--ep: {spec.name} has no experts; drop --ep")
-            if spec.ffn.experts % self.ep:
-                raise UserError(f"--ep: {self.ep} does not divide the {spec.ffn.experts} experts; use a divisor")
+            if experts % self.ep:
+                raise UserError(f"--ep: {self.ep} does not divide the {experts} experts; use a divisor")
         if batch % self.dp:
             raise UserError(f"--batch: {batch} sequences do not split over --dp {self.dp}; use a multiple of {self.dp}")
 
     def kv_shards(self, spec: ModelSpec) -> int:
-        """Tensor-parallel ranks the KV cache is split over: min(tp, kv_heads) for GQA, 1 for MLA."""
-        if isinstance(spec.attention, MLA):
-            return 1
-        return min(self.tp, spec.attention.kv_heads)
+        """Tensor-parallel ranks the KV cache is split over: min(tp, kv_heads) for GQA, 1 for MLA (no head
+        axis)."""
+        heads = spec.attention.cache_heads
+        return 1 if heads is None else min(self.tp, heads)
 
     def allreduce_bytes(self, message: int) -> int:
         """Bytes one GPU sends (and receives) in a ring all-reduce of `message` bytes over tp."""

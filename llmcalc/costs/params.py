@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from llmcalc.model.attention import GQA
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
-from llmcalc.model.ffn import MoE
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.params import LayerTypeRow, ParamRow, ParamsReport
 
@@ -28,24 +26,12 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
     parts["norms/layer"] = norm.per_layer * norm.params(d)
-    if norm.qk_norm == "head":
-        parts["norms/qk"] = 2 * norm.params(_qk_dim(spec))
-    elif norm.qk_norm == "full":
-        parts["norms/qk"] = norm.params(attn.heads * _qk_dim(spec)) + norm.params(_k_width(spec))
+    if qk := norm.qk_params(*attn.qk_norm_widths()):
+        parts["norms/qk"] = qk
     active = dict(parts)
-    if isinstance(group.ffn, MoE):
-        active["ffn/experts"] -= group.ffn.inactive_params(d)
+    for k, idle in group.ffn.inactive_parts(d).items():
+        active[prefix + k] -= idle
     return parts, active
-
-
-def _qk_dim(spec: ModelSpec) -> int:
-    a = spec.attention
-    return a.head_dim if isinstance(a, GQA) else a.qk_head_dim
-
-
-def _k_width(spec: ModelSpec) -> int:
-    a = spec.attention
-    return a.kv_width if isinstance(a, GQA) else a.heads * a.qk_head_dim
 
 
 def mtp_parts(spec: ModelSpec) -> tuple[dict[str, int], dict[str, int]]:

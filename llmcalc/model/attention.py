@@ -1,17 +1,19 @@
-"""Attention families and their closed-form parameter counts.
+"""Attention: the `Attention` base every variant derives from, and the GQA and MLA families.
 
 GQA covers MHA (kv_heads = heads) and MQA (kv_heads = 1). MLA is DeepSeek's multi-head latent
-attention. Each family lists its projections by name so reports can break them down.
-See docs/formulas.md#attention.
+attention. Each family lists its projections by name so reports can break them down, and states its
+`llmcalc explain` terms. See docs/formulas.md#attention.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from llmcalc.model.base import Frozen, Parts, PosInt
+from llmcalc.model import terms
+from llmcalc.model.base import Parts, PosInt, Variant
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -30,16 +32,31 @@ def sum_min(a: int, b: int, window: int | None) -> int:
     return (a + window) * (window - a + 1) // 2 + (b - window) * window
 
 
-class PairRule:
-    """Which keys a query sees, and what that costs: the one place a layer's attention pattern lives.
+class Attention(Variant):
+    """Which keys a query sees, what that costs, and how `llmcalc explain` writes it: the one place a layer's
+    attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
-    Every estimator (flops, latency, sweep, kv, memory, explain) asks these methods; a new attention
-    variant overrides them. Defaults: query i (1-based) sees min(i, W) keys, W the layer's window
-    (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence.
+    Every estimator (params, kv, flops, memory, latency, sweep, compare, explain) asks these methods and
+    attributes; a variant overrides what differs. Defaults: query i (1-based) sees min(i, W) keys, W the
+    layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
+    also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
+    kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
+    prefill_activation_bytes, gqa_shape, scaled_fields and the explain terms explain_symbols, explain_parts,
+    explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs, explain_rotated, explain_saved.
     """
 
-    sweep_fast = True
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+    sweep_fast: ClassVar[bool] = True
     """Whether llmcalc/views/sweep.py's closed form (cost = per-pair cost × windowed pairs) holds."""
+    affine_after_knee: ClassVar[bool] = False
+    """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
+    latent_cache: ClassVar[bool] = False
+    """Whether the cache holds a latent that decode attends to either absorbed or decompressed (MLA): the
+    mla_decode convention applies, and the variant gives absorbed_matmuls and explain_absorbed."""
+    reprojected: ClassVar[tuple[str, ...]] = ()
+    """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
+    own_key_pattern: ClassVar[bool] = False
+    """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""
@@ -82,10 +99,6 @@ class PairRule:
         it), so both stay alive through the attention."""
         return self.cached_tokens(seq, window) < seq
 
-    def extra_saved_elements(self) -> int:
-        """Elements per token a training layer keeps besides its projections' inputs and Q/K/V (0)."""
-        return 0
-
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
         return 3
@@ -94,8 +107,65 @@ class PairRule:
         """Context from which a decode step's cost stops growing linearly as before (None: never)."""
         return self.keys_window(window)
 
+    @property
+    def cache_heads(self) -> int | None:
+        """Heads the cache splits over under tensor parallelism (None: it has no head axis, every rank holds
+        all of it)."""
+        return None
 
-class GQA(PairRule, Frozen):
+    def layer_type(self, window: int | None) -> str:
+        """A layer kind's name in the KV report: full, or sliding W."""
+        return f"sliding {window}" if window else "full"
+
+    @property
+    def kv_note(self) -> str | None:
+        """What the cache keeps, for the KV report, where it differs from K and V of every token (None)."""
+        return None
+
+    @property
+    def pattern_note(self) -> str | None:
+        """The variant's own pair rule, for the FLOPs report (None: the default)."""
+        return None
+
+    def decode_note(self, mla_decode: str) -> str | None:
+        """How a decode step attends under the mla_decode convention, for the FLOPs report (None: one way)."""
+        return None
+
+    def check_spec(self, spec: Any) -> None:
+        """Raise ValueError (naming the field and the fix) when this attention does not fit the rest of
+        `spec` (a ModelSpec): a variant with its own key pattern refuses sliding-window layers."""
+        if self.own_key_pattern and "sliding" in spec.layer_pattern:
+            raise ValueError(f"layer_pattern: {self.kind} attention sets its own key pattern; use only full layers "
+                             "and drop sliding_window")
+
+    def mla_shape(self) -> dict[str, Any] | None:
+        """Its fields when this is latent attention, which compare's MLA swap keeps (None: not latent)."""
+        return None
+
+    # ---- explain terms: formula text over explain_symbols (llmcalc/model/terms.py) -------------------
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        """Tokens one sequence keeps per layer, as cached_tokens: min(S, W − 1) in a sliding layer, else S."""
+        return "min(S, W − 1)" if sliding else "S"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        """(query, key) pairs of one sequence in `phase` (prefill, decode, train), as pairs()."""
+        if phase == "decode":
+            return "min(S + 1, W)" if sliding else "S + 1"
+        if attention == "dense":
+            return "S · S"
+        return "min(S, W) · (min(S, W) + 1) // 2 + (S − min(S, W)) · W" if sliding else "S · (S + 1) // 2"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        """Core components beyond the scores and values, per layer and sequence (as core())."""
+        return {}
+
+    def explain_decode_note(self, mla_decode: str) -> str | None:
+        """decode_note for `llmcalc explain flops` (None: one way)."""
+        return None
+
+
+class GQA(Attention):
     """Grouped-query attention: `heads` query heads share `kv_heads` key/value heads.
 
     q: d·H·h, k and v: d·H_kv·h each, o: H·h·d (biases add the output width);
@@ -203,6 +273,77 @@ class GQA(PairRule, Frozen):
         """FLOPs per (query, key) pair: scores q·k 2·H·h, weighted sum of values 2·H·h."""
         return {"core_scores": 2 * self.q_width, "core_values": 2 * self.q_width}
 
+    def rope_elements(self) -> int:
+        """Elements RoPE rotates per token: every query and key head's, (H + H_kv)·d_rot, d_rot the head dim
+        rounded down to even."""
+        return (self.heads + self.kv_heads) * (self.head_dim - self.head_dim % 2)
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        """Widths a QK norm spans: one head (h), all query heads (H·h), all key heads (H_kv·h)."""
+        return self.head_dim, self.q_width, self.kv_width
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input
+        and Q (H·h each), K and V (2·H_kv·h)."""
+        return d_model + 2 * self.q_width + 2 * self.kv_width
+
+    @property
+    def cache_heads(self) -> int | None:
+        """K and V split over tensor-parallel ranks by kv head."""
+        return self.kv_heads
+
+    def gqa_shape(self) -> dict[str, Any]:
+        """The GQA shape compare's swap rule keeps (heads, kv heads, head dim, biases, sinks)."""
+        return self.model_dump(include={"heads", "kv_heads", "head_dim", "qkv_bias", "o_bias", "sinks"})
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: heads divided by `div` (a function), kv heads too (1 when that does not
+        divide the heads), head dim kept."""
+        out = self.model_dump()
+        out["heads"] = div(self.heads)
+        kv = div(self.kv_heads)
+        out["kv_heads"] = kv if out["heads"] % kv == 0 else 1
+        return out
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """H, H_kv, h (kv_bits: the cache's bits per element, for a variant caching some at other widths)."""
+        return {"H": self.heads, "H_kv": self.kv_heads, "h": self.head_dim}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
+        shapes = {"q": ("d", "H · h", self.qkv_bias), "k": ("d", "H_kv · h", self.qkv_bias),
+                  "v": ("d", "H_kv · h", self.qkv_bias), "o": ("H · h", "d", self.o_bias)}
+        out = {k: (terms.linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in shapes.items()}
+        return out | ({"sinks": ("H", None)} if self.sinks else {})
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        """qk_norm_widths as text."""
+        return "h", "H · h", "H_kv · h"
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of one layer kind's cache (`layers`: L, or L_w for sliding ones): K and V of every kv head,
+        2 · layers · H_kv · h · B · tokens kept · bytes."""
+        kept = self.explain_cached_tokens(sliding)
+        return terms.cached_bytes(("2", layers, "H_kv", "h"), ("2", "H_kv", "h"), layers, kept, bits)
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each layer caches K and V: 2 · H_kv · h elements per token"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        """core_per_pair as text."""
+        return {"core_scores": "2 · H · h", "core_values": "2 · H · h"}
+
+    def explain_rotated(self) -> str:
+        """rope_elements as text."""
+        return "(H + H_kv) · 2 · (h // 2)"
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "d + 2 · H · h + 2 · H_kv · h"
+
     def params(self, d_model: int) -> Parts:
         parts = {
             "q": linear(d_model, self.q_width, self.qkv_bias),
@@ -215,7 +356,7 @@ class GQA(PairRule, Frozen):
         return parts
 
 
-class MLA(PairRule, Frozen):
+class MLA(Attention):
     """Multi-head latent attention (DeepSeek-V2/V3).
 
     Queries: d → q_lora_rank (norm) → H·(d_nope + d_rope), or d → H·(d_nope + d_rope) directly
@@ -232,6 +373,9 @@ class MLA(PairRule, Frozen):
     qk_rope_head_dim: PosInt
     v_head_dim: PosInt
     bias: bool = False
+
+    latent_cache: ClassVar[bool] = True
+    reprojected: ClassVar[tuple[str, ...]] = ("kv_up",)
 
     @property
     def qk_head_dim(self) -> int:
@@ -333,6 +477,95 @@ class MLA(PairRule, Frozen):
                     "core_values": 2 * h * self.kv_lora_rank}
         return {"core_scores": 2 * h * self.qk_head_dim, "core_values": 2 * h * self.v_head_dim}
 
+    def rope_elements(self) -> int:
+        """Elements RoPE rotates per token: the RoPE part of each query head and the one shared key, (H + 1)·d_r."""
+        return (self.heads + 1) * self.qk_rope_head_dim
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        """Widths a QK norm spans: one head (d_n + d_r), all query heads and all key heads (H·(d_n + d_r))."""
+        return self.qk_head_dim, self.heads * self.qk_head_dim, self.heads * self.qk_head_dim
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: the matmuls' inputs (d, the query
+        latent r_q, the KV latent r_kv, the o input H·d_v), Q and K (2·H·(d_n + d_r)) and V (H·d_v)."""
+        h = self.heads
+        return (d_model + (self.q_lora_rank or 0) + self.kv_lora_rank + 2 * h * self.v_head_dim
+                + 2 * h * self.qk_head_dim)
+
+    def decode_note(self, mla_decode: str) -> str | None:
+        return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "
+                                "cached latent" if mla_decode == "absorbed" else
+                                "decompressed: kv_up re-projects every cached latent each step")
+
+    def gqa_shape(self) -> dict[str, Any]:
+        """The GQA shape compare's swap rule maps this to: H heads of d_h = d_n (DeepSeek's d_h), one kv head
+        per head, the o bias."""
+        return {"heads": self.heads, "kv_heads": self.heads, "head_dim": self.qk_nope_head_dim, "qkv_bias": False,
+                "o_bias": self.bias, "sinks": False}
+
+    def mla_shape(self) -> dict[str, Any] | None:
+        return self.model_dump()
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: heads and the latent ranks divided by `div` (a function), head dims kept."""
+        out = self.model_dump()
+        out["heads"], out["kv_lora_rank"] = div(self.heads), div(self.kv_lora_rank)
+        out["q_lora_rank"] = self.q_lora_rank and div(self.q_lora_rank)
+        return out
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """H, r_q (0 without query compression), r_kv, d_n, d_r, d_v."""
+        return {"H": self.heads, "r_q": self.q_lora_rank or 0, "r_kv": self.kv_lora_rank,
+                "d_n": self.qk_nope_head_dim, "d_r": self.qk_rope_head_dim, "d_v": self.v_head_dim}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
+        qk, b = "H · (d_n + d_r)", self.bias
+        out = ({"q": (f"d · {qk}", f"d · {qk}")} if self.q_lora_rank is None else
+               {"q_down": (terms.linear("d", "r_q", b), "d · r_q"), "q_norm": ("r_q", None),
+                "q_up": (f"r_q · {qk}", f"r_q · {qk}")})
+        return out | {"kv_down": (terms.linear("d", "(r_kv + d_r)", b), "d · (r_kv + d_r)"), "kv_norm": ("r_kv", None),
+                      "kv_up": ("r_kv · H · (d_n + d_v)", "r_kv · H · (d_n + d_v)"),
+                      "o": (terms.linear("H · d_v", "d", b), "H · d_v · d")}
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        """qk_norm_widths as text."""
+        return "(d_n + d_r)", "H · (d_n + d_r)", "H · (d_n + d_r)"
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of one layer kind's cache: the latent and the RoPE key, layers · (r_kv + d_r) · B · tokens
+        kept · bytes (no ×2)."""
+        kept = self.explain_cached_tokens(sliding)
+        return terms.cached_bytes((layers, "(r_kv + d_r)"), ("(r_kv + d_r)",), layers, kept, bits)
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "MLA caches the latent and the shared RoPE key, r_kv + d_r elements per token and layer (no ×2)"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        """core_per_pair as text."""
+        if absorbed:
+            return {"core_scores": "2 · H · (r_kv + d_r)", "core_values": "2 · H · r_kv"}
+        return {"core_scores": "2 · H · (d_n + d_r)", "core_values": "2 · H · d_v"}
+
+    def explain_absorbed(self) -> dict[str, str]:
+        """absorbed_matmuls as text."""
+        return {"absorb_q": "H · d_n · r_kv", "absorb_o": "H · r_kv · d_v"}
+
+    def explain_rotated(self) -> str:
+        """rope_elements as text."""
+        return "(H + 1) · d_r"
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return ("d + r_q" if self.q_lora_rank else "d") + " + r_kv + 2 · H · (d_n + d_r) + 2 · H · d_v"
+
+    def explain_decode_note(self, mla_decode: str) -> str | None:
+        return ("MLA decode absorbed: W_UK folded into the query (absorb_q), W_UV into the output (absorb_o)"
+                if mla_decode == "absorbed" else "MLA decode decompress: kv_up re-projects every cached latent")
+
     def params(self, d_model: int) -> Parts:
         h, b = self.heads, self.bias
         if self.q_lora_rank is None:
@@ -351,5 +584,3 @@ class MLA(PairRule, Frozen):
         }
         return parts
 
-
-Attention = GQA | MLA

@@ -1,10 +1,12 @@
-"""Shared base for every spec and block: frozen, strict Pydantic models."""
+"""Shared base for every spec and block: frozen, strict Pydantic models, and the registry of variant kinds."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticKnownError, core_schema
 
 MAX_SIZE = 2**40
 """Sanity bound on every size and count of a model or workload (≈1.1·10^12: no vocabulary, width,
@@ -21,3 +23,55 @@ class Frozen(BaseModel):
     """Immutable, rejects unknown fields, validates defaults too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
+
+
+class Variant(Frozen):
+    """One kind of a block family (attention, FFN): a class whose `kind` Literal names it.
+
+    Defining a subclass registers it in its family's `kinds` under its kind, so a spec accepts it
+    (`ByKind`) with no edit anywhere else; a subclass that keeps its parent's kind is that kind, not a
+    new one. `explain_legend` gives the meaning of the explain symbols the variant adds."""
+
+    kinds: ClassVar[dict[str, type[Variant]]]
+    explain_legend: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        field = cls.model_fields.get("kind")
+        if field is None:  # a family's root
+            return
+        kind, taken = field.default, cls.kinds.get(field.default)
+        if taken is not None and issubclass(cls, taken):
+            return
+        if taken is not None:
+            raise TypeError(f"kind {kind!r} of {cls.__qualname__} is taken by {taken.__qualname__}; pick another")
+        cls.kinds[kind] = cls
+
+
+class ByKind:
+    """Annotation of a field that holds any registered variant of its family, picked by the input's `kind`:
+    `Annotated[Attention, ByKind()]`. Errors read as pydantic's discriminated unions' (the field, then
+    the valid kinds); the JSON Schema is the union of the kinds registered when it is generated."""
+
+    def __get_pydantic_core_schema__(self, family: type[Variant], handler: GetCoreSchemaHandler) -> CoreSchema:
+        def validate(value: Any) -> Variant:
+            if isinstance(value, family):
+                return value
+            if not isinstance(value, dict):
+                raise PydanticKnownError("model_attributes_type")
+            if "kind" not in value:
+                raise PydanticKnownError("union_tag_not_found", {"discriminator": "'kind'"})
+            tag = value["kind"]
+            cls = family.kinds.get(tag) if isinstance(tag, str) else None
+            if cls is None:
+                raise PydanticKnownError("union_tag_invalid", {
+                    "discriminator": "'kind'", "tag": str(tag), "expected_tags": ", ".join(map(repr, family.kinds))})
+            return cls.model_validate(value)
+
+        return core_schema.no_info_plain_validator_function(validate, metadata={"family": family})
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        family = schema["metadata"]["family"]
+        choices = {kind: cls.__pydantic_core_schema__ for kind, cls in family.kinds.items()}
+        return handler(core_schema.tagged_union_schema(choices, discriminator="kind"))

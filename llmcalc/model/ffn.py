@@ -1,4 +1,5 @@
-"""Feed-forward families and their closed-form parameter counts.
+"""Feed-forward: the `FFN` base every variant derives from, and the dense, gated and MoE families with their
+closed-form counts and `llmcalc explain` terms.
 
 Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→d. MoE: E routed experts
 (each a Dense or Gated FFN of d_ff), a router d→E, optional shared experts always applied, and
@@ -7,12 +8,14 @@ optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from llmcalc.model import terms
 from llmcalc.model.attention import linear
-from llmcalc.model.base import Frozen, NonNegInt, Parts, PosInt
+from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
 
@@ -37,7 +40,68 @@ def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
     return dict.fromkeys(("gate", "up", "down") if gated else ("up", "down"), d_model + d_ff)
 
 
-class Dense(Frozen):
+def mlp_formula(f: str, gated: bool, bias: bool) -> str:
+    """Explain text: one MLP of width f, 3·d·f (gated) or 2·d·f, plus 2·f + d or f + d of biases."""
+    n = 3 if gated else 2
+    return f"{n} · d · {f}" + (f" + {n - 1} · {f} + d" if bias else "")
+
+
+def mlp_parts_formula(names: tuple[str, ...], bias: bool) -> dict[str, tuple[str, str]]:
+    """Explain text of one MLP of width f: per matmul (parameters, weights one token is multiplied by);
+    `names` the d → f ones (gate, up), then down f → d."""
+    shapes = {n: ("d", "f") for n in names} | {"down": ("f", "d")}
+    return {n: (terms.linear(i, o, bias), f"{i} · {o}") for n, (i, o) in shapes.items()}
+
+
+class FFN(Variant):
+    """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
+
+    A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
+    prefill_activation_bytes, saved_elements, and the explain terms explain_parts and explain_saved;
+    the defaults here are an FFN without routed experts whose one width is d_ff."""
+
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+
+    @property
+    def routed_experts(self) -> int:
+        """Routed experts E (0: none)."""
+        return 0
+
+    @property
+    def leading_dense_layers(self) -> int:
+        """How many of the model's first layers use dense_ffn() instead (0)."""
+        return 0
+
+    def inactive_parts(self, d_model: int) -> Parts:
+        """Parameters of one layer one token does not use, by component (none)."""
+        return {}
+
+    def tp_width(self, ep: int) -> int | None:
+        """The width tensor parallelism splits, d_ff, when experts are spread over `ep` GPUs (None: nothing)."""
+        return self.d_ff
+
+    def check_spec(self, spec: Any) -> None:
+        """Raise ValueError (naming the field and the fix) when this FFN does not fit the rest of `spec` (a
+        ModelSpec); any FFN fits."""
+
+    def cut_to(self, layers: int) -> FFN:
+        """This FFN in a model cut to its first `layers` layers (itself)."""
+        return self
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: d_ff divided by `div` (a function)."""
+        return self.model_dump() | {"d_ff": div(self.d_ff)}
+
+    def explain_symbols(self) -> dict[str, int]:
+        """f: the FFN width."""
+        return {"f": self.d_ff}
+
+    def explain_inactive(self) -> str | None:
+        """inactive_parts of one layer, summed, as text (None: every parameter is used)."""
+        return None
+
+
+class Dense(FFN):
     """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
 
     kind: Literal["dense"] = "dense"
@@ -81,8 +145,16 @@ class Dense(Frozen):
         """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
         return 2 * self.d_ff
 
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of up and down."""
+        return mlp_parts_formula(("up",), self.bias)
 
-class Gated(Frozen):
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "2 · f"
+
+
+class Gated(FFN):
     """Gated MLP (SwiGLU with silu, GeGLU with gelu): down(act(gate(x)) * up(x)). 3·d·f weights."""
 
     kind: Literal["gated"] = "gated"
@@ -128,8 +200,16 @@ class Gated(Frozen):
         """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
         return 3 * self.d_ff
 
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of gate, up and down."""
+        return mlp_parts_formula(("gate", "up"), self.bias)
 
-class MoE(Frozen):
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        return "3 · f"
+
+
+class MoE(FFN):
     """Mixture of experts: top_k of `experts` routed experts per token, plus shared experts.
 
     Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
@@ -174,6 +254,25 @@ class MoE(Frozen):
                 "ffn.dense_d_ff: dense_layers and dense_d_ff go together; set both (> 0) or both to 0"
             )
         return self
+
+    def check_spec(self, spec: Any) -> None:
+        """The dense layers are some of the model's."""
+        if self.dense_layers > spec.n_layers:
+            raise ValueError(
+                f"ffn.dense_layers: {self.dense_layers} exceeds n_layers ({spec.n_layers}); lower it"
+            )
+
+    @property
+    def routed_experts(self) -> int:
+        return self.experts
+
+    @property
+    def leading_dense_layers(self) -> int:
+        return self.dense_layers
+
+    def tp_width(self, ep: int) -> int | None:
+        """d_ff while the experts are tensor-split (ep 1); whole experts over ep GPUs split nothing."""
+        return self.d_ff if ep == 1 else None
 
     @property
     def label(self) -> str:
@@ -257,14 +356,48 @@ class MoE(Frozen):
             stages.append(act * (d + self.shared_experts * max(2 * fs, fs + d, d) + d))
         return max(stages)
 
-    def inactive_params(self, d_model: int) -> int:
+    def inactive_parts(self, d_model: int) -> Parts:
         """Routed experts one token does not use: (E − k)·P_e."""
-        return (self.experts - self.top_k) * self.expert_params(d_model)
+        return {"experts": (self.experts - self.top_k) * self.expert_params(d_model)}
 
     def dense_ffn(self) -> Dense | Gated:
         """The plain FFN of the dense layers: the experts' shape with dense_d_ff."""
         cls = Gated if self.gated else Dense
         return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
 
+    def cut_to(self, layers: int) -> MoE:
+        """With at most layers − 1 dense layers (none in a one-layer model), so an MoE layer is left."""
+        if self.dense_layers < layers:
+            return self
+        return self.model_copy(update={"dense_layers": layers - 1, "dense_d_ff": self.dense_d_ff if layers > 1 else 0})
 
-FFN = Dense | Gated | MoE
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        """Fields of a narrower copy: every width (routed, shared, dense layers') divided by `div`."""
+        return self.model_dump() | {k: div(getattr(self, k)) for k in ("d_ff", "shared_d_ff", "dense_d_ff")}
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self) -> dict[str, int]:
+        """f (one routed expert's width), E, k, n_s, f_s."""
+        return {"f": self.d_ff, "E": self.experts, "k": self.top_k, "n_s": self.shared_experts,
+                "f_s": self.shared_d_ff}
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        """Per layer: (parameters, weights one token is multiplied by) of the router, the routed experts (all
+        E stored, k used), the shared experts and their gate."""
+        one = mlp_formula("f", self.gated, self.expert_bias)
+        out = {"router": (terms.linear("d", "E", self.router_bias), "d · E"),
+               "experts": (terms.prod("E", one), terms.prod("k", mlp_formula("f", self.gated, False)))}
+        if self.shared_experts:
+            out["shared_experts"] = (terms.prod("n_s", mlp_formula("f_s", self.gated, self.expert_bias)),
+                                     terms.prod("n_s", mlp_formula("f_s", self.gated, False)))
+        return out | ({"shared_gate": ("d", "d")} if self.shared_gate else {})
+
+    def explain_saved(self) -> str:
+        """saved_elements as text."""
+        per = 3 if self.gated else 2
+        return f"{per} · (k · f + n_s · f_s) + E" if self.shared_experts else f"{per} · k · f + E"
+
+    def explain_inactive(self) -> str | None:
+        """(E − k) routed experts per layer."""
+        return terms.prod("E − k", mlp_formula("f", self.gated, self.expert_bias))

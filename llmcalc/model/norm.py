@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from llmcalc.model import terms
 from llmcalc.model.base import Frozen, NonNegInt
 
 
@@ -43,3 +44,21 @@ class Norm(Frozen):
     def params(self, n: int) -> int:
         """Parameters of one norm over n features: n, or 2n with a bias."""
         return 2 * n if self.bias else n
+
+    def qk_params(self, head: int, q: int, k: int) -> int:
+        """Parameters of one layer's QK norms, given the widths the attention's q and k have: one head's
+        (head), all query heads' (q), all key heads' (k). head: one norm of a head's width for q and one
+        for k; full: one over q and one over k; none: 0."""
+        if self.qk_norm == "head":
+            return 2 * self.params(head)
+        return self.params(q) + self.params(k) if self.qk_norm == "full" else 0
+
+    def explain_params(self, n: str) -> str:
+        """params as text, over n features."""
+        return terms.prod("2", n) if self.bias else n
+
+    def explain_qk(self, head: str, q: str, k: str) -> str | None:
+        """qk_params as text (None: no QK norm)."""
+        if self.qk_norm == "head":
+            return terms.prod("2", self.explain_params(head))
+        return self.explain_params(f"{q} + {k}") if self.qk_norm == "full" else None

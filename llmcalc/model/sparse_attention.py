@@ -6,13 +6,13 @@ sequence to k rows (docs/attention-linformer.md). `Reformer`: LSH attention with
 (docs/attention-reformer.md). `DSA`: DeepSeek Sparse Attention (DeepSeek-V3.2-Exp),
 MLA over the top-k keys a lightning indexer selects (docs/attention-dsa.md).
 
-Each overrides the pair rule of `PairRule` (llmcalc/model/attention.py): which keys a query sees,
-what the core costs per component, and what the cache keeps.
+Each overrides what differs from `Attention` (llmcalc/model/attention.py): which keys a query sees,
+what the core costs per component, what the cache keeps, and the `llmcalc explain` terms that say so.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -21,6 +21,17 @@ from llmcalc.model.base import NonNegInt, PosInt
 
 CacheDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
+
+
+def capped_pairs(cap: str, phase: str, attention: str) -> str:
+    """Explain text: pairs of one sequence when a query sees at most `cap` keys (a symbol or a sum of them):
+    a decode step min(S + 1, cap); a dense prefill S · min(S, cap); a causal one Σ_i min(i, cap)."""
+    x = f"({cap})" if " " in cap else cap
+    if phase == "decode":
+        return f"min(S + 1, {cap})"
+    if attention == "dense":
+        return f"S · min(S, {cap})"
+    return f"min(S, {x}) · (min(S, {x}) + 1) // 2 + (S − min(S, {x})) · {x}"
 
 
 class Longformer(GQA):
@@ -36,6 +47,10 @@ class Longformer(GQA):
     kind: Literal["longformer"] = "longformer"
     window: PosInt
     global_tokens: NonNegInt
+
+    own_key_pattern: ClassVar[bool] = True
+    explain_legend: ClassVar[dict[str, str]] = {
+        "W_l": "Longformer sliding window (tokens)", "N_g": "Longformer global tokens (the first positions)"}
 
     @property
     def label(self) -> str:
@@ -70,6 +85,15 @@ class Longformer(GQA):
         return (f"Longformer: query i sees min(i, w + g) keys (window {self.window} + {self.global_tokens} global); "
                 "dense counts w + g slots per query; see docs/attention-longformer.md")
 
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return super().explain_symbols(kv_bits) | {"W_l": self.window, "N_g": self.global_tokens}
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        return "min(S, W_l + N_g − 1)"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return capped_pairs("W_l + N_g", phase, attention)
+
 
 class Linformer(GQA):
     """GQA heads whose keys and values are projected along the sequence to `proj_len` rows (Wang et al. 2020,
@@ -89,6 +113,9 @@ class Linformer(GQA):
     sharing: Literal["headwise", "key_value"] = "headwise"
 
     sweep_fast: ClassVar[bool] = False
+    own_key_pattern: ClassVar[bool] = True
+    explain_legend: ClassVar[dict[str, str]] = {
+        "k_L": "Linformer projected length (rows of K' and V')", "n_L": "Linformer max length (columns of E and F)"}
 
     @property
     def label(self) -> str:
@@ -157,6 +184,33 @@ class Linformer(GQA):
         return (f"Linformer: every query sees the {self.proj_len} projected rows (unmasked, both conventions); the "
                 "prompt is bidirectional, decode updates the rows; see docs/attention-linformer.md")
 
+    def check_spec(self, spec: Any) -> None:
+        """E and F span the model's longest sequence; no sliding-window layers."""
+        if self.max_len != spec.max_seq_len:
+            raise ValueError(
+                f"attention.max_len: {self.max_len} differs from max_seq_len ({spec.max_seq_len}); "
+                "Linformer's E and F span the longest sequence: set them equal"
+            )
+        super().check_spec(spec)
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return super().explain_symbols(kv_bits) | {"k_L": self.proj_len, "n_L": self.max_len}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """GQA's, and E (and F): k_L · n_L each, applied along the sequence (no weights per token)."""
+        out = super().explain_parts() | {"seq_proj_e": ("k_L · n_L", None)}
+        return out | ({"seq_proj_f": ("k_L · n_L", None)} if self.sharing == "headwise" else {})
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        return "k_L"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return "k_L" if phase == "decode" else "S · k_L"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        rows = "2 · k_L · H_kv · h" if phase == "decode" else "2 · k_L · S · H_kv · h"
+        return {"seq_proj_k": rows, "seq_proj_v": rows}
+
 
 class Reformer(GQA):
     """Reformer's LSH attention with shared QK (Kitaev, Kaiser, Levskaya 2020, "Reformer: The Efficient
@@ -179,6 +233,9 @@ class Reformer(GQA):
 
     sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
+    own_key_pattern: ClassVar[bool] = True
+    explain_legend: ClassVar[dict[str, str]] = {
+        "n_h": "Reformer hash rounds", "n_b": "Reformer buckets per round", "c_R": "Reformer chunk length"}
 
     @model_validator(mode="after")
     def _shared_qk(self) -> Reformer:
@@ -271,6 +328,29 @@ class Reformer(GQA):
         return (f"Reformer: every computed slot counted, min(S, 2c) keys per query in each of {self.n_hashes} rounds "
                 "(both conventions); hashing apart (lsh_hash); see docs/attention-reformer.md")
 
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return super().explain_symbols(kv_bits) | {"n_h": self.n_hashes, "n_b": self.n_buckets, "c_R": self.chunk_len}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """GQA's without k (shared QK)."""
+        parts = super().explain_parts()
+        del parts["k"]
+        return parts
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Every token's key and value, rounded up per layer, and its bucket ids (a byte per head and round)."""
+        return f"{layers} · ((2 · H_kv · h · B · S · bits + 7) // 8 + B · S · H · n_h)"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return "n_h · min(S + 1, 2 · c_R)" if phase == "decode" else "n_h · S · min(S, 2 · c_R)"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        """Hashing: h × n_b/2 rotations, 2 FLOPs each, per head, round and new token."""
+        return {"lsh_hash": ("" if phase == "decode" else "S · ") + "n_h · H · h · n_b"}
+
+    def explain_rotated(self) -> str:
+        return "H · 2 · (h // 2)"
+
 
 class DSA(MLA):
     """DeepSeek Sparse Attention (DeepSeek-V3.2-Exp): MLA attending to the top-k keys of a lightning indexer.
@@ -292,6 +372,10 @@ class DSA(MLA):
 
     sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
+    own_key_pattern: ClassVar[bool] = True
+    explain_legend: ClassVar[dict[str, str]] = {
+        "H_I": "DSA indexer heads", "d_I": "DSA indexer head dim (its cached key)", "k_I": "DSA top-k keys per query",
+        "bits_I": "bits per element of the DSA indexer key cache"}
 
     @model_validator(mode="after")
     def _indexer(self) -> DSA:
@@ -337,9 +421,10 @@ class DSA(MLA):
         return (-(-tokens * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
                 + -(-tokens * self.index_head_dim * index_bits // 8))
 
-    def extra_saved_elements(self) -> int:
-        """Per token, what the indexer keeps for the backward pass: its q, k and head weights."""
-        return self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
+    def saved_elements(self, d_model: int) -> int:
+        """MLA's, and what the indexer keeps for the backward pass per token: its q, k and head weights."""
+        indexer = self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
+        return super().saved_elements(d_model) + indexer
 
     def keys_window(self, window: int | None) -> int | None:
         return min(self.index_topk, window) if window else self.index_topk
@@ -418,3 +503,35 @@ class DSA(MLA):
     def pattern_note(self) -> str:
         return (f"DSA: the indexer scores every earlier key (index_*), MLA attends to min(i, {self.index_topk}) "
                 "selected keys; see docs/attention-dsa.md")
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """MLA's, H_I, d_I, k_I, and with kv_bits the indexer cache's bits_I."""
+        out = super().explain_symbols(kv_bits) | {"H_I": self.index_heads, "d_I": self.index_head_dim,
+                                                  "k_I": self.index_topk}
+        if kv_bits is not None:
+            out["bits_I"] = _BITS[self.index_cache_dtype] if self.index_cache_dtype else kv_bits
+        return out
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """MLA's, and the indexer's projections and key norm."""
+        return super().explain_parts() | {
+            "index_q": ("r_q · H_I · d_I", "r_q · H_I · d_I"), "index_k": ("d · d_I", "d · d_I"),
+            "index_k_norm": ("2 · d_I", None), "index_w": ("d · H_I", "d · H_I")}
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """The latent and RoPE key at the kv bits, the indexer key at bits_I, each rounded up per layer."""
+        return f"{layers} · (((r_kv + d_r) · B · S · bits + 7) // 8 + (d_I · B · S · bits_I + 7) // 8)"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return capped_pairs("k_I", phase, attention)
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        """The indexer scores every earlier key: 2·H_I·d_I per pair for the scores, 2·H_I for the head sum."""
+        every = "S + 1" if phase == "decode" else "S · S" if attention == "dense" else "S · (S + 1) // 2"
+        return {"index_scores": f"({every}) · 2 · H_I · d_I", "index_weights": f"({every}) · 2 · H_I"}
+
+    def explain_rotated(self) -> str:
+        return "(H + 1 + H_I + 1) · d_r"
+
+    def explain_saved(self) -> str:
+        return super().explain_saved() + " + H_I · d_I + d_I + H_I"

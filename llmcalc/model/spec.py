@@ -10,15 +10,17 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmcalc.model.attention import GQA, MLA
-from llmcalc.model.base import Frozen, NonNegInt, PosInt
+from llmcalc.model import sparse_attention  # noqa: F401 - its variants register their kinds
+from llmcalc.model.attention import Attention
+from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
-from llmcalc.model.ffn import Dense, Gated, MoE
+from llmcalc.model.ffn import FFN
 from llmcalc.model.norm import Norm
-from llmcalc.model.sparse_attention import DSA, Linformer, Longformer, Reformer
 
-AttentionSpec = Annotated[GQA | MLA | Longformer | Linformer | Reformer | DSA, Field(discriminator="kind")]
-FFNSpec = Annotated[Dense | Gated | MoE, Field(discriminator="kind")]
+AttentionSpec = Annotated[Attention, ByKind()]
+"""Any registered attention variant (Attention.kinds), picked by its `kind`."""
+FFNSpec = Annotated[FFN, ByKind()]
+"""Any registered FFN variant (FFN.kinds), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
@@ -72,25 +74,13 @@ class ModelSpec(Frozen):
                 'layer_pattern: sliding_window is set but no layer is sliding; '
                 'add "sliding" to layer_pattern or drop sliding_window'
             )
-        if isinstance(self.attention, Linformer) and self.attention.max_len != self.max_seq_len:
-            raise ValueError(
-                f"attention.max_len: {self.attention.max_len} differs from max_seq_len ({self.max_seq_len}); "
-                "Linformer's E and F span the longest sequence: set them equal"
-            )
-        if has_sliding and isinstance(self.attention, Longformer | Linformer | Reformer | DSA):
-            raise ValueError(
-                f"layer_pattern: {self.attention.kind} attention sets its own key pattern; use only full layers "
-                "and drop sliding_window"
-            )
+        self.attention.check_spec(self)
         if len(self.layer_pattern) > self.n_layers:
             raise ValueError(
                 f"layer_pattern: {len(self.layer_pattern)} entries for {self.n_layers} layers; "
                 "give at most n_layers entries"
             )
-        if isinstance(self.ffn, MoE) and self.ffn.dense_layers > self.n_layers:
-            raise ValueError(
-                f"ffn.dense_layers: {self.ffn.dense_layers} exceeds n_layers ({self.n_layers}); lower it"
-            )
+        self.ffn.check_spec(self)
         return self
 
     def sliding_layers(self, start: int, stop: int) -> int:
@@ -110,7 +100,7 @@ class ModelSpec(Frozen):
 
     def layer_groups(self) -> list[LayerGroup]:
         """The distinct layer shapes with their counts; MoE dense layers are the first ones."""
-        n_dense = self.ffn.dense_layers if isinstance(self.ffn, MoE) else 0
+        n_dense = self.ffn.leading_dense_layers
         spans = [(0, n_dense, self.ffn.dense_ffn() if n_dense else None), (n_dense, self.n_layers, self.ffn)]
         groups = []
         for start, stop, ffn in spans:

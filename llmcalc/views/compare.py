@@ -17,7 +17,6 @@ from llmcalc.costs.memory import MemoryOptions, memory
 from llmcalc.costs.parallel import Layout
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
-from llmcalc.model.attention import GQA, MLA
 from llmcalc.model.base import Frozen, NonNegInt, PosInt
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -56,37 +55,32 @@ class CompareOptions(Frozen):
     """GPUs for the latency rows (--gpu); every other figure is the whole model."""
 
 
-def head_dim(spec: ModelSpec) -> int:
-    """d_h of the base: GQA head_dim; MLA's no-RoPE query/key head dim (DeepSeek's d_h)."""
-    a = spec.attention
-    return a.head_dim if isinstance(a, GQA) else a.qk_nope_head_dim
-
-
 def default_groups(spec: ModelSpec, o: CompareOptions) -> int:
     """GQA kv heads: --groups; else the base's when grouped (1 < H_kv < H); else the largest
     divisor of H that is at most 8 (Llama-2-70B and Llama-3 use 8)."""
-    a, h = spec.attention, spec.attention.heads
+    h, kv = spec.attention.heads, spec.attention.gqa_shape()["kv_heads"]
     if o.groups is not None:
         if h % o.groups:
             raise UserError(f"--groups: {o.groups} does not divide the {h} heads; use a divisor of {h}")
         return o.groups
-    if isinstance(a, GQA) and 1 < a.kv_heads < h:
-        return a.kv_heads
+    if 1 < kv < h:
+        return kv
     return max(g for g in range(1, min(8, h) + 1) if h % g == 0)
 
 
 def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> ModelSpec:
-    """`spec` with its attention swapped for `variant` under the rule above (validated anew)."""
-    a, h, dh = spec.attention, spec.attention.heads, head_dim(spec)
+    """`spec` with its attention swapped for `variant` under the rule above (validated anew): the base's GQA
+    shape (its gqa_shape: H, d_h, biases) in every GQA-based variant, its own fields for MLA when it is latent."""
+    a, base = spec.attention, spec.attention.gqa_shape()
+    h, dh = base["heads"], base["head_dim"]
+    plain = {k: base[k] for k in ("heads", "head_dim", "qkv_bias", "o_bias")}  # no sinks, kv heads set below
     data = spec.model_dump()
-    gqa_bias = a.qkv_bias if isinstance(a, GQA) else False
     if variant in ("mha", "gqa", "mqa"):
         kv = {"mha": h, "mqa": 1, "gqa": default_groups(spec, o)}[variant]
-        data["attention"] = {"kind": "gqa", "heads": h, "kv_heads": kv, "head_dim": dh, "qkv_bias": gqa_bias,
-                             "o_bias": a.o_bias if isinstance(a, GQA) else a.bias}
+        data["attention"] = {"kind": "gqa", "kv_heads": kv} | plain
     elif variant == "mla":
-        if isinstance(a, MLA) and not (o.kv_lora_rank or o.rope_dim or o.q_lora_rank):
-            data["attention"] = a.model_dump()
+        if (latent := a.mla_shape()) is not None and not (o.kv_lora_rank or o.rope_dim or o.q_lora_rank):
+            data["attention"] = latent
         else:
             rope = o.rope_dim or dh // 2
             if not rope:
@@ -97,17 +91,14 @@ def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> Model
     elif variant == "swa":
         data |= {"layer_pattern": ["sliding"], "sliding_window": o.window}
     elif variant in ("longformer", "linformer"):
-        heads = a.model_dump(include={"heads", "kv_heads", "head_dim", "qkv_bias", "o_bias", "sinks"}) \
-            if isinstance(a, GQA) else {"heads": h, "kv_heads": h, "head_dim": dh, "o_bias": a.bias}
-        data["attention"] = heads | ({"kind": "longformer", "window": o.window, "global_tokens": o.global_tokens}
-                                     if variant == "longformer" else
-                                     {"kind": "linformer", "proj_len": o.proj_len, "max_len": spec.max_seq_len})
+        data["attention"] = base | ({"kind": "longformer", "window": o.window, "global_tokens": o.global_tokens}
+                                    if variant == "longformer" else
+                                    {"kind": "linformer", "proj_len": o.proj_len, "max_len": spec.max_seq_len})
         data |= {"layer_pattern": ["full"], "sliding_window": None}
     elif variant == "reformer":
         buckets = min(256, max(2, spec.max_seq_len // REFORMER_CHUNK // 2 * 2))
-        data["attention"] = {"kind": "reformer", "heads": h, "kv_heads": h, "head_dim": dh, "qkv_bias": gqa_bias,
-                             "o_bias": a.o_bias if isinstance(a, GQA) else a.bias, "n_hashes": REFORMER_HASHES,
-                             "n_buckets": buckets, "chunk_len": REFORMER_CHUNK}
+        data["attention"] = plain | {"kind": "reformer", "kv_heads": h, "n_hashes": REFORMER_HASHES,
+                                     "n_buckets": buckets, "chunk_len": REFORMER_CHUNK}
         data |= {"layer_pattern": ["full"], "sliding_window": None}
     elif variant == "dsa":
         mla = attention_variant(spec, "mla", o).attention.model_dump(exclude={"kind"})

@@ -6,6 +6,7 @@ params: per component, one layer's formula × L; kv: per window kind, 2·L·H_kv
 L·(r_kv + d_r)·B·S·bytes); flops: 2 · tokens · weights per matmul and pairs · per-pair cost for the
 attention core, in prefill, one decode step and a training step; memory: weights, KV, activations
 (and gradients, optimizer states); latency: per op max(F / (P·e_c), M / (BW·e_m)) summed per phase.
+The terms of each block (its symbols, projections, pairs, cache, core) are its variant's explain_* methods.
 """
 
 from __future__ import annotations
@@ -16,28 +17,12 @@ import re
 from llmcalc.costs.flops import Conventions
 from llmcalc.costs.parallel import Layout
 from llmcalc.errors import UserError
-from llmcalc.model.attention import MLA
 from llmcalc.model.base import Frozen, PosInt
-from llmcalc.model.ffn import Dense, Gated, MoE
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.terms import linear, prod
 from llmcalc.reports.explain import ExplainReport, ExplainStep, ExplainTotal
-from llmcalc.views import sparse_formula
-from llmcalc.views.formula import (
-    LEGEND,
-    attention_parts,
-    checked,
-    env_of,
-    ffn_groups,
-    ffn_parts,
-    linear,
-    mlp_formula,
-    per_window,
-    prod,
-    step,
-    sum_total,
-    windows,
-)
+from llmcalc.views.formula import checked, env_of, ffn_groups, legend, per_window, step, sum_total, windows
 
 
 class ExplainOptions(Frozen):
@@ -73,7 +58,7 @@ def _report(topic: str, spec: ModelSpec, o: ExplainOptions, steps: list[ExplainS
         topic=topic, model=spec.name, batch=o.batch if workload else None, seq=o.seq if workload else None,
         gen=gen, conventions=conventions, steps=steps, totals=totals, total=head.value, check=head.check,
         unit=head.unit, matches=all(t.matches for t in totals),
-        legend={n: text for n, text in LEGEND.items() if n in used}, notes=notes)
+        legend={n: text for n, text in legend(spec).items() if n in used}, notes=notes)
 
 
 # ---- params -----------------------------------------------------------------------------------
@@ -89,30 +74,24 @@ def _params(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
             steps.append(s)
 
     add("embedding/token", "V · d")
-    add("embedding/position", "S_max · d" if spec.positions.kind == "learned" else "0")
-    for name, (p, _) in attention_parts(spec.attention).items():
+    add("embedding/position", spec.positions.explain_params())
+    for name, (p, _) in spec.attention.explain_parts().items():
         add(f"attention/{name}", prod("L", p))
     for prefix, (n, ffn) in ffn_groups(spec).items():
-        for name, (p, _) in ffn_parts(ffn).items():
+        for name, (p, _) in ffn.explain_parts().items():
             add(prefix + name, prod("L", p), env_of(spec, ffn) | {"L": n})
-    twice = (lambda x: prod("2", x)) if norm.bias else (lambda x: x)  # noqa: E731 - LayerNorm bias: 2n
-    add("norms/layer", prod("L", "n_norm", twice("d")))
-    qk = "(d_n + d_r)" if isinstance(spec.attention, MLA) else "h"
-    if norm.qk_norm == "head":
-        add("norms/qk", prod("L", "2", twice(qk)))
-    elif norm.qk_norm == "full":
-        k_width = f"H · {qk}" if isinstance(spec.attention, MLA) else "H_kv · h"
-        add("norms/qk", prod("L", twice(f"H · {qk} + {k_width}")))
-    add("norms/final", twice("d") if norm.final else "0")
+    add("norms/layer", prod("L", "n_norm", norm.explain_params("d")))
+    if qk := norm.explain_qk(*spec.attention.explain_qk_norm()):
+        add("norms/qk", prod("L", qk))
+    add("norms/final", norm.explain_params("d") if norm.final else "0")
     add("lm_head", ("V" if spec.lm_head_bias else "0") if spec.tie_embeddings else linear("d", "V", spec.lm_head_bias),
         keep=True)
     totals = [sum_total("total", steps, "", r.total, "llmcalc params: total")]
-    moe = ffn_groups(spec).get("ffn/")
-    if moe and isinstance(moe[1], MoE):
-        ffn = moe[1]
-        idle = prod("L", "E − k", mlp_formula("f", ffn.gated, ffn.expert_bias))
-        at = env_of(spec, ffn) | {"L": moe[0], "N": r.total}
-        totals.append(checked(step("active", f"N − {idle}", at, "params"), r.active, "llmcalc params: active"))
+    n, ffn = ffn_groups(spec).get("ffn/", (0, spec.ffn))
+    if n and (idle := ffn.explain_inactive()):
+        at = env_of(spec, ffn) | {"L": n, "N": r.total}
+        totals.append(checked(step("active", f"N − {prod('L', idle)}", at, "params"), r.active,
+                              "llmcalc params: active"))
     notes = ["each component: one layer's count × the L layers that have it"]
     if spec.tie_embeddings:
         notes.append("tied head: it reuses embedding/token's matrix, counted once there")
@@ -125,22 +104,15 @@ def _params(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
 
 def kv_steps(spec: ModelSpec, batch: int, seq: int, dtype: str, prefix: str) -> list[ExplainStep]:
     """Per window kind: layers · B · tokens kept · elements per token · bytes (sub-byte: rounded up
-    per layer, as kv.py's nbytes does)."""
-    bits, gqa = DTYPE_BITS[dtype], not isinstance(spec.attention, MLA)
+    per layer, as the attention's cache_bytes does), as the attention's explain_kv writes it."""
+    bits = DTYPE_BITS[dtype]
     env = env_of(spec) | {"B": batch, "S": seq, "bits": bits, "bytes": bits // 8}
+    env |= spec.attention.explain_symbols(bits)
     steps = []
-    env |= sparse_formula.env(spec.attention, bits)
     for w, n in windows(spec).items():
-        layers, kept = ("L_w", "min(S, W − 1)") if w else ("L", "S")
-        at = env | {layers: n, "W": w or 0}
-        if custom := sparse_formula.kv(spec.attention, layers, bits):
-            formula = custom
-        elif bits % 8 == 0:
-            formula = prod(*(("2", layers, "H_kv", "h") if gqa else (layers, "(r_kv + d_r)")), "B", kept, "bytes")
-        else:
-            elements = ("2", "H_kv", "h") if gqa else ("(r_kv + d_r)",)
-            formula = prod(layers, f"({prod(*elements, 'B', kept, 'bits')} + 7) // 8")
-        steps.append(step(prefix + ("sliding" if w else "full"), formula, at, "bytes"))
+        layers = "L_w" if w else "L"
+        formula = spec.attention.explain_kv(layers, bits, bool(w))
+        steps.append(step(prefix + ("sliding" if w else "full"), formula, env | {layers: n, "W": w or 0}, "bytes"))
     return steps
 
 
@@ -149,8 +121,7 @@ def _kv(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
 
     r = kv_cache(spec, o.batch, o.seq, o.kv_dtype)
     steps = kv_steps(spec, o.batch, o.seq, o.kv_dtype, "kv/")
-    notes = ["MLA caches the latent and the shared RoPE key, r_kv + d_r elements per token and layer (no ×2)"
-             if isinstance(spec.attention, MLA) else "each layer caches K and V: 2 · H_kv · h elements per token"]
+    notes = [spec.attention.explain_kv_note]
     if spec.sliding_window:
         notes.append("a sliding-window layer keeps the last W − 1 tokens between steps (the next token makes W keys)")
     return _report("kv", spec, o, steps, [sum_total("total", steps, "kv/", r.total_bytes, "llmcalc kv: total_bytes")],
@@ -165,94 +136,70 @@ def _flops(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
     c, gen, a = o.conventions, o.gen or 1, spec.attention
     conv = Conventions(attention=c.attention, logits=c.logits, mla_decode=c.mla_decode)
     r = flops(spec, o.batch, o.seq, gen, conv)
-    mla = isinstance(a, MLA)
     env = env_of(spec) | {"B": o.batch, "S": o.seq, "L": spec.n_layers}
     steps = []
     for phase in ("prefill", "decode", "train"):
         lead = ["3"] if phase == "train" else []  # FWD_BWD: the backward costs two forwards
         tokens = ["B"] if phase == "decode" else ["B", "S"]
-        absorbed = phase == "decode" and mla and conv.mla_decode == "absorbed"
+        absorbed = phase == "decode" and a.latent_cache and conv.mla_decode == "absorbed"
 
         def pairs(sliding: bool) -> str:
-            if custom := sparse_formula.pairs(a, phase, conv.attention):
-                return custom
-            if phase == "decode":
-                return "min(S + 1, W)" if sliding else "S + 1"
-            if conv.attention == "dense":
-                return "S · S"
-            return "min(S, W) · (min(S, W) + 1) // 2 + (S − min(S, W)) · W" if sliding else "S · (S + 1) // 2"
+            return a.explain_pairs(phase, conv.attention, sliding)
 
         def add(component: str, formula: str, at: dict = env) -> None:
             steps.append(step(f"{phase}/{component}", formula, at, "FLOPs"))
 
-        for name, (_, w) in attention_parts(a).items():
-            if w is None or (name == "kv_up" and absorbed):
+        for name, (_, w) in a.explain_parts().items():
+            if w is None or (name in a.reprojected and absorbed):
                 continue
-            if name == "kv_up" and phase == "decode":  # decompress: re-project every cached latent
-                add("attention/kv_up", *per_window(spec, lambda L, s: prod("2", L, "B", pairs(s), w), env))
+            if name in a.reprojected and phase == "decode":  # decompress: re-project every cached latent
+                add(f"attention/{name}", *per_window(spec, lambda L, s: prod("2", L, "B", pairs(s), w), env))
             else:
-                passes = [sparse_formula.train_lead(a, name)] if lead else []
+                passes = [str(a.train_passes(name))] if lead else []
                 add(f"attention/{name}", prod(*passes, "2", "L", *tokens, w))
         if absorbed:
-            add("attention/absorb_q", "2 · L · B · H · d_n · r_kv")
-            add("attention/absorb_o", "2 · L · B · H · r_kv · d_v")
-        per_pair = ({"core_scores": "2 · H · (r_kv + d_r)", "core_values": "2 · H · r_kv"} if absorbed else
-                    {"core_scores": "2 · H · (d_n + d_r)", "core_values": "2 · H · d_v"} if mla else
-                    {"core_scores": "2 · H · h", "core_values": "2 · H · h"})
-        for name, cost in per_pair.items():
+            for name, w in a.explain_absorbed().items():
+                add(f"attention/{name}", prod("2", "L", "B", w))
+        for name, cost in a.explain_pair_costs(absorbed).items():
             add(f"attention/{name}", *per_window(spec, lambda L, s: prod(*lead, L, "B", pairs(s), cost), env))
-        for name, term in sparse_formula.extra_core(a, phase, conv.attention).items():
-            passes = [sparse_formula.train_lead(a, name)] if lead else []
+        for name, term in a.explain_extra_core(phase, conv.attention).items():
+            passes = [str(a.train_passes(name))] if lead else []
             add(f"attention/{name}", prod(*passes, "L", "B", term))
         for prefix, (n, ffn) in ffn_groups(spec).items():
-            for name, (_, w) in ffn_parts(ffn).items():
+            for name, (_, w) in ffn.explain_parts().items():
                 add(prefix + name, prod(*lead, "2", "L", *tokens, w), env | env_of(spec, ffn) | {"L": n})
         logits = tokens if phase == "train" or conv.logits == "all" else ["B"]
         add("lm_head", prod(*lead, "2", *logits, "d", "V"))
-        if phase != "train" and spec.positions.kind != "none":  # element-wise, apart from the totals above
+        if phase != "train" and spec.positions.adds_flops:  # element-wise, apart from the totals above
             steps.append(step(f"positions/{phase}", *_positions(spec, tokens, pairs, env), "FLOPs"))
     totals = [sum_total(p, steps, f"{p}/", getattr(r, f"{p}_flops"), f"llmcalc flops: {p}_flops")
               for p in ("prefill", "decode", "train")]
     totals += [sum_total(f"positions/{p}", steps, f"positions/{p}", getattr(r.positions, p),
                          f"llmcalc flops: positions.{p}") for p in ("prefill", "decode")
-               if spec.positions.kind != "none" and r.positions is not None]
-    conventions = {"attention": conv.attention, "logits": conv.logits, "mla_decode": conv.mla_decode if mla else "n/a",
-                   "train": "3 × forward, all logits"}
+               if spec.positions.adds_flops and r.positions is not None]
+    conventions = {"attention": conv.attention, "logits": conv.logits,
+                   "mla_decode": conv.mla_decode if a.latent_cache else "n/a", "train": "3 × forward, all logits"}
     notes = ["a multiply-add is 2 FLOPs: a matmul costs 2 · tokens · weights; element-wise work is not counted "
              "in these totals (positions/*: the position encoding's, reported apart)",
              "attention core: (query, key) pairs × per-pair cost; " + (
                  "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer" if conv.attention == "causal"
                  else "dense: the full S × S, masked or not"),
              "decode: one new token per sequence, attending to S + 1 keys (min(S + 1, W) in a sliding layer)"]
-    if mla:
-        notes.append("MLA decode absorbed: W_UK folded into the query (absorb_q), W_UV into the output (absorb_o)"
-                     if conv.mla_decode == "absorbed" else
-                     "MLA decode decompress: kv_up re-projects every cached latent")
+    if note := a.explain_decode_note(conv.mla_decode):
+        notes.append(note)
     return _report("flops", spec, o, steps, totals, conventions, notes, gen=gen)
 
 
 def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[str, dict]:
     """Position-encoding FLOPs of a phase (see llmcalc/costs/positions.py): RoPE 3 per rotated q/k element,
     ALiBi H per (query, key) pair, learned / sinusoidal d per token."""
-    kind = spec.positions.kind
-    if kind == "rope":
-        rotated = sparse_formula.rotated(spec.attention) or (
-            "(H + 1) · d_r" if isinstance(spec.attention, MLA) else "(H + H_kv) · 2 · (h // 2)")
-        return prod("3", "L", *tokens, rotated), env
-    if kind == "alibi":
-        return per_window(spec, lambda L, s: prod(L, "B", pairs(s), "H"), env)
-    return prod(*tokens, "d"), env
+    pos, rotated = spec.positions, spec.attention.explain_rotated()
+    if pos.per_pair:
+        return per_window(spec, lambda L, s: pos.explain_flops(tokens, rotated, L, pairs(s)), env)
+    return pos.explain_flops(tokens, rotated), env
 
 
 # ---- memory -----------------------------------------------------------------------------------
-
-def _saved(ffn) -> str:
-    """Elements one training layer's FFN keeps per token for the backward pass."""
-    if isinstance(ffn, (Dense, Gated)):
-        return "3 · f" if isinstance(ffn, Gated) else "2 · f"
-    per = 3 if ffn.gated else 2
-    return (f"{per} · (k · f + n_s · f_s) + E" if ffn.shared_experts else f"{per} · k · f + E")
-
 
 def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
     from llmcalc.costs.memory import (
@@ -276,11 +223,10 @@ def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
         steps = [step("weights", "P_m + 2 · G_s + 2 · (N − N_m)", env, "bytes")]
     else:
         steps = [step("weights", "N · bytes", env, "bytes")]
-    mla = isinstance(a, MLA)
     if not o.train:
         steps += kv_steps(spec, o.batch, o.seq, o.kv_dtype, "kv_cache/")
         m, what = layer_peak_per_token(spec, o.seq, mo)
-        rot = a.rope_dim - a.rope_dim % 2 if spec.positions.kind == "rope" else 0
+        rot = a.rope_dim - a.rope_dim % 2 if spec.positions.rotary else 0
         at = env | {"m": m, "d_rot": rot}
         peak = "S · (8 + 2 · a · d_rot) + max(B · S · (2 · a · d + m), a · B · S · d + B · (a · d + (a + 4) · V))"
         steps.append(step("activations", peak, at, "bytes"))
@@ -292,10 +238,8 @@ def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
         master = "master + states" if o.weights_dtype != "fp32" else "states"
         at = env | {"master": 4, "states": OPTIMIZER_BYTES[o.optimizer]}
         steps += [step("gradients", "N · bytes", env, "bytes"), step("optimizer", prod("N", master), at, "bytes")]
-        w_attn = (("d + r_q" if a.q_lora_rank else "d") + " + r_kv + 2 · H · (d_n + d_r) + 2 · H · d_v" if mla
-                  else "d + 2 · H · h + 2 · H_kv · h") + sparse_formula.saved(a)
         for prefix, (n, ffn) in ffn_groups(spec).items():
-            kept = prod("a", "B", "S", f"{w_attn} + d + {_saved(ffn)} + n_norm · d")
+            kept = prod("a", "B", "S", f"{a.explain_saved()} + d + {ffn.explain_saved()} + n_norm · d")
             name = prefix.replace("ffn/", "activations/") + "layers"
             at = env | env_of(spec, ffn) | {"L": n}
             steps.append(step(name, prod("L", f"{kept} + 4 · B · H · S"), at, "bytes"))
@@ -350,7 +294,7 @@ def _latency(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
                       r.total_s, "llmcalc latency: total_s")]
     conventions = {"gpu": gpu.name, "layout": f"tp {L.tp} · pp {L.pp} · dp {L.dp} · ep {L.ep}",
                    "weights_dtype": o.weights_dtype, "kv_dtype": o.kv_dtype, "compute_dtype": lo.compute_dtype}
-    if isinstance(spec.attention, MLA):
+    if spec.attention.latent_cache:
         conventions["mla_decode"] = lo.mla_decode
     notes = ["F and M are each op's FLOPs and bytes on one GPU as `llmcalc latency` counts them (weights read, "
              "activations in and out, the KV cache; tensor-parallel shares rounded up): see docs/roofline.md",

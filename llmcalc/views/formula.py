@@ -2,7 +2,8 @@
 
 Each step's value is its formula evaluated over its symbols (`evaluate`: integers, · × + − / //,
 parentheses, min, max), so the arithmetic shown is the arithmetic done. Symbols take their values
-from the spec and workload; a few come from another estimator and the legend says which.
+from the spec and workload; a few come from another estimator and the legend says which. The variants
+write their own terms (llmcalc/model/terms.py) and give their own symbols (explain_symbols, explain_legend).
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
-from llmcalc.model.attention import MLA
-from llmcalc.model.ffn import Dense, Gated, MoE
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.explain import ExplainStep, ExplainTotal
-from llmcalc.views import sparse_formula
 
 Number = int | float
 LEGEND = {
@@ -43,7 +41,9 @@ LEGEND = {
     "P": "peak FLOP/s", "BW": "memory bytes/s", "link": "one-way link bytes/s", "e_c": "compute efficiency",
     "e_m": "memory efficiency", "e_x": "communication efficiency", "ttft": "time to first token (Σ prefill/*)",
     "t_decode": "the G − 1 decode steps (contexts S … S+G−2) summed in closed form (`llmcalc latency` decode_s)",
-} | sparse_formula.LEGEND
+}
+"""Symbols of the spec, the workload and the estimators, and those the GQA, MLA and FFN families share; a
+variant's own are its explain_legend."""
 
 
 # ---- formulas ---------------------------------------------------------------------------------
@@ -85,25 +85,6 @@ def step(component: str, formula: str, env: Mapping[str, Number], unit: str) -> 
                        value=evaluate(formula, symbols), unit=unit)
 
 
-def prod(*factors: str) -> str:
-    """Factors joined by ·, each holding a top-level + − / in parentheses."""
-    return " · ".join(f"({f})" if _loose(f) else f for f in factors)
-
-
-def _loose(f: str) -> bool:
-    depth = 0
-    for ch in f:
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0 and ch in "+−/":
-            return True
-    return False
-
-
-def linear(n_in: str, n_out: str, bias: bool) -> str:
-    """Parameters of a projection: n_in · n_out (+ n_out)."""
-    return f"{n_in} · {n_out}" + (f" + {n_out}" if bias else "")
-
-
 def sum_total(name: str, steps: list[ExplainStep], prefix: str, check: Number, source: str) -> ExplainTotal:
     """Σ of the steps under `prefix` ('' for all), against the plain command's `source` figure."""
     values = [s.value for s in steps if s.component.startswith(prefix)]
@@ -118,63 +99,18 @@ def checked(s: ExplainStep, check: Number, source: str) -> ExplainTotal:
     return ExplainTotal(**s.model_dump(), check=check, source=source, matches=ok)
 
 
-# ---- symbols and per-layer formulas -----------------------------------------------------------
+# ---- symbols and layer groups ---------------------------------------------------------------------
 
 def env_of(spec: ModelSpec, ffn=None) -> dict[str, Number]:
-    """The spec's symbols; `ffn` (a layer group's) sets f, E, k, n_s, f_s."""
-    a, ffn = spec.attention, ffn or spec.ffn
-    env = {"d": spec.d_model, "V": spec.vocab_size, "H": a.heads, "S_max": spec.max_seq_len,
-           "n_norm": spec.norm.per_layer, "f": ffn.d_ff}
-    if isinstance(a, MLA):
-        env |= {"r_q": a.q_lora_rank or 0, "r_kv": a.kv_lora_rank, "d_n": a.qk_nope_head_dim,
-                "d_r": a.qk_rope_head_dim, "d_v": a.v_head_dim}
-    else:
-        env |= {"H_kv": a.kv_heads, "h": a.head_dim}
-    if isinstance(ffn, MoE):
-        env |= {"E": ffn.experts, "k": ffn.top_k, "n_s": ffn.shared_experts, "f_s": ffn.shared_d_ff}
-    return env | sparse_formula.env(a)
+    """The spec's symbols, its attention's and its FFN's; `ffn` (a layer group's) sets the FFN ones."""
+    ffn = ffn or spec.ffn
+    env = {"d": spec.d_model, "V": spec.vocab_size, "S_max": spec.max_seq_len, "n_norm": spec.norm.per_layer}
+    return env | spec.attention.explain_symbols() | ffn.explain_symbols()
 
 
-def attention_parts(a) -> dict[str, tuple[str, str | None]]:
-    """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
-    out = _attention_parts(a) | sparse_formula.parts(a)
-    return {k: v for k, v in out.items() if k not in sparse_formula.dropped(a)}
-
-
-def _attention_parts(a) -> dict[str, tuple[str, str | None]]:
-    if not isinstance(a, MLA):
-        parts = {"q": ("d", "H · h", a.qkv_bias), "k": ("d", "H_kv · h", a.qkv_bias),
-                 "v": ("d", "H_kv · h", a.qkv_bias), "o": ("H · h", "d", a.o_bias)}
-        out = {k: (linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in parts.items()}
-        return out | ({"sinks": ("H", None)} if a.sinks else {})
-    qk = "H · (d_n + d_r)"
-    out = ({"q": (f"d · {qk}", f"d · {qk}")} if a.q_lora_rank is None else
-           {"q_down": (linear("d", "r_q", a.bias), "d · r_q"), "q_norm": ("r_q", None),
-            "q_up": (f"r_q · {qk}", f"r_q · {qk}")})
-    return out | {"kv_down": (linear("d", "(r_kv + d_r)", a.bias), "d · (r_kv + d_r)"), "kv_norm": ("r_kv", None),
-                  "kv_up": ("r_kv · H · (d_n + d_v)", "r_kv · H · (d_n + d_v)"),
-                  "o": (linear("H · d_v", "d", a.bias), "H · d_v · d")}
-
-
-def mlp_formula(f: str, gated: bool, bias: bool) -> str:
-    """One MLP of width f: 3·d·f (gated) or 2·d·f, plus 2·f + d or f + d of biases."""
-    n = 3 if gated else 2
-    return f"{n} · d · {f}" + (f" + {n - 1} · {f} + d" if bias else "")
-
-
-def ffn_parts(ffn) -> dict[str, tuple[str, str]]:
-    """Per layer: (parameters, weights one token is multiplied by) of each FFN component."""
-    if isinstance(ffn, (Dense, Gated)):
-        names = ("gate", "up") if isinstance(ffn, Gated) else ("up",)
-        shapes = {n: ("d", "f") for n in names} | {"down": ("f", "d")}
-        return {n: (linear(i, o, ffn.bias), f"{i} · {o}") for n, (i, o) in shapes.items()}
-    one = mlp_formula("f", ffn.gated, ffn.expert_bias)
-    out = {"router": (linear("d", "E", ffn.router_bias), "d · E"),
-           "experts": (prod("E", one), prod("k", mlp_formula("f", ffn.gated, False)))}
-    if ffn.shared_experts:
-        out["shared_experts"] = (prod("n_s", mlp_formula("f_s", ffn.gated, ffn.expert_bias)),
-                                 prod("n_s", mlp_formula("f_s", ffn.gated, False)))
-    return out | ({"shared_gate": ("d", "d")} if ffn.shared_gate else {})
+def legend(spec: ModelSpec) -> dict[str, str]:
+    """Every symbol's meaning: LEGEND, then the spec's variants' own."""
+    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend
 
 
 def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:

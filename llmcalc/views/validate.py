@@ -14,7 +14,6 @@ from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
-from llmcalc.model.attention import MLA
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.validate import ValidationReport, ValidationRow
 
@@ -49,7 +48,7 @@ def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: s
     n = spec.name
     conv = Conventions(attention="dense", logits="last", mla_decode=mla_decode)
     f = flops(spec, batch, seq, 1, conv)
-    mla = f", MLA decode {mla_decode}" if isinstance(spec.attention, MLA) else ""
+    mla = f", MLA decode {mla_decode}" if spec.attention.latent_cache else ""
     rows = [
         row(n, "params", "every parameter, tied once", params(spec).total, m.params_total, EXACT),
         row(n, "prefill FLOPs", "matmuls, full S×S attention, last logits", f.prefill_flops, m.prefill_flops, EXACT),
@@ -99,14 +98,13 @@ MAX_ELEMENTS = 2**60
 def check_measurable(spec: ModelSpec, batch: int, seq: int) -> None:
     """The reference model can run `spec` at batch × seq: learned positions cover the decode step,
     few enough layers to finish, and its largest tensors (scores, logits) within torch's limits."""
-    if spec.positions.kind == "learned" and seq >= spec.max_seq_len:
+    if spec.positions.learned and seq >= spec.max_seq_len:
         raise UserError(f"--seq: {spec.name} has learned positions for {spec.max_seq_len:,} tokens and validate "
                         f"decodes one after the prompt; give --seq {spec.max_seq_len - 1} or less")
     if spec.n_layers > MAX_LAYERS:
         raise UserError(f"--layers: {spec.name} has {spec.n_layers:,} layers and validate runs each in torch; "
                         f"give --layers {MAX_LAYERS} or fewer (the formulas are per layer group)")
-    ffn = spec.ffn.transient_elements() if hasattr(spec.ffn, "transient_elements") else 0
-    widest = seq * spec.attention.heads + spec.vocab_size + 8 * spec.d_model + 4 * ffn
+    widest = seq * spec.attention.heads + spec.vocab_size + 8 * spec.d_model + 4 * spec.ffn.transient_elements()
     if batch * seq * widest > MAX_ELEMENTS:
         raise UserError(f"--batch/--seq: {batch:,} × {seq:,} tokens of {spec.name} build tensors of about "
                         f"{batch * seq * widest:.2e} elements, beyond torch's limit; give a smaller --batch or --seq")
@@ -145,25 +143,15 @@ def scaled_copy(spec: ModelSpec, layers: int | None, scale: int) -> ModelSpec:
 
     data = spec.model_dump()
     div = lambda x: max(1, x // scale) if x else x  # noqa: E731
+    ffn = spec.ffn
     if layers:
         data["n_layers"] = layers
         data["layer_pattern"] = data["layer_pattern"][:layers]
-        ffn = data["ffn"]
-        if ffn["kind"] == "moe" and ffn["dense_layers"] >= layers:
-            ffn["dense_layers"] = layers - 1
-            ffn["dense_d_ff"] = ffn["dense_d_ff"] if layers > 1 else 0
+        ffn = ffn.cut_to(layers)
+        data["ffn"] = ffn.model_dump()
     if scale > 1:
-        a, f = data["attention"], data["ffn"]
         data["d_model"], data["vocab_size"] = div(data["d_model"]), div(data["vocab_size"])
-        a["heads"] = div(a["heads"])
-        if a["kind"] in ("gqa", "longformer", "linformer", "reformer"):
-            kv = div(a["kv_heads"])
-            a["kv_heads"] = kv if a["heads"] % kv == 0 else 1
-        else:
-            a["kv_lora_rank"], a["q_lora_rank"] = div(a["kv_lora_rank"]), a["q_lora_rank"] and div(a["q_lora_rank"])
-        for key in ("d_ff", "shared_d_ff", "dense_d_ff"):
-            if key in f:
-                f[key] = div(f[key])
+        data["attention"], data["ffn"] = spec.attention.scaled_fields(div), ffn.scaled_fields(div)
     data["name"] = f"{spec.name} ({data['n_layers']} layers, widths ÷{scale})"
     return spec_from_data(data, f"scaled copy of {spec.name}")
 
