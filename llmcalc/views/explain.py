@@ -22,7 +22,16 @@ from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.terms import linear, prod
 from llmcalc.reports.explain import ExplainReport, ExplainStep, ExplainTotal
-from llmcalc.views.formula import checked, env_of, ffn_groups, legend, per_window, step, sum_total, windows
+from llmcalc.views.formula import (
+    checked,
+    env_of,
+    ffn_groups,
+    legend,
+    per_window,
+    step,
+    sum_total,
+    windows,
+)
 
 
 class ExplainOptions(Frozen):
