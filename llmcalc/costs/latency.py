@@ -27,9 +27,7 @@ from llmcalc.costs.shard import (
     kv_per_gpu,
     layer_bytes_per_gpu,
 )
-from llmcalc.model.attention import MLA
 from llmcalc.model.base import Frozen
-from llmcalc.model.ffn import MoE
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.latency import LatencyReport, OpRow, PhaseRow
@@ -78,7 +76,7 @@ def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context
     cached, keyed by (layer group index or None, op). new > 1 is a prefill (context 0)."""
     L, s, attn, d = o.layout, o.storage, spec.attention, spec.d_model
     a = DTYPE_BITS[s.act_dtype] // 8
-    mla, prefill = isinstance(attn, MLA), new > 1 or context == 0
+    mla, prefill = attn.latent_cache, new > 1 or context == 0
     absorbed = mla and not prefill and o.mla_decode == "absorbed"
     tokens = batch * new
     kv_shards = L.kv_shards(spec)
@@ -100,7 +98,7 @@ def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context
         io = {f"attention/{k}": v for k, v in attn.io(d).items()}
         io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
         for comp, width in io.items():
-            rows = latents if mla and comp == "attention/kv_up" else tokens
+            rows = latents if comp.removeprefix("attention/") in attn.reprojected else tokens
             out[(gi, op_name(comp))][1] += n * ceil_div(rows * width * a, L.tp)
         bits = DTYPE_BITS[s.kv_dtype]
         if prefill:
@@ -124,7 +122,7 @@ def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context
 def _expert_fraction(ffn, tokens: int, L: Layout) -> float:
     """Share of a GPU's routed experts one forward reads. Without ep all T tokens meet every
     (tensor-split) expert; with ep the GPU's E/ep experts see the tokens of its ep group, T·ep/tp."""
-    if not isinstance(ffn, MoE):
+    if not ffn.routed_experts:
         return 1.0
     group_tokens = tokens if L.ep == 1 else tokens * L.ep / L.tp
     return experts_hit(ffn.experts, ffn.top_k, group_tokens) / ffn.experts
@@ -138,7 +136,7 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
     if L.tp > 1:
         out["comm/tp_all_reduce"] = 2 * spec.n_layers * L.allreduce_bytes(hidden)
     if L.ep > 1:
-        moe_layers = sum(g.count for g in spec.layer_groups() if isinstance(g.ffn, MoE))
+        moe_layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
         per = L.alltoall_bytes(tokens * L.ep // L.tp or 1, spec.ffn.top_k, spec.d_model * a)
         out["comm/ep_all_to_all"] = 2 * moe_layers * per
     if L.pp > 1:
@@ -203,7 +201,7 @@ def latency(spec: ModelSpec, gpu: GPU, batch: int, seq: int, gen: int, o: Latenc
     kv = kv_per_gpu(spec, rep, seq + gen - 1, s, L)
     act = activation_workspace(spec, fit_opts)
     fits = weights + kv + act <= gpu.memory_bytes * (1 - o.reserve)
-    hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if isinstance(g.ffn, MoE)), None)
+    hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts), None)
     ridge = gpu.peak(o.compute_dtype) / gpu.bandwidth
     return LatencyReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
@@ -259,7 +257,7 @@ def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, roof: Roofline
         return 0.0
     end = seq + steps - 1
     windows = {i: spec.attention.knee(g.window) for i, g in enumerate(spec.layer_groups())}
-    affine_after = getattr(spec.attention, "affine_after_knee", False)  # cost still grows past the knee
+    affine_after = spec.attention.affine_after_knee  # cost still grows past the knee
     total = 0.0
     for key in decode_at(seq):
         w = windows.get(key[0])
@@ -288,9 +286,9 @@ def _notes(spec: ModelSpec, o: LatencyOptions, gen: int, fits: bool) -> list[str
              "not modelled: kernel launch and scheduling overheads, collective latency, compute/communication overlap"]
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
-    if isinstance(spec.attention, MLA):
+    if spec.attention.latent_cache:
         notes.append(f"MLA decode {o.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
-    if isinstance(spec.ffn, MoE):
+    if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
     if o.storage.weights_dtype in ("int4", "int8", "fp8") and o.compute_dtype == "bf16":
         notes.append(f"{o.storage.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")

@@ -49,8 +49,6 @@ from llmcalc.costs.memory import (
 )
 from llmcalc.costs.shard import ceil_div, edge_bytes, layer_bytes_per_gpu
 from llmcalc.errors import UserError
-from llmcalc.model.attention import MLA
-from llmcalc.model.ffn import MoE
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.sweep import SweepGrid, SweepReport, SweepRow
@@ -115,9 +113,9 @@ def _entries(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> list[_Entry]:
     coefficients: prefill T = R·S, Y = R·p_w; decode T = R, Y = R·k_w."""
     L, s, attn, d = o.layout, o.storage, spec.attention, spec.d_model
     a = DTYPE_BITS[s.act_dtype] // 8
-    mla = isinstance(attn, MLA)
+    mla = attn.latent_cache
     absorbed = mla and not prefill and o.mla_decode == "absorbed"
-    latent = "T" if prefill else "Y" if mla and not absorbed else None  # the rows kv_up projects
+    latent = "T" if prefill else "Y" if mla and not absorbed else None  # rows attn.reprojected take
     entries: dict[tuple, _Entry] = {}
     for gi, g in enumerate(spec.layer_groups()):
         def entry(comp: str, gi: int = gi, g=g) -> _Entry:
@@ -139,7 +137,7 @@ def _entries(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> list[_Entry]:
         io = {f"attention/{k}": v for k, v in attn.io(d).items()}
         io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
         for comp, width in io.items():
-            if var := latent if mla and comp == "attention/kv_up" else "T":
+            if var := latent if comp.removeprefix("attention/") in attn.reprojected else "T":
                 entry(comp).add("bytes", var, width * a, L.tp)
         core = entry("attention/core")
         core.add("bytes", "T", (attn.query_io() + (attn.key_value_io() if prefill else 0)) * a, L.tp)
@@ -248,8 +246,8 @@ class Sweeper:
         if not attn.sweep_fast:
             raise _NotAffine
         windows = list(dict.fromkeys(attn.keys_window(g.window) for g in groups))
-        absorbed = isinstance(attn, MLA) and o.mla_decode == "absorbed"
-        decompress = isinstance(attn, MLA) and not absorbed
+        absorbed = attn.latent_cache and o.mla_decode == "absorbed"
+        decompress = attn.latent_cache and not absorbed
         per_window = {w: [0, 0, 0] for w in windows}  # c_kv, C_pair, C_key
         self.c_tok = self.c_step = 0
         for g in groups:
@@ -264,7 +262,7 @@ class Sweeper:
         # inference_activations: per position tables, per token the residual and the layer peak (which
         # depends on seq only through the windows, so it is computed once per seq), per sequence the head
         self.act_bytes, self.peaks = a, {}
-        rot = attn.rope_dim - attn.rope_dim % 2 if spec.positions.kind == "rope" else 0
+        rot = attn.rope_dim - attn.rope_dim % 2 if spec.positions.rotary else 0
         self.tables = 8 + 2 * a * rot
         self.head_act = a * d + (a + LOGIT_BYTES) * spec.vocab_size
         self.kv_div = L.kv_shards(spec) * L.pp
@@ -274,7 +272,7 @@ class Sweeper:
         comm = 2 * spec.n_layers * _per(2 * (L.tp - 1) * d * a, L.tp) + (L.pp - 1) * d * a
         self.a2a = None
         if L.ep > 1:
-            moe = sum(g.count for g in groups if isinstance(g.ffn, MoE))
+            moe = sum(g.count for g in groups if g.ffn.routed_experts)
             self.a2a = (2 * moe / roof.link, spec.ffn.top_k, d * a)
         self.prefill = _Phase(_entries(spec, o, True), roof, windows, comm / roof.link, decode=False)
         self.decode = _Phase(_entries(spec, o, False), roof, windows, comm / roof.link, decode=True)
