@@ -75,3 +75,35 @@ def test_no_import_circles():
 
 def test_every_part_is_known():
     assert {part(m) for m in GRAPH} - {"__init__"} <= set(ALLOWED)
+
+
+def variant_names() -> set[str]:
+    """Every attention and FFN variant class (the registries fill as llmcalc.model.spec imports them)."""
+    import llmcalc.model.spec  # noqa: F401 - registers every variant
+    from llmcalc.model.attention import Attention
+    from llmcalc.model.ffn import FFN
+
+    def below(cls: type) -> set[type]:
+        return {cls} | {c for sub in cls.__subclasses__() for c in below(sub)}
+
+    return {c.__name__ for base in (Attention, FFN) for c in below(base) if c.__module__.startswith("llmcalc.")}
+
+
+def test_no_code_outside_the_model_asks_a_variant_its_type():
+    """Variants own their behaviour: outside llmcalc/model/ no isinstance/issubclass names a variant class, and
+    no cost or view compares a variant's `kind` (the torch reference maps kinds to its modules; render reads
+    the `kind` fields of reports, not variants)."""
+    names, found = variant_names(), []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith("model/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("isinstance", "issubclass"):
+                used = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                used |= {n.attr for n in ast.walk(node.args[1]) if isinstance(n, ast.Attribute)}
+                found += [f"{rel}:{node.lineno} {name}" for name in used & names]
+            if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "kind"
+                    and not rel.startswith(("reference/", "render/"))):  # render reads report fields
+                found.append(f"{rel}:{node.lineno} .kind compared")
+    assert names >= {"GQA", "MLA", "DSA", "MoE", "Dense"} and not found, found

@@ -16,7 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from llmcalc.model.ffn import MoE as MoESpec
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
@@ -50,7 +49,7 @@ class Layer(nn.Module):
         if spec.norm.per_layer > 4:
             raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
         self.attn = attention_module(spec.attention.kind)(spec, window)
-        self.ffn = MoEFFN(ffn, spec.d_model) if isinstance(ffn, MoESpec) else MLP(
+        self.ffn = MoEFFN(ffn, spec.d_model) if ffn.routed_experts else MLP(
             spec.d_model, ffn.d_ff, gated=ffn.kind == "gated", activation=ffn.activation, bias=ffn.bias)
         self.norms = nn.ModuleList(make_norm(spec.norm, spec.d_model) for _ in range(spec.norm.per_layer))
 
@@ -78,7 +77,7 @@ def attention_module(kind: str) -> type[nn.Module]:
 def layer_shape(spec: ModelSpec, i: int):
     """Layer i's attention window (None: full) and FFN spec, as spec.layer_groups() counts them."""
     window = spec.sliding_window if spec.layer_pattern[i % len(spec.layer_pattern)] == "sliding" else None
-    dense = isinstance(spec.ffn, MoESpec) and i < spec.ffn.dense_layers
+    dense = i < spec.ffn.leading_dense_layers
     return window, spec.ffn.dense_ffn() if dense else spec.ffn
 
 
