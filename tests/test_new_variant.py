@@ -209,3 +209,23 @@ def test_sweep_runs_with_the_estimators():
         assert row.prefill_flops == flops(spec, row.batch, row.seq).prefill_flops
         assert row.memory_bytes == memory(spec, row.batch, row.seq).total_bytes
         assert row.tpot_s == latency(spec, h100, row.batch, row.seq, 1).tpot_s
+
+
+class StridedClaimingTheClosedForm(Strided):
+    """Strided as a careless author might write it: it keeps the base class's sweep_fast = True although its
+    pairs are not a windowed count."""
+
+    kind: Literal["strided-careless"] = "strided-careless"
+    sweep_fast: ClassVar[bool] = True
+
+
+def test_a_variant_that_claims_the_closed_form_wrongly_is_caught_not_followed():
+    data = llama().model_dump()
+    data["attention"]["kind"] = "strided-careless"
+    spec, h100 = spec_from_data(data, "test"), load_gpu("h100-sxm")
+    r = sweep([spec], h100, [1, 2], [64, 1000, 5000])
+    assert any("disagrees with the estimators" in n for n in r.notes)
+    for row in r.rows:
+        assert row.prefill_flops == flops(spec, row.batch, row.seq).prefill_flops
+        assert row.tpot_s == latency(spec, h100, row.batch, row.seq, 1).tpot_s
+        assert row.ttft_s == latency(spec, h100, row.batch, row.seq, 1).ttft_s

@@ -25,6 +25,7 @@ point (`fast` is False); no preset does on the layouts tests/test_sweep.py cover
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from math import inf
@@ -237,6 +238,24 @@ class Sweeper:
             why = ("its attention's cost is not a windowed pair count" if not spec.attention.sweep_fast else
                    "a rounded-up term is not affine")
             self.notes.append(f"{spec.name}: {why}; evaluated with the slow estimators")
+        if self.fast and not self._agrees():
+            self.fast = False
+            self.notes.append(f"{spec.name}: the closed form disagrees with the estimators at a probe point; "
+                              "evaluated with the slow estimators")
+
+    def _agrees(self) -> bool:
+        """Whether the closed form equals the estimators at probe points: sequence lengths 1, 2, 3, either side of
+        every attention window and past the model's context, at the smallest batch. A variant whose costs are not
+        what its sweep_fast claims is caught here and falls back to the estimators instead of diverging."""
+        windows = {w for w, *_ in self.windows if w is not None}
+        seqs = {1, 2, 3, 4097, self.spec.max_seq_len + 1} | {x for w in windows for x in (w - 1, w, w + 1)}
+        batch = self.o.layout.dp
+        for seq in sorted(x for x in seqs if x > 0):
+            fast, slow = self.point(batch, seq), self._slow(batch, seq)
+            for f, s in zip(fast, slow, strict=True):
+                if f != s and not (isinstance(f, float) and isinstance(s, float) and math.isclose(f, s, rel_tol=1e-9)):
+                    return False
+        return True
 
     def _compile(self) -> None:
         spec, o = self.spec, self.o
