@@ -35,7 +35,9 @@ SWAP = "Swap rule"
 """Help panel of compare's swap-rule options."""
 
 
-@app.command()
+@app.command(help=(
+    "Side by side: one model with its attention swapped (`compare gqa mla`), or several models "
+    "(`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."))
 def compare(
     variants: Annotated[Optional[list[str]], typer.Argument(
         help="Attention variants to swap in: mha, gqa, mqa, mla, swa, longformer, linformer, reformer, dsa "
@@ -74,8 +76,6 @@ def compare(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Side by side: one model with its attention swapped (`compare gqa mla`), or several models
-    (`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."""
     from llmcalc.inputs.presets import load_preset, load_spec_file
     from llmcalc.views.compare import CompareOptions, compare_attention, compare_models
 

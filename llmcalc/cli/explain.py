@@ -39,7 +39,9 @@ from llmcalc.render import emit
 TOPICS = ("params", "kv", "flops", "memory", "latency")
 
 
-@app.command()
+@app.command(help=(
+    "A command's figures worked out: formula, symbols, arithmetic, result, checked against the "
+    "command; exit 1 if a total does not match."))
 def explain(
     topic: Annotated[Optional[str], typer.Argument(
         help="The command whose figures to work out: params, kv, flops, memory or latency.", show_default=False,
@@ -70,8 +72,6 @@ def explain(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """A command's figures worked out: formula, symbols, arithmetic, result, checked against the command;
-    exit 1 if a total does not match."""
     from llmcalc.costs.flops import Conventions
     from llmcalc.views.explain import ExplainOptions
     from llmcalc.views.explain import explain as work_out

@@ -34,7 +34,9 @@ from llmcalc.cli.options import (
 from llmcalc.render import emit
 
 
-@app.command()
+@app.command(help=(
+    "Does it fit: weights, KV cache and workspace per GPU; the largest batch and longest "
+    "context; when it does not, the fewest GPUs that hold it."))
 def fit(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
@@ -57,8 +59,6 @@ def fit(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Does it fit: weights, KV cache and workspace per GPU; the largest batch and longest context; when it
-    does not, the fewest GPUs that hold it."""
     from llmcalc.costs.fit import FitOptions
     from llmcalc.costs.fit import fit as check
 

@@ -22,7 +22,9 @@ from llmcalc.errors import UserError
 from llmcalc.render import emit
 
 
-@app.command()
+@app.command(help=(
+    "MoE routing: expert capacity, expected dropped tokens (uniform random routing), router "
+    "FLOPs, and expert FLOPs dropless vs padded to capacity, for prefill (B·S tokens) and one decode step (B)."))
 def moe(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
@@ -35,8 +37,6 @@ def moe(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """MoE routing: expert capacity, expected dropped tokens (uniform random routing), router FLOPs, and
-    expert FLOPs dropless vs padded to capacity, for prefill (B·S tokens) and one decode step (B)."""
     import math
 
     from llmcalc.costs.moe import moe_report
