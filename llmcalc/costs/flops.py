@@ -17,7 +17,7 @@ from typing import Literal
 
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
-from llmcalc.model.attention import Parts, sum_min  # noqa: F401 - sum_min re-exported
+from llmcalc.model.attention import Parts, sum_min
 from llmcalc.model.base import Frozen
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
