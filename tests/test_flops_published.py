@@ -6,9 +6,10 @@ from fractions import Fraction as F
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops, sum_min
+from llmcalc.costs.flops import Conventions, flops
 from llmcalc.costs.params import params
 from llmcalc.inputs.presets import load_preset
+from llmcalc.model.attention import sum_min
 
 
 def megatron_train_flops(*, b, s, layers, h, heads, groups, kv_channels, ffn, topk, swiglu, shared_ffn, vocab):

@@ -17,7 +17,7 @@ from typing import Literal
 
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
-from llmcalc.model.attention import Parts, sum_min
+from llmcalc.model.attention import Parts
 from llmcalc.model.base import Frozen
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
@@ -39,13 +39,6 @@ class Conventions(Frozen):
     mla_decode: Literal["absorbed", "decompress"] = "absorbed"
     recompute: Literal["none", "selective", "full"] = "none"
     mtp: bool = False
-
-
-def prefill_pairs(seq: int, window: int | None, attention: str) -> int:
-    """(query, key) pairs of one sequence's prefill under the default rule (GQA/MLA): causal: query i
-    sees min(i, window) keys, i = 1..S, the exact unmasked count; dense: the full S×S a masked dense
-    kernel computes. Attention blocks own the rule: see PairRule.pairs."""
-    return seq * seq if attention == "dense" else sum_min(1, seq, window)
 
 
 def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, latents: int,

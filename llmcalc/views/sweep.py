@@ -328,7 +328,7 @@ class Sweeper:
                     tpot += max(ft * rep + fy * y, b1 + bt * rep + by * y)
         kv_rep = rep * kv
         kv *= batch
-        # the layer peak depends on seq only through which windows the prompt outruns (PairRule's
+        # the layer peak depends on seq only through which windows the prompt outruns (Attention's
         # reads_fresh_keys: cached_tokens(S, w) < S, i.e. S ≥ w, for the fast path's GQA and MLA)
         key = tuple(w is not None and seq >= w for w, *_ in self.windows)
         peak = self.peaks.get(key)
