@@ -363,20 +363,20 @@ def test_compare_and_sweep_json(cli_json, preset):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_sweep_fast_path_equals_the_estimators(preset):
-    """Longformer runs the closed form (its cost is a windowed pair count); Linformer and DSA fall back."""
+def test_sweep_equals_the_estimators(preset):
+    """Each sparse variant's counts (windowed, projected, hashed, selected) go through the same cost form."""
     from llmcalc.costs.latency import LatencyOptions
     from llmcalc.costs.parallel import Layout
     from llmcalc.inputs.gpus import load_gpu
     from llmcalc.views.sweep import Sweeper
+    from test_sweep import estimators
 
     o = LatencyOptions(layout=Layout(tp=8) if preset.startswith("deepseek") else Layout())
     sweeper = Sweeper(load_preset(preset), load_gpu("h200"), o)
-    assert sweeper.fast == preset.startswith("longformer")
     for b, s in [(1, 1), (3, 100), (2, 600), (8, 4096), (1, 70_000)]:
-        fast, slow = sweeper.point(b, s), sweeper._slow(b, s)
-        for got, want in zip(fast, slow, strict=True):
-            assert got == (pytest.approx(want, rel=1e-9) if isinstance(want, float) else want)
+        got = sweeper.point(b, s)._asdict()
+        for field, want in estimators(sweeper.spec, o, b, s, load_gpu("h200")).items():
+            assert got[field] == (pytest.approx(want, rel=1e-9) if isinstance(want, float) else want), field
 
 
 def test_dsa_against_transformers_masked_decode():

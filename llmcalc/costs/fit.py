@@ -36,6 +36,16 @@ class FitOptions(Frozen):
     """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
 
 
+def usable_bytes(gpu: GPU, reserve: float) -> int:
+    """Bytes of one GPU a workload may use: capacity · (1 − reserve), rounded down."""
+    return int(gpu.memory_bytes * (1 - reserve))
+
+
+def holds(weights: int, workspace: int, kv: int, usable: int) -> bool:
+    """Whether one GPU holds its weights, the activation workspace and its KV cache."""
+    return weights + workspace + kv <= usable
+
+
 def activation_workspace(spec: ModelSpec, o: FitOptions) -> int:
     """Peak activations of one prefill chunk on one GPU (residual stream plus the largest transient)."""
     opts = MemoryOptions(act_dtype=o.storage.act_dtype)
@@ -55,7 +65,7 @@ def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptio
     fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
     layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
     the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
-    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    usable = usable_bytes(gpu, o.reserve)
     dp, act = o.layout.dp, activation_workspace(spec, o)
     for n in range(1, MAX_SEARCH + 1):
         splits = [t for t in range(n, 0, -1) if n % t == 0]
@@ -68,7 +78,7 @@ def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptio
                     continue
                 w = weights_per_gpu(spec, o.storage, layout)
                 kv = 0 if weights_only else kv_per_gpu(spec, batch // dp, seq, o.storage, layout)
-                if w + (0 if weights_only else act) + kv <= usable:
+                if holds(w, 0 if weights_only else act, kv, usable):
                     return layout
     return None
 
@@ -86,7 +96,7 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, o: FitOptions) -> int:
     """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming the smallest
     layout that holds them."""
     w = weights_per_gpu(spec, o.storage, o.layout)
-    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    usable = usable_bytes(gpu, o.reserve)
     if w > usable:
         hint = layout_hint(smallest_layout(spec, gpu, o.layout.dp, 1, o, weights_only=True))
         raise UserError(
@@ -104,7 +114,7 @@ def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = 
     L, s = o.layout, o.storage
     L.check(spec, batch)
     weights = weights_per_gpu(spec, s, L)
-    usable = int(gpu.memory_bytes * (1 - o.reserve))
+    usable = usable_bytes(gpu, o.reserve)
     act = activation_workspace(spec, o)
     budget = max(0, usable - weights - act)
     per_seq = kv_per_gpu(spec, 1, seq, s, L)
@@ -115,7 +125,7 @@ def fit(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptions | None = 
     seq_memory = _max_seq(spec, rep, budget, s, L) if budget else 0
     capped = spec.max_seq_len if seq_memory is None else min(seq_memory, spec.max_seq_len)
     kv = kv_per_gpu(spec, rep, seq, s, L)
-    fits = weights + act + kv <= usable
+    fits = holds(weights, act, kv, usable)
     notes = [f"figures are per GPU; {L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}"]
     smallest = None
     if not fits:

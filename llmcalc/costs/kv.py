@@ -20,15 +20,20 @@ def nbytes(elements: int, dtype: str) -> int:
     return -(-elements * DTYPE_BITS[dtype] // 8)
 
 
+def cache_layers(spec: ModelSpec) -> dict[int | None, int]:
+    """Layers by window (None: full attention): what the cache's size depends on (not the FFN)."""
+    out: dict[int | None, int] = {}
+    for group in spec.layer_groups():
+        out[group.window] = out.get(group.window, 0) + group.count
+    return out
+
+
 def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> KVReport:
     """The KV cache of `batch` sequences of `seq` tokens, per layer type and in total."""
     attn = spec.attention
     elements, bits = attn.kv_elements(), DTYPE_BITS[kv_dtype]
-    layers_by_window: dict[int | None, int] = {}
-    for group in spec.layer_groups():  # the FFN does not matter here: merge by window
-        layers_by_window[group.window] = layers_by_window.get(group.window, 0) + group.count
     rows = []
-    for window, count in layers_by_window.items():
+    for window, count in cache_layers(spec).items():
         kept = attn.cached_tokens(seq, window)
         per_layer = attn.cache_bytes(batch * kept, bits)
         rows.append(

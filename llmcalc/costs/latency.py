@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from llmcalc.costs.fit import FitOptions, activation_workspace, require_weights_fit
+from llmcalc.costs.form import Lin, Whole, value, var
+from llmcalc.costs.fit import FitOptions, activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.memory import LOGIT_BYTES
 from llmcalc.costs.parallel import Layout
@@ -71,43 +72,42 @@ def op_name(component: str) -> str:
         tail, "ffn/shared" if tail.startswith("shared") else "ffn")
 
 
-def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context: int) -> dict[tuple, Cost]:
-    """Per-GPU [FLOPs, bytes] of one forward over `new` tokens per sequence with `context` tokens
-    cached, keyed by (layer group index or None, op). new > 1 is a prefill (context 0)."""
+def step_form(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> dict[tuple, Cost]:
+    """Per-GPU [FLOPs, bytes] of one forward, keyed by (layer group index or None, op), as exact forms
+    (llmcalc/costs/form.py) in the point's variables (step_vars): T tokens and R sequences on one GPU and,
+    per layer window, R × each of the attention's counts. A prefill has context 0; a decode step one new
+    token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid."""
     L, s, attn, d = o.layout, o.storage, spec.attention, spec.d_model
     a = DTYPE_BITS[s.act_dtype] // 8
-    mla, prefill = attn.latent_cache, new > 1 or context == 0
-    absorbed = mla and not prefill and o.mla_decode == "absorbed"
-    tokens = batch * new
-    kv_shards = L.kv_shards(spec)
+    absorbed = attn.latent_cache and not prefill and o.mla_decode == "absorbed"
+    tokens, batch = var("T"), var("R")
+    sample = (1, 0) if prefill else (1, 1)  # counts name the same variables at every point of a phase
+    kv_shards, bits = L.kv_shards(spec), DTYPE_BITS[s.kv_dtype]
     out: dict[tuple, Cost] = defaultdict(lambda: [0, 0])
     for gi, g in enumerate(spec.layer_groups()):
-        w, n = g.window, g.count
-        if prefill:
-            core, latents = attn.core(new, 0, w, "causal"), tokens
-        else:
-            core = attn.core(1, context, w, "causal", absorbed)
-            # decompress re-projects the keys it attends to
-            latents = batch * attn.pairs(1, context, w) if mla and not absorbed else 0
-        core = {k: batch * v for k, v in core.items()}
+        n = g.count
+        counts = {k: var(f"{k}@{g.window}") for k in attn.counts(*sample, g.window)}
+        core = attn.core_from(counts, tokens, absorbed)
+        # a prefill re-projects its new tokens; a decompressed decode every key it attends to
+        latents = tokens if prefill else counts["pairs"] if attn.latent_cache and not absorbed else 0
         for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
             out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
-        hit = _expert_fraction(g.ffn, tokens, L)
+        routed = g.ffn.routed_experts
         for comp, b in layer_bytes_per_gpu(spec, g, s, L).items():
-            out[(gi, op_name(comp))][1] += n * (int(b * hit) if comp.endswith("/experts") else b)
+            if routed and comp.endswith("/experts"):
+                b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
+            out[(gi, op_name(comp))][1] += n * b
         io = {f"attention/{k}": v for k, v in attn.io(d).items()}
         io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
         for comp, width in io.items():
             rows = latents if comp.removeprefix("attention/") in attn.reprojected else tokens
             out[(gi, op_name(comp))][1] += n * ceil_div(rows * width * a, L.tp)
-        bits = DTYPE_BITS[s.kv_dtype]
         if prefill:
             core = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
             cache = attn.cache_bytes(tokens, bits)
         else:
-            kept = attn.cached_tokens(context, w)
             core = ceil_div(tokens * attn.query_io() * a, L.tp)
-            cache = attn.step_cache_bytes(batch, kept + 1, bits)  # read the cache, write the new token
+            cache = attn.step_cache_bytes(counts, batch, bits)  # read the cache, write the new token
         out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, kv_shards))
     emb, head = edge_bytes(spec, s)
     logits = batch  # one position per sequence: the last prompt token, or the new one
@@ -116,16 +116,38 @@ def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context
     out[(None, "lm_head")][1] += ceil_div(head + logits * (d * a + LOGIT_BYTES * spec.vocab_size), L.tp)
     for op, b in _comm_bytes(spec, L, tokens, a).items():
         out[(None, op)][1] += b
-    return out
+    return dict(out)
 
 
-def _expert_fraction(ffn, tokens: int, L: Layout) -> float:
-    """Share of a GPU's routed experts one forward reads. Without ep all T tokens meet every
+def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, int]:
+    """The variables of step_form at a point: `batch` sequences on one GPU, `new` tokens each after
+    `context` cached ones (T = batch·new, R = batch, and batch × each attention count per window)."""
+    attn, env = spec.attention, {"T": batch * new, "R": batch}
+    for w in {g.window for g in spec.layer_groups()}:
+        env |= {f"{k}@{w}": batch * v for k, v in attn.counts(new, context, w).items()}
+    return env
+
+
+def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context: int,
+               form: dict[tuple, Cost] | None = None) -> dict[tuple, Cost]:
+    """Per-GPU [FLOPs, bytes] of one forward over `new` tokens per sequence with `context` tokens
+    cached (new > 1 or context 0: a prefill): step_form at the point (`form`: the phase's, built once)."""
+    form = form or step_form(spec, o, new > 1 or context == 0)
+    env = step_vars(spec, batch, new, context)
+    return {k: [value(c, env) for c in cost] for k, cost in form.items()}
+
+
+def experts_read(tokens: int, b: int, experts: int, top_k: int, ep: int, tp: int) -> int:
+    """Bytes of routed experts one forward of `tokens` tokens on one GPU reads: ⌊b·hit⌋ for `b` bytes of a
+    layer's experts on the GPU, hit the share its tokens choose. Without ep all T tokens meet every
     (tensor-split) expert; with ep the GPU's E/ep experts see the tokens of its ep group, T·ep/tp."""
-    if not ffn.routed_experts:
-        return 1.0
-    group_tokens = tokens if L.ep == 1 else tokens * L.ep / L.tp
-    return experts_hit(ffn.experts, ffn.top_k, group_tokens) / ffn.experts
+    group_tokens = tokens if ep == 1 else tokens * ep / tp
+    return int(b * experts_hit(experts, top_k, group_tokens) / experts)
+
+
+def alltoall_read(tokens: int, L: Layout, top_k: int, width: int) -> int:
+    """Bytes one GPU sends in one expert-parallel all-to-all of a forward of `tokens` tokens on it."""
+    return L.alltoall_bytes(tokens * L.ep // L.tp or 1, top_k, width)
 
 
 def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, int]:
@@ -137,7 +159,7 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
         out["comm/tp_all_reduce"] = 2 * spec.n_layers * L.allreduce_bytes(hidden)
     if L.ep > 1:
         moe_layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
-        per = L.alltoall_bytes(tokens * L.ep // L.tp or 1, spec.ffn.top_k, spec.d_model * a)
+        per = Lin({Whole(alltoall_read, "T", L, spec.ffn.top_k, spec.d_model * a): 1})
         out["comm/ep_all_to_all"] = 2 * moe_layers * per
     if L.pp > 1:
         out["comm/pp_send"] = (L.pp - 1) * hidden
@@ -188,11 +210,13 @@ def latency(spec: ModelSpec, gpu: GPU, batch: int, seq: int, gen: int, o: Latenc
     rep = batch // L.dp
     roof = Roofline(gpu, o)
 
+    decode_form = step_form(spec, o, prefill=False)
+
     @cache
     def decode_at(c: int) -> dict[tuple, Cost]:
-        return dict(step_costs(spec, o, rep, 1, c))
+        return step_costs(spec, o, rep, 1, c, decode_form)
 
-    prefill = dict(step_costs(spec, o, rep, seq, 0))
+    prefill = step_costs(spec, o, rep, seq, 0)
     last = seq + max(gen - 2, 0)
     phases = [_phase("prefill", 0, rep * seq, prefill, roof), _phase("decode first", seq, rep, decode_at(seq), roof),
               _phase("decode last", last, rep, decode_at(last), roof)]
@@ -200,7 +224,7 @@ def latency(spec: ModelSpec, gpu: GPU, batch: int, seq: int, gen: int, o: Latenc
     ttft, total = phases[0].time_s, phases[0].time_s + decode_s
     kv = kv_per_gpu(spec, rep, seq + gen - 1, s, L)
     act = activation_workspace(spec, fit_opts)
-    fits = weights + kv + act <= gpu.memory_bytes * (1 - o.reserve)
+    fits = holds(weights, act, kv, usable_bytes(gpu, o.reserve))
     hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts), None)
     ridge = gpu.peak(o.compute_dtype) / gpu.bandwidth
     return LatencyReport(

@@ -198,15 +198,26 @@ def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[i
     return best, what
 
 
-def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+def peak_key(spec: ModelSpec, seq: int, o: MemoryOptions, windows: list | None = None) -> tuple:
+    """What layer_peak_per_token depends on `seq` through: each window's attention activation_key, and seq
+    itself without flash attention (the scores are seq wide). Equal keys, equal peaks. `windows`: the
+    model's distinct layer windows, when already known."""
+    if windows is None:
+        windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
+    return tuple(spec.attention.activation_key(seq, w) for w in windows) + (() if o.flash else (seq,))
+
+
+def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions,
+                          peak: tuple[int, str] | None = None) -> tuple[int, str]:
     """The prefill's activation peak (docs/formulas.md#inference-peak): the residual stream and the normed
     input (2·a·d per token) plus the largest layer stage (layer_peak_per_token), or at the head the
     residual stream, the last positions' normed input and their logits, in the activation dtype and
     upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables kept per position for the whole
-    forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
+    forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot). `peak`: layer_peak_per_token's
+    answer, when already known (see peak_key)."""
     a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
     tokens = batch * seq
-    per_token, what = layer_peak_per_token(spec, seq, o)
+    per_token, what = peak or layer_peak_per_token(spec, seq, o)
     layer = tokens * (2 * a * d + per_token)
     head = a * tokens * d + batch * (a * d + (a + LOGIT_BYTES) * spec.vocab_size)
     rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0

@@ -62,5 +62,9 @@ def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
 
 def kv_per_gpu(spec: ModelSpec, batch: int, seq: int, s: Storage, layout: Layout) -> int:
     """KV bytes on one GPU for one replica's `batch` sequences of `seq` tokens."""
-    total = kv_cache(spec, batch, seq, s.kv_dtype).total_bytes
+    return kv_share(spec, kv_cache(spec, batch, seq, s.kv_dtype).total_bytes, layout)
+
+
+def kv_share(spec: ModelSpec, total: int, layout: Layout) -> int:
+    """One GPU's share of `total` KV bytes: split over the cache's tensor-parallel shards and the stages."""
     return ceil_div(total, layout.kv_shards(spec) * layout.pp)

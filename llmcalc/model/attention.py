@@ -7,7 +7,7 @@ attention. Each family lists its projections by name so reports can break them d
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
@@ -74,10 +74,26 @@ class Attention(Variant):
         """Pairs a masked dense kernel computes in a prefill of `seq` tokens: S×S."""
         return seq * seq
 
+    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
+        """What one sequence's attention costs are linear in, at a point: `new` queries after `context` cached
+        tokens. pairs: (query, key) pairs; keys (a decode step, context > 0): the cached tokens it reads and
+        the one it writes. core_from and step_cache_bytes take these summed over sequences, so a cost is
+        exact coefficients × counts (llmcalc/costs/form.py); a variant names the same counts at every
+        point of a phase."""
+        out = {"pairs": self.pairs(new, context, window, attention)}
+        if context:
+            out["keys"] = self.cached_tokens(context, window) + new
+        return out
+
     def core(self, new: int, context: int, window: int | None, attention: str = "causal",
              absorbed: bool = False) -> Parts:
-        """Attention-core FLOPs of one sequence by component: pairs × per-pair cost."""
-        p = self.pairs(new, context, window, attention)
+        """Attention-core FLOPs of one sequence by component (core_from of its counts)."""
+        return self.core_from(self.counts(new, context, window, attention), new, absorbed)
+
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        """Attention-core FLOPs by component from the counts and the new tokens (of one sequence or summed
+        over many): pairs × per-pair cost."""
+        p = counts["pairs"]
         return {k: p * c for k, c in self.core_per_pair(absorbed).items()}
 
     def cached_tokens(self, seq: int, window: int | None) -> int:
@@ -89,15 +105,28 @@ class Attention(Variant):
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
         return -(-tokens * self.kv_elements() * bits // 8)
 
-    def step_cache_bytes(self, batch: int, keys: int, bits: int) -> int:
-        """Bytes one decode step reads from and writes to the cache of `keys` tokens per sequence."""
-        return self.cache_bytes(batch * keys, bits)
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
+        """Bytes one decode step of `batch` sequences reads from and writes to the cache, from their summed
+        counts: every cached key and the new one."""
+        return self.cache_bytes(counts["keys"], bits)
 
     def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
         """Whether a prefill of `seq` tokens attends over its freshly projected keys and values rather than
         over the cache: when the cache keeps fewer tokens than the prompt (a sliding window shorter than
         it), so both stay alive through the attention."""
         return self.cached_tokens(seq, window) < seq
+
+    def activation_key(self, seq: int, window: int | None) -> Any:
+        """What prefill_activation_bytes depends on `seq` through, so that a sweep computes it once per value:
+        `seq` itself here. A class that defines prefill_activation_bytes may define a coarser key beside it;
+        one that redefines the bytes but not the key gets `seq` back (__pydantic_init_subclass__)."""
+        return seq
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if "prefill_activation_bytes" in cls.__dict__ and "activation_key" not in cls.__dict__:
+            cls.activation_key = Attention.activation_key
 
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
@@ -260,6 +289,10 @@ class GQA(Attention):
         fresh = 2 * kv if self.reads_fresh_keys(seq, window) else 0
         stages.append(act * (2 * q + fresh) + 4 * self.heads)
         return max(stages)
+
+    def activation_key(self, seq: int, window: int | None) -> Any:
+        """prefill_activation_bytes depends on seq only through reads_fresh_keys."""
+        return self.reads_fresh_keys(seq, window)
 
     def kv_formula(self) -> tuple[str, str]:
         """Cached elements per token per layer as DeepSeek-V2's Table 1 writes them, and with numbers."""
@@ -463,6 +496,10 @@ class MLA(Attention):
         if qk_norm != "none":
             stages.append(build + q + k)  # the normed Q and K beside the raw ones
         return max(act * sdpa + 4 * h, act * max(stages))
+
+    def activation_key(self, seq: int, window: int | None) -> Any:
+        """prefill_activation_bytes depends on seq only through reads_fresh_keys."""
+        return self.reads_fresh_keys(seq, window)
 
     def kv_formula(self) -> tuple[str, str]:
         """Cached elements per token per layer as DeepSeek-V2's Table 1 writes them, and with numbers."""

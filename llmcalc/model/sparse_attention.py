@@ -12,6 +12,7 @@ what the core costs per component, what the cache keeps, and the `llmcalc explai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
@@ -143,9 +144,8 @@ class Linformer(GQA):
         """Every query sees the k projected rows, masked by nothing: the same under both conventions."""
         return new * self.proj_len
 
-    def core(self, new: int, context: int, window: int | None, attention: str = "causal",
-             absorbed: bool = False) -> Parts:
-        out = super().core(new, context, window, attention, absorbed)
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        out = super().core_from(counts, new, absorbed)
         proj = 2 * self.proj_len * new * self.kv_width  # E's columns of the new tokens times their K (F: V)
         return out | {"seq_proj_k": proj, "seq_proj_v": proj}
 
@@ -153,7 +153,7 @@ class Linformer(GQA):
         """The k projected rows, whatever the length."""
         return self.proj_len
 
-    def step_cache_bytes(self, batch: int, keys: int, bits: int) -> int:
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
         """A decode step reads the k rows and writes them back updated."""
         return 2 * self.cache_bytes(batch * self.proj_len, bits)
 
@@ -280,9 +280,8 @@ class Reformer(GQA):
             return self.n_hashes * new * min(new, span)
         return self.n_hashes * sum_min(context + 1, context + new, span)
 
-    def core(self, new: int, context: int, window: int | None, attention: str = "causal",
-             absorbed: bool = False) -> Parts:
-        out = super().core(new, context, window, attention, absorbed)
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        out = super().core_from(counts, new, absorbed)
         return out | {"lsh_hash": new * self.n_hashes * self.heads * self.head_dim * self.n_buckets}
 
     def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
@@ -445,19 +444,25 @@ class DSA(MLA):
     def index_per_pair(self) -> Parts:
         return {"index_scores": 2 * self.index_heads * self.index_head_dim, "index_weights": 2 * self.index_heads}
 
-    def core(self, new: int, context: int, window: int | None, attention: str = "causal",
-             absorbed: bool = False) -> Parts:
-        out = super().core(new, context, window, attention, absorbed)
-        p = self.index_pairs(new, context, window, attention)
+    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
+        """MLA's, the indexer's scored pairs, and in a decode step the latents it selects: min(keys, top-k)."""
+        out = super().counts(new, context, window, attention)
+        out["index_pairs"] = self.index_pairs(new, context, window, attention)
+        if context:
+            out["chosen"] = min(out["keys"], self.index_topk)
+        return out
+
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        out = super().core_from(counts, new, absorbed)
+        p = counts["index_pairs"]
         return out | {k: p * c for k, c in self.index_per_pair().items()}
 
-    def step_cache_bytes(self, batch: int, keys: int, bits: int) -> int:
-        """Bytes one decode step reads from (and writes to) the cache of `keys` tokens: every indexer key,
-        the selected top-k latents."""
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
+        """Bytes one decode step reads from (and writes to) the cache: every indexer key, the selected top-k
+        latents."""
         index_bits = _BITS[self.index_cache_dtype] if self.index_cache_dtype else bits
-        chosen = min(keys, self.index_topk)
-        return (-(-batch * chosen * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
-                + -(-batch * keys * self.index_head_dim * index_bits // 8))
+        return (-(-counts["chosen"] * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
+                + -(-counts["keys"] * self.index_head_dim * index_bits // 8))
 
     def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
                                  qk_norm: str) -> int:
@@ -481,6 +486,10 @@ class DSA(MLA):
         else:
             stages.append(super().prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm))
         return max(stages)
+
+    def activation_key(self, seq: int, window: int | None) -> Any:
+        """prefill_activation_bytes depends on seq through MLA's key and whether it exceeds top-k."""
+        return super().activation_key(seq, window), seq > self.index_topk
 
     def train_passes(self, name: str) -> int:
         """The indexer trains on its own loss with its input detached (DeepSeek-V3.2-Exp, sec. 2.1): its
