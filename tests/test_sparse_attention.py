@@ -365,11 +365,12 @@ def test_compare_and_sweep_json(cli_json, preset):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_sweep_equals_the_estimators(preset):
     """Each sparse variant's counts (windowed, projected, hashed, selected) go through the same cost form."""
+    from test_sweep import estimators
+
     from llmcalc.costs.latency import LatencyOptions
     from llmcalc.costs.parallel import Layout
     from llmcalc.inputs.gpus import load_gpu
     from llmcalc.views.sweep import Sweeper
-    from test_sweep import estimators
 
     o = LatencyOptions(layout=Layout(tp=8) if preset.startswith("deepseek") else Layout())
     sweeper = Sweeper(load_preset(preset), load_gpu("h200"), o)

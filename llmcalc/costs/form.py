@@ -166,7 +166,8 @@ class Whole:
         self.fn, self.variable, self.args = fn, variable, args
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Whole) and (self.fn, self.variable, self.args) == (other.fn, other.variable, other.args)
+        return isinstance(other, Whole) and (self.fn, self.variable, self.args) == (
+            other.fn, other.variable, other.args)
 
     def __hash__(self) -> int:
         return hash((self.fn, self.variable, self.args))

@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.fit import FitOptions, activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.flops import MAC, layer_flops
+from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
 from llmcalc.costs.parallel import Layout
 from llmcalc.costs.shard import (

@@ -9,6 +9,8 @@ ZeRO stage 1/2/3 divides optimizer / +gradients / +weights by the data-parallel 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Literal
 
 from llmcalc.costs.kv import kv_cache, nbytes
@@ -198,33 +200,47 @@ def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[i
     return best, what
 
 
-def peak_key(spec: ModelSpec, seq: int, o: MemoryOptions, windows: list | None = None) -> tuple:
-    """What layer_peak_per_token depends on `seq` through: each window's attention activation_key, and seq
-    itself without flash attention (the scores are seq wide). Equal keys, equal peaks. `windows`: the
-    model's distinct layer windows, when already known."""
-    if windows is None:
-        windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
-    return tuple(spec.attention.activation_key(seq, w) for w in windows) + (() if o.flash else (seq,))
+def peak_key(spec: ModelSpec, o: MemoryOptions) -> Callable[[int], tuple]:
+    """seq ↦ what layer_peak_per_token depends on `seq` through: each window's attention activation_key, and
+    seq itself without flash attention (the scores are seq wide). Equal keys, equal peaks."""
+    windows = dict.fromkeys(g.window for g in spec.layer_groups())
+    keys = [partial(spec.attention.activation_key, window=w) for w in windows]
+    if not o.flash:
+        keys.append(lambda seq: seq)
+    if len(keys) == 1:
+        return keys[0]
+    if len(keys) == 2:
+        first, second = keys
+        return lambda seq: (first(seq), second(seq))
+    return lambda seq: tuple(k(seq) for k in keys)
 
 
-def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions,
-                          peak: tuple[int, str] | None = None) -> tuple[int, str]:
-    """The prefill's activation peak (docs/formulas.md#inference-peak): the residual stream and the normed
-    input (2·a·d per token) plus the largest layer stage (layer_peak_per_token), or at the head the
-    residual stream, the last positions' normed input and their logits, in the activation dtype and
-    upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables kept per position for the whole
-    forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot). `peak`: layer_peak_per_token's
-    answer, when already known (see peak_key)."""
-    a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
-    tokens = batch * seq
-    per_token, what = peak or layer_peak_per_token(spec, seq, o)
-    layer = tokens * (2 * a * d + per_token)
-    head = a * tokens * d + batch * (a * d + (a + LOGIT_BYTES) * spec.vocab_size)
-    rope = 2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0
-    tables = seq * (8 + rope)
-    if head > layer:
-        return tables + head, "prefill peak: residual + logits"
-    return tables + layer, f"prefill peak: residual + {what}"
+class PrefillPeak:
+    """The prefill's activation peak (docs/formulas.md#inference-peak) of a model under the options, for any
+    batch and seq: the residual stream and the normed input (2·a·d per token) plus the largest layer stage
+    (layer_peak_per_token), or at the head the residual stream, the last positions' normed input and their
+    logits, in the activation dtype and upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables
+    kept per position for the whole forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
+
+    def __init__(self, spec: ModelSpec, o: MemoryOptions):
+        a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+        self.residual, self.head_token = 2 * a * d, a * d
+        self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size
+        self.tables = 8 + (2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0)
+
+    def __call__(self, batch: int, seq: int, per_token: int) -> tuple[int, bool]:
+        """Bytes at the peak, given the layer stage's bytes per token, and whether the head is the peak."""
+        tokens = batch * seq
+        layer = tokens * (self.residual + per_token)
+        head = self.head_token * tokens + batch * self.head_seq
+        return seq * self.tables + max(layer, head), head > layer
+
+
+def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+    """PrefillPeak of `batch` sequences of `seq` tokens, and what sets it."""
+    per_token, what = layer_peak_per_token(spec, seq, o)
+    total, at_head = PrefillPeak(spec, o)(batch, seq, per_token)
+    return total, "prefill peak: residual + " + ("logits" if at_head else what)
 
 
 def _training_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:

@@ -66,5 +66,10 @@ def kv_per_gpu(spec: ModelSpec, batch: int, seq: int, s: Storage, layout: Layout
 
 
 def kv_share(spec: ModelSpec, total: int, layout: Layout) -> int:
-    """One GPU's share of `total` KV bytes: split over the cache's tensor-parallel shards and the stages."""
-    return ceil_div(total, layout.kv_shards(spec) * layout.pp)
+    """One GPU's share of `total` KV bytes: ⌈total / kv_split⌉."""
+    return ceil_div(total, kv_split(spec, layout))
+
+
+def kv_split(spec: ModelSpec, layout: Layout) -> int:
+    """GPUs one replica's KV cache is split over: the cache's tensor-parallel shards × the stages."""
+    return layout.kv_shards(spec) * layout.pp

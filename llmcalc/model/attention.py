@@ -41,13 +41,11 @@ class Attention(Variant):
     layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
     also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
     kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
-    prefill_activation_bytes, gqa_shape, scaled_fields and the explain terms explain_symbols, explain_parts,
-    explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs, explain_rotated, explain_saved.
+    prefill_activation_bytes (with its activation_key), gqa_shape, scaled_fields and the explain terms
+    explain_symbols, explain_parts, explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs, explain_rotated, explain_saved.
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    sweep_fast: ClassVar[bool] = True
-    """Whether llmcalc/views/sweep.py's closed form (cost = per-pair cost × windowed pairs) holds."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False

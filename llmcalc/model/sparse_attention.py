@@ -113,7 +113,6 @@ class Linformer(GQA):
     max_len: PosInt
     sharing: Literal["headwise", "key_value"] = "headwise"
 
-    sweep_fast: ClassVar[bool] = False
     own_key_pattern: ClassVar[bool] = True
     explain_legend: ClassVar[dict[str, str]] = {
         "k_L": "Linformer projected length (rows of K' and V')", "n_L": "Linformer max length (columns of E and F)"}
@@ -231,7 +230,6 @@ class Reformer(GQA):
     n_buckets: PosInt
     chunk_len: PosInt
 
-    sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
     own_key_pattern: ClassVar[bool] = True
     explain_legend: ClassVar[dict[str, str]] = {
@@ -369,7 +367,6 @@ class DSA(MLA):
     index_topk: PosInt = 2048
     index_cache_dtype: CacheDtype | None = None
 
-    sweep_fast: ClassVar[bool] = False
     affine_after_knee: ClassVar[bool] = True
     own_key_pattern: ClassVar[bool] = True
     explain_legend: ClassVar[dict[str, str]] = {

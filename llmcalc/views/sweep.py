@@ -5,13 +5,13 @@ gives each op's FLOPs and bytes of one forward as exact forms (llmcalc/costs/for
 R (sequences) and, per layer window, R × each attention count (pairs, keys, …); the KV cache is
 Σ_windows layers · cache_bytes over R × the tokens kept, run the same way. `Sweeper` builds these once
 per model and layout and compiles them into one Python function of (batch, seq), so a point costs the
-variant's counts at that point (its own `counts` and `cached_tokens`) and a few int operations:
+variant's counts at that point (its own `counts`) and a few int operations:
 
   kv       = Σ_w layers_w · cache_bytes(B · kept_w)                       (as `llmcalc kv`)
-  memory   = weights + kv + inference_activations(B, S)                  (as `llmcalc memory`)
+  memory   = weights + kv + PrefillPeak(B, S)                             (as `llmcalc memory`)
   prefill, decode FLOPs = Σ_ops FLOPs of step_form on one GPU (tp = 1) at R = B   (as `llmcalc flops`)
   ttft, tpot = Σ_ops max(FLOPs / peak, bytes / bandwidth) + comm bytes / link    (as `llmcalc latency`)
-  fits     = weights + workspace + kv share ≤ usable, per GPU             (as `llmcalc fit`)
+  fits     = weights + workspace + ⌈kv of B/dp / kv_split⌉ ≤ usable, per GPU (as `llmcalc fit`)
 
 The layer peak of the activations depends on seq only through `peak_key` (whether the prompt outruns
 each window's cache, for GQA and MLA), so it is computed once per key.
@@ -27,9 +27,9 @@ from llmcalc.costs.fit import FitOptions, activation_workspace, holds, require_w
 from llmcalc.costs.form import Lin, per, source, var
 from llmcalc.costs.kv import cache_layers
 from llmcalc.costs.latency import LatencyOptions, Roofline, step_form
-from llmcalc.costs.memory import MemoryOptions, inference_activations, layer_peak_per_token, peak_key, weights_bytes
+from llmcalc.costs.memory import MemoryOptions, PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
 from llmcalc.costs.parallel import Layout
-from llmcalc.costs.shard import kv_share
+from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
@@ -113,7 +113,7 @@ class Sweeper:
                 self.notes.append(f"{spec.name}: no latency: {e}")
         self.workspace = activation_workspace(spec, fit_opts)
         self.usable = usable_bytes(gpu, o.reserve) if gpu else 0
-        self.peaks: dict[tuple, tuple[int, str]] = {}
+        self.peaks: dict[Any, int] = {}  # layer peak bytes per token, by peak_key
         self.namespace: dict[str, Any] = {}
         self.source = self._source()
         exec(compile(self.source, f"<sweep of {spec.name}>", "exec"), self.namespace)  # noqa: S102 - built above
@@ -129,13 +129,15 @@ class Sweeper:
         dec_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         kept_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         for i, w in enumerate(windows):
-            lines += [f"    pre{i} = counts(seq, 0, W[{i}])", f"    dec{i} = counts(1, seq, W[{i}])",
-                      f"    kept{i} = cached(seq, W[{i}])"]
+            lines += [f"    pre{i} = counts(seq, 0, W[{i}])", f"    dec{i} = counts(1, seq, W[{i}])"]
+            for phase, sample in (("pre", (1, 0)), ("dec", (1, 1))):
+                lines += [f"    {phase}{i}_{k} = {phase}{i}[{k!r}]" for k in attn.counts(*sample, w)]
             for scale in ("batch", "rep"):
                 for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
                     for k in attn.counts(*sample, w):
-                        names[scale][f"{k}@{w}"] = f"{scale} * {phase}{i}[{k!r}]"
-                kept_names[scale][f"kept@{w}"] = f"{scale} * kept{i}"
+                        names[scale][f"{k}@{w}"] = f"{scale} * {phase}{i}_{k}"
+                # the cache after seq tokens: what a decode step at context seq reads, less the one it writes
+                kept_names[scale][f"kept@{w}"] = f"{scale} * (dec{i}_keys - 1)"
         for scale, t in (("batch", "batch * seq"), ("rep", "rep * seq")):
             pre_names[scale] |= {"T": t, "R": scale}
             dec_names[scale] |= {"T": scale, "R": scale}
@@ -151,20 +153,20 @@ class Sweeper:
         bits = DTYPE_BITS[o.storage.kv_dtype]
         kv = sum(n * attn.cache_bytes(var(f"kept@{w}"), bits) for w, n in cache_layers(spec).items())
         lines += [f"    kv = {source(kv, kept_names['batch'], ns)}",
-                  "    key = peak_key(SPEC, seq, MEM, W)",
+                  "    key = peak_key(seq)",
                   "    peak = PEAKS.get(key)",
                   "    if peak is None:",
-                  "        peak = PEAKS[key] = layer_peak(SPEC, seq, MEM)",
-                  "    act = activations(SPEC, batch, seq, MEM, peak)[0]"]
+                  "        peak = PEAKS[key] = layer_peak(SPEC, seq, MEM)[0]",
+                  "    act = activations(batch, seq, peak)[0]"]
         # whole-model FLOPs: the step forms on one GPU
         one_gpu = o.model_copy(update={"layout": Layout()})
         for phase, prefill, names in (("prefill", True, pre_names), ("decode", False, dec_names)):
             total = sum((c[0] for c in step_form(spec, one_gpu, prefill).values()), Lin())
             lines.append(f"    {phase}_flops = {source(total, names['batch'], ns)}")
-        ns |= {"bisect_right": bisect_right, "DP": o.layout.dp, "W": windows, "counts": attn.counts, "cached": attn.cached_tokens,
-                           "SPEC": spec, "MEM": self.mem_opts, "PEAKS": self.peaks, "peak_key": peak_key,
-                           "layer_peak": layer_peak_per_token, "activations": inference_activations,
-                           "Point": SweepPoint, "WEIGHTS": self.weights}
+        ns |= {"bisect_right": bisect_right, "DP": o.layout.dp, "W": windows, "counts": attn.counts,
+               "SPEC": spec, "MEM": self.mem_opts, "PEAKS": self.peaks, "peak_key": peak_key(spec, self.mem_opts),
+               "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, self.mem_opts),
+               "Point": SweepPoint, "WEIGHTS": self.weights}
         if self.weights_per_gpu is None:
             fits = "None" if self.gpu is None else "False"
             lines.append(f"    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
@@ -177,12 +179,12 @@ class Sweeper:
                     form = {k: [c.substitute({"R": var("T")}) if isinstance(c, Lin) else c for c in cost]
                             for k, cost in form.items()}
                 lines += self._time(phase, form, roof, names["rep"])
-            lines += [f"    kv_rep = {source(kv, kept_names['rep'], ns)}",
-                      "    fits = holds(WEIGHTS_PER_GPU, WORKSPACE, kv_share(SPEC, kv_rep, LAYOUT), USABLE)",
+            lines += [f"    kv_rep = {'kv' if o.layout.dp == 1 else source(kv, kept_names['rep'], ns)}",
+                      "    fits = holds(WEIGHTS_PER_GPU, WORKSPACE, ceil_div(kv_rep, KV_SPLIT), USABLE)",
                       "    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
                       "decode_flops, ttft, tpot, batch / tpot, fits)"]
-            ns |= {"holds": holds, "kv_share": kv_share, "LAYOUT": o.layout, "USABLE": self.usable,
-                                "WEIGHTS_PER_GPU": self.weights_per_gpu, "WORKSPACE": self.workspace}
+            ns |= {"holds": holds, "ceil_div": ceil_div, "KV_SPLIT": kv_split(spec, o.layout), "USABLE": self.usable,
+                   "WEIGHTS_PER_GPU": self.weights_per_gpu, "WORKSPACE": self.workspace}
         return "\n".join(lines) + "\n"
 
     def _time(self, label: str, form: dict[tuple, list], roof: Roofline, names: dict[str, str]) -> list[str]:
@@ -204,8 +206,8 @@ class Sweeper:
                 (f0, f1), (b0, b1) = (_affine(x, alone) for x in (f, b))
                 by_variable[alone].append((f0 * fc, f1 * fc, b0 * bc, b1 * bc, comm))
                 continue
-            f, b = source(f, names, self.namespace), source(b, names, self.namespace)
-            terms.append(f"{bc!r} * {b}" if comm else f"max({f} * {fc!r}, {b} * {bc!r})")
+            b = self._scaled(b, bc, names)
+            terms.append(b if comm else f"max({self._scaled(f, fc, names)}, {b})")
         lines, parts = [], []
         for variable, group in by_variable.items():
             i = len(self.namespace)
@@ -214,6 +216,14 @@ class Sweeper:
                       f"    a, b = _pieces{i}[bisect_right(_points{i}, x)]", f"    {label}{i} = a + b * x"]
             parts.append(f"{label}{i}")
         return lines + [f"    {label} = {' + '.join(parts + terms) or '0.0'}"]
+
+    def _scaled(self, x: Lin | int, scale: float, names: dict[str, str]) -> str:
+        """x · scale as an expression: a plain linear form with its coefficients scaled (floats), else the
+        exact int expression times scale."""
+        if isinstance(x, Lin) and x.linear():
+            parts = [f"{k * scale!r}*{names[a]}" for a, k in x.terms.items()]
+            return " + ".join(parts + ([repr(x.const * scale)] if x.const else [])) or "0.0"
+        return f"{source(x, names, self.namespace)} * {scale!r}"
 
     def grid(self, batches: list[int], seqs: list[int]) -> list[SweepPoint]:
         """Every (batch, seq) point, batch-major."""
