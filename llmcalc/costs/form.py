@@ -43,12 +43,6 @@ class Lin:
     def __neg__(self) -> Lin:
         return Lin({a: -k for a, k in self.terms.items()}, -self.const)
 
-    def __sub__(self, other: Lin | int) -> Lin:
-        return self + -other
-
-    def __rsub__(self, other: int) -> Lin:
-        return -self + other
-
     def __mul__(self, other: int) -> Lin:
         if not isinstance(other, int):
             return NotImplemented  # a product of two forms is not linear
@@ -63,12 +57,7 @@ class Lin:
             return Lin({a: k // div for a, k in self.terms.items()}, self.const // div)
         return Lin({Floor(self, div): 1})
 
-    def __bool__(self) -> bool:
-        return bool(self.terms or self.const)
-
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, int):
-            return not self.terms and self.const == other
         return isinstance(other, Lin) and self.terms == other.terms and self.const == other.const
 
     def __hash__(self) -> int:
@@ -188,14 +177,10 @@ class Whole:
         return f"{name}.fn({names[self.variable]}, *{name}.args)"
 
     def substitute(self, env: Mapping[str, Lin | int]) -> Lin:
-        """Renaming the variable only (x ↦ another variable)."""
-        new = env.get(self.variable)
-        if new is None:
-            return Lin({self: 1})
-        if not (isinstance(new, Lin) and not new.const and list(new.terms.values()) == [1]
-                and isinstance(next(iter(new.terms)), str)):
-            raise ValueError(f"{self!r}: only a renaming of {self.variable} can be substituted")
-        return Lin({Whole(self.fn, next(iter(new.terms)), *self.args): 1})
+        """The atom itself: its variable may not be replaced (fn is not linear in it)."""
+        if self.variable in env:
+            raise ValueError(f"{self!r}: {self.variable} cannot be substituted in a whole cost")
+        return Lin({self: 1})
 
 
 def var(name: str) -> Lin:

@@ -42,7 +42,8 @@ class Attention(Variant):
     also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
     kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
     prefill_activation_bytes (with its activation_key), gqa_shape, scaled_fields and the explain terms
-    explain_symbols, explain_parts, explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs, explain_rotated, explain_saved.
+    explain_symbols, explain_parts, explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs,
+    explain_rotated, explain_saved.
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
@@ -97,7 +98,7 @@ class Attention(Variant):
     def cached_tokens(self, seq: int, window: int | None) -> int:
         """Tokens one sequence keeps in one layer's cache after `seq` tokens: min(S, W − 1), or S."""
         w = self.keys_window(window)
-        return min(seq, w - 1) if w else seq
+        return seq if not w or seq < w else w - 1  # min(S, W − 1), without a builtin call (sweep's hot path)
 
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""

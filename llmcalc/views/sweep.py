@@ -40,21 +40,8 @@ FORMULA = ("kv = B·Σ_w c_w·(min(S+1, w) − 1); memory = weights + kv + activ
            "context S); tokens_per_s = B / tpot; fits: weights + KV + workspace ≤ usable per GPU")
 
 
-class SweepPoint(NamedTuple):
-    """One (batch, seq) point; latency figures are None when the weights do not fit the GPUs."""
-
-    batch: int
-    seq: int
-    kv_bytes: int
-    weights_bytes: int
-    activation_bytes: int
-    memory_bytes: int
-    prefill_flops: int
-    decode_flops: int
-    ttft_s: float | None
-    tpot_s: float | None
-    tokens_per_s: float | None
-    fits: bool
+SweepPoint = NamedTuple("SweepPoint", [(k, f.annotation) for k, f in SweepRow.model_fields.items() if k != "model"])
+"""One (batch, seq) point: a SweepRow's fields but the model's name, as a plain tuple (fast to build)."""
 
 
 def _alone(f: Lin | int, b: Lin | int) -> str | None:
@@ -130,12 +117,12 @@ class Sweeper:
         kept_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         for i, w in enumerate(windows):
             lines += [f"    pre{i} = counts(seq, 0, W[{i}])", f"    dec{i} = counts(1, seq, W[{i}])"]
-            for phase, sample in (("pre", (1, 0)), ("dec", (1, 1))):
-                lines += [f"    {phase}{i}_{k} = {phase}{i}[{k!r}]" for k in attn.counts(*sample, w)]
-            for scale in ("batch", "rep"):
-                for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
-                    for k in attn.counts(*sample, w):
+            for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
+                for k in attn.counts(*sample, w):  # the names a phase's counts give at every point
+                    lines.append(f"    {phase}{i}_{k} = {phase}{i}[{k!r}]")
+                    for scale in ("batch", "rep"):
                         names[scale][f"{k}@{w}"] = f"{scale} * {phase}{i}_{k}"
+            for scale in ("batch", "rep"):
                 # the cache after seq tokens: what a decode step at context seq reads, less the one it writes
                 kept_names[scale][f"kept@{w}"] = f"{scale} * (dec{i}_keys - 1)"
         for scale, t in (("batch", "batch * seq"), ("rep", "rep * seq")):
