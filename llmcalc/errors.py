@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
+
+FIELD = re.compile(r"`([a-z][a-z0-9_]*)`")
+"""A field the caller set, as an error names it: `kv_dtype`. The CLI writes its flag there (--kv-dtype)."""
 
 
 class UserError(Exception):
-    """Bad input from the user. The message is one line and says how to fix it."""
+    """Bad input from the user. The message is one line, names the field in the domain's words and says how
+    to fix it; a field the caller passed is marked `name` (FIELD), for a front end to write its own way."""
+
+    def worded(self, word: Callable[[str], str | None]) -> str:
+        """The message with each marked field written word(name) (None: the bare name)."""
+        return FIELD.sub(lambda m: word(m[1]) or m[1], str(self))
+
+
+def plain(text: str) -> str:
+    """Text with the field marks dropped: `tp` 4 → tp 4."""
+    return FIELD.sub(lambda m: m[1], text)
 
 
 _FIXES = {

@@ -107,3 +107,40 @@ def test_no_code_outside_the_model_asks_a_variant_its_type():
                     and not rel.startswith(("reference/", "render/"))):  # render reads report fields
                 found.append(f"{rel}:{node.lineno} .kind compared")
     assert names >= {"GQA", "MLA", "DSA", "MoE", "Dense"} and not found, found
+
+
+def _texts(node: ast.AST) -> list[str]:
+    """The literal text of every string in an expression (f-strings' literal parts too)."""
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_errors_below_the_cli_name_fields_not_flags():
+    """Below the CLI a user error names the field in the domain's words, marked `kv_dtype` (llmcalc/errors.py);
+    the CLI writes its own flag there. No error raised outside cli/ spells a flag (--kv-dtype)."""
+    import re
+
+    flag = re.compile(r"(?<![\w-])--[a-z]")
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.relative_to(PACKAGE).parts[0] == "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) \
+                    and getattr(node.exc.func, "id", None) == "UserError":
+                found += [f"{path.name}:{node.lineno}" for t in _texts(node.exc) if flag.search(t)]
+    assert not found, found
+
+
+def test_the_cli_writes_its_flags_where_the_library_names_fields():
+    import subprocess
+    import sys
+
+    from llmcalc.costs.parallel import Layout
+    from llmcalc.errors import UserError
+    from llmcalc.inputs.presets import load_preset
+
+    with pytest.raises(UserError, match=r"^`tp`: 3 does not divide the 32 attention heads"):
+        Layout(tp=3).check(load_preset("llama2-7b"), 1)
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "latency", "--preset", "llama2-7b", "--gpu", "h100-sxm",
+                        "--tp", "3"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr == "error: --tp: 3 does not divide the 32 attention heads; use a divisor of 32\n"

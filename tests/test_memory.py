@@ -105,7 +105,7 @@ def test_training_batch_is_global_and_each_gpu_takes_its_share():
     assert shared.activation_bytes == alone.activation_bytes
     micro = memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=1))
     assert micro.activation_bytes == memory(spec, 1, 4096, MemoryOptions(train=True)).activation_bytes
-    with pytest.raises(UserError, match="--micro-batch"):
+    with pytest.raises(UserError, match="`micro_batch`"):
         memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=3))
 
 

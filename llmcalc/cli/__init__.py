@@ -37,10 +37,12 @@ def load_commands(args: list[str]):
 def main() -> None:
     """Entry point. Exit codes: 0 ok, 1 a check failed (validate, explain), 2 bad input. User errors are one
     line on stderr."""
+    app = None
     try:
-        code = load_commands(sys.argv[1:])(standalone_mode=False)
+        app = load_commands(sys.argv[1:])
+        code = app(standalone_mode=False)
     except UserError as e:
-        sys.stderr.write(f"error: {one_line(str(e))}\n")
+        sys.stderr.write(f"error: {one_line(e.worded(_flags(app, sys.argv[1:])))}\n")
         sys.exit(2)
     except Exception as e:  # typer/click usage errors carry exit_code and format_message()
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
@@ -49,6 +51,16 @@ def main() -> None:
             sys.exit(e.exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _flags(app, args: list[str]):
+    """field ↦ the running command's option for it (`kv_dtype` → --kv-dtype), None where it has none: the
+    layers below the CLI name fields in the domain's words (llmcalc/errors.py)."""
+    import typer.main
+
+    command = getattr(typer.main.get_command(app), "commands", {}).get(args[0]) if app and args else None
+    options = {p.name: next((o for o in p.opts if o.startswith("--")), None) for p in getattr(command, "params", [])}
+    return options.get
 
 
 def one_line(text: str) -> str:

@@ -24,12 +24,12 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _count_opt,
     _opt,
+    emit,
     layout_of,
     load_gpu_named,
     positive,
 )
 from llmcalc.errors import UserError
-from llmcalc.render import emit
 
 SWAP = "Swap rule"
 """Help panel of compare's swap-rule options."""
@@ -92,7 +92,7 @@ def compare(
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
-        emit(compare_models(specs, opts, device), format, units)
+        emit(compare_models(specs, opts, device), format, units, of=compare)
         return
     base = specs[0] if specs else load_preset("llama2-7b")
-    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], opts, device), format, units)
+    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], opts, device), format, units, of=compare)

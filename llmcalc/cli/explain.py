@@ -28,13 +28,13 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _count_opt,
     _opt,
+    emit,
     layout_of,
     load_gpu_named,
     load_model,
     positive,
 )
 from llmcalc.errors import UserError
-from llmcalc.render import emit
 
 TOPICS = ("params", "kv", "flops", "memory", "latency")
 
@@ -86,6 +86,6 @@ def explain(
                           train=train, optimizer=optimizer, gpu=load_gpu_named(gpu),
                           layout=layout_of(gpus, tp, pp, dp, ep))
     report = work_out(topic, spec, opts)
-    emit(report, format, units)
+    emit(report, format, units, of=explain)
     if not report.matches:
         raise typer.Exit(1)

@@ -24,6 +24,7 @@ from llmcalc.cli.options import (
     UnitsOpt,
     WeightsDtypeOpt,
     _count_opt,
+    emit,
     layout_of,
     load_gpu_named,
     load_model,
@@ -31,7 +32,6 @@ from llmcalc.cli.options import (
     reserve_ok,
     storage_of,
 )
-from llmcalc.render import emit
 
 
 @app.command(help=(
@@ -67,4 +67,4 @@ def fit(
     spec = load_model(preset, config, hf_config)
     opts = FitOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
                       reserve=reserve, prefill_chunk=prefill_chunk)
-    emit(check(spec, load_gpu_named(gpu, "fit"), batch, seq, opts), format, units)
+    emit(check(spec, load_gpu_named(gpu, "fit"), batch, seq, opts), format, units, of=fit)

@@ -20,10 +20,10 @@ from llmcalc.cli.options import (
     UnitsOpt,
     _count_opt,
     _opt,
+    emit,
     load_model,
     positive,
 )
-from llmcalc.render import emit
 
 
 @app.command()
@@ -48,4 +48,4 @@ def flops(
 
     positive(batch=batch, seq=seq, gen=gen)
     conv = Conventions(attention=attention, logits=logits, mla_decode=mla_decode, recompute=recompute, mtp=mtp)
-    emit(count_flops(load_model(preset, config, hf_config), batch, seq, gen, conv), format, units)
+    emit(count_flops(load_model(preset, config, hf_config), batch, seq, gen, conv), format, units, of=flops)

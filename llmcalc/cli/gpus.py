@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from llmcalc.cli.app import app
-from llmcalc.cli.options import FormatOpt, UnitsOpt
-from llmcalc.render import emit
+from llmcalc.cli.options import FormatOpt, UnitsOpt, emit
 
 
 @app.command()
@@ -23,6 +22,6 @@ def gpus(
     from llmcalc.views.gpus import gpu_detail, gpu_row
 
     if name is not None:
-        emit(gpu_detail(load_gpu(name)), format, units)
+        emit(gpu_detail(load_gpu(name)), format, units, of=gpus)
         return
-    emit([gpu_row(load_gpu(n)) for n in gpu_names()], format, units)
+    emit([gpu_row(load_gpu(n)) for n in gpu_names()], format, units, of=gpus)

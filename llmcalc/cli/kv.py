@@ -12,10 +12,10 @@ from llmcalc.cli.options import (
     PresetOpt,
     SeqOpt,
     UnitsOpt,
+    emit,
     load_model,
     positive,
 )
-from llmcalc.render import emit
 
 
 @app.command()
@@ -33,4 +33,4 @@ def kv(
     from llmcalc.costs.kv import kv_cache
 
     positive(batch=batch, seq=seq)
-    emit(kv_cache(load_model(preset, config, hf_config), batch, seq, kv_dtype), format, units)
+    emit(kv_cache(load_model(preset, config, hf_config), batch, seq, kv_dtype), format, units, of=kv)

@@ -28,6 +28,7 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _count_opt,
     _opt,
+    emit,
     layout_of,
     load_gpu_named,
     load_model,
@@ -36,7 +37,6 @@ from llmcalc.cli.options import (
     storage_of,
 )
 from llmcalc.errors import UserError
-from llmcalc.render import emit
 
 
 @app.command()
@@ -85,4 +85,4 @@ def latency(
                           compute_dtype=compute_dtype, compute_efficiency=compute_efficiency,
                           memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency,
                           mla_decode=mla_decode, reserve=reserve)
-    emit(estimate(spec, load_gpu_named(gpu, "latency"), batch, seq, gen, opts), format, units)
+    emit(estimate(spec, load_gpu_named(gpu, "latency"), batch, seq, gen, opts), format, units, of=latency)

@@ -20,10 +20,10 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _count_opt,
     _opt,
+    emit,
     load_model,
     positive,
 )
-from llmcalc.render import emit
 
 
 @app.command()
@@ -62,4 +62,4 @@ def memory(
     opts = MemoryOptions(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size, train=train,
                          optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dp=dp,
                          micro_batch=micro_batch)
-    emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format, units)
+    emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format, units, of=memory)

@@ -15,11 +15,11 @@ from llmcalc.cli.options import (
     SeqOpt,
     UnitsOpt,
     _opt,
+    emit,
     load_model,
     positive,
 )
 from llmcalc.errors import UserError
-from llmcalc.render import emit
 
 
 @app.command(help=(
@@ -44,4 +44,4 @@ def moe(
     positive(batch=batch, seq=seq)
     if capacity_factor is not None and not (math.isfinite(capacity_factor) and capacity_factor > 0):
         raise UserError(f"--capacity-factor: must be a finite number > 0 (got {capacity_factor}); e.g. 1.25")
-    emit(moe_report(load_model(preset, config, hf_config), batch, seq, capacity_factor), format, units)
+    emit(moe_report(load_model(preset, config, hf_config), batch, seq, capacity_factor), format, units, of=moe)

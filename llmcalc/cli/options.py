@@ -3,6 +3,7 @@ a count with a k/m suffix, the model named by --preset/--config/--hf-config, the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -15,6 +16,26 @@ MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, OUTPUT = (
     "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Training", "Output")
 """Help panels: each option is listed under one of these."""
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
+
+
+def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) -> None:
+    """render.emit, the report's notes worded for the command line: a field they mark (`tp`, llmcalc/errors.py)
+    that is an option of the command `of` is written as its flag (--tp); any other mark (`positions`, a JSON
+    field) stays as it is."""
+    from llmcalc.errors import FIELD
+    from llmcalc.render import emit as render
+
+    notes = getattr(report, "notes", None)
+    if notes and any("`" in n for n in notes):
+        import inspect
+
+        options = inspect.signature(of).parameters
+
+        def word(m) -> str:
+            return "--" + m[1].replace("_", "-") if m[1] in options else m[0]
+
+        report = report.model_copy(update={"notes": [FIELD.sub(word, n) for n in notes]})
+    render(report, fmt, units, **view)
 
 
 def count(text: str | int) -> int:

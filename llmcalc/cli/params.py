@@ -9,9 +9,9 @@ from llmcalc.cli.options import (
     HFOpt,
     PresetOpt,
     UnitsOpt,
+    emit,
     load_model,
 )
-from llmcalc.render import emit
 
 
 @app.command()
@@ -25,4 +25,4 @@ def params(
     """Parameters: total, active per token, per component and per layer type."""
     from llmcalc.costs.params import params as count_params
 
-    emit(count_params(load_model(preset, config, hf_config)), format, units)
+    emit(count_params(load_model(preset, config, hf_config)), format, units, of=params)

@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from llmcalc.cli.app import app
-from llmcalc.cli.options import OUTPUT, UnitsOpt, _opt
-from llmcalc.render import Format, emit
+from llmcalc.cli.options import OUTPUT, UnitsOpt, _opt, emit
+from llmcalc.render import Format
 
 
 @app.command()
@@ -24,6 +24,6 @@ def presets(
     from llmcalc.views.presets import preset_detail, preset_row
 
     if name is not None:
-        emit(preset_detail(load_preset(name)), format or "yaml", units)
+        emit(preset_detail(load_preset(name)), format or "yaml", units, of=presets)
         return
-    emit([preset_row(load_preset(n)) for n in preset_names()], format or "table", units)
+    emit([preset_row(load_preset(n)) for n in preset_names()], format or "table", units, of=presets)

@@ -27,13 +27,13 @@ from llmcalc.cli.options import (
     UnitsOpt,
     WeightsDtypeOpt,
     _opt,
+    emit,
     layout_of,
     load_gpu_named,
     load_model,
     storage_of,
 )
 from llmcalc.errors import UserError
-from llmcalc.render import emit
 
 GRID_HELP = "a list (1,8,64), a range a..b doubling from a (1k..128k) or a..b:step stepping linearly (1k..8k:1k); " \
     + COUNT_HELP
@@ -73,7 +73,7 @@ def sweep(
     from llmcalc.inputs.grid import check_rows, check_size, parse_grid
     from llmcalc.views.sweep import sweep as run
 
-    seqs, batches = parse_grid(seq, "--seq"), parse_grid(batch, "--batch")
+    seqs, batches = parse_grid(seq, "seq"), parse_grid(batch, "batch")
     check_size(batches, seqs)
     if plot is not None:
         from llmcalc.render.plot import check_target, plot_sweep
@@ -99,4 +99,4 @@ def sweep(
     if plot is not None:
         plot_sweep(report, plot, units)
         sys.stderr.write(f"plot: wrote {plot}\n")
-    emit(report, format, units, bars=bars)
+    emit(report, format, units, bars=bars, of=sweep)

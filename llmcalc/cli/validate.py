@@ -18,10 +18,10 @@ from llmcalc.cli.options import (
     UnitsOpt,
     _count_opt,
     _opt,
+    emit,
     load_model,
     positive,
 )
-from llmcalc.render import emit
 
 
 @app.command()
@@ -83,6 +83,6 @@ def validate(
             report = run(specs, batch, seq, device, mla_decode, progress=step)
     else:
         report = run(specs, batch, seq, device, mla_decode)
-    emit(report, format, units)
+    emit(report, format, units, of=validate)
     if not report.ok:
         raise typer.Exit(1)

@@ -84,12 +84,12 @@ def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, o: FitOptio
 
 
 def layout_hint(layout: Layout | None) -> str:
-    """How to ask for `layout` on the command line."""
+    """`layout` as the fields to set (tp, and pp, dp, ep where not 1), marked as fields (llmcalc/errors.py)."""
     if layout is None:
         return f"no layout of up to {MAX_SEARCH:,} GPUs holds it"
-    flags = f"--tp {layout.tp}" + (f" --pp {layout.pp}" if layout.pp > 1 else "") + (
-        f" --dp {layout.dp}" if layout.dp > 1 else "") + (f" --ep {layout.ep}" if layout.ep > 1 else "")
-    return f"{flags} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
+    fields = f"`tp` {layout.tp}" + (f" `pp` {layout.pp}" if layout.pp > 1 else "") + (
+        f" `dp` {layout.dp}" if layout.dp > 1 else "") + (f" `ep` {layout.ep}" if layout.ep > 1 else "")
+    return f"{fields} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
 
 
 def require_weights_fit(spec: ModelSpec, gpu: GPU, o: FitOptions) -> int:
@@ -100,9 +100,9 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, o: FitOptions) -> int:
     if w > usable:
         hint = layout_hint(smallest_layout(spec, gpu, o.layout.dp, 1, o, weights_only=True))
         raise UserError(
-            f"--gpus: {spec.name} needs {w / 1e9:.1f} GB of {o.storage.weights_dtype} weights per GPU with "
+            f"`gpus`: {spec.name} needs {w / 1e9:.1f} GB of {o.storage.weights_dtype} weights per GPU with "
             f"tp={o.layout.tp} pp={o.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
-            f"the fewest GPUs that hold them: {hint}; or a smaller --weights-dtype"
+            f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
         )
     return w
 

@@ -151,5 +151,5 @@ def _notes(spec: ModelSpec, conv: Conventions) -> list[str]:
     ]
     notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(conv.mla_decode)) if n]
     if spec.mtp_modules and not conv.mtp:
-        notes.append("the MTP module is not counted (use --mtp)")
+        notes.append("the MTP module is not counted (use `mtp`)")
     return notes

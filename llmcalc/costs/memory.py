@@ -124,18 +124,18 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     """Inference (weights + KV + activations) or training (+ gradients and optimizer) memory."""
     o = o or MemoryOptions()
     if o.train and o.weights_dtype in QUANTIZED:
-        raise UserError(f"--weights-dtype: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+        raise UserError(f"`weights_dtype`: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
     if not o.train and (o.dp > 1 or o.zero or o.micro_batch):
-        raise UserError("--dp: --dp, --zero and --micro-batch describe a training step; add --train (for serving "
+        raise UserError("`dp`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for serving "
                         "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
     if batch % o.dp:
-        raise UserError(f"--batch: the global batch of {batch} sequences does not split over --dp {o.dp}; "
+        raise UserError(f"`batch`: the global batch of {batch} sequences does not split over `dp` {o.dp}; "
                         f"use a multiple of {o.dp}")
     per_gpu = batch // o.dp
     micro = o.micro_batch or per_gpu
     if per_gpu % micro:
-        raise UserError(f"--micro-batch: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
-                        f"(--batch {batch} / --dp {o.dp}); use a divisor of {per_gpu}")
+        raise UserError(f"`micro_batch`: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
+                        f"(`batch` {batch} / `dp` {o.dp}); use a divisor of {per_gpu}")
     counts = count_params(spec)
     w, w_note = weights_bytes(spec, o.weights_dtype, o.group_size)
     rows = []
@@ -164,11 +164,11 @@ def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None
     dominant = max(rows, key=lambda r: r.bytes).component
     notes = []
     if o.train:
-        notes.append(f"--batch {batch} is the global batch: each of the {o.dp} data-parallel GPU(s) runs {per_gpu} "
+        notes.append(f"`batch` {batch} is the global batch: each of the {o.dp} data-parallel GPU(s) runs {per_gpu} "
                      f"sequence(s) per step, {micro} at a time" + (f" ({per_gpu // micro} micro-batches)"
                                                                     if micro < per_gpu else ""))
     if o.zero and o.dp == 1:
-        notes.append(f"ZeRO-{o.zero} over one GPU (--dp 1) divides nothing; give --dp, the data-parallel GPUs")
+        notes.append(f"ZeRO-{o.zero} over one GPU (`dp` 1) divides nothing; give `dp`, the data-parallel GPUs")
     elif o.zero:
         notes.append(f"ZeRO-{o.zero} over {o.dp} data-parallel GPUs: figures are per GPU")
     return MemoryReport(

@@ -136,7 +136,7 @@ def moe_report(spec: ModelSpec, batch: int, seq: int, capacity_factor: float | N
     moe = spec.ffn
     if not moe.routed_experts:
         raise UserError(f"moe: {spec.name} has no MoE layers (ffn is {spec.ffn.kind}); give an MoE model, e.g. "
-                        "--preset mixtral-8x7b or switch-base-8-decoder")
+                        "`preset` mixtral-8x7b or switch-base-8-decoder")
     cf = capacity_factor if capacity_factor is not None else moe.capacity_factor
     layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
     d = spec.d_model
@@ -153,7 +153,7 @@ def moe_report(spec: ModelSpec, batch: int, seq: int, capacity_factor: float | N
         "implementation it sets the MoE layer's time",
     ]
     if cf is None:
-        notes.insert(0, "dropless: no capacity factor in the spec and none given (--capacity-factor), so no "
+        notes.insert(0, "dropless: no capacity factor in the spec and none given (`capacity_factor`), so no "
                         "assignment is dropped and nothing is padded")
     if moe.shared_experts:
         notes.append(f"{moe.shared_experts} shared expert(s) take every token and are never dropped; not counted here")

@@ -32,27 +32,27 @@ class Layout(Frozen):
         """The layout must divide the model: heads and FFN width by tp, layers by pp, experts by ep."""
         attn, tp = spec.attention, self.tp
         if (tp * self.dp) % self.ep:
-            raise UserError(f"--ep: {self.ep} must divide tp · dp = {tp * self.dp}; use a divisor of it")
+            raise UserError(f"`ep`: {self.ep} must divide tp · dp = {tp * self.dp}; use a divisor of it")
         if attn.heads % tp:
-            raise UserError(f"--tp: {tp} does not divide the {attn.heads} attention heads; use a divisor of {attn.heads}")
+            raise UserError(f"`tp`: {tp} does not divide the {attn.heads} attention heads; use a divisor of {attn.heads}")
         kv_heads = attn.cache_heads
         if kv_heads and kv_heads % tp and tp % kv_heads:
-            raise UserError(f"--tp: {tp} and the {kv_heads} kv heads do not divide one another; "
+            raise UserError(f"`tp`: {tp} and the {kv_heads} kv heads do not divide one another; "
                             f"use a divisor or multiple of {kv_heads}")
         for g in spec.layer_groups():
             width = g.ffn.tp_width(self.ep)
             if width and width % tp:
-                raise UserError(f"--tp: {tp} does not divide the FFN width {width}; use a divisor of it")
+                raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
         if spec.n_layers % self.pp:
-            raise UserError(f"--pp: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
+            raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
         if self.ep > 1:
             experts = spec.ffn.routed_experts
             if not experts:
-                raise UserError(f"--ep: {spec.name} has no experts; drop --ep")
+                raise UserError(f"`ep`: {spec.name} has no experts; drop `ep`")
             if experts % self.ep:
-                raise UserError(f"--ep: {self.ep} does not divide the {experts} experts; use a divisor")
+                raise UserError(f"`ep`: {self.ep} does not divide the {experts} experts; use a divisor")
         if batch % self.dp:
-            raise UserError(f"--batch: {batch} sequences do not split over --dp {self.dp}; use a multiple of {self.dp}")
+            raise UserError(f"`batch`: {batch} sequences do not split over `dp` {self.dp}; use a multiple of {self.dp}")
 
     def kv_shards(self, spec: ModelSpec) -> int:
         """Tensor-parallel ranks the KV cache is split over: min(tp, kv_heads) for GQA, 1 for MLA (no head

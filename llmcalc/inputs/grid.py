@@ -32,36 +32,36 @@ def parse_count(text: str) -> int:
     return value
 
 
-def parse_value(text: str, option: str) -> int:
-    """A grid value: parse_count's, and > 0; anything else is a UserError naming `option`."""
+def parse_value(text: str, field: str) -> int:
+    """A grid value: parse_count's, and > 0; anything else is a UserError naming `field`."""
     try:
         value = parse_count(text)
     except ValueError as e:
-        raise UserError(f"{option}: {e}") from None
+        raise UserError(f"`{field}`: {e}") from None
     if value <= 0:
-        raise UserError(f"{option}: {text!r} must be > 0; give a positive whole number such as 1 or 1k")
+        raise UserError(f"`{field}`: {text!r} must be > 0; give a positive whole number such as 1 or 1k")
     return value
 
 
-def parse_grid(text: str, option: str) -> list[int]:
-    """The sorted values of a grid spec such as '1,8,64', '1k..128k' or '1k..8k:1k'."""
+def parse_grid(text: str, field: str) -> list[int]:
+    """The sorted values of a grid spec such as '1,8,64', '1k..128k' or '1k..8k:1k' for `field` (batch, seq)."""
     values: set[int] = set()
     for item in text.split(","):
         if ".." not in item:
-            values.add(parse_value(item, option))
+            values.add(parse_value(item, field))
             continue
         start_text, _, rest = item.partition("..")
         end_text, colon, step_text = rest.partition(":")
-        start, end = parse_value(start_text, option), parse_value(end_text, option)
+        start, end = parse_value(start_text, field), parse_value(end_text, field)
         if end < start:
-            raise UserError(f"{option}: range {item!r} ends below its start; write it low..high, e.g. 1k..128k")
+            raise UserError(f"`{field}`: range {item!r} ends below its start; write it low..high, e.g. 1k..128k")
         if colon:
-            step = parse_value(step_text, option)
+            step = parse_value(step_text, field)
             count = (end - start) // step + 1
         else:
             step, count = 0, (end // start).bit_length()  # start·2^i ≤ end for i < count
         if len(values) + count > MAX_POINTS:
-            raise UserError(f"{option}: {item!r} has {count:,} values, more than {MAX_POINTS:,}; use a larger step")
+            raise UserError(f"`{field}`: {item!r} has {count:,} values, more than {MAX_POINTS:,}; use a larger step")
         values.update(start + i * step if step else start << i for i in range(count))
     return sorted(values)
 
@@ -73,12 +73,12 @@ MAX_ROWS = 4 * MAX_POINTS
 def check_rows(series: int, points: int) -> None:
     """At most MAX_ROWS rows: `series` models or variants over `points` (batch, seq) points each."""
     if series * points > MAX_ROWS:
-        raise UserError(f"--preset/--attention: {series} series × {points:,} points is {series * points:,} rows, "
+        raise UserError(f"`preset`/`attention`: {series} series × {points:,} points is {series * points:,} rows, "
                         f"more than {MAX_ROWS:,}; sweep fewer models or variants, or a coarser grid")
 
 
 def check_size(batches: list[int], seqs: list[int]) -> None:
     """At most MAX_POINTS (batch, seq) points."""
     if len(batches) * len(seqs) > MAX_POINTS:
-        raise UserError(f"--seq/--batch: {len(batches):,} batches × {len(seqs):,} lengths is more than "
+        raise UserError(f"`seq`/`batch`: {len(batches):,} batches × {len(seqs):,} lengths is more than "
                         f"{MAX_POINTS:,} points; give fewer values or a larger step")

@@ -85,13 +85,13 @@ def load_hf_config(path: str | Path):
     p = Path(path)
     if p.is_dir():
         if not (p / "config.json").is_file():
-            raise UserError(f"{p}: folder has no config.json; point --hf-config at a config.json or its folder")
+            raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         p = p / "config.json"
-    check_size(p, "--hf-config")
+    check_size(p, "`hf_config`")
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"{p}: no such file; check the --hf-config path") from None
+        raise UserError(f"{p}: no such file; check the `hf_config` path") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable config.json") from None
     except json.JSONDecodeError as e:
@@ -122,7 +122,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     if not isinstance(mt, str) or mt not in DEFAULTS:
         raise UserError(
             f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED)} "
-            "(or write a llmcalc spec YAML and pass --config)"
+            "(or write a llmcalc spec YAML and pass it as `config`)"
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)

@@ -57,5 +57,5 @@ class GPU(Frozen):
         tflops = getattr(self.peak_tflops, dtype, None)
         if tflops is None:
             have = [k for k, v in self.peak_tflops.model_dump().items() if v]
-            raise UserError(f"--compute-dtype: {self.name} has no {dtype} peak; use one of {', '.join(have)}")
+            raise UserError(f"`compute_dtype`: {self.name} has no {dtype} peak; use one of {', '.join(have)}")
         return tflops * 1e12

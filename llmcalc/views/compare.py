@@ -61,7 +61,7 @@ def default_groups(spec: ModelSpec, o: CompareOptions) -> int:
     h, kv = spec.attention.heads, spec.attention.gqa_shape()["kv_heads"]
     if o.groups is not None:
         if h % o.groups:
-            raise UserError(f"--groups: {o.groups} does not divide the {h} heads; use a divisor of {h}")
+            raise UserError(f"`groups`: {o.groups} does not divide the {h} heads; use a divisor of {h}")
         return o.groups
     if 1 < kv < h:
         return kv
@@ -84,7 +84,7 @@ def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> Model
         else:
             rope = o.rope_dim or dh // 2
             if not rope:
-                raise UserError(f"--rope-dim: d_h/2 is 0 for head dim {dh}; give --rope-dim")
+                raise UserError(f"`rope_dim`: d_h/2 is 0 for head dim {dh}; give `rope_dim`")
             data["attention"] = {"kind": "mla", "heads": h, "q_lora_rank": o.q_lora_rank,
                                  "kv_lora_rank": o.kv_lora_rank or 4 * dh, "qk_nope_head_dim": dh,
                                  "qk_rope_head_dim": rope, "v_head_dim": dh}
@@ -179,16 +179,16 @@ def _layout_note(o: CompareOptions, gpu: GPU | None) -> list[str]:
 def _variant_notes(spec: ModelSpec, o: CompareOptions) -> dict[str, str]:
     """What each swapped-in variant is, with the options that shape it."""
     return {
-        "gqa": f"GQA uses {default_groups(spec, o)} kv heads" + ("" if o.groups else " (set --groups)"),
-        "swa": f"SWA: every layer attends to the last {o.window:,} tokens (set --window); its KV per token holds "
+        "gqa": f"GQA uses {default_groups(spec, o)} kv heads" + ("" if o.groups else " (set `groups`)"),
+        "swa": f"SWA: every layer attends to the last {o.window:,} tokens (set `window`); its KV per token holds "
                "until the window fills, its cache stops growing after",
-        "longformer": f"Longformer: each query sees its last {o.window:,} tokens (--window) and the first "
-                      f"{o.global_tokens:,} (--global-tokens); its cache keeps window − 1 + global tokens",
-        "linformer": f"Linformer: K and V projected to {o.proj_len:,} rows (--proj-len) over {spec.max_seq_len:,} "
+        "longformer": f"Longformer: each query sees its last {o.window:,} tokens (`window`) and the first "
+                      f"{o.global_tokens:,} (`global_tokens`); its cache keeps window − 1 + global tokens",
+        "linformer": f"Linformer: K and V projected to {o.proj_len:,} rows (`proj_len`) over {spec.max_seq_len:,} "
                      "positions; the prompt is bidirectional, decode updates the rows; its cache is the rows",
         "reformer": f"Reformer: shared-QK LSH attention, {REFORMER_HASHES} hash rounds, chunks of {REFORMER_CHUNK}: "
                     f"each query computes min(S, {2 * REFORMER_CHUNK}) keys per round; the cache keeps every token",
-        "dsa": f"DSA: MLA over the top {o.topk:,} keys (--topk) a lightning indexer of H/2 heads picks; the indexer "
+        "dsa": f"DSA: MLA over the top {o.topk:,} keys (`topk`) a lightning indexer of H/2 heads picks; the indexer "
                "scores every earlier key and caches its own d_h-wide key per token",
     }
 
@@ -212,7 +212,7 @@ def compare_models(specs: list[ModelSpec], o: CompareOptions, gpu: GPU | None = 
     """Several models on one workload; ratios to the first."""
     names = [s.name for s in specs]
     if len(set(names)) < len(names):
-        raise UserError("--preset: the same model is named twice; give each model once")
+        raise UserError("`preset`: the same model is named twice; give each model once")
     notes: list[str] = []
     ref = _row(specs[0], specs[0].name, o, gpu, None, notes)
     rows = [ref] + [_row(s, s.name, o, gpu, ref.model_dump(), notes) for s in specs[1:]]

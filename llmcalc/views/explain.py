@@ -55,7 +55,7 @@ def explain(topic: str, spec: ModelSpec, o: ExplainOptions | None = None) -> Exp
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
     if topic == "latency" and o.gpu is None:
-        raise UserError("--gpu: explain latency needs a GPU; give --gpu NAME (see `llmcalc gpus`)")
+        raise UserError("`gpu`: explain latency needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     return TOPICS[topic](spec, o)
 
 

@@ -234,7 +234,7 @@ def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: lis
             notes.append(f"{spec.name}: seq beyond its max_seq_len {spec.max_seq_len:,} is an extrapolation")
     L = o.layout
     if gpu is None:
-        notes.append("no --gpu: time per token and fit are left out (no GPU is assumed)")
+        notes.append("no `gpu`: time per token and fit are left out (no GPU is assumed)")
     else:
         notes += [f"latency on {L.gpus} × {gpu.name} (tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); fits is per GPU",
                   "memory counts one unchunked prefill's activations (as `llmcalc memory`); fits assumes a chunked "

@@ -39,7 +39,7 @@ def gpu_preset(device_name: str) -> str:
     """Map torch.cuda.get_device_name() to a GPU preset: the longest matching key."""
     hits = [k for k in GPU_NAMES if k.lower() in device_name.lower()]
     if not hits:
-        raise UserError(f"--device cuda: no GPU preset for {device_name!r}; validate on fake or cpu instead")
+        raise UserError(f"`device` cuda: no GPU preset for {device_name!r}; validate on fake or cpu instead")
     return GPU_NAMES[max(hits, key=len)]
 
 
@@ -99,15 +99,15 @@ def check_measurable(spec: ModelSpec, batch: int, seq: int) -> None:
     """The reference model can run `spec` at batch × seq: learned positions cover the decode step,
     few enough layers to finish, and its largest tensors (scores, logits) within torch's limits."""
     if spec.positions.learned and seq >= spec.max_seq_len:
-        raise UserError(f"--seq: {spec.name} has learned positions for {spec.max_seq_len:,} tokens and validate "
-                        f"decodes one after the prompt; give --seq {spec.max_seq_len - 1} or less")
+        raise UserError(f"`seq`: {spec.name} has learned positions for {spec.max_seq_len:,} tokens and validate "
+                        f"decodes one after the prompt; give `seq` {spec.max_seq_len - 1} or less")
     if spec.n_layers > MAX_LAYERS:
-        raise UserError(f"--layers: {spec.name} has {spec.n_layers:,} layers and validate runs each in torch; "
-                        f"give --layers {MAX_LAYERS} or fewer (the formulas are per layer group)")
+        raise UserError(f"`layers`: {spec.name} has {spec.n_layers:,} layers and validate runs each in torch; "
+                        f"give `layers` {MAX_LAYERS} or fewer (the formulas are per layer group)")
     widest = seq * spec.attention.heads + spec.vocab_size + 8 * spec.d_model + 4 * spec.ffn.transient_elements()
     if batch * seq * widest > MAX_ELEMENTS:
-        raise UserError(f"--batch/--seq: {batch:,} × {seq:,} tokens of {spec.name} build tensors of about "
-                        f"{batch * seq * widest:.2e} elements, beyond torch's limit; give a smaller --batch or --seq")
+        raise UserError(f"`batch`/`seq`: {batch:,} × {seq:,} tokens of {spec.name} build tensors of about "
+                        f"{batch * seq * widest:.2e} elements, beyond torch's limit; give a smaller `batch` or `seq`")
 
 
 def require_device(device: str):
@@ -116,8 +116,8 @@ def require_device(device: str):
     except ImportError:
         raise UserError("validate needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
     if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA GPU is visible here; use --device fake (full size) or "
-                        "--device cpu with --layers/--scale")
+        raise UserError("`device` cuda: no CUDA GPU is visible here; use `device` fake (full size) or "
+                        "`device` cpu with `layers`/`scale`")
     from llmcalc.reference.measure import measure
 
     return measure
@@ -170,6 +170,6 @@ def check_real_run(spec: ModelSpec, batch: int, seq: int, device: str) -> None:
         have = torch.cuda.get_device_properties(0).total_memory
         where = "the GPU's memory"
     if need > have:
-        raise UserError(f"--device {device}: {spec.name} needs about {need / 1e9:.1f} GB, more than {where} "
-                        f"({have / 1e9:.1f} GB); use --device fake for the full size, or a scaled copy "
-                        "such as --layers 2 --scale 8")
+        raise UserError(f"`device` {device}: {spec.name} needs about {need / 1e9:.1f} GB, more than {where} "
+                        f"({have / 1e9:.1f} GB); use `device` fake for the full size, or a scaled copy "
+                        "such as `layers` 2 `scale` 8")
