@@ -14,11 +14,10 @@ import statistics
 import sys
 import time
 
-from llmcalc.costs.latency import LatencyOptions
-from llmcalc.costs.parallel import Layout
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.views.sweep import Sweeper
+from llmcalc.workload import Layout, Workload
 
 MODELS = {"llama2-7b": 1, "mixtral-8x7b": 2, "deepseek-v2-lite": 1, "gemma2-9b": 1}
 """Preset → tensor-parallel GPUs (Mixtral's 93 GB of weights need two H100s)."""
@@ -43,7 +42,7 @@ def main() -> None:
     print(f"Python {platform.python_version()} on {platform.machine()}; {n:,} points, median of {runs} runs")
     for name, tp in MODELS.items():
         t0 = time.perf_counter()
-        sweeper = Sweeper(load_preset(name), gpu, LatencyOptions(layout=Layout(tp=tp)))
+        sweeper = Sweeper(load_preset(name), gpu, Workload(layout=Layout(tp=tp)))
         build = time.perf_counter() - t0
         assert sweeper.weights_per_gpu is not None
         rate = points_per_second(sweeper, grid, runs)

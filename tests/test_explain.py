@@ -14,17 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import LatencyOptions, latency
-from llmcalc.costs.memory import MemoryOptions, memory
-from llmcalc.costs.parallel import Layout
+from llmcalc.costs.latency import latency
+from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
-from llmcalc.costs.shard import Storage
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
+from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
-from llmcalc.views.explain import ExplainOptions, explain
+from llmcalc.views.explain import explain
+from llmcalc.workload import Layout, Workload
 
 PRESETS = ["llama2-7b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b", "gpt2", "falcon-7b", "qwen3-30b-a3b",
            "gpt-oss-20b", "olmo2-7b", "qwen1.5-moe-a2.7b", "gemma3-1b"]
@@ -50,24 +50,22 @@ def by_prefix(steps, depth: int = 1) -> dict[str, int]:
     return dict(out)
 
 
-def check(topic: str, spec: ModelSpec, o: ExplainOptions) -> None:
+def check(topic: str, spec: ModelSpec, w: Workload, gpu: GPU | None = None) -> None:
     """The explanation agrees with the estimators, row by row where they have rows."""
-    r = explain(topic, spec, o)
+    r = explain(topic, spec, w, gpu)
     assert r.matches, [(t.component, t.value, t.check) for t in r.totals]
     for s in [*r.steps, *r.totals]:
         if isinstance(s.value, int):
             assert arith(s.substituted) == s.value, (s.component, s.substituted)
     got = {s.component: s.value for s in r.steps}
-    conv = o.conventions
     if topic == "params":
         p = params(spec)
         assert got == {x.component: x.params for x in p.breakdown}
         assert [t.value for t in r.totals] == [p.total] + ([p.active] if len(r.totals) > 1 else [])
     elif topic == "kv":
-        assert r.total == kv_cache(spec, o.batch, o.seq, o.kv_dtype).total_bytes
+        assert r.total == kv_cache(spec, w).total_bytes
     elif topic == "flops":
-        f = flops(spec, o.batch, o.seq, o.gen or 1, Conventions(attention=conv.attention, logits=conv.logits,
-                                                                  mla_decode=conv.mla_decode))
+        f = flops(spec, w)
         phases = ("prefill", "decode", "train")
         positions = {k: got.pop(k) for k in list(got) if k.startswith("positions/")}  # element-wise, apart
         assert got == {f"{p}/{x.component}": getattr(x, p) for x in f.breakdown for p in phases if getattr(x, p)}
@@ -75,14 +73,11 @@ def check(topic: str, spec: ModelSpec, o: ExplainOptions) -> None:
         assert positions == ({f"positions/{p}": getattr(f.positions, p) for p in ("prefill", "decode")}
                              if f.positions.kind != "none" else {})
     elif topic == "memory":
-        m = memory(spec, o.batch, o.seq, MemoryOptions(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype,
-                                                        train=o.train, optimizer=o.optimizer))
+        m = memory(spec, w)
         assert by_prefix(r.steps) == {x.component: x.bytes for x in m.breakdown}
         assert r.total == m.total_bytes
     else:
-        lat = latency(spec, o.gpu, o.batch, o.seq, o.gen or 256, LatencyOptions(
-            storage=Storage(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype), layout=o.layout,
-            mla_decode=conv.mla_decode))
+        lat = latency(spec, gpu, w)
         want = (lat.ttft_s, lat.tpot_s, lat.total_s)
         assert [t.value for t in r.totals] == pytest.approx(want, rel=1e-9)
 
@@ -90,50 +85,49 @@ def check(topic: str, spec: ModelSpec, o: ExplainOptions) -> None:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_topic_matches_the_plain_commands(preset):
     spec = load_preset(preset)
-    check("params", spec, ExplainOptions())
-    for o in (ExplainOptions(batch=64, seq=32768), ExplainOptions(batch=3, seq=100, kv_dtype="int4")):
-        check("kv", spec, o)
-    check("flops", spec, ExplainOptions(batch=2, seq=5000, gen=7))
-    check("flops", spec, ExplainOptions(seq=300, conventions=Conventions(attention="dense", logits="all",
-                                                                        mla_decode="decompress")))
-    check("memory", spec, ExplainOptions(batch=4, seq=2048))
-    check("memory", spec, ExplainOptions(seq=1024, train=True, optimizer="adamw-8bit"))
+    check("params", spec, Workload())
+    for w in (Workload(batch=64, seq=32768), Workload(batch=3, seq=100, kv_dtype="int4")):
+        check("kv", spec, w)
+    check("flops", spec, Workload(batch=2, seq=5000, gen=7))
+    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all", mla_decode="decompress"))
+    check("memory", spec, Workload(batch=4, seq=2048))
+    check("memory", spec, Workload(seq=1024, train=True, optimizer="adamw-8bit"))
     if spec.d_model % 128 == 0:
-        check("memory", spec, ExplainOptions(weights_dtype="int4"))
-    check("latency", spec, ExplainOptions(gpu=H200, batch=4, seq=8192, gen=64))
+        check("memory", spec, Workload(weights_dtype="int4"))
+    check("latency", spec, Workload(batch=4, seq=8192, gen=64), H200)
 
 
 def test_llama2_7b_kv_is_the_seed_arithmetic():
-    r = explain("kv", load_preset("llama2-7b"), ExplainOptions(batch=64, seq=32768))
+    r = explain("kv", load_preset("llama2-7b"), Workload(batch=64, seq=32768))
     (s,) = r.steps
     assert (s.component, s.formula) == ("kv/full", "2 · L · H_kv · h · B · S · bytes")
     assert s.substituted == "2 · 32 · 32 · 128 · 64 · 32768 · 2"
     assert s.value == r.total == r.check == 1_099_511_627_776  # 2 · 32 layers · 4096 · 64 · 32768 · 2 bytes
-    assert explain("kv", load_preset("llama2-7b"), ExplainOptions(seq=4096)).total == 2_147_483_648
+    assert explain("kv", load_preset("llama2-7b"), Workload(seq=4096)).total == 2_147_483_648
 
 
 def test_deepseek_v2_kv_caches_the_576_element_latent():
     spec = load_preset("deepseek-v2")
-    (s,) = explain("kv", spec, ExplainOptions(batch=1, seq=1000)).steps
+    (s,) = explain("kv", spec, Workload(batch=1, seq=1000)).steps
     assert s.symbols["r_kv"] + s.symbols["d_r"] == 512 + 64 == 576
     assert s.value == 60 * 1000 * 576 * 2  # no ×2 for K and V: one latent per token per layer
 
 
 def test_sliding_layers_keep_window_minus_one_tokens():
-    r = explain("kv", load_preset("gemma2-9b"), ExplainOptions(seq=10_000))
+    r = explain("kv", load_preset("gemma2-9b"), Workload(seq=10_000))
     sliding = next(s for s in r.steps if s.component == "kv/sliding")
     assert "min(S, W − 1)" in sliding.formula and sliding.value == 21 * 2 * 8 * 256 * 4095 * 2
 
 
 def test_latency_splits_an_op_whose_layer_types_are_bound_differently():
     # gpt-oss: the 128-token sliding layers' attention core is memory-bound, the full layers' compute-bound
-    r = explain("latency", load_preset("gpt-oss-20b"), ExplainOptions(gpu=H200))
+    r = explain("latency", load_preset("gpt-oss-20b"), Workload(gen=256), H200)
     core = next(s for s in r.steps if s.component == "prefill/attention/core")
     assert {"F_1", "M_1", "F_2", "M_2"} <= set(core.symbols) and r.matches
 
 
 def test_latency_with_tensor_parallel_shows_the_all_reduce():
-    r = explain("latency", load_preset("llama2-7b"), ExplainOptions(gpu=H200, layout=Layout(tp=2)))
+    r = explain("latency", load_preset("llama2-7b"), Workload(gen=256, layout=Layout(tp=2)), H200)
     assert any(s.component == "decode/comm/tp_all_reduce" for s in r.steps) and r.matches
 
 
@@ -174,10 +168,10 @@ def specs(draw) -> ModelSpec:
 @given(specs(), st.integers(1, 5), st.integers(1, 700), st.sampled_from(["bf16", "fp32", "int4"]),
        st.sampled_from(["causal", "dense"]), st.sampled_from(["absorbed", "decompress"]), st.booleans())
 def test_random_specs_match_every_estimator(spec, batch, seq, dtype, attention, mla_decode, train):
-    conv = Conventions(attention=attention, logits="all" if train else "last", mla_decode=mla_decode)
-    o = ExplainOptions(batch=batch, seq=seq, gen=3, kv_dtype=dtype, conventions=conv, train=train, gpu=H200)
+    w = Workload(batch=batch, seq=seq, gen=3, kv_dtype=dtype, attention_core=attention,
+                 logits="all" if train else "last", mla_decode=mla_decode, train=train)
     for topic in ("params", "kv", "flops", "memory", "latency"):
-        check(topic, spec, o)
+        check(topic, spec, w, H200)
 
 
 @pytest.mark.parametrize(("args", "field"), [

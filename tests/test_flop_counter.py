@@ -12,9 +12,10 @@ from functools import cache
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.inputs.presets import load_preset, preset_names
+from llmcalc.workload import Workload
 
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
@@ -40,14 +41,15 @@ def close(ours: int, measured: int) -> bool:
 @pytest.mark.parametrize("seq", [128, 2048])
 @pytest.mark.parametrize("logits", ["all", "last"])
 def test_prefill_matches_flop_counter(name, seq, logits):
-    ours = flops(load_preset(name), 1, seq, conv=Conventions(attention="dense", logits=logits)).prefill_flops
+    ours = flops(load_preset(name), Workload(batch=1, seq=seq, attention_core="dense", logits=logits)).prefill_flops
     measured = prefill_flops(model(name), 1, seq, logits=logits)["total"]
     assert close(ours, measured), (ours, measured, ours - measured)
 
 
 @pytest.mark.parametrize("name", [n for n in PRESETS if load_preset(n).attention.kind != "dsa"])
 def test_decode_matches_flop_counter(name):  # DSA: transformers masks, not gathers (test_sparse_attention.py)
-    ours = flops(load_preset(name), 1, 2048, conv=Conventions(attention="dense", mla_decode="decompress")).decode_flops
+    w = Workload(batch=1, seq=2048, attention_core="dense", mla_decode="decompress")
+    ours = flops(load_preset(name), w).decode_flops
     measured = decode_flops(model(name), 1, 2048)["total"]
     assert close(ours, measured), (ours, measured, ours - measured)
 
@@ -56,4 +58,5 @@ def test_decode_matches_flop_counter(name):  # DSA: transformers masks, not gath
 def test_kv_bytes_equal_transformers_cache(name):
     spec = load_preset(name)
     seq = min(4096, spec.max_seq_len)
-    assert kv_cache(spec, 2, seq, "bf16").total_bytes == kv_cache_bytes(model(name), 2, seq)
+    ours = kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="bf16")).total_bytes
+    assert ours == kv_cache_bytes(model(name), 2, seq)

@@ -6,10 +6,11 @@ from fractions import Fraction as F
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.attention import sum_min
+from llmcalc.workload import Workload
 
 
 def megatron_train_flops(*, b, s, layers, h, heads, groups, kv_channels, ffn, topk, swiglu, shared_ffn, vocab):
@@ -34,7 +35,7 @@ def test_megatron_dense_gqa_swiglu(name):
     spec = load_preset(name)
     a, f = spec.attention, spec.ffn
     b, s = 2, 4096
-    ours = flops(spec, b, s, conv=Conventions(attention="dense")).train_flops
+    ours = flops(spec, Workload(batch=b, seq=s, attention_core="dense")).train_flops
     ref = megatron_train_flops(b=b, s=s, layers=spec.n_layers, h=spec.d_model, heads=a.heads, groups=a.kv_heads,
                                kv_channels=a.head_dim, ffn=f.d_ff, topk=1, swiglu=True, shared_ffn=0,
                                vocab=spec.vocab_size)
@@ -48,7 +49,7 @@ def test_megatron_moe(name):
     spec = load_preset(name)
     a, f = spec.attention, spec.ffn
     b, s = 1, 2048
-    r = flops(spec, b, s, conv=Conventions(attention="dense"))
+    r = flops(spec, Workload(batch=b, seq=s, attention_core="dense"))
     gate = sum(x.train for x in r.breakdown if x.component.endswith("shared_gate"))
     ref = megatron_train_flops(b=b, s=s, layers=spec.n_layers, h=spec.d_model, heads=a.heads, groups=a.kv_heads,
                                kv_channels=a.head_dim, ffn=f.d_ff, topk=f.top_k, swiglu=True,
@@ -58,8 +59,8 @@ def test_megatron_moe(name):
 
 def test_causal_is_exactly_the_unmasked_pairs():
     spec = load_preset("llama2-7b")
-    causal = flops(spec, 1, 1000, conv=Conventions(attention="causal"))
-    dense = flops(spec, 1, 1000, conv=Conventions(attention="dense"))
+    causal = flops(spec, Workload(batch=1, seq=1000, attention_core="causal"))
+    dense = flops(spec, Workload(batch=1, seq=1000, attention_core="dense"))
     core = lambda r: sum(x.prefill for x in r.breakdown if "/core_" in x.component)  # noqa: E731
     assert core(dense) * 1001 == core(causal) * 2 * 1000  # S(S+1)/2 of S² pairs
 
@@ -70,7 +71,7 @@ def test_kaplan_forward_is_2n_plus_attention():
     embedding (N includes it as the de-embedding)."""
     spec = load_preset("gpt2")
     n_ctx = 1024
-    r = flops(spec, 1, n_ctx, conv=Conventions(attention="dense", logits="all"))
+    r = flops(spec, Workload(batch=1, seq=n_ctx, attention_core="dense", logits="all"))
     p = params(spec)
     matmul_params = sum(x.params for x in p.breakdown if x.component.startswith(("attention/", "ffn/"))) - (
         # biases are not multiplied
@@ -82,10 +83,10 @@ def test_kaplan_forward_is_2n_plus_attention():
 
 def test_decode_attends_s_plus_one_keys_and_generate_sums_steps():
     spec = load_preset("llama2-7b")
-    one = flops(spec, 4, 100, gen=1)
+    one = flops(spec, Workload(batch=4, seq=100, gen=1))
     assert one.generate_flops == one.decode_flops
-    g = flops(spec, 4, 100, gen=50)
-    steps = sum(flops(spec, 4, 100 + t, gen=1).decode_flops for t in range(50))
+    g = flops(spec, Workload(batch=4, seq=100, gen=50))
+    steps = sum(flops(spec, Workload(batch=4, seq=100 + t, gen=1)).decode_flops for t in range(50))
     assert g.generate_flops == steps
 
 
@@ -96,13 +97,13 @@ def test_sum_min_closed_form(a, b, w):
 
 def test_sliding_window_decode_is_capped():
     spec = load_preset("mistral-7b")
-    at, beyond = (flops(spec, 1, s).decode_flops for s in (4095, 100_000))
+    at, beyond = (flops(spec, Workload(batch=1, seq=s)).decode_flops for s in (4095, 100_000))
     assert at == beyond  # min(S+1, 4096) keys either way
 
 
 def test_training_recompute():
     spec = load_preset("llama2-7b")
-    none, sel, full = (flops(spec, 1, 2048, conv=Conventions(recompute=r)) for r in ("none", "selective", "full"))
+    none, sel, full = (flops(spec, Workload(batch=1, seq=2048, recompute=r)) for r in ("none", "selective", "full"))
     assert none.train_flops < sel.train_flops < full.train_flops
     head = next(x.train for x in none.breakdown if x.component == "lm_head")
     assert full.train_flops == none.train_flops + (none.train_flops - head) // 3
@@ -111,8 +112,8 @@ def test_training_recompute():
 def test_mla_absorbed_vs_decompressed_decode():
     spec = load_preset("deepseek-v3")
     s = 32768
-    absorbed = flops(spec, 1, s, conv=Conventions(mla_decode="absorbed"))
-    decompress = flops(spec, 1, s, conv=Conventions(mla_decode="decompress"))
+    absorbed = flops(spec, Workload(batch=1, seq=s, mla_decode="absorbed"))
+    decompress = flops(spec, Workload(batch=1, seq=s, mla_decode="decompress"))
     rows = {x.component: x.decode for x in decompress.breakdown}
     a = spec.attention
     assert rows["attention/kv_up"] == 61 * 2 * (s + 1) * a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)

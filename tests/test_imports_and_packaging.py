@@ -89,7 +89,8 @@ def test_spec_is_frozen_and_workload_separate():
     from pydantic import ValidationError
 
     from llmcalc.inputs.presets import load_preset
-    from llmcalc.model.spec import ModelSpec, Workload
+    from llmcalc.model.spec import ModelSpec
+    from llmcalc.workload import Workload
 
     spec = load_preset("llama2-7b")
     with pytest.raises(ValidationError):

@@ -6,6 +6,7 @@ import pytest
 
 from llmcalc.costs.kv import kv_cache
 from llmcalc.inputs.presets import load_preset
+from llmcalc.workload import Workload
 
 
 def test_llama2_7b_64x32k_worked_example(cli_json):
@@ -36,7 +37,7 @@ TABLE_1 = {
 
 @pytest.mark.parametrize("name", sorted(TABLE_1))
 def test_deepseek_v2_table_1_elements_per_token(name):
-    assert kv_cache(load_preset(name), 1, 1, "bf16").bytes_per_token == 2 * TABLE_1[name]
+    assert kv_cache(load_preset(name), Workload(batch=1, seq=1, kv_dtype="bf16")).bytes_per_token == 2 * TABLE_1[name]
 
 
 def test_mla_is_about_4_5_head_dims_per_layer():
@@ -48,13 +49,13 @@ def test_mla_is_about_4_5_head_dims_per_layer():
 def test_sliding_window_keeps_at_most_the_window():
     """Between steps a window-W layer holds the last W − 1 tokens; the next one makes W keys."""
     spec = load_preset("mistral-7b")  # every layer slides over 4096
-    short, at, long = (kv_cache(spec, 2, s).total_bytes for s in (1000, 4096, 100_000))
+    short, at, long = (kv_cache(spec, Workload(batch=2, seq=s)).total_bytes for s in (1000, 4096, 100_000))
     assert short == 2 * 1000 * 2 * 8 * 128 * 32 * 2
     assert long == at == 2 * 4095 * 2 * 8 * 128 * 32 * 2
 
 
 def test_hybrid_layers_are_split():
-    r = kv_cache(load_preset("gemma2-9b"), 1, 8192)
+    r = kv_cache(load_preset("gemma2-9b"), Workload(batch=1, seq=8192))
     rows = {row.layer_type: row for row in r.per_layer}
     assert rows["full"].tokens_cached == 8192 and rows["sliding 4096"].tokens_cached == 4095
     assert rows["full"].layers == rows["sliding 4096"].layers == 21
@@ -62,10 +63,11 @@ def test_hybrid_layers_are_split():
 
 @pytest.mark.parametrize("dtype, bits", [("fp32", 32), ("fp16", 16), ("fp8", 8), ("int8", 8), ("int4", 4)])
 def test_dtypes(dtype, bits):
-    assert kv_cache(load_preset("llama3-8b"), 3, 1000, dtype).total_bytes == 3 * 1000 * 2 * 8 * 128 * 32 * bits // 8
+    r = kv_cache(load_preset("llama3-8b"), Workload(batch=3, seq=1000, kv_dtype=dtype))
+    assert r.total_bytes == 3 * 1000 * 2 * 8 * 128 * 32 * bits // 8
 
 
 def test_exact_ints_for_huge_contexts():
-    r = kv_cache(load_preset("llama3.1-405b"), 1024, 10_000_000, "fp32")
+    r = kv_cache(load_preset("llama3.1-405b"), Workload(batch=1024, seq=10_000_000, kv_dtype="fp32"))
     assert r.total_bytes == 1024 * 10_000_000 * 2 * 8 * 128 * 126 * 4
     assert isinstance(r.total_bytes, int)

@@ -7,21 +7,21 @@ import random
 import pytest
 import yaml
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.latency import (
-    LatencyOptions,
+    Efficiency,
     Roofline,
     experts_hit,
     latency,
     step_costs,
 )
-from llmcalc.costs.parallel import Layout
 from llmcalc.costs.params import params
 from llmcalc.inputs.gpus import gpu_names, load_gpu
 from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.workload import Layout, Workload
 
-IDEAL = dict(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
+IDEAL = Efficiency(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
 H100 = load_gpu("h100-sxm")
 
 
@@ -44,17 +44,17 @@ def test_gpu_presets_match_the_datasheet_figures_in_references():
 def test_decode_at_batch_1_costs_at_least_weights_over_bandwidth():
     """Every weight but the embedding table (a step gathers one row of it) is read once per step."""
     spec = load_preset("llama2-7b")
-    r = latency(spec, H100, 1, 128, 2, LatencyOptions(**IDEAL))
+    r = latency(spec, H100, Workload(batch=1, seq=128, gen=2), IDEAL)
     weights = 2 * params(spec).active_excluding_embedding
     assert r.tpot_s >= weights / H100.bandwidth
-    assert r.tpot_s <= 1.01 * (weights + kv_cache(spec, 1, 129).total_bytes) / H100.bandwidth + 1e-4
+    assert r.tpot_s <= 1.01 * (weights + kv_cache(spec, Workload(batch=1, seq=129)).total_bytes) / H100.bandwidth + 1e-4
     assert r.phases[1].bound == "memory"
 
 
 def test_prefill_costs_at_least_flops_over_peak():
     spec = load_preset("llama3-8b")
-    r = latency(spec, H100, 4, 4096, 2, LatencyOptions(**IDEAL))
-    prefill = flops(spec, 4, 4096, 1, Conventions(attention="causal", logits="last")).prefill_flops
+    r = latency(spec, H100, Workload(batch=4, seq=4096, gen=2), IDEAL)
+    prefill = flops(spec, Workload(batch=4, seq=4096, gen=1, attention_core="causal", logits="last")).prefill_flops
     assert r.ttft_s >= prefill / H100.peak("bf16")
     assert r.ttft_s <= 1.05 * prefill / H100.peak("bf16")  # compute-bound: little beyond the FLOPs
     assert r.phases[0].flops == prefill and r.phases[0].bound == "compute"
@@ -64,10 +64,9 @@ def test_decode_crosses_from_memory_to_compute_bound_at_the_ridge_point():
     """A bf16 matmul on B tokens does 2·B·W FLOPs over ~2·W bytes: intensity ≈ B, so the FFN of a
     decode step turns compute-bound once the batch passes the ridge point (295 FLOP/B on an H100)."""
     spec = load_preset("llama2-7b")
-    opts = LatencyOptions(**IDEAL)
 
     def ffn(batch: int):
-        return next(o for o in latency(spec, H100, batch, 16, 2, opts).ops
+        return next(o for o in latency(spec, H100, Workload(batch=batch, seq=16, gen=2), IDEAL).ops
                     if o.phase == "decode first" and o.op == "ffn")
 
     ridge = H100.peak("bf16") / H100.bandwidth
@@ -97,7 +96,7 @@ def test_kipply_worked_example_52b_on_a100(tmp_path):
         "attention": {"kind": "gqa", "heads": 64, "kv_heads": 64, "head_dim": 128},
         "ffn": {"kind": "dense", "d_ff": 32768, "activation": "gelu"}}, "test")
     assert 51e9 < params(spec).total < 53e9
-    r = latency(spec, load_gpu(str(gpu)), 1, 1, 2, LatencyOptions(**IDEAL))
+    r = latency(spec, load_gpu(str(gpu)), Workload(batch=1, seq=1, gen=2), IDEAL)
     assert round(r.ridge_point) == 208
     assert 0.069 * 0.97 <= r.tpot_s <= 0.069 * 1.05, r.tpot_s
 
@@ -113,7 +112,7 @@ def test_moe_expected_experts_match_a_routing_simulation():
 def test_moe_decode_at_batch_1_reads_only_the_active_experts():
     """Batch 1: one token reads top_k of E experts, so the bytes equal the active parameters."""
     spec = load_preset("mixtral-8x7b")
-    r = latency(spec, load_gpu("h200"), 1, 1, 2, LatencyOptions(**IDEAL))
+    r = latency(spec, load_gpu("h200"), Workload(batch=1, seq=1, gen=2), IDEAL)
     step = next(p for p in r.phases if p.phase == "decode first")
     active_bytes = 2 * params(spec).active_excluding_embedding
     assert active_bytes <= step.bytes <= active_bytes * 1.01
@@ -124,19 +123,19 @@ def test_moe_decode_at_batch_1_reads_only_the_active_experts():
 def test_decode_sum_equals_step_by_step(name, gen):
     """The closed-form sum over G − 1 steps equals summing each step (windows filling included)."""
     spec = load_preset(name)
-    o = LatencyOptions()
     seq = 4000 if name == "gemma2-9b" else 100
-    r = latency(spec, H100, 2, seq, gen, o)
-    roof = Roofline(H100, o)
-    brute = sum(sum(roof.time(k, c) for k, c in step_costs(spec, o, 2, 1, ctx).items())
+    w = Workload(batch=2, seq=seq, gen=gen)
+    r = latency(spec, H100, w)
+    roof = Roofline(H100, w.compute_dtype, Efficiency())
+    brute = sum(sum(roof.time(k, c) for k, c in step_costs(spec, w, 2, 1, ctx).items())
                 for ctx in range(seq, seq + gen - 1))
     assert r.decode_s == pytest.approx(brute, rel=1e-9)
 
 
 def test_tensor_parallel_splits_weights_and_adds_all_reduce_time():
     spec = load_preset("llama2-70b")
-    one = latency(spec, H100, 8, 2048, 16, LatencyOptions(layout=Layout(tp=2)))
-    four = latency(spec, H100, 8, 2048, 16, LatencyOptions(layout=Layout(tp=4)))
+    one = latency(spec, H100, Workload(batch=8, seq=2048, gen=16, layout=Layout(tp=2)))
+    four = latency(spec, H100, Workload(batch=8, seq=2048, gen=16, layout=Layout(tp=4)))
     assert abs(2 * four.weights_bytes_per_gpu - one.weights_bytes_per_gpu) < 1e6
     assert four.tpot_s < one.tpot_s
     comm = [o for o in four.ops if o.op == "comm/tp_all_reduce" and o.phase == "prefill"]
@@ -146,27 +145,28 @@ def test_tensor_parallel_splits_weights_and_adds_all_reduce_time():
 
 
 def test_kv_per_gpu_follows_the_heads_and_mla_is_replicated():
-    from llmcalc.costs.shard import Storage, kv_per_gpu
+    from llmcalc.costs.shard import kv_per_gpu
 
     llama = load_preset("llama3-8b")  # 8 kv heads
-    total = kv_cache(llama, 4, 1000).total_bytes
-    assert kv_per_gpu(llama, 4, 1000, Storage(), Layout(tp=4)) == total // 4
-    assert kv_per_gpu(llama, 4, 1000, Storage(), Layout(tp=16)) == total // 8  # a kv head per 2 GPUs
+    total = kv_cache(llama, Workload(batch=4, seq=1000)).total_bytes
+    assert kv_per_gpu(llama, 4, 1000, Workload(layout=Layout(tp=4))) == total // 4
+    assert kv_per_gpu(llama, 4, 1000, Workload(layout=Layout(tp=16))) == total // 8  # a kv head per 2 GPUs
     ds = load_preset("deepseek-v2-lite")
-    assert kv_per_gpu(ds, 4, 1000, Storage(), Layout(tp=8)) == kv_cache(ds, 4, 1000).total_bytes
+    total = kv_cache(ds, Workload(batch=4, seq=1000)).total_bytes
+    assert kv_per_gpu(ds, 4, 1000, Workload(layout=Layout(tp=8))) == total
 
 
 def test_fit_is_consistent_with_the_kv_cache(cli_json):
     r = cli_json("fit", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--seq", "4096", "--batch", "8")
-    per_seq = kv_cache(load_preset("llama2-7b"), 1, 4096).total_bytes
+    per_seq = kv_cache(load_preset("llama2-7b"), Workload(batch=1, seq=4096)).total_bytes
     assert r["fits"] is True and r["max_batch"] == r["kv_budget_bytes"] // per_seq
     assert r["usable_bytes"] == int(80 * 2**30 * 0.9)
     assert r["weights_bytes"] == 2 * 6_738_415_616
     assert r["kv_budget_bytes"] == r["usable_bytes"] - r["weights_bytes"] - r["activation_bytes"]
     # the longest context for 8 sequences: its cache fits and one more token does not
     spec = load_preset("llama2-7b")
-    assert kv_cache(spec, 8, r["max_seq_memory"]).total_bytes <= r["kv_budget_bytes"]
-    assert kv_cache(spec, 8, r["max_seq_memory"] + 1).total_bytes > r["kv_budget_bytes"]
+    assert kv_cache(spec, Workload(batch=8, seq=r["max_seq_memory"])).total_bytes <= r["kv_budget_bytes"]
+    assert kv_cache(spec, Workload(batch=8, seq=r["max_seq_memory"] + 1)).total_bytes > r["kv_budget_bytes"]
     assert r["max_seq"] == spec.max_seq_len == 4096 and r["max_seq_limited_by"] == "max_seq_len"
 
 

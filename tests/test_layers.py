@@ -13,13 +13,14 @@ PACKAGE = Path(__file__).parents[1] / "llmcalc"
 ALLOWED = {
     "errors": set(),
     "model": {"errors"},
+    "workload": {"errors", "model"},
     "reports": set(),
     "inputs": {"errors", "model"},
-    "costs": {"errors", "model", "reports"},
+    "costs": {"errors", "model", "workload", "reports"},
     "reference": {"errors", "model"},
-    "views": {"errors", "model", "reports", "inputs", "costs", "reference"},
+    "views": {"errors", "model", "workload", "reports", "inputs", "costs", "reference"},
     "render": {"errors", "reports"},
-    "cli": {"errors", "model", "reports", "inputs", "costs", "views", "render"},
+    "cli": {"errors", "model", "workload", "reports", "inputs", "costs", "views", "render"},
     "__main__": {"cli"},
 }
 """What each part of llmcalc may import besides itself."""

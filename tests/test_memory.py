@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.costs.memory import MemoryOptions, layer_activation_bytes, memory
+from llmcalc.costs.memory import layer_activation_bytes, memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.inputs.presets import load_preset
+from llmcalc.workload import Layout, Workload
 
 
 @pytest.mark.parametrize("seq, batch", [(2048, 1), (2048, 4), (512, 2)])
@@ -16,15 +17,15 @@ def test_korthikanti_gpt3_layer(seq, batch):
     spec = load_preset("gpt3-175b")
     h, a = 12288, 96
     lin, core = layer_activation_bytes(spec, spec.layer_groups()[0], batch, seq,
-                                       MemoryOptions(train=True, flash=False, dropout=True))
+                                       Workload(train=True, flash=False, dropout=True))
     assert lin + core == seq * batch * h * 34 + 5 * a * seq * seq * batch
     assert core == 5 * a * seq * seq * batch  # the part selective recompute removes
 
 
 def test_selective_and_full_recompute_reduce_activations():
     spec = load_preset("gpt3-175b")
-    acts = [memory(spec, 1, 2048, MemoryOptions(train=True, flash=False, dropout=True, recompute=r)).activation_bytes
-            for r in ("none", "selective", "full")]
+    acts = [memory(spec, Workload(batch=1, seq=2048, train=True, flash=False, dropout=True, recompute=r))
+            .activation_bytes for r in ("none", "selective", "full")]
     assert acts[0] > acts[1] > acts[2]
     logits = 4 * 2048 * 50257
     full_expected = 96 * 2 * 2048 * 12288 + (2048 * 12288 * 34 + 5 * 96 * 2048 * 2048) + logits
@@ -34,9 +35,9 @@ def test_selective_and_full_recompute_reduce_activations():
 def test_mixed_precision_adam_is_16_bytes_per_param():
     spec = load_preset("llama2-7b")
     n = params(spec).total
-    r = memory(spec, 1, 1024, MemoryOptions(train=True))
+    r = memory(spec, Workload(batch=1, seq=1024, train=True))
     assert r.weights_bytes + r.gradient_bytes + r.optimizer_bytes == 16 * n
-    r8 = memory(spec, 1, 1024, MemoryOptions(train=True, optimizer="adamw-8bit"))
+    r8 = memory(spec, Workload(batch=1, seq=1024, train=True, optimizer="adamw-8bit"))
     assert r8.optimizer_bytes == 6 * n
 
 
@@ -44,7 +45,7 @@ def test_mixed_precision_adam_is_16_bytes_per_param():
 def test_zero_divides_by_dp(stage):
     spec = load_preset("llama2-7b")
     n = params(spec).total
-    r = memory(spec, 8, 1024, MemoryOptions(train=True, zero=stage, dp=8))
+    r = memory(spec, Workload(batch=8, seq=1024, train=True, zero=stage, layout=Layout(dp=8)))
     assert r.optimizer_bytes == 12 * n // 8
     assert r.gradient_bytes == (2 * n // 8 if stage >= 2 else 2 * n)
     assert r.weights_bytes == (2 * n // 8 if stage >= 3 else 2 * n)
@@ -53,17 +54,17 @@ def test_zero_divides_by_dp(stage):
 def test_weights_dtypes():
     spec = load_preset("llama2-7b")
     n = params(spec).total
-    assert memory(spec, 1, 1, MemoryOptions(weights_dtype="fp32")).weights_bytes == 4 * n
-    int4 = memory(spec, 1, 1, MemoryOptions(weights_dtype="int4", group_size=128)).weights_bytes
+    assert memory(spec, Workload(batch=1, seq=1, weights_dtype="fp32")).weights_bytes == 4 * n
+    int4 = memory(spec, Workload(batch=1, seq=1, weights_dtype="int4", group_size=128)).weights_bytes
     layers = n - 2 * 32000 * 4096 - (65 * 4096)  # embedding, head and norms stay bf16
     assert int4 == layers // 2 + 2 * layers // 128 + 2 * (n - layers)
 
 
 def test_inference_total_and_dominant():
-    r = memory(load_preset("llama2-7b"), 64, 32768)
+    r = memory(load_preset("llama2-7b"), Workload(batch=64, seq=32768))
     assert r.kv_cache_bytes == 2**40 and r.dominant == "kv_cache"
     assert r.total_bytes == r.weights_bytes + r.kv_cache_bytes + r.activation_bytes
-    r1 = memory(load_preset("llama2-7b"), 1, 512)
+    r1 = memory(load_preset("llama2-7b"), Workload(batch=1, seq=512))
     assert r1.dominant == "weights"
 
 
@@ -87,7 +88,8 @@ def test_int4_groups_run_along_each_input_with_a_partial_last_group():
     scales = 32 * sum(o * -(-i // g) for i, o in shapes)
     matrices = 32 * sum(i * o for i, o in shapes)
     n = params(spec).total
-    assert memory(spec, 1, 1, MemoryOptions(weights_dtype="int4")).weights_bytes == packed + 2 * scales + 2 * (n - matrices)
+    int4 = memory(spec, Workload(batch=1, seq=1, weights_dtype="int4")).weights_bytes
+    assert int4 == packed + 2 * scales + 2 * (n - matrices)
 
 
 @pytest.mark.parametrize("name", ["gpt-oss-20b", "falcon-7b", "gpt2", "deepseek-v3", "phi3-mini"])
@@ -99,16 +101,16 @@ def test_int4_works_for_presets_whose_widths_128_does_not_divide(cli_json, name)
 
 def test_training_batch_is_global_and_each_gpu_takes_its_share():
     spec = load_preset("llama3-8b")
-    shared = memory(spec, 32, 4096, MemoryOptions(train=True, dp=8))
-    alone = memory(spec, 4, 4096, MemoryOptions(train=True))
+    shared = memory(spec, Workload(batch=32, seq=4096, train=True, layout=Layout(dp=8)))
+    alone = memory(spec, Workload(batch=4, seq=4096, train=True))
     assert (shared.per_gpu_batch, shared.micro_batch) == (4, 4)
     assert shared.activation_bytes == alone.activation_bytes
-    micro = memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=1))
-    assert micro.activation_bytes == memory(spec, 1, 4096, MemoryOptions(train=True)).activation_bytes
+    micro = memory(spec, Workload(batch=32, seq=4096, train=True, micro_batch=1, layout=Layout(dp=8)))
+    assert micro.activation_bytes == memory(spec, Workload(batch=1, seq=4096, train=True)).activation_bytes
     with pytest.raises(UserError, match="`micro_batch`"):
-        memory(spec, 32, 4096, MemoryOptions(train=True, dp=8, micro_batch=3))
+        memory(spec, Workload(batch=32, seq=4096, train=True, micro_batch=3, layout=Layout(dp=8)))
 
 
 def test_zero_without_dp_says_it_divides_nothing():
-    r = memory(load_preset("gpt2"), 1, 128, MemoryOptions(train=True, zero=3))
+    r = memory(load_preset("gpt2"), Workload(batch=1, seq=128, train=True, zero=3))
     assert any("divides nothing" in n for n in r.notes)

@@ -13,12 +13,13 @@ import random
 import pytest
 
 from llmcalc.costs import moe
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.moe import capacity, expected_overflow, moe_report
 from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import MoE
-from llmcalc.views.explain import ExplainOptions, explain
+from llmcalc.views.explain import explain
+from llmcalc.workload import Workload
 
 MOE_PRESETS = [n for n in preset_names() if isinstance(load_preset(n).ffn, MoE)]
 
@@ -92,7 +93,7 @@ def test_normal_approximation_beyond_the_exact_bound(monkeypatch):
 def test_one_expert_top1_with_cf_at_least_1_never_drops(cf):
     base = load_preset("mixtral-8x7b")
     spec = base.model_copy(update={"ffn": base.ffn.model_copy(update={"experts": 1, "top_k": 1})})
-    for row in moe_report(spec, 3, 1000, cf).rows:
+    for row in moe_report(spec, Workload(batch=3, seq=1000), cf).rows:
         assert row.expected_dropped == 0 and row.capacity >= row.tokens
         assert row.expert_flops_padded == row.capacity * row.expert_flops_dropless // row.tokens
 
@@ -103,13 +104,13 @@ def test_top_k_equal_experts_sends_every_token_everywhere():
 
 
 def test_dropless_by_default_and_the_option_overrides_the_spec():
-    mixtral = moe_report(load_preset("mixtral-8x7b"), 8, 4096)
+    mixtral = moe_report(load_preset("mixtral-8x7b"), Workload(batch=8, seq=4096))
     assert mixtral.capacity_factor is None and mixtral.capacity_source == "none"
     assert all(r.capacity is None and r.expected_dropped == 0 and r.expert_flops_padded is None for r in mixtral.rows)
-    switch = moe_report(load_preset("switch-base-8-decoder"), 8, 512)
+    switch = moe_report(load_preset("switch-base-8-decoder"), Workload(batch=8, seq=512))
     assert switch.capacity_factor == 1.25 and switch.capacity_source == "spec"
     assert switch.rows[0].capacity == 640  # ceil(1.25 · 4096 / 8)
-    assert moe_report(load_preset("switch-base-8-decoder"), 8, 512, 2.0).rows[0].capacity == 1024
+    assert moe_report(load_preset("switch-base-8-decoder"), Workload(batch=8, seq=512), 2.0).rows[0].capacity == 1024
 
 
 # ---- FLOPs ----------------------------------------------------------------------------------------
@@ -117,8 +118,8 @@ def test_dropless_by_default_and_the_option_overrides_the_spec():
 @pytest.mark.parametrize("name", MOE_PRESETS)
 def test_router_and_dropless_flops_equal_the_flops_rows(name):
     spec = load_preset(name)
-    f = {row.component: row for row in flops(spec, 2, 300).breakdown}
-    r = moe_report(spec, 2, 300, 1.25)
+    f = {row.component: row for row in flops(spec, Workload(batch=2, seq=300)).breakdown}
+    r = moe_report(spec, Workload(batch=2, seq=300), 1.25)
     prefill, decode = r.rows
     assert prefill.router_flops == f["ffn/router"].prefill and decode.router_flops == f["ffn/router"].decode
     assert prefill.expert_flops_dropless == f["ffn/experts"].prefill
@@ -128,7 +129,7 @@ def test_router_and_dropless_flops_equal_the_flops_rows(name):
 
 def test_padded_flops_are_two_E_C_expert_weights():
     spec = load_preset("gshard-top2-decoder")  # relu experts: up and down, 2 · 768 · 3072 weights
-    r = moe_report(spec, 4, 512).rows[0]
+    r = moe_report(spec, Workload(batch=4, seq=512)).rows[0]
     w = 2 * 768 * 3072
     assert r.capacity == 512 and r.layers == 6  # ceil(1.0 · 2048 · 2 / 8): GShard's 2N/E
     assert r.expert_flops_padded == 6 * 2 * 8 * 512 * w
@@ -214,53 +215,53 @@ def with_positions(name: str, kind: str):
 
 
 def test_rope_flops_of_llama2_7b_by_hand():
-    p = flops(load_preset("llama2-7b"), 1, 4096).positions
+    p = flops(load_preset("llama2-7b"), Workload(batch=1, seq=4096)).positions
     per = 3 * (32 + 32) * 128  # 2 multiplies + 1 add per rotated element of q and k
     assert (p.kind, p.per_token_per_layer) == ("rope", per)
     assert p.prefill == 32 * 4096 * per and p.decode == 32 * per and p.train == 2 * p.prefill
 
 
 def test_rope_flops_of_mla_rotate_the_rope_part_and_the_shared_key():
-    p = flops(load_preset("deepseek-v2-lite"), 2, 100).positions
+    p = flops(load_preset("deepseek-v2-lite"), Workload(batch=2, seq=100)).positions
     assert p.per_token_per_layer == 3 * (16 + 1) * 64 and p.prefill == 27 * 200 * 3 * 17 * 64
 
 
 def test_alibi_flops_are_heads_per_pair_per_layer():
     spec = with_positions("gpt2", "alibi")
-    p = flops(spec, 2, 5000, gen=3).positions
+    p = flops(spec, Workload(batch=2, seq=5000, gen=3)).positions
     assert p.per_pair_per_layer == 12
     assert p.prefill == 12 * 12 * 2 * 5000 * 5001 // 2
     assert p.decode == 12 * 12 * 2 * 5001
     assert p.generate == 12 * 12 * 2 * (5001 + 5002 + 5003)
-    dense = flops(spec, 2, 5000, conv=Conventions(attention="dense")).positions
+    dense = flops(spec, Workload(batch=2, seq=5000, attention_core="dense")).positions
     assert dense.prefill == 12 * 12 * 2 * 5000 * 5000
 
 
 def test_alibi_in_a_sliding_layer_counts_only_its_window():
     spec = with_positions("gemma2-9b", "alibi")  # 21 sliding (4096) + 21 full layers, 16 heads
-    p = flops(spec, 1, 8192).positions
+    p = flops(spec, Workload(batch=1, seq=8192)).positions
     window = sum(min(i, 4096) for i in range(1, 8193))
     assert p.prefill == 16 * (21 * 8192 * 8193 // 2 + 21 * window)
 
 
 @pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
 def test_added_positions_cost_d_per_token_once(kind):
-    p = flops(with_positions("gpt2", kind), 4, 1000, gen=7).positions
+    p = flops(with_positions("gpt2", kind), Workload(batch=4, seq=1000, gen=7)).positions
     assert (p.prefill, p.decode, p.generate, p.train) == (768 * 4000, 768 * 4, 768 * 28, 768 * 4000)
 
 
 def test_position_flops_stay_out_of_the_matmul_totals():
     for kind in ("rope", "alibi", "sinusoidal", "none"):
-        f = flops(with_positions("llama2-7b", kind), 2, 512)
-        g = flops(with_positions("llama2-7b", "none"), 2, 512)
+        f = flops(with_positions("llama2-7b", kind), Workload(batch=2, seq=512))
+        g = flops(with_positions("llama2-7b", "none"), Workload(batch=2, seq=512))
         assert (f.prefill_flops, f.decode_flops, f.train_flops) == (g.prefill_flops, g.decode_flops, g.train_flops)
-    assert flops(with_positions("llama2-7b", "none"), 2, 512).positions.prefill == 0
+    assert flops(with_positions("llama2-7b", "none"), Workload(batch=2, seq=512)).positions.prefill == 0
 
 
 @pytest.mark.parametrize("name,kind", [("llama2-7b", "rope"), ("deepseek-v3", "rope"), ("gpt2", "alibi"),
                                        ("gemma2-9b", "alibi"), ("gpt2", "learned")])
 def test_explain_flops_works_out_the_positions(name, kind):
-    r = explain("flops", with_positions(name, kind), ExplainOptions(batch=2, seq=5000))
+    r = explain("flops", with_positions(name, kind), Workload(batch=2, seq=5000))
     assert r.matches
     assert {t.component for t in r.totals} >= {"positions/prefill", "positions/decode"}
 

@@ -14,10 +14,10 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.latency import latency
-from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu
@@ -25,9 +25,10 @@ from llmcalc.inputs.presets import load_preset, spec_from_data
 from llmcalc.model.attention import GQA, Attention, sum_min
 from llmcalc.model.base import PosInt
 from llmcalc.model.spec import ModelSpec
-from llmcalc.views.compare import CompareOptions, compare_attention, compare_models
-from llmcalc.views.explain import TOPICS, ExplainOptions, explain
+from llmcalc.views.compare import compare_attention, compare_models
+from llmcalc.views.explain import TOPICS, explain
 from llmcalc.views.sweep import sweep
+from llmcalc.workload import Workload
 
 
 class Strided(GQA):
@@ -137,7 +138,8 @@ def test_flops_kv_and_params_by_hand(seq):
     spec, (w, s), B = tiny(), (5, 3), 2
     H, H_kv, h, L = 4, 2, 8, 2
     gqa = spec.model_copy(update={"attention": GQA(heads=H, kv_heads=H_kv, head_dim=h)})
-    f, g = flops(spec, B, seq, 1), flops(gqa, B, seq, 1)
+    work = Workload(batch=B, seq=seq, gen=1)
+    f, g = flops(spec, work), flops(gqa, work)
     rows, plain = {r.component: r for r in f.breakdown}, {r.component: r for r in g.breakdown}
     pairs = sum(keys(i, w, s) for i in range(1, seq + 1))
     assert rows["attention/core_scores"].prefill == L * B * pairs * 2 * H * h
@@ -145,19 +147,21 @@ def test_flops_kv_and_params_by_hand(seq):
     assert rows["attention/core_scores"].train == 3 * rows["attention/core_scores"].prefill
     for name in ("attention/q", "attention/k", "attention/v", "attention/o", "ffn/gate", "lm_head"):
         assert rows[name] == plain[name]
-    dense = Conventions(attention="dense")
-    assert flops(spec, B, seq, 1, dense).prefill_flops == flops(gqa, B, seq, 1, dense).prefill_flops
+    dense = Workload(batch=B, seq=seq, gen=1, attention_core="dense")
+    assert flops(spec, dense).prefill_flops == flops(gqa, dense).prefill_flops
     assert params(spec) == params(gqa)
-    assert kv_cache(spec, B, seq).total_bytes == kv_cache(gqa, B, seq).total_bytes == L * B * seq * 2 * H_kv * h * 2
+    assert kv_cache(spec, work).total_bytes == kv_cache(gqa, work).total_bytes == L * B * seq * 2 * H_kv * h * 2
 
 
 def test_a_preset_with_strided_attention_costs_as_its_gqa_but_for_the_pairs():
     spec, gqa, seq = llama(), llama("gqa"), 4096
     assert params(spec).total == params(gqa).total == 6_738_415_616
-    assert kv_cache(spec, 4, seq).total_bytes == kv_cache(gqa, 4, seq).total_bytes
-    for o in (MemoryOptions(), MemoryOptions(train=True), MemoryOptions(weights_dtype="int4", kv_dtype="fp8")):
-        assert memory(spec, 4, seq, o).total_bytes == memory(gqa, 4, seq, o).total_bytes
-    f, g = flops(spec, 1, seq), flops(gqa, 1, seq)
+    work = Workload(batch=4, seq=seq)
+    assert kv_cache(spec, work).total_bytes == kv_cache(gqa, work).total_bytes
+    for w in (work, Workload(batch=4, seq=seq, train=True),
+              Workload(batch=4, seq=seq, weights_dtype="int4", kv_dtype="fp8")):
+        assert memory(spec, w).total_bytes == memory(gqa, w).total_bytes
+    f, g = flops(spec, Workload(batch=1, seq=seq)), flops(gqa, Workload(batch=1, seq=seq))
     pairs = sum(keys(i, 256, 128) for i in range(1, seq + 1))
     assert f.prefill_flops == g.prefill_flops - 2 * 32 * 2 * 4096 * (seq * (seq + 1) // 2 - pairs)
     assert f.positions == g.positions
@@ -169,30 +173,32 @@ def test_a_preset_with_strided_attention_costs_as_its_gqa_but_for_the_pairs():
 @pytest.mark.parametrize("topic", list(TOPICS))
 def test_explain_works_out_every_topic(topic):
     h100 = load_gpu("h100-sxm")
-    for o in (ExplainOptions(gpu=h100), ExplainOptions(batch=3, seq=1000, gen=5, kv_dtype="int4", gpu=h100),
-              ExplainOptions(seq=300, conventions=Conventions(attention="dense", logits="all"), train=True, gpu=h100)):
-        r = explain(topic, llama(), o)
+    gen = 256 if topic == "latency" else 1  # the command's default when none is given
+    for w in (Workload(gen=gen), Workload(batch=3, seq=1000, gen=5, kv_dtype="int4"),
+              Workload(seq=300, gen=gen, attention_core="dense", logits="all", train=True)):
+        r = explain(topic, llama(), w, h100)
         assert r.matches, [(t.component, t.value, t.check) for t in r.totals if not t.matches]
-    r = explain(topic, tiny(), ExplainOptions(batch=2, seq=40, gpu=h100))
+    r = explain(topic, tiny(), Workload(batch=2, seq=40, gen=gen), h100)
     assert r.matches
     if topic == "flops":
         assert {"W_s", "s_s"} <= set(r.legend)
 
 
 def test_compare_takes_it_as_a_model_and_as_a_base():
-    o = CompareOptions(seq=8192)
-    r = compare_models([llama("gqa"), llama()], o, load_gpu("h100-sxm"))
+    w = Workload(seq=8192, gen=256)
+    r = compare_models([llama("gqa"), llama()], w, load_gpu("h100-sxm"))
     gqa, strided = r.rows
     assert strided.attention.startswith("Strided") and strided.kv_cache_bytes == gqa.kv_cache_bytes
     assert strided.ratios["prefill_flops"] < 1 and strided.total_params == gqa.total_params
-    swapped, plain = compare_attention(llama(), ["gqa", "mla"], o), compare_attention(llama("gqa"), ["gqa", "mla"], o)
+    swapped, plain = compare_attention(llama(), ["gqa", "mla"], w), compare_attention(llama("gqa"), ["gqa", "mla"], w)
     same = ("kv_cache_bytes", "prefill_flops", "decode_flops", "decode_bytes", "memory_bytes", "total_params")
     assert [[getattr(x, k) for k in same] for x in swapped.rows] == [[getattr(x, k) for k in same] for x in plain.rows]
 
 
 def test_latency_runs_and_is_cheaper_than_its_gqa_at_a_long_prompt():
     h100, seq = load_gpu("h100-sxm"), 16384
-    r, g = latency(llama(), h100, 1, seq, 4), latency(llama("gqa"), h100, 1, seq, 4)
+    w = Workload(batch=1, seq=seq, gen=4)
+    r, g = latency(llama(), h100, w), latency(llama("gqa"), h100, w)
     assert 0 < r.ttft_s < g.ttft_s and 0 < r.tpot_s <= g.tpot_s
     core = next(op for op in r.ops if op.phase == "prefill" and op.op == "attention/core")
     pairs = llama().attention.pairs(seq, 0, None)
@@ -203,11 +209,12 @@ def test_sweep_runs_with_the_estimators():
     spec, h100 = llama(), load_gpu("h100-sxm")
     r = sweep([spec], h100, [1, 2], [64, 1000, 5000])
     for row in r.rows:
-        assert row.kv_bytes == kv_cache(spec, row.batch, row.seq).total_bytes
-        assert row.prefill_flops == flops(spec, row.batch, row.seq).prefill_flops
-        assert row.decode_flops == flops(spec, row.batch, row.seq).decode_flops
-        assert row.memory_bytes == memory(spec, row.batch, row.seq).total_bytes
-        lat = latency(spec, h100, row.batch, row.seq, 1)
+        w = Workload(batch=row.batch, seq=row.seq, gen=1)
+        assert row.kv_bytes == kv_cache(spec, w).total_bytes
+        assert row.prefill_flops == flops(spec, w).prefill_flops
+        assert row.decode_flops == flops(spec, w).decode_flops
+        assert row.memory_bytes == memory(spec, w).total_bytes
+        lat = latency(spec, h100, w)
         assert row.tpot_s == pytest.approx(lat.tpot_s, rel=1e-12)
         assert row.ttft_s == pytest.approx(lat.ttft_s, rel=1e-12)
 
@@ -230,4 +237,4 @@ def test_a_variant_whose_activations_grow_with_the_prompt_is_swept_exactly():
     spec = spec_from_data(data, "test")
     r = sweep([spec], None, [1, 2], [64, 1000, 1001, 5000])
     for row in r.rows:
-        assert row.activation_bytes == memory(spec, row.batch, row.seq).activation_bytes
+        assert row.activation_bytes == memory(spec, Workload(batch=row.batch, seq=row.seq)).activation_bytes

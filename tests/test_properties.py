@@ -11,21 +11,23 @@ Runs in well under 90 s on 2 cores (derandomized, no example database: the same 
 from __future__ import annotations
 
 from functools import partial
+from typing import get_args
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import LatencyOptions, latency
-from llmcalc.costs.memory import MemoryOptions, memory
+from llmcalc.costs.latency import latency
+from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
-from llmcalc.views.compare import CompareOptions, compare_models
-from llmcalc.views.explain import ExplainOptions, explain
+from llmcalc.views.compare import compare_models
+from llmcalc.views.explain import explain
 from llmcalc.views.sweep import sweep
+from llmcalc.workload import StorageDtype, Workload
 
 FAST = settings(max_examples=500, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -93,10 +95,15 @@ def specs(**kw):
     return spec_data(**kw).map(ModelSpec.model_validate)
 
 
-conventions = st.builds(Conventions, attention=st.sampled_from(["causal", "dense"]),
-                        logits=st.sampled_from(["last", "all"]), mla_decode=st.sampled_from(["absorbed", "decompress"]),
-                        recompute=st.sampled_from(["none", "selective", "full"]))
+conventions = st.fixed_dictionaries(dict(
+    attention_core=st.sampled_from(["causal", "dense"]), logits=st.sampled_from(["last", "all"]),
+    mla_decode=st.sampled_from(["absorbed", "decompress"]), recompute=st.sampled_from(["none", "selective", "full"])))
+"""Workload fields: the counting conventions."""
 batches, seqs, gens = ints(1, 64), ints(1, 4096), ints(1, 300)
+
+
+def kv(spec: ModelSpec, batch: int, seq: int, dtype: str):
+    return kv_cache(spec, Workload(batch=batch, seq=seq, kv_dtype=dtype))
 
 
 def layer_kinds(spec: ModelSpec) -> list[str]:
@@ -127,13 +134,12 @@ def test_gqa_ends_are_mha_and_mqa(data, mqa, batch, seq, dtype, dense):
     per_layer += H if a["sinks"] else 0
     assert component_sum(params(spec).breakdown, "attention/") == L * per_layer
 
-    r = kv_cache(spec, batch, seq, dtype)
+    r = kv(spec, batch, seq, dtype)
     elements = 2 * kv_heads * h  # K and V of every kv head, per token per layer
     assert [row.elements_per_token for row in r.per_layer] == [elements]
     assert r.total_bytes == L * batch * seq * elements * DTYPE_BITS[dtype] // 8
 
-    conv = Conventions(attention="dense" if dense else "causal")
-    f = flops(spec, batch, seq, 1, conv)
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense" if dense else "causal"))
     pairs = seq * seq if dense else seq * (seq + 1) // 2
     core = {"prefill": L * batch * pairs * 4 * H * h, "decode": L * batch * (seq + 1) * 4 * H * h}
     for phase, want in core.items():
@@ -156,16 +162,17 @@ def test_moe_with_one_expert_is_dense_plus_router(data, batch, seq, gen, conv, d
     p, q = params(dense), params(moe)
     assert (q.total, q.active) == (p.total + router, p.active + router)
 
-    f, g = flops(dense, batch, seq, gen, conv), flops(moe, batch, seq, gen, conv)
+    w = Workload(batch=batch, seq=seq, gen=gen, **conv)
+    f, g = flops(dense, w), flops(moe, w)
     assert g.prefill_flops == f.prefill_flops + router * 2 * batch * seq
     assert g.decode_flops == f.decode_flops + router * 2 * batch
     assert g.generate_flops == f.generate_flops + router * 2 * batch * gen
     # training: forward and backward (3 passes) over every position; recompute redoes layers too
-    passes = 3 + (conv.recompute == "full")
+    passes = 3 + (conv["recompute"] == "full")
     assert g.train_flops == f.train_flops + passes * router * 2 * batch * seq
 
-    o = MemoryOptions(weights_dtype=dtype)
-    m, n = memory(dense, batch, seq, o), memory(moe, batch, seq, o)
+    o = Workload(batch=batch, seq=seq, weights_dtype=dtype)
+    m, n = memory(dense, o), memory(moe, o)
     assert n.weights_bytes == m.weights_bytes + router * DTYPE_BITS[dtype] // 8
     assert n.kv_cache_bytes == m.kv_cache_bytes
     # the routed kernel holds a permuted copy of the tokens beside the expert's intermediates: never less
@@ -176,9 +183,9 @@ def test_moe_with_one_expert_is_dense_plus_router(data, batch, seq, gen, conv, d
 # ---- KV cache: linear in batch; in length until the window fills -------------------------------------
 
 @FAST
-@given(spec=specs(), batch=batches, seq=seqs, dtype=st.sampled_from(list(DTYPE_BITS)))
+@given(spec=specs(), batch=batches, seq=seqs, dtype=st.sampled_from(get_args(StorageDtype)))
 def test_kv_linear_in_batch(spec, batch, seq, dtype):
-    one, two = kv_cache(spec, batch, seq, dtype).total_bytes, kv_cache(spec, 2 * batch, seq, dtype).total_bytes
+    one, two = kv(spec, batch, seq, dtype).total_bytes, kv(spec, 2 * batch, seq, dtype).total_bytes
     if DTYPE_BITS[dtype] % 8:  # int4: each layer's bytes round up to a whole byte, so doubling can save one per layer
         assert two <= 2 * one <= two + spec.n_layers
     else:
@@ -198,11 +205,11 @@ def test_kv_linear_in_length_until_the_window_fills(spec, batch, seq, more, dtyp
     def expected(s: int) -> int:
         return batch * per_token * sum(s if k == "full" else min(s, w - 1) for k in kinds)
 
-    r = kv_cache(spec, batch, seq, dtype)
+    r = kv(spec, batch, seq, dtype)
     assert r.total_bytes == expected(seq)
-    longer = kv_cache(spec, batch, seq + more, dtype).total_bytes
+    longer = kv(spec, batch, seq + more, dtype).total_bytes
     if "sliding" not in kinds:
-        assert longer == r.total_bytes + kv_cache(spec, batch, more, dtype).total_bytes
+        assert longer == r.total_bytes + kv(spec, batch, more, dtype).total_bytes
     elif "full" not in kinds and seq >= w - 1:
         assert longer == r.total_bytes
 
@@ -246,15 +253,17 @@ def spec_and_grown(draw):
     return ModelSpec.model_validate(data), ModelSpec.model_validate(bigger)
 
 
-def costs(spec: ModelSpec, batch: int, seq: int, gen: int, conv: Conventions, train_opts: MemoryOptions) -> dict:
-    f = flops(spec, batch, seq, gen, conv)
+def costs(spec: ModelSpec, batch: int, seq: int, gen: int, conv: dict, train_opts: dict) -> dict:
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=gen, **conv))
     return dict(prefill=f.prefill_flops, decode=f.decode_flops, generate=f.generate_flops, train=f.train_flops,
-                inference_memory=memory(spec, batch, seq).total_bytes,
-                train_memory=memory(spec, batch, seq, train_opts).total_bytes)
+                inference_memory=memory(spec, Workload(batch=batch, seq=seq)).total_bytes,
+                train_memory=memory(spec, Workload(batch=batch, seq=seq, **train_opts)).total_bytes)
 
 
-train_options = st.builds(MemoryOptions, train=st.just(True), optimizer=st.sampled_from(["adamw", "adamw-8bit", "sgd"]),
-                          recompute=st.sampled_from(["none", "selective", "full"]), flash=st.booleans())
+train_options = st.fixed_dictionaries(dict(
+    train=st.just(True), optimizer=st.sampled_from(["adamw", "adamw-8bit", "sgd"]),
+    recompute=st.sampled_from(["none", "selective", "full"]), flash=st.booleans()))
+"""Workload fields: a training step."""
 
 
 def assert_no_less(small: dict, big: dict) -> None:
@@ -286,13 +295,13 @@ H100 = load_gpu("h100-sxm")
 @given(spec=specs(max_layers=4), workloads=st.lists(st.tuples(batches, seqs), min_size=2, max_size=3, unique=True))
 def test_params_never_depend_on_the_workload(spec, workloads):
     total = params(spec).total
-    weights = memory(spec, 1, 1).weights_bytes
+    weights = memory(spec, Workload(batch=1, seq=1)).weights_bytes
     for batch, seq in workloads:
         assert params(spec).total == total
-        assert memory(spec, batch, seq).weights_bytes == weights
-        assert memory(spec, batch, seq, MemoryOptions(train=True)).weights_bytes == weights
-        assert compare_models([spec], CompareOptions(batch=batch, seq=seq)).rows[0].total_params == total
-        assert explain("params", spec, ExplainOptions(batch=batch, seq=seq)).total == total
+        assert memory(spec, Workload(batch=batch, seq=seq)).weights_bytes == weights
+        assert memory(spec, Workload(batch=batch, seq=seq, train=True)).weights_bytes == weights
+        assert compare_models([spec], Workload(batch=batch, seq=seq)).rows[0].total_params == total
+        assert explain("params", spec, Workload(batch=batch, seq=seq)).total == total
     report = sweep([spec], H100, sorted({b for b, _ in workloads}), sorted({s for _, s in workloads}))
     assert {row.weights_bytes for row in report.rows} == {weights}
 
@@ -302,9 +311,9 @@ def test_params_never_depend_on_the_workload(spec, workloads):
 @SLOW
 @given(spec=specs(max_layers=4), batch=batches, seq=seqs, more=st.tuples(ints(0, 64), ints(0, 4096)))
 def test_latency_non_decreasing_in_seq_and_batch(spec, batch, seq, more):
-    base = latency(spec, H100, batch, seq, 2, LatencyOptions())
+    base = latency(spec, H100, Workload(batch=batch, seq=seq, gen=2))
     for b, s in ((batch + more[0], seq), (batch, seq + more[1]), (batch + more[0], seq + more[1])):
-        r = latency(spec, H100, b, s, 2, LatencyOptions())
+        r = latency(spec, H100, Workload(batch=b, seq=s, gen=2))
         assert r.ttft_s >= base.ttft_s and r.tpot_s >= base.tpot_s, (b, s, r.ttft_s, base.ttft_s, r.tpot_s, base.tpot_s)
 
 

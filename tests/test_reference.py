@@ -18,11 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.inputs.presets import load_preset, preset_names, spec_from_data
+from llmcalc.workload import Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 
@@ -41,9 +42,10 @@ def cut(spec):
 
 
 def expected(spec, batch: int, seq: int, mla_decode: str = "absorbed") -> dict[str, int]:
-    f = flops(spec, batch, seq, 1, Conventions(attention="dense", logits="last", mla_decode=mla_decode))
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last", mla_decode=mla_decode))
+    kv = kv_cache(spec, Workload(batch=batch, seq=seq, kv_dtype="bf16"))
     return dict(params_total=params(spec).total, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, batch, seq, "bf16").total_bytes)
+                train_flops=f.train_flops, kv_bytes=kv.total_bytes)
 
 
 def assert_matches(m, spec, batch: int, seq: int, mla_decode: str = "absorbed", train: bool = True) -> None:
@@ -121,7 +123,7 @@ def test_activation_peak_at_scale(name):
     spec, (batch, seq) = cut(load_preset(name)), AT_SCALE[name]
     with torch._subclasses.fake_tensor.FakeTensorMode():
         _, _, peak = prefill_peak(spec, batch, seq)
-    m = memory(spec, batch, seq)
+    m = memory(spec, Workload(batch=batch, seq=seq))
     measured = peak - m.weights_bytes - m.kv_cache_bytes
     assert abs(measured - m.activation_bytes) <= 0.01 * measured, (measured, m.activation_bytes)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.params import params
 from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.workload import Workload
 
 B = 2
 
@@ -65,14 +66,15 @@ def test_longformer_pairs_kv_and_flops_by_hand(seq):
     spec, w, g = longformer_spec(), 8, 3
     H, H_kv, h, L, d = 4, 2, 8, 2, 32
     pairs = sum(len(longformer_keys(i, w, g)) for i in range(1, seq + 1))
-    f = flops(spec, B, seq, 1)
+    work = Workload(batch=B, seq=seq, gen=1, kv_dtype="bf16")
+    f = flops(spec, work)
     core = {r.component: r for r in f.breakdown}
     assert core["attention/core_scores"].prefill == L * B * pairs * 2 * H * h
     assert core["attention/core_values"].prefill == L * B * pairs * 2 * H * h
     assert core["attention/core_scores"].decode == L * B * len(longformer_keys(seq + 1, w, g)) * 2 * H * h
     # the cache keeps the g globals and the last w − 1: what the next query needs besides itself
     kept = len(longformer_keys(seq + 1, w, g)) - 1
-    assert kv_cache(spec, B, seq, "bf16").total_bytes == L * B * kept * 2 * H_kv * h * 2
+    assert kv_cache(spec, work).total_bytes == L * B * kept * 2 * H_kv * h * 2
     # projections are GQA's: Longformer adds no parameters
     assert params(spec).total == params(spec.model_copy(update={"attention": spec.attention.model_copy(
         update={"global_tokens": 0})})).total
@@ -85,22 +87,24 @@ def test_longformer_without_globals_is_a_sliding_window():
         attention=dict(kind="gqa", heads=4, kv_heads=2, head_dim=8), sliding_window=6,
         layer_pattern=["sliding"]), "test")
     for seq in (3, 6, 7, 30):
-        a, b = flops(lf, B, seq, 5), flops(swa, B, seq, 5)
+        work = Workload(batch=B, seq=seq, gen=5)
+        a, b = flops(lf, work), flops(swa, work)
         assert (a.prefill_flops, a.decode_flops, a.generate_flops, a.train_flops) == \
                (b.prefill_flops, b.decode_flops, b.generate_flops, b.train_flops)
-        assert kv_cache(lf, B, seq).total_bytes == kv_cache(swa, B, seq).total_bytes
+        assert kv_cache(lf, work).total_bytes == kv_cache(swa, work).total_bytes
 
 
 def test_longformer_with_a_window_past_the_sequence_is_full_attention():
     lf, full = longformer_spec(w=100, g=4), spec_from_data(longformer_spec().model_dump() | dict(
         attention=dict(kind="gqa", heads=4, kv_heads=2, head_dim=8)), "test")
-    assert flops(lf, B, 50, 3).model_dump(exclude={"model", "notes"}) == \
-        flops(full, B, 50, 3).model_dump(exclude={"model", "notes"})
+    work = Workload(batch=B, seq=50, gen=3)
+    assert flops(lf, work).model_dump(exclude={"model", "notes"}) == \
+        flops(full, work).model_dump(exclude={"model", "notes"})
 
 
 def test_longformer_dense_counts_the_band_slots():
     spec = longformer_spec(w=8, g=3)
-    core = {r.component: r.prefill for r in flops(spec, B, 40, 1, Conventions(attention="dense")).breakdown}
+    core = {r.component: r.prefill for r in flops(spec, Workload(batch=B, seq=40, gen=1, attention_core="dense")).breakdown}
     assert core["attention/core_scores"] == 2 * B * 40 * (8 + 3) * 2 * 4 * 8  # every query: w + g slots
 
 
@@ -115,12 +119,13 @@ def test_dsa_preset_params_kv_and_flops_by_hand():
     indexer = r_q * H_I * d_I + d * d_I + 2 * d_I + d * H_I  # wq_b, wk, k_norm (LayerNorm: weight + bias), weights_proj
     assert indexer == 13_959_424
     assert params(spec).total == 671_026_404_352 + L * indexer  # DeepSeek-V3's main model plus 61 indexers
-    kv = kv_cache(spec, 1, 1000, "bf16")
+    kv = kv_cache(spec, Workload(batch=1, seq=1000, kv_dtype="bf16"))
     assert kv.bytes_per_token == L * (512 + 64 + 128) * 2
     fp8 = spec.model_copy(update={"attention": spec.attention.model_copy(update={"index_cache_dtype": "fp8"})})
-    assert kv_cache(fp8, 3, 1000, "bf16").total_bytes == 3 * 1000 * L * ((512 + 64) * 2 + 128)
+    assert kv_cache(fp8, Workload(batch=3, seq=1000, kv_dtype="bf16")).total_bytes == \
+        3 * 1000 * L * ((512 + 64) * 2 + 128)
     S = 5000
-    core = {r.component: r for r in flops(spec, 1, S, 1).breakdown}
+    core = {r.component: r for r in flops(spec, Workload(batch=1, seq=S, gen=1)).breakdown}
     selected = sum(min(i, 2048) for i in range(1, S + 1))
     assert core["attention/core_scores"].prefill == L * selected * 2 * 128 * (128 + 64)
     assert core["attention/index_scores"].prefill == L * (S * (S + 1) // 2) * 2 * H_I * d_I
@@ -138,19 +143,20 @@ def test_dsa_with_topk_past_the_sequence_is_mla_plus_the_indexer():
         exclude={"kind", "index_heads", "index_head_dim", "index_topk", "index_cache_dtype"}) | {"kind": "mla"}),
         "test")
     d, r_q, H_I, d_I, L = 32, 16, 3, 8, 2
-    for seq, conv in ((40, Conventions()), (40, Conventions(attention="dense", mla_decode="decompress"))):
-        a, b = flops(dsa, B, seq, 1, conv), flops(mla, B, seq, 1, conv)
-        every = seq * seq if conv.attention == "dense" else seq * (seq + 1) // 2
+    for seq, conv in ((40, {}), (40, dict(attention_core="dense", mla_decode="decompress"))):
+        work = Workload(batch=B, seq=seq, gen=1, **conv)
+        a, b = flops(dsa, work), flops(mla, work)
+        every = seq * seq if work.attention_core == "dense" else seq * (seq + 1) // 2
         per_token = 2 * (r_q * H_I * d_I + d * d_I + d * H_I)
         assert a.prefill_flops - b.prefill_flops == L * B * (seq * per_token + every * 2 * H_I * (d_I + 1))
         assert a.decode_flops - b.decode_flops == L * B * (per_token + (seq + 1) * 2 * H_I * (d_I + 1))
-        assert kv_cache(dsa, B, seq).total_bytes - kv_cache(mla, B, seq).total_bytes == L * B * seq * d_I * 2
+        assert kv_cache(dsa, work).total_bytes - kv_cache(mla, work).total_bytes == L * B * seq * d_I * 2
     assert params(dsa).total - params(mla).total == L * (r_q * H_I * d_I + d * d_I + 2 * d_I + d * H_I)
 
 
 def test_dsa_training_trains_the_indexer_on_its_own_loss():
     """Projections: forward + weight gradients (their input is detached); scoring: 3 × forward."""
-    rows = {r.component: r for r in flops(dsa_spec(), B, 30, 1, Conventions(logits="all")).breakdown}
+    rows = {r.component: r for r in flops(dsa_spec(), Workload(batch=B, seq=30, gen=1, logits="all")).breakdown}
     assert rows["attention/index_q"].train == 2 * rows["attention/index_q"].prefill
     assert rows["attention/index_scores"].train == 3 * rows["attention/index_scores"].prefill
     assert rows["attention/q_up"].train == 3 * rows["attention/q_up"].prefill
@@ -171,14 +177,15 @@ def test_linformer_params_flops_and_kv_by_hand(seq):
     assert sum(r.params for r in params(spec).breakdown if r.component.startswith("attention/")) == gqa + L * 2 * k * n
     shared = linformer_spec(sharing="key_value")
     assert params(spec).total - params(shared).total == L * k * n
-    rows = {r.component: r for r in flops(spec, B, seq, 1).breakdown}
+    work = Workload(batch=B, seq=seq, gen=1)
+    rows = {r.component: r for r in flops(spec, work).breakdown}
     assert rows["attention/seq_proj_k"].prefill == L * B * 2 * k * seq * H_kv * h
     assert rows["attention/core_scores"].prefill == L * B * seq * k * 2 * H * h
     assert rows["attention/core_values"].decode == L * B * k * 2 * H * h  # any context: k rows
     assert rows["attention/seq_proj_v"].decode == L * B * 2 * k * H_kv * h  # the rank-1 update
-    assert kv_cache(spec, B, seq).total_bytes == L * B * k * 2 * H_kv * h * 2
-    dense = flops(spec, B, seq, 1, Conventions(attention="dense"))
-    assert dense.prefill_flops == flops(spec, B, seq, 1).prefill_flops  # nothing masked: one count
+    assert kv_cache(spec, work).total_bytes == L * B * k * 2 * H_kv * h * 2
+    dense = flops(spec, Workload(batch=B, seq=seq, gen=1, attention_core="dense"))
+    assert dense.prefill_flops == flops(spec, work).prefill_flops  # nothing masked: one count
 
 
 def test_linformer_max_len_must_be_max_seq_len():
@@ -193,13 +200,14 @@ def test_reformer_params_flops_and_kv_by_hand(seq):
     spec, n, b, c, H, h, L, d = reformer_spec(), 2, 4, 3, 4, 8, 2, 32
     attn = {r.component: r.params for r in params(spec).breakdown if r.component.startswith("attention/")}
     assert attn == {"attention/q": L * d * H * h, "attention/v": L * d * H * h, "attention/o": L * H * h * d}
-    rows = {r.component: r for r in flops(spec, B, seq, 1).breakdown}
+    work = Workload(batch=B, seq=seq, gen=1)
+    rows = {r.component: r for r in flops(spec, work).breakdown}
     assert rows["attention/core_scores"].prefill == L * B * n * seq * min(seq, 2 * c) * 2 * H * h
     assert rows["attention/core_values"].decode == L * B * n * min(seq + 1, 2 * c) * 2 * H * h
     assert rows["attention/lsh_hash"].prefill == L * B * seq * n * H * 2 * h * (b // 2)
     assert rows["attention/lsh_hash"].train == rows["attention/lsh_hash"].prefill  # argmax: no gradient
     assert "attention/k" not in rows
-    assert kv_cache(spec, B, seq).total_bytes == L * B * seq * (2 * H * h * 2 + H * n)
+    assert kv_cache(spec, work).total_bytes == L * B * seq * (2 * H * h * 2 + H * n)
 
 
 def test_reformer_with_one_round_covering_the_sequence_is_dense_mha_with_shared_qk():
@@ -207,8 +215,8 @@ def test_reformer_with_one_round_covering_the_sequence_is_dense_mha_with_shared_
     ref = reformer_spec(n_hashes=1, n_buckets=2, chunk=32)
     mha = spec_from_data(ref.model_dump() | dict(attention=dict(kind="gqa", heads=4, kv_heads=4, head_dim=8)), "test")
     L, H, h, d, S = 2, 4, 8, 32, 40
-    a = {r.component: r for r in flops(ref, B, S, 1).breakdown}
-    b = {r.component: r for r in flops(mha, B, S, 1, Conventions(attention="dense")).breakdown}
+    a = {r.component: r for r in flops(ref, Workload(batch=B, seq=S, gen=1)).breakdown}
+    b = {r.component: r for r in flops(mha, Workload(batch=B, seq=S, gen=1, attention_core="dense")).breakdown}
     for name in ("core_scores", "core_values", "q", "v", "o"):
         assert a[f"attention/{name}"].prefill == b[f"attention/{name}"].prefill
     assert a["attention/lsh_hash"].prefill == L * B * S * H * h * 2
@@ -233,9 +241,10 @@ from llmcalc.reference.model import Decoder  # noqa: E402
 
 
 def expected(spec, seq, mla_decode="absorbed"):
-    f = flops(spec, B, seq, 1, Conventions(attention="dense", logits="last", mla_decode=mla_decode))
+    work = Workload(batch=B, seq=seq, gen=1, attention_core="dense", logits="last", mla_decode=mla_decode, kv_dtype="bf16")
+    f = flops(spec, work)
     return dict(params_total=params(spec).total, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, B, seq, "bf16").total_bytes)
+                train_flops=f.train_flops, kv_bytes=kv_cache(spec, work).total_bytes)
 
 
 SPECS = {"longformer": longformer_spec, "longformer-no-globals": lambda: longformer_spec(g=0),
@@ -263,9 +272,10 @@ def test_preset_reference_past_the_pattern(name):
         spec = spec.model_copy(update={"attention": spec.attention.model_copy(update={"index_topk": 64})})
     seq = 700 if name.startswith("longformer") else 100
     m = measure(spec, 1, seq, "fake", train=False)
-    f = flops(spec, 1, seq, 1, Conventions(attention="dense"))
+    work = Workload(batch=1, seq=seq, gen=1, attention_core="dense")
+    f = flops(spec, work)
     assert (m.prefill_flops, m.decode_flops, m.kv_bytes, m.params_total) == \
-           (f.prefill_flops, f.decode_flops, kv_cache(spec, 1, seq).total_bytes, params(spec).total)
+           (f.prefill_flops, f.decode_flops, kv_cache(spec, work).total_bytes, params(spec).total)
 
 
 @pytest.mark.parametrize("chunks", [(20, 1, 1, 1), (4, 3, 10, 1, 1)], ids=["prefill+decode", "chunked"])
@@ -367,16 +377,15 @@ def test_sweep_equals_the_estimators(preset):
     """Each sparse variant's counts (windowed, projected, hashed, selected) go through the same cost form."""
     from test_sweep import estimators
 
-    from llmcalc.costs.latency import LatencyOptions
-    from llmcalc.costs.parallel import Layout
     from llmcalc.inputs.gpus import load_gpu
     from llmcalc.views.sweep import Sweeper
+    from llmcalc.workload import Layout
 
-    o = LatencyOptions(layout=Layout(tp=8) if preset.startswith("deepseek") else Layout())
-    sweeper = Sweeper(load_preset(preset), load_gpu("h200"), o)
+    w = Workload(layout=Layout(tp=8) if preset.startswith("deepseek") else Layout())
+    sweeper = Sweeper(load_preset(preset), load_gpu("h200"), w)
     for b, s in [(1, 1), (3, 100), (2, 600), (8, 4096), (1, 70_000)]:
         got = sweeper.point(b, s)._asdict()
-        for field, want in estimators(sweeper.spec, o, b, s, load_gpu("h200")).items():
+        for field, want in estimators(sweeper.spec, w, b, s, load_gpu("h200")).items():
             assert got[field] == (pytest.approx(want, rel=1e-9) if isinstance(want, float) else want), field
 
 
@@ -389,7 +398,7 @@ def test_dsa_against_transformers_masked_decode():
     from hf_flops import build_meta_model, decode_flops
 
     spec, S = load_preset("deepseek-v3.2-exp"), 4096
-    ours = flops(spec, 1, S, conv=Conventions(attention="dense", mla_decode="decompress")).decode_flops
+    ours = flops(spec, Workload(batch=1, seq=S, attention_core="dense", mla_decode="decompress")).decode_flops
     measured = decode_flops(build_meta_model(FIXTURES_DIR / "deepseek-v3.2-exp"), 1, S)["total"]
     H, r, dn, dr, dv, k = 128, 512, 128, 64, 128, 2048
     masked = S + 1 - k
@@ -400,4 +409,5 @@ def test_compare_dsa_on_deepseek_v3_is_deepseek_v3_2(cli_json):
     """The swap rule's indexer (H/2 heads of d_h, top 2048) on DeepSeek-V3 is DeepSeek-V3.2-Exp's."""
     rows = {r["name"]: r for r in cli_json("compare", "dsa", "--preset", "deepseek-v3", "--seq", "8192")["rows"]}
     assert rows["dsa"]["total_params"] == params(load_preset("deepseek-v3.2-exp")).total
-    assert rows["dsa"]["kv_cache_bytes"] == kv_cache(load_preset("deepseek-v3.2-exp"), 1, 8192).total_bytes
+    kv = kv_cache(load_preset("deepseek-v3.2-exp"), Workload(batch=1, seq=8192))
+    assert rows["dsa"]["kv_cache_bytes"] == kv.total_bytes

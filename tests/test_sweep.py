@@ -12,43 +12,42 @@ import sys
 
 import pytest
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import LatencyOptions, latency
-from llmcalc.costs.memory import MemoryOptions, memory
-from llmcalc.costs.parallel import Layout
-from llmcalc.costs.shard import Storage
+from llmcalc.costs.latency import latency
+from llmcalc.costs.memory import memory
 from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.grid import check_size, parse_grid
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.attention import MLA
 from llmcalc.views.sweep import Sweeper
+from llmcalc.workload import Layout, Workload
 
 H100 = load_gpu("h100-sxm")
 EDGES = [1, 2, 3, 4095, 4096, 4097, 8191, 8192, 131072]  # around gemma2-9b's and mistral's 4096 windows
 
 
-def estimators(spec, o: LatencyOptions, batch: int, seq: int, gpu=H100) -> dict:
+def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100) -> dict:
     """The same figures from the plain estimators, as `llmcalc kv/memory/flops/latency` compute them."""
-    s = o.storage
-    m = memory(spec, batch, seq, MemoryOptions(weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype,
-                                               group_size=s.group_size))
-    f = flops(spec, batch, seq, 1, Conventions(mla_decode=o.mla_decode))
-    out = {"kv_bytes": kv_cache(spec, batch, seq, s.kv_dtype).total_bytes, "weights_bytes": m.weights_bytes,
+    m = memory(spec, Workload(batch=batch, seq=seq, weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype,
+                              group_size=w.group_size))
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, mla_decode=w.mla_decode))
+    kv = kv_cache(spec, Workload(batch=batch, seq=seq, kv_dtype=w.kv_dtype))
+    out = {"kv_bytes": kv.total_bytes, "weights_bytes": m.weights_bytes,
            "activation_bytes": m.activation_bytes, "memory_bytes": m.total_bytes,
            "prefill_flops": f.prefill_flops, "decode_flops": f.decode_flops}
     try:
-        r = latency(spec, gpu, batch, seq, 1, o)
+        r = latency(spec, gpu, w.model_copy(update={"batch": batch, "seq": seq, "gen": 1}))
     except UserError:  # the weights do not fit: no time
         return out | {"ttft_s": None, "tpot_s": None, "tokens_per_s": None, "fits": False}
     return out | {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "tokens_per_s": r.decode_tokens_per_s, "fits": r.fits}
 
 
-def assert_equal(sweeper: Sweeper, o: LatencyOptions, points: list[tuple[int, int]]) -> None:
+def assert_equal(sweeper: Sweeper, w: Workload, points: list[tuple[int, int]]) -> None:
     for batch, seq in points:
         got = sweeper.point(batch, seq)._asdict()
-        for field, want in estimators(sweeper.spec, o, batch, seq).items():
+        for field, want in estimators(sweeper.spec, w, batch, seq).items():
             if isinstance(want, float):
                 assert math.isclose(got[field], want, rel_tol=1e-9), (batch, seq, field, got[field], want)
             else:
@@ -87,11 +86,10 @@ CASES = [  # (preset, tp, pp, dp, ep, weights, kv, mla_decode): dense, sliding, 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:5])))
 def test_fast_path_equals_estimators(case):
     name, tp, pp, dp, ep, weights, kv, mla = case
-    o = LatencyOptions(storage=Storage(weights_dtype=weights, kv_dtype=kv), layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep),
-                       mla_decode=mla)
-    sweeper = Sweeper(load_preset(name), H100, o)
+    w = Workload(weights_dtype=weights, kv_dtype=kv, layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep), mla_decode=mla)
+    sweeper = Sweeper(load_preset(name), H100, w)
     assert sweeper.weights_per_gpu is not None
-    assert_equal(sweeper, o, points(dp, seed=CASES.index(case)))
+    assert_equal(sweeper, w, points(dp, seed=CASES.index(case)))
 
 
 def test_weights_that_do_not_fit_leave_latency_out():
@@ -99,21 +97,21 @@ def test_weights_that_do_not_fit_leave_latency_out():
     sweeper = Sweeper(spec, H100)
     p = sweeper.point(8, 4096)
     assert (p.ttft_s, p.tpot_s, p.tokens_per_s, p.fits) == (None, None, None, False)
-    assert p.memory_bytes == memory(spec, 8, 4096).total_bytes
+    assert p.memory_bytes == memory(spec, Workload(batch=8, seq=4096)).total_bytes
     assert "no latency: `gpus`:" in sweeper.notes[0]
 
 
 def test_rounded_terms_stay_exact():
     base = load_preset("deepseek-v2-lite")  # an odd latent (511 + 64) in int4: half bytes round up per layer
     spec = base.model_copy(update={"attention": MLA(**(base.attention.model_dump() | {"kv_lora_rank": 511}))})
-    o = LatencyOptions(storage=Storage(kv_dtype="int4"), layout=Layout(tp=2))
-    sweeper = Sweeper(spec, H100, o)
+    w = Workload(kv_dtype="int4", layout=Layout(tp=2))
+    sweeper = Sweeper(spec, H100, w)
     assert "//" in sweeper.source  # a floor that does not fold: ⌈x·575·4 / 8⌉
-    assert_equal(sweeper, o, points(n=8))
+    assert_equal(sweeper, w, points(n=8))
 
 
 def test_grid_checks_batches_against_dp():
-    sweeper = Sweeper(load_preset("llama2-7b"), H100, LatencyOptions(layout=Layout(tp=1, dp=2)))
+    sweeper = Sweeper(load_preset("llama2-7b"), H100, Workload(layout=Layout(tp=1, dp=2)))
     with pytest.raises(UserError, match="`batch`"):
         sweeper.grid([1, 2], [1024])
     assert [p.batch for p in sweeper.grid([2, 4], [1024, 2048])] == [2, 2, 4, 4]

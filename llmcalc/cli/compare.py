@@ -25,9 +25,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
-    layout_of,
     load_gpu_named,
-    positive,
 )
 from llmcalc.errors import UserError
 
@@ -77,22 +75,21 @@ def compare(
     units: UnitsOpt = "both",
 ) -> None:
     from llmcalc.inputs.presets import load_preset, load_spec_file
-    from llmcalc.views.compare import CompareOptions, compare_attention, compare_models
+    from llmcalc.views.compare import SwapRule, compare_attention, compare_models
+    from llmcalc.workload import Layout, Workload
 
-    positive(batch=batch, seq=seq, gen=gen, window=window, topk=topk, proj_len=proj_len,
-             **{k: v for k, v in (("groups", groups), ("kv_lora_rank", kv_lora_rank), ("rope_dim", rope_dim),
-                                  ("q_lora_rank", q_lora_rank)) if v is not None})
-    opts = CompareOptions(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
-                          groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
-                          window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len,
-                          layout=layout_of(gpus, tp, pp, dp, ep))
+    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                 layout=Layout.of(gpus, tp, pp, dp, ep))
+    rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
+                    window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
     specs = [load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
     device = load_gpu_named(gpu)
     if len(specs) > 1:
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
-        emit(compare_models(specs, opts, device), format, units, of=compare)
+        emit(compare_models(specs, w, device), format, units, of=compare)
         return
     base = specs[0] if specs else load_preset("llama2-7b")
-    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], opts, device), format, units, of=compare)
+    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device), format, units,
+         of=compare)

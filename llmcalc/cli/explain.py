@@ -29,14 +29,14 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
-    layout_of,
     load_gpu_named,
     load_model,
-    positive,
 )
 from llmcalc.errors import UserError
 
 TOPICS = ("params", "kv", "flops", "memory", "latency")
+DEFAULT_GEN = {"flops": 1, "latency": 256}
+"""--gen when not given: the default of the command the topic explains."""
 
 
 @app.command(help=(
@@ -72,20 +72,16 @@ def explain(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    from llmcalc.costs.flops import Conventions
-    from llmcalc.views.explain import ExplainOptions
     from llmcalc.views.explain import explain as work_out
+    from llmcalc.workload import Layout, Workload
 
     if topic not in TOPICS:
         got = "no topic" if topic is None else f"unknown topic {topic!r}"
         raise UserError(f"explain: {got}; give one of {', '.join(TOPICS)}, e.g. llmcalc explain kv -p llama2-7b")
-    positive(batch=batch, seq=seq, **({"gen": gen} if gen is not None else {}))
-    spec = load_model(preset, config, hf_config)
-    opts = ExplainOptions(batch=batch, seq=seq, gen=gen, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-                          conventions=Conventions(attention=attention, logits=logits, mla_decode=mla_decode),
-                          train=train, optimizer=optimizer, gpu=load_gpu_named(gpu),
-                          layout=layout_of(gpus, tp, pp, dp, ep))
-    report = work_out(topic, spec, opts)
+    w = Workload(batch=batch, seq=seq, gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1), kv_dtype=kv_dtype,
+                 weights_dtype=weights_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode, train=train,
+                 optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep))
+    report = work_out(topic, load_model(preset, config, hf_config), w, load_gpu_named(gpu))
     emit(report, format, units, of=explain)
     if not report.matches:
         raise typer.Exit(1)

@@ -25,12 +25,8 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _count_opt,
     emit,
-    layout_of,
     load_gpu_named,
     load_model,
-    positive,
-    reserve_ok,
-    storage_of,
 )
 
 
@@ -59,12 +55,9 @@ def fit(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    from llmcalc.costs.fit import FitOptions
     from llmcalc.costs.fit import fit as check
+    from llmcalc.workload import Layout, Workload
 
-    positive(batch=batch, seq=seq, prefill_chunk=prefill_chunk)
-    reserve_ok(reserve)
-    spec = load_model(preset, config, hf_config)
-    opts = FitOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
-                      reserve=reserve, prefill_chunk=prefill_chunk)
-    emit(check(spec, load_gpu_named(gpu, "fit"), batch, seq, opts), format, units, of=fit)
+    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+                 reserve=reserve, prefill_chunk=prefill_chunk, layout=Layout.of(gpus, tp, pp, dp, ep))
+    emit(check(load_model(preset, config, hf_config), load_gpu_named(gpu, "fit"), w), format, units, of=fit)

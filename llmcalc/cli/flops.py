@@ -22,7 +22,6 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
-    positive,
 )
 
 
@@ -43,9 +42,9 @@ def flops(
     units: UnitsOpt = "both",
 ) -> None:
     """FLOPs of prefill, one decode step, GEN decode steps and one training step."""
-    from llmcalc.costs.flops import Conventions
     from llmcalc.costs.flops import flops as count_flops
+    from llmcalc.workload import Workload
 
-    positive(batch=batch, seq=seq, gen=gen)
-    conv = Conventions(attention=attention, logits=logits, mla_decode=mla_decode, recompute=recompute, mtp=mtp)
-    emit(count_flops(load_model(preset, config, hf_config), batch, seq, gen, conv), format, units, of=flops)
+    w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
+                 recompute=recompute, mtp=mtp)
+    emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

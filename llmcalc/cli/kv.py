@@ -14,7 +14,6 @@ from llmcalc.cli.options import (
     UnitsOpt,
     emit,
     load_model,
-    positive,
 )
 
 
@@ -31,6 +30,7 @@ def kv(
 ) -> None:
     """KV cache bytes for BATCH sequences of SEQ tokens: total, per layer type, per token."""
     from llmcalc.costs.kv import kv_cache
+    from llmcalc.workload import Workload
 
-    positive(batch=batch, seq=seq)
-    emit(kv_cache(load_model(preset, config, hf_config), batch, seq, kv_dtype), format, units, of=kv)
+    w = Workload(batch=batch, seq=seq, kv_dtype=kv_dtype)
+    emit(kv_cache(load_model(preset, config, hf_config), w), format, units, of=kv)

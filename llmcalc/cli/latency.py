@@ -29,14 +29,9 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
-    layout_of,
     load_gpu_named,
     load_model,
-    positive,
-    reserve_ok,
-    storage_of,
 )
-from llmcalc.errors import UserError
 
 
 @app.command()
@@ -71,18 +66,14 @@ def latency(
     units: UnitsOpt = "both",
 ) -> None:
     """Roofline time: time to first token, time per output token, tokens/s, per phase and op."""
-    from llmcalc.costs.latency import LatencyOptions
+    from llmcalc.costs.latency import Efficiency
     from llmcalc.costs.latency import latency as estimate
+    from llmcalc.workload import Layout, Workload
 
-    positive(batch=batch, seq=seq, gen=gen)
-    reserve_ok(reserve)
-    for name, v in (("compute-efficiency", compute_efficiency), ("memory-efficiency", memory_efficiency),
-                    ("comm-efficiency", comm_efficiency)):
-        if not 0 < v <= 1:
-            raise UserError(f"--{name}: {v} is not in (0, 1]; give a share such as 0.8")
-    spec = load_model(preset, config, hf_config)
-    opts = LatencyOptions(storage=storage_of(weights_dtype, kv_dtype, group_size), layout=layout_of(gpus, tp, pp, dp, ep),
-                          compute_dtype=compute_dtype, compute_efficiency=compute_efficiency,
-                          memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency,
-                          mla_decode=mla_decode, reserve=reserve)
-    emit(estimate(spec, load_gpu_named(gpu, "latency"), batch, seq, gen, opts), format, units, of=latency)
+    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+                 compute_dtype=compute_dtype, mla_decode=mla_decode, reserve=reserve,
+                 layout=Layout.of(gpus, tp, pp, dp, ep))
+    eff = Efficiency(compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
+                     comm_efficiency=comm_efficiency)
+    emit(estimate(load_model(preset, config, hf_config), load_gpu_named(gpu, "latency"), w, eff), format, units,
+         of=latency)

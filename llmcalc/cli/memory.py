@@ -22,7 +22,6 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
-    positive,
 )
 
 
@@ -54,12 +53,10 @@ def memory(
     units: UnitsOpt = "both",
 ) -> None:
     """Memory: weights, KV cache, activations (and gradients, optimizer states with --train)."""
-    from llmcalc.costs.memory import MemoryOptions
     from llmcalc.costs.memory import memory as estimate
+    from llmcalc.workload import Layout, Workload
 
-    positive(batch=batch, seq=seq, group_size=group_size, dp=dp,
-             **({"micro_batch": micro_batch} if micro_batch is not None else {}))
-    opts = MemoryOptions(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size, train=train,
-                         optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dp=dp,
-                         micro_batch=micro_batch)
-    emit(estimate(load_model(preset, config, hf_config), batch, seq, opts), format, units, of=memory)
+    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+                 train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
+                 micro_batch=micro_batch, layout=Layout(dp=dp))
+    emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)

@@ -17,9 +17,7 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
-    positive,
 )
-from llmcalc.errors import UserError
 
 
 @app.command(help=(
@@ -37,11 +35,8 @@ def moe(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    import math
-
     from llmcalc.costs.moe import moe_report
+    from llmcalc.workload import Workload
 
-    positive(batch=batch, seq=seq)
-    if capacity_factor is not None and not (math.isfinite(capacity_factor) and capacity_factor > 0):
-        raise UserError(f"--capacity-factor: must be a finite number > 0 (got {capacity_factor}); e.g. 1.25")
-    emit(moe_report(load_model(preset, config, hf_config), batch, seq, capacity_factor), format, units, of=moe)
+    w = Workload(batch=batch, seq=seq)
+    emit(moe_report(load_model(preset, config, hf_config), w, capacity_factor), format, units, of=moe)

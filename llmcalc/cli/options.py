@@ -1,5 +1,5 @@
 """The options commands share (typer `Annotated` aliases, grouped in help panels) and the loaders they feed:
-a count with a k/m suffix, the model named by --preset/--config/--hf-config, the GPU, the parallel layout."""
+a count with a k/m suffix, the model named by --preset/--config/--hf-config, the GPU."""
 
 from __future__ import annotations
 
@@ -91,23 +91,6 @@ RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
     "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
 
 
-MAX_GPUS = 2**20
-"""Sanity bound on --gpus and each parallel degree (the largest clusters hold ~10^5 GPUs)."""
-
-
-def positive(**values: int) -> None:
-    """Batch, lengths and sizes must be positive whole numbers, at most MAX_SIZE (GPU counts MAX_GPUS)."""
-    from llmcalc.model.base import MAX_SIZE
-
-    for name, v in values.items():
-        if v <= 0:
-            raise UserError(f"--{name.replace('_', '-')}: must be > 0 (got {v}); give a positive whole number")
-        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep") else MAX_SIZE
-        if v > bound:
-            raise UserError(f"--{name.replace('_', '-')}: {v} is more than {bound:,}, beyond any real "
-                            f"{'cluster' if bound == MAX_GPUS else 'workload'}; give a smaller number")
-
-
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
     """The ModelSpec named by exactly one of --preset, --config, --hf-config."""
     given = [x for x in (preset, config, hf_config) if x is not None]
@@ -141,31 +124,6 @@ EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree (whole ex
 ReserveOpt = Annotated[float, _opt(
     "--reserve", help="Share of GPU memory kept for the runtime (0.10: vLLM's gpu_memory_utilization 0.9).",
     panel=GPUS, metavar="SHARE")]
-
-
-def layout_of(gpus: int | None, tp: int | None, pp: int, dp: int, ep: int):
-    """The parallel layout; --gpus must equal tp · pp · dp."""
-    from llmcalc.costs.parallel import Layout
-
-    positive(pp=pp, dp=dp, ep=ep, **({"gpus": gpus} if gpus is not None else {}), **({"tp": tp} if tp is not None else {}))
-    if tp is None:
-        tp = max(1, gpus // (pp * dp)) if gpus else 1
-    if gpus is not None and gpus != tp * pp * dp:
-        raise UserError(f"--gpus: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
-                        "make them agree or leave one out")
-    return Layout(tp=tp, pp=pp, dp=dp, ep=ep)
-
-
-def storage_of(weights_dtype: str, kv_dtype: str, group_size: int):
-    from llmcalc.costs.shard import Storage
-
-    positive(group_size=group_size)
-    return Storage(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size)
-
-
-def reserve_ok(reserve: float) -> None:
-    if not 0 <= reserve < 1:
-        raise UserError(f"--reserve: {reserve} is not in [0, 1); give a share such as 0.1")
 
 
 def load_gpu_named(name: str | None, needed_by: str | None = None):

@@ -28,10 +28,8 @@ from llmcalc.cli.options import (
     WeightsDtypeOpt,
     _opt,
     emit,
-    layout_of,
     load_gpu_named,
     load_model,
-    storage_of,
 )
 from llmcalc.errors import UserError
 
@@ -69,9 +67,9 @@ def sweep(
     units: UnitsOpt = "both",
 ) -> None:
     """KV cache, memory, FLOPs and (with --gpu) time and fit over a grid of batch sizes × context lengths."""
-    from llmcalc.costs.latency import LatencyOptions
     from llmcalc.inputs.grid import check_rows, check_size, parse_grid
     from llmcalc.views.sweep import sweep as run
+    from llmcalc.workload import Layout, Workload
 
     seqs, batches = parse_grid(seq, "seq"), parse_grid(batch, "batch")
     check_size(batches, seqs)
@@ -84,18 +82,18 @@ def sweep(
     sources += [(None, None, hf_config)] if hf_config else []
     if not sources:
         raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml or --hf-config PATH")
-    opts = LatencyOptions(storage=storage_of(weights_dtype, kv_dtype, group_size),
-                          layout=layout_of(gpus, tp, pp, dp, ep))
+    w = Workload(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+                 layout=Layout.of(gpus, tp, pp, dp, ep))
     specs = [load_model(*s) for s in sources]
     if attention is not None:
-        from llmcalc.views.compare import CompareOptions, attention_variant
+        from llmcalc.views.compare import attention_variant
 
         variants = [v.strip() for v in attention.split(",") if v.strip()]
         if not variants:
             raise UserError("--attention: no variant given; list some of mha, gqa, mqa, mla, swa")
-        specs = [attention_variant(s, v, CompareOptions()) for s in specs for v in dict.fromkeys(variants)]
+        specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
     check_rows(len(specs), len(batches) * len(seqs))
-    report = run(specs, load_gpu_named(gpu), batches, seqs, opts)
+    report = run(specs, load_gpu_named(gpu), batches, seqs, w)
     if plot is not None:
         plot_sweep(report, plot, units)
         sys.stderr.write(f"plot: wrote {plot}\n")

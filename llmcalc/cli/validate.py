@@ -20,7 +20,6 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
-    positive,
 )
 
 
@@ -51,8 +50,9 @@ def validate(
         scaled_copy,
     )
     from llmcalc.views.validate import validate as run
+    from llmcalc.workload import require_sizes
 
-    positive(batch=batch, seq=seq, scale=scale, **({"layers": layers} if layers is not None else {}))
+    require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
     if all_presets:
         from llmcalc.inputs.presets import load_preset, preset_names
 

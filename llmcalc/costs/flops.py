@@ -13,14 +13,13 @@ biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal
 
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
 from llmcalc.model.attention import Parts
-from llmcalc.model.base import Frozen
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
+from llmcalc.workload import Workload
 
 FORMULA = ("prefill = Σ_layers[2·B·S·W + B·pairs(S)·c_pair] + 2·B·n_logits·d·V; "
            "decode = Σ_layers[2·B·W + B·min(S+1, window)·c_pair] + 2·B·d·V; generate = Σ_{t<G} decode(S+t); "
@@ -29,16 +28,6 @@ MAC = 2
 """FLOPs per multiply-add."""
 FWD_BWD = 3
 """Forward + backward: the backward pass costs two forwards (gradients for inputs and weights)."""
-
-
-class Conventions(Frozen):
-    """Counting conventions; the defaults are stated in docs/formulas.md."""
-
-    attention: Literal["causal", "dense"] = "causal"
-    logits: Literal["last", "all"] = "last"
-    mla_decode: Literal["absorbed", "decompress"] = "absorbed"
-    recompute: Literal["none", "selective", "full"] = "none"
-    mtp: bool = False
 
 
 def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, latents: int,
@@ -88,39 +77,39 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
     return dict(total)
 
 
-def flops(spec: ModelSpec, batch: int, seq: int, gen: int = 1, conv: Conventions | None = None) -> FlopsReport:
-    """Prefill, one decode step, G decode steps and a training step, by component."""
-    conv = conv or Conventions()
-    attn = spec.attention
-    absorbed = attn.latent_cache and conv.mla_decode == "absorbed"
+def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
+    """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
+    by component, under the workload's conventions (attention, logits, mla_decode, recompute, mtp)."""
+    attn, batch, seq, gen = spec.attention, w.batch, w.seq, w.gen
+    absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda w: attn.core(seq, 0, w, conv.attention),
-                       latents_of=lambda w: seq, absorbed=False, logits=logits, mtp=conv.mtp)
+        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, w.attention_core),
+                       latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp)
 
-    prefill = prefill_like(seq if conv.logits == "all" else 1)
-    keys = lambda w: attn.pairs(1, seq, w)  # noqa: E731 - decode attends to (and re-projects) these
-    decode = forward(spec, batch, new=1, core_of=lambda w: attn.core(1, seq, w, "causal", absorbed),
-                     latents_of=keys if decompress else lambda w: 0, absorbed=absorbed, logits=1, mtp=conv.mtp)
-    steps = lambda w: attn.pairs(gen, seq, w)  # noqa: E731
-    generate = forward(spec, batch, new=gen, core_of=lambda w: attn.core(gen, seq, w, "causal", absorbed),
-                       latents_of=steps if decompress else lambda w: 0, absorbed=absorbed, logits=gen, mtp=conv.mtp)
+    prefill = prefill_like(seq if w.logits == "all" else 1)
+    keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
+    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, "causal", absorbed),
+                     latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp)
+    steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
+    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
+                       latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
     fwd = prefill_like(seq)
-    train = {k: _passes(spec, k) * v + _recomputed(k, v, conv.recompute) for k, v in fwd.items()}
+    train = {k: _passes(spec, k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
                      generate=generate.get(k, 0), train=train[k]) for k in fwd]
     rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
              for k in decode if k not in fwd]
     p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
     return FlopsReport(
-        model=spec.name, batch=batch, seq=seq, gen=gen, attention=conv.attention, logits=conv.logits,
-        mla_decode=conv.mla_decode if attn.latent_cache else "n/a", recompute=conv.recompute, mtp=conv.mtp,
+        model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core, logits=w.logits,
+        mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute, mtp=w.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
         train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
-        positions=position_flops(spec, batch, seq, gen, conv.attention),
-        notes=_notes(spec, conv) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
+        positions=position_flops(spec, batch, seq, gen, w.attention_core),
+        notes=_notes(spec, w) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
                                     if seq + gen > spec.max_seq_len else []),
     )
 
@@ -142,14 +131,14 @@ def _recomputed(component: str, fwd: int, recompute: str) -> int:
     return 0
 
 
-def _notes(spec: ModelSpec, conv: Conventions) -> list[str]:
+def _notes(spec: ModelSpec, w: Workload) -> list[str]:
     notes = [
-        f"attention core counted {conv.attention}: "
-        + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if conv.attention == "causal"
+        f"attention core counted {w.attention_core}: "
+        + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if w.attention_core == "causal"
            else "the full S×S product per layer, masked or not"),
-        f"prefill logits: {conv.logits} positions; training always projects all positions",
+        f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
-    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(conv.mla_decode)) if n]
-    if spec.mtp_modules and not conv.mtp:
+    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
+    if spec.mtp_modules and not w.mtp:
         notes.append("the MTP module is not counted (use `mtp`)")
     return notes

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.kv import KVLayerRow, KVReport
+from llmcalc.workload import Workload
 
 FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per_token · bytes; "
            "GQA 2·H_kv·h, MLA r_kv + d_r")
@@ -28,21 +29,33 @@ def cache_layers(spec: ModelSpec) -> dict[int | None, int]:
     return out
 
 
-def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> KVReport:
-    """The KV cache of `batch` sequences of `seq` tokens, per layer type and in total."""
-    attn = spec.attention
-    elements, bits = attn.kv_elements(), DTYPE_BITS[kv_dtype]
-    rows = []
+def kv_layers(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> list[tuple[int | None, int, int, int]]:
+    """Per window (None: full attention): (window, layers, tokens kept, bytes one layer caches for `batch`
+    sequences of `seq` tokens)."""
+    attn, bits = spec.attention, DTYPE_BITS[kv_dtype]
+    out = []
     for window, count in cache_layers(spec).items():
         kept = attn.cached_tokens(seq, window)
-        per_layer = attn.cache_bytes(batch * kept, bits)
-        rows.append(
-            KVLayerRow(
-                layer_type=attn.layer_type(window),
-                layers=count, tokens_cached=kept, elements_per_token=elements,
-                bytes_per_layer=per_layer, bytes=count * per_layer,
-            )
+        out.append((window, count, kept, attn.cache_bytes(batch * kept, bits)))
+    return out
+
+
+def kv_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> int:
+    """The KV cache's bytes for `batch` sequences of `seq` tokens: Σ_windows layers · bytes per layer."""
+    return sum(count * per_layer for _, count, _, per_layer in kv_layers(spec, batch, seq, kv_dtype))
+
+
+def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
+    """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
+    total."""
+    attn, batch, seq = spec.attention, w.batch, w.seq
+    rows = [
+        KVLayerRow(
+            layer_type=attn.layer_type(window), layers=count, tokens_cached=kept,
+            elements_per_token=attn.kv_elements(), bytes_per_layer=per_layer, bytes=count * per_layer,
         )
+        for window, count, kept, per_layer in kv_layers(spec, batch, seq, w.kv_dtype)
+    ]
     notes = [attn.kv_note] if attn.kv_note else []  # a variant that keeps other than K and V of every token
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
@@ -52,8 +65,8 @@ def kv_cache(spec: ModelSpec, batch: int, seq: int, kv_dtype: str = "bf16") -> K
             "(a per-layer figure quoted as the whole cache forgets the layer count)"
         )
     return KVReport(
-        model=spec.name, batch=batch, seq=seq, kv_dtype=kv_dtype,
+        model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype,
         total_bytes=sum(r.bytes for r in rows),
-        bytes_per_token=attn.cache_bytes(spec.n_layers, bits),
+        bytes_per_token=attn.cache_bytes(spec.n_layers, DTYPE_BITS[w.kv_dtype]),
         per_layer=rows, formula=FORMULA, notes=notes,
     )

@@ -12,26 +12,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import cache
-from typing import Literal
 
-from pydantic import Field
+from pydantic import model_validator
 
-from llmcalc.costs.fit import FitOptions, activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
-from llmcalc.costs.parallel import Layout
-from llmcalc.costs.shard import (
-    Storage,
-    ceil_div,
-    edge_bytes,
-    kv_per_gpu,
-    layer_bytes_per_gpu,
-)
+from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, kv_shards
+from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu
+from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.latency import LatencyReport, OpRow, PhaseRow
+from llmcalc.workload import Layout, Workload
 
 FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memory_eff)); phase = Σ ops + "
            "communication; ttft = prefill; tpot = one decode step (all active weights + the KV cache); "
@@ -39,18 +34,22 @@ FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memor
 Cost = list  # [flops, bytes] of one (layer group, op) entry on one GPU
 
 
-class LatencyOptions(Frozen):
-    storage: Storage = Storage()
-    layout: Layout = Layout()
-    compute_dtype: Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
-    compute_efficiency: float = Field(default=0.8, gt=0, le=1)
+class Efficiency(Frozen):
+    """The roofline's constants: the shares of a GPU's datasheet peaks that its kernels reach."""
+
+    compute_efficiency: float = 0.8
     """Share of the dense peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
-    memory_efficiency: float = Field(default=0.9, gt=0, le=1)
+    memory_efficiency: float = 0.9
     """Share of the datasheet bandwidth a streaming kernel reaches: ~3.0 of 3.35 TB/s on an H100."""
-    comm_efficiency: float = Field(default=0.8, gt=0, le=1)
+    comm_efficiency: float = 0.8
     """Share of the one-way link bandwidth a collective reaches (NCCL bus bandwidth)."""
-    mla_decode: Literal["absorbed", "decompress"] = "absorbed"
-    reserve: float = Field(default=0.10, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _shares(self) -> Efficiency:
+        for name, v in self:
+            if not 0 < v <= 1:
+                raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
+        return self
 
 
 def experts_hit(experts: int, top_k: int, tokens: float) -> float:
@@ -72,17 +71,17 @@ def op_name(component: str) -> str:
         tail, "ffn/shared" if tail.startswith("shared") else "ffn")
 
 
-def step_form(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> dict[tuple, Cost]:
+def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
     """Per-GPU [FLOPs, bytes] of one forward, keyed by (layer group index or None, op), as exact forms
     (llmcalc/costs/form.py) in the point's variables (step_vars): T tokens and R sequences on one GPU and,
     per layer window, R × each of the attention's counts. A prefill has context 0; a decode step one new
     token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid."""
-    L, s, attn, d = o.layout, o.storage, spec.attention, spec.d_model
-    a = DTYPE_BITS[s.act_dtype] // 8
-    absorbed = attn.latent_cache and not prefill and o.mla_decode == "absorbed"
+    L, attn, d = w.layout, spec.attention, spec.d_model
+    a = DTYPE_BITS[w.act_dtype] // 8
+    absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
     tokens, batch = var("T"), var("R")
     sample = (1, 0) if prefill else (1, 1)  # counts name the same variables at every point of a phase
-    kv_shards, bits = L.kv_shards(spec), DTYPE_BITS[s.kv_dtype]
+    shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]
     out: dict[tuple, Cost] = defaultdict(lambda: [0, 0])
     for gi, g in enumerate(spec.layer_groups()):
         n = g.count
@@ -93,7 +92,7 @@ def step_form(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> dict[tuple, 
         for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
             out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
         routed = g.ffn.routed_experts
-        for comp, b in layer_bytes_per_gpu(spec, g, s, L).items():
+        for comp, b in layer_bytes_per_gpu(spec, g, w).items():
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp))][1] += n * b
@@ -108,8 +107,8 @@ def step_form(spec: ModelSpec, o: LatencyOptions, prefill: bool) -> dict[tuple, 
         else:
             core = ceil_div(tokens * attn.query_io() * a, L.tp)
             cache = attn.step_cache_bytes(counts, batch, bits)  # read the cache, write the new token
-        out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, kv_shards))
-    emb, head = edge_bytes(spec, s)
+        out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, shards))
+    emb, head = edge_bytes(spec, w)
     logits = batch  # one position per sequence: the last prompt token, or the new one
     out[(None, "embedding")][1] += ceil_div(tokens * d * (2 + a), L.tp)
     out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)
@@ -128,11 +127,11 @@ def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, 
     return env
 
 
-def step_costs(spec: ModelSpec, o: LatencyOptions, batch: int, new: int, context: int,
+def step_costs(spec: ModelSpec, w: Workload, batch: int, new: int, context: int,
                form: dict[tuple, Cost] | None = None) -> dict[tuple, Cost]:
     """Per-GPU [FLOPs, bytes] of one forward over `new` tokens per sequence with `context` tokens
     cached (new > 1 or context 0: a prefill): step_form at the point (`form`: the phase's, built once)."""
-    form = form or step_form(spec, o, new > 1 or context == 0)
+    form = form or step_form(spec, w, new > 1 or context == 0)
     env = step_vars(spec, batch, new, context)
     return {k: [value(c, env) for c in cost] for k, cost in form.items()}
 
@@ -147,7 +146,7 @@ def experts_read(tokens: int, b: int, experts: int, top_k: int, ep: int, tp: int
 
 def alltoall_read(tokens: int, L: Layout, top_k: int, width: int) -> int:
     """Bytes one GPU sends in one expert-parallel all-to-all of a forward of `tokens` tokens on it."""
-    return L.alltoall_bytes(tokens * L.ep // L.tp or 1, top_k, width)
+    return alltoall_bytes(L, tokens * L.ep // L.tp or 1, top_k, width)
 
 
 def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, int]:
@@ -156,7 +155,7 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
     out = {}
     hidden = tokens * spec.d_model * a
     if L.tp > 1:
-        out["comm/tp_all_reduce"] = 2 * spec.n_layers * L.allreduce_bytes(hidden)
+        out["comm/tp_all_reduce"] = 2 * spec.n_layers * allreduce_bytes(L, hidden)
     if L.ep > 1:
         moe_layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
         per = Lin({Whole(alltoall_read, "T", L, spec.ffn.top_k, spec.d_model * a): 1})
@@ -167,12 +166,12 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
 
 
 class Roofline:
-    """Peak rates of one GPU under the options: FLOP/s, bytes/s, link bytes/s."""
+    """Rates one GPU reaches: FLOP/s at the workload's compute dtype, bytes/s, link bytes/s."""
 
-    def __init__(self, gpu: GPU, o: LatencyOptions):
-        self.flops = gpu.peak(o.compute_dtype) * o.compute_efficiency
-        self.bytes = gpu.bandwidth * o.memory_efficiency
-        self.link = gpu.link_one_way * o.comm_efficiency
+    def __init__(self, gpu: GPU, compute_dtype: str, eff: Efficiency):
+        self.flops = gpu.peak(compute_dtype) * eff.compute_efficiency
+        self.bytes = gpu.bandwidth * eff.memory_efficiency
+        self.link = gpu.link_one_way * eff.comm_efficiency
 
     def times(self, key: tuple, cost: Cost) -> tuple[float, float, float]:
         """(compute, memory, communication) seconds of one entry."""
@@ -201,43 +200,43 @@ def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:
     return line(*first, 0, k) + line(*second, k, n)
 
 
-def latency(spec: ModelSpec, gpu: GPU, batch: int, seq: int, gen: int, o: LatencyOptions | None = None) -> LatencyReport:
-    o = o or LatencyOptions()
-    L, s = o.layout, o.storage
-    L.check(spec, batch)
-    fit_opts = FitOptions(storage=s, layout=L, reserve=o.reserve)
-    weights = require_weights_fit(spec, gpu, fit_opts)
+def latency(spec: ModelSpec, gpu: GPU, w: Workload, eff: Efficiency = Efficiency()) -> LatencyReport:
+    """Roofline time of the workload on its layout of `gpu`s: prefill of `seq` tokens (the first token), then
+    `gen` − 1 decode steps, per phase and op."""
+    L, batch, seq, gen = w.layout, w.batch, w.seq, w.gen
+    w.check(spec)
+    weights = require_weights_fit(spec, gpu, w)
     rep = batch // L.dp
-    roof = Roofline(gpu, o)
+    roof = Roofline(gpu, w.compute_dtype, eff)
 
-    decode_form = step_form(spec, o, prefill=False)
+    decode_form = step_form(spec, w, prefill=False)
 
     @cache
     def decode_at(c: int) -> dict[tuple, Cost]:
-        return step_costs(spec, o, rep, 1, c, decode_form)
+        return step_costs(spec, w, rep, 1, c, decode_form)
 
-    prefill = step_costs(spec, o, rep, seq, 0)
+    prefill = step_costs(spec, w, rep, seq, 0)
     last = seq + max(gen - 2, 0)
     phases = [_phase("prefill", 0, rep * seq, prefill, roof), _phase("decode first", seq, rep, decode_at(seq), roof),
               _phase("decode last", last, rep, decode_at(last), roof)]
     decode_s = _decode_sum(spec, decode_at, seq, gen - 1, roof)
     ttft, total = phases[0].time_s, phases[0].time_s + decode_s
-    kv = kv_per_gpu(spec, rep, seq + gen - 1, s, L)
-    act = activation_workspace(spec, fit_opts)
-    fits = holds(weights, act, kv, usable_bytes(gpu, o.reserve))
+    kv = kv_per_gpu(spec, rep, seq + gen - 1, w)
+    act = activation_workspace(spec, w)
+    fits = holds(weights, act, kv, usable_bytes(gpu, w.reserve))
     hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts), None)
-    ridge = gpu.peak(o.compute_dtype) / gpu.bandwidth
+    ridge = gpu.peak(w.compute_dtype) / gpu.bandwidth
     return LatencyReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
-        gen=gen, compute_dtype=o.compute_dtype, weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype,
-        peak_flops=gpu.peak(o.compute_dtype), bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge,
-        effective_ridge_point=roof.flops / roof.bytes, compute_efficiency=o.compute_efficiency,
-        memory_efficiency=o.memory_efficiency, comm_efficiency=o.comm_efficiency,
+        gen=gen, compute_dtype=w.compute_dtype, weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype,
+        peak_flops=gpu.peak(w.compute_dtype), bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge,
+        effective_ridge_point=roof.flops / roof.bytes, compute_efficiency=eff.compute_efficiency,
+        memory_efficiency=eff.memory_efficiency, comm_efficiency=eff.comm_efficiency,
         ttft_s=ttft, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s, total_s=total,
         tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total, decode_tokens_per_s=batch / phases[1].time_s,
         experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
         ops=[row for p, costs in zip(phases, (prefill, decode_at(seq), decode_at(last))) for row in _op_rows(p.phase, costs, roof)],
-        formula=FORMULA, notes=_notes(spec, o, gen, fits),
+        formula=FORMULA, notes=_notes(spec, w, fits),
     )
 
 
@@ -302,8 +301,8 @@ def _segment(key: tuple, first: Cost, last: Cost, n: int, roof: Roofline) -> flo
     return sum_max_affine(c0, (c1 - c0) / step, m0, (m1 - m0) / step, n) + n * (x0 + x1) / 2
 
 
-def _notes(spec: ModelSpec, o: LatencyOptions, gen: int, fits: bool) -> list[str]:
-    L = o.layout
+def _notes(spec: ModelSpec, w: Workload, fits: bool) -> list[str]:
+    L = w.layout
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
              "one after another, so a phase sums every stage",
              "prefill emits the first token; the other G − 1 tokens take one decode step each",
@@ -311,9 +310,9 @@ def _notes(spec: ModelSpec, o: LatencyOptions, gen: int, fits: bool) -> list[str
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     if spec.attention.latent_cache:
-        notes.append(f"MLA decode {o.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
+        notes.append(f"MLA decode {w.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
     if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
-    if o.storage.weights_dtype in ("int4", "int8", "fp8") and o.compute_dtype == "bf16":
-        notes.append(f"{o.storage.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")
+    if w.weights_dtype in ("int4", "int8", "fp8") and w.compute_dtype == "bf16":
+        notes.append(f"{w.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")
     return notes

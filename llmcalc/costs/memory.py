@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Literal
 
-from llmcalc.costs.kv import kv_cache, nbytes
+from llmcalc.costs.kv import kv_bytes, nbytes
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen, PosInt
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.reports.memory import MemoryReport, MemoryRow
+from llmcalc.workload import Workload
 
 FORMULA = ("inference: weights + KV cache + prefill activation peak; "
            "train: weights + gradients + optimizer states (+ fp32 master) + activations of every layer")
@@ -29,22 +28,6 @@ OPTIMIZER_BYTES = {"adamw": 8, "adamw-8bit": 2, "sgd": 4}
 (2); SGD momentum in fp32 (4)."""
 LOGIT_BYTES = 4
 """Logits are upcast to fp32 for sampling and the loss."""
-
-
-class MemoryOptions(Frozen):
-    weights_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    act_dtype: str = "bf16"
-    group_size: PosInt = 128
-    train: bool = False
-    optimizer: Literal["adamw", "adamw-8bit", "sgd"] = "adamw"
-    recompute: Literal["none", "selective", "full"] = "none"
-    flash: bool = True
-    dropout: bool = False
-    zero: Literal[0, 1, 2, 3] = 0
-    dp: PosInt = 1
-    micro_batch: PosInt | None = None
-    """Training: sequences one GPU runs at a time (its activations); None: its whole share, batch / dp."""
 
 
 def stored_bytes(params: int, matrices: list[tuple[int, int]], dtype: str, group_size: int) -> int:
@@ -100,99 +83,104 @@ def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, st
     return stored, f"layer matrices in {dtype}{scales}; embedding, head, norms, biases bf16"
 
 
-def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, o: MemoryOptions) -> tuple[int, int]:
+def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, w: Workload) -> tuple[int, int]:
     """Bytes one training layer keeps for its backward pass: (linear in S part, attention-core part).
 
     Generalises Korthikanti et al. 2022 (per layer s·b·h·(34 + 5·a·s/h) for GPT with dropout): the
     inputs of every matmul, Q/K/V, the FFN intermediates, the norm inputs, dropout masks (1 byte), and
     without flash attention the softmax output (plus dropout mask and output) over S×S per head.
     """
-    a, d, attn, sb = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
+    a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
     ffn_saved = d + g.ffn.saved_elements()  # the FFN's input and its intermediates
     norms = spec.norm.per_layer * d
-    linear = a * sb * (attn.saved_elements(d) + ffn_saved + norms) + (2 * sb * d if o.dropout else 0)
-    w = attn.keys_window(g.window)
-    keys = min(seq, w) if (w and o.flash) else seq
-    if o.flash:
+    linear = a * sb * (attn.saved_elements(d) + ffn_saved + norms) + (2 * sb * d if w.dropout else 0)
+    window = attn.keys_window(g.window)
+    keys = min(seq, window) if (window and w.flash) else seq
+    if w.flash:
         core = 4 * batch * attn.heads * seq  # fp32 log-sum-exp per query and head
     else:
-        core = batch * attn.heads * seq * keys * (a + (1 + a if o.dropout else 0))
+        core = batch * attn.heads * seq * keys * (a + (1 + a if w.dropout else 0))
     return linear, core
 
 
-def memory(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions | None = None) -> MemoryReport:
-    """Inference (weights + KV + activations) or training (+ gradients and optimizer) memory."""
-    o = o or MemoryOptions()
-    if o.train and o.weights_dtype in QUANTIZED:
-        raise UserError(f"`weights_dtype`: {o.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
-    if not o.train and (o.dp > 1 or o.zero or o.micro_batch):
+def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
+    """Inference (weights + KV + activations of `batch` sequences of `seq` tokens) or training (+ gradients
+    and optimizer states) memory of the whole model; training figures are per data-parallel GPU."""
+    batch, seq, dp = w.batch, w.seq, w.layout.dp
+    if w.train and w.weights_dtype in QUANTIZED:
+        raise UserError(f"`weights_dtype`: {w.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+    across = next((k for k in ("tp", "pp", "ep") if getattr(w.layout, k) > 1), None)
+    if across:
+        raise UserError(f"`{across}`: memory is the whole model's (training: per data-parallel GPU); for the "
+                        "figures per GPU of a tensor, pipeline or expert split see `llmcalc fit` and `llmcalc latency`")
+    if not w.train and (dp > 1 or w.zero or w.micro_batch):
         raise UserError("`dp`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for serving "
                         "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
-    if batch % o.dp:
-        raise UserError(f"`batch`: the global batch of {batch} sequences does not split over `dp` {o.dp}; "
-                        f"use a multiple of {o.dp}")
-    per_gpu = batch // o.dp
-    micro = o.micro_batch or per_gpu
+    if batch % dp:
+        raise UserError(f"`batch`: the global batch of {batch} sequences does not split over `dp` {dp}; "
+                        f"use a multiple of {dp}")
+    per_gpu = batch // dp
+    micro = w.micro_batch or per_gpu
     if per_gpu % micro:
         raise UserError(f"`micro_batch`: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
-                        f"(`batch` {batch} / `dp` {o.dp}); use a divisor of {per_gpu}")
+                        f"(`batch` {batch} / `dp` {dp}); use a divisor of {per_gpu}")
     counts = count_params(spec)
-    w, w_note = weights_bytes(spec, o.weights_dtype, o.group_size)
+    weights, w_note = weights_bytes(spec, w.weights_dtype, w.group_size)
     rows = []
-    if not o.train:
-        kv = kv_cache(spec, batch, seq, o.kv_dtype).total_bytes
-        act, act_note = inference_activations(spec, batch, seq, o)
-        rows += [MemoryRow(component="weights", bytes=w, note=w_note),
-                 MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {o.kv_dtype}"),
+    if not w.train:
+        kv = kv_bytes(spec, batch, seq, w.kv_dtype)
+        act, act_note = inference_activations(spec, batch, seq, w)
+        rows += [MemoryRow(component="weights", bytes=weights, note=w_note),
+                 MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
         grads = opt = 0
     else:
         kv = 0
         n = counts.total
-        act, act_note = _training_activations(spec, micro, seq, o)
-        shard = lambda x, stage: -(-x // o.dp) if o.zero >= stage else x  # noqa: E731
-        w = shard(w, 3)
-        grads = shard(nbytes(n, o.weights_dtype), 2)
-        master = 4 * n if o.weights_dtype != "fp32" else 0
-        opt = shard(master + OPTIMIZER_BYTES[o.optimizer] * n, 1)
-        split = lambda stage: f" ÷ {o.dp} (ZeRO-{o.zero})" if o.zero >= stage else ""  # noqa: E731
-        rows += [MemoryRow(component="weights", bytes=w, note=w_note + split(3)),
-                 MemoryRow(component="gradients", bytes=grads, note=f"{o.weights_dtype} gradients" + split(2)),
+        act, act_note = _training_activations(spec, micro, seq, w)
+        shard = lambda x, stage: -(-x // dp) if w.zero >= stage else x  # noqa: E731
+        weights = shard(weights, 3)
+        grads = shard(nbytes(n, w.weights_dtype), 2)
+        master = 4 * n if w.weights_dtype != "fp32" else 0
+        opt = shard(master + OPTIMIZER_BYTES[w.optimizer] * n, 1)
+        split = lambda stage: f" ÷ {dp} (ZeRO-{w.zero})" if w.zero >= stage else ""  # noqa: E731
+        rows += [MemoryRow(component="weights", bytes=weights, note=w_note + split(3)),
+                 MemoryRow(component="gradients", bytes=grads, note=f"{w.weights_dtype} gradients" + split(2)),
                  MemoryRow(component="optimizer", bytes=opt,
-                           note=(f"{o.optimizer}: fp32 master + states" if master else o.optimizer) + split(1)),
+                           note=(f"{w.optimizer}: fp32 master + states" if master else w.optimizer) + split(1)),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
     dominant = max(rows, key=lambda r: r.bytes).component
     notes = []
-    if o.train:
-        notes.append(f"`batch` {batch} is the global batch: each of the {o.dp} data-parallel GPU(s) runs {per_gpu} "
+    if w.train:
+        notes.append(f"`batch` {batch} is the global batch: each of the {dp} data-parallel GPU(s) runs {per_gpu} "
                      f"sequence(s) per step, {micro} at a time" + (f" ({per_gpu // micro} micro-batches)"
                                                                     if micro < per_gpu else ""))
-    if o.zero and o.dp == 1:
-        notes.append(f"ZeRO-{o.zero} over one GPU (`dp` 1) divides nothing; give `dp`, the data-parallel GPUs")
-    elif o.zero:
-        notes.append(f"ZeRO-{o.zero} over {o.dp} data-parallel GPUs: figures are per GPU")
+    if w.zero and dp == 1:
+        notes.append(f"ZeRO-{w.zero} over one GPU (`dp` 1) divides nothing; give `dp`, the data-parallel GPUs")
+    elif w.zero:
+        notes.append(f"ZeRO-{w.zero} over {dp} data-parallel GPUs: figures are per GPU")
     return MemoryReport(
-        model=spec.name, mode="train" if o.train else "inference", batch=batch, seq=seq, dp=o.dp,
+        model=spec.name, mode="train" if w.train else "inference", batch=batch, seq=seq, dp=dp,
         per_gpu_batch=per_gpu, micro_batch=micro,
-        weights_bytes=w, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
+        weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
         total_bytes=sum(r.bytes for r in rows), dominant=dominant, breakdown=rows,
         formula=FORMULA, notes=notes,
     )
 
 
-def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[int, str]:
+def layer_peak_per_token(spec: ModelSpec, seq: int, w: Workload) -> tuple[int, str]:
     """Bytes per token a prefill of `seq` tokens holds at its largest layer stage, beyond the residual stream
     and the normed input: the larger of the attention's and the FFN's own peak, in the layer group where it
     is largest, and which one it is. A parallel block (one norm) holds the attention's output (d) while its
     FFN runs. Without flash attention the attention also holds its scores and probabilities, 2·H·keys."""
-    a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+    a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
     rope = spec.positions.rotary
     best, what = 0, ""
     for g in spec.layer_groups():
         stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
-        if not o.flash:
-            w = attn.keys_window(g.window)
-            stage += 2 * a * attn.heads * (min(seq, w) if w else seq)
+        if not w.flash:
+            window = attn.keys_window(g.window)
+            stage += 2 * a * attn.heads * (min(seq, window) if window else seq)
         ffn = g.ffn.prefill_activation_bytes(d, a) + (a * d if spec.norm.parallel else 0)
         for name, per_token in (("attention", stage), ("ffn", ffn)):
             if per_token > best:
@@ -200,12 +188,12 @@ def layer_peak_per_token(spec: ModelSpec, seq: int, o: MemoryOptions) -> tuple[i
     return best, what
 
 
-def peak_key(spec: ModelSpec, o: MemoryOptions) -> Callable[[int], tuple]:
+def peak_key(spec: ModelSpec, w: Workload) -> Callable[[int], tuple]:
     """seq ↦ what layer_peak_per_token depends on `seq` through: each window's attention activation_key, and
     seq itself without flash attention (the scores are seq wide). Equal keys, equal peaks."""
     windows = dict.fromkeys(g.window for g in spec.layer_groups())
-    keys = [partial(spec.attention.activation_key, window=w) for w in windows]
-    if not o.flash:
+    keys = [partial(spec.attention.activation_key, window=win) for win in windows]
+    if not w.flash:
         keys.append(lambda seq: seq)
     if len(keys) == 1:
         return keys[0]
@@ -222,8 +210,8 @@ class PrefillPeak:
     logits, in the activation dtype and upcast to fp32 for sampling (B·(a·d + (a + 4)·V)); plus the tables
     kept per position for the whole forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
 
-    def __init__(self, spec: ModelSpec, o: MemoryOptions):
-        a, d, attn = DTYPE_BITS[o.act_dtype] // 8, spec.d_model, spec.attention
+    def __init__(self, spec: ModelSpec, w: Workload):
+        a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
         self.residual, self.head_token = 2 * a * d, a * d
         self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size
         self.tables = 8 + (2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0)
@@ -236,22 +224,22 @@ class PrefillPeak:
         return seq * self.tables + max(layer, head), head > layer
 
 
-def inference_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
+def inference_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
     """PrefillPeak of `batch` sequences of `seq` tokens, and what sets it."""
-    per_token, what = layer_peak_per_token(spec, seq, o)
-    total, at_head = PrefillPeak(spec, o)(batch, seq, per_token)
+    per_token, what = layer_peak_per_token(spec, seq, w)
+    total, at_head = PrefillPeak(spec, w)(batch, seq, per_token)
     return total, "prefill peak: residual + " + ("logits" if at_head else what)
 
 
-def _training_activations(spec: ModelSpec, batch: int, seq: int, o: MemoryOptions) -> tuple[int, str]:
-    a, d = DTYPE_BITS[o.act_dtype] // 8, spec.d_model
-    per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, o)) for g in spec.layer_groups()]
-    if o.recompute == "full":  # keep each layer's input; recompute one layer at a time
+def _training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
+    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
+    per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, w)) for g in spec.layer_groups()]
+    if w.recompute == "full":  # keep each layer's input; recompute one layer at a time
         kept = spec.n_layers * a * seq * batch * d + max(lin + core for _, lin, core in per_group)
-    elif o.recompute == "selective":  # drop the attention core's S×S tensors, recompute them
+    elif w.recompute == "selective":  # drop the attention core's S×S tensors, recompute them
         kept = sum(n * lin for n, lin, _ in per_group) + max(core for _, _, core in per_group)
     else:
         kept = sum(n * (lin + core) for n, lin, core in per_group)
     logits = LOGIT_BYTES * batch * seq * spec.vocab_size
-    kernel = "flash" if o.flash else "no flash"
-    return kept + logits, f"{spec.n_layers} layers, recompute {o.recompute}, {kernel}, + fp32 logits"
+    kernel = "flash" if w.flash else "no flash"
+    return kept + logits, f"{spec.n_layers} layers, recompute {w.recompute}, {kernel}, + fp32 logits"

@@ -20,6 +20,7 @@ from llmcalc.errors import UserError
 from llmcalc.model.ffn import MoE, mlp_params, weights
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.moe import MoEPhaseRow, MoEReport
+from llmcalc.workload import Workload
 
 MAC = 2
 SPAN = 40
@@ -130,13 +131,15 @@ def phase(name: str, moe: MoE, d_model: int, layers: int, tokens: int, cf: float
     )
 
 
-def moe_report(spec: ModelSpec, batch: int, seq: int, capacity_factor: float | None = None) -> MoEReport:
-    """Capacity, expected drops and FLOPs of the MoE layers for prefill (T = B·S) and one decode step
-    (T = B). capacity_factor overrides the spec's; None on both: dropless."""
-    moe = spec.ffn
+def moe_report(spec: ModelSpec, w: Workload, capacity_factor: float | None = None) -> MoEReport:
+    """Capacity, expected drops and FLOPs of the MoE layers for the workload's prefill (T = B·S) and one
+    decode step (T = B). capacity_factor overrides the spec's; None on both: dropless."""
+    moe, batch, seq = spec.ffn, w.batch, w.seq
     if not moe.routed_experts:
         raise UserError(f"moe: {spec.name} has no MoE layers (ffn is {spec.ffn.kind}); give an MoE model, e.g. "
                         "`preset` mixtral-8x7b or switch-base-8-decoder")
+    if capacity_factor is not None and not (math.isfinite(capacity_factor) and capacity_factor > 0):
+        raise UserError(f"`capacity_factor`: must be a finite number > 0 (got {capacity_factor}); e.g. 1.25")
     cf = capacity_factor if capacity_factor is not None else moe.capacity_factor
     layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
     d = spec.d_model

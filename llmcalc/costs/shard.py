@@ -8,21 +8,12 @@ Quantized layer weights as in llmcalc/costs/memory.py; norms, embedding and head
 
 from __future__ import annotations
 
-from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.memory import layer_weight_bytes, stored_bytes
-from llmcalc.costs.parallel import Layout
-from llmcalc.model.base import Frozen, PosInt
+from llmcalc.costs.parallel import kv_shards
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
 from llmcalc.model.spec import LayerGroup, ModelSpec
-
-
-class Storage(Frozen):
-    """How weights and the cache are stored."""
-
-    weights_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    act_dtype: str = "bf16"
-    group_size: PosInt = 128
+from llmcalc.workload import Layout, Workload
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -34,25 +25,27 @@ def split_of(component: str, layout: Layout) -> int:
     return layout.ep if component.endswith("/experts") and layout.ep > 1 else layout.tp
 
 
-def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, s: Storage, layout: Layout) -> dict[str, int]:
-    """One layer's stored bytes on one GPU, by component."""
-    stored = layer_weight_bytes(spec, group, s.weights_dtype, s.group_size)
-    return {k: ceil_div(b, split_of(k, layout)) for k, b in stored.items()}
+def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, w: Workload) -> dict[str, int]:
+    """One layer's stored bytes on one GPU of the workload's layout, by component."""
+    stored = layer_weight_bytes(spec, group, w.weights_dtype, w.group_size)
+    return {k: ceil_div(b, split_of(k, w.layout)) for k, b in stored.items()}
 
 
-def edge_bytes(spec: ModelSpec, s: Storage) -> tuple[int, int]:
+def edge_bytes(spec: ModelSpec, w: Workload) -> tuple[int, int]:
     """Bytes of (token + position embedding, final norm + LM head), all GPUs together. The head
     matrix is counted even when tied: a tied head is the embedding read again (or, under pp, copied)."""
     d, v = spec.d_model, spec.vocab_size
     emb = token_embedding_params(v, d) + spec.positions.params(spec.max_seq_len, d)
     head = lm_head_params(v, d, tied=False, bias=spec.lm_head_bias) + (spec.norm.params(d) if spec.norm.final else 0)
-    return tuple(stored_bytes(n, [], s.weights_dtype, s.group_size) for n in (emb, head))
+    return tuple(stored_bytes(n, [], w.weights_dtype, w.group_size) for n in (emb, head))
 
 
-def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
-    """The most weight bytes any GPU holds: its stage's layers plus the embedding/head it keeps."""
-    layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, s, layout).values()) for g in spec.layer_groups())
-    emb, head = edge_bytes(spec, s)
+def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
+    """The most weight bytes any GPU of the workload's layout holds: its stage's layers plus the
+    embedding/head it keeps."""
+    layout = w.layout
+    layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
+    emb, head = edge_bytes(spec, w)
     if layout.pp == 1:
         edges = emb + (0 if spec.tie_embeddings else head)
     else:
@@ -60,9 +53,9 @@ def weights_per_gpu(spec: ModelSpec, s: Storage, layout: Layout) -> int:
     return ceil_div(layers, layout.pp) + ceil_div(edges, layout.tp)
 
 
-def kv_per_gpu(spec: ModelSpec, batch: int, seq: int, s: Storage, layout: Layout) -> int:
-    """KV bytes on one GPU for one replica's `batch` sequences of `seq` tokens."""
-    return kv_share(spec, kv_cache(spec, batch, seq, s.kv_dtype).total_bytes, layout)
+def kv_per_gpu(spec: ModelSpec, batch: int, seq: int, w: Workload) -> int:
+    """KV bytes on one GPU of the workload's layout for one replica's `batch` sequences of `seq` tokens."""
+    return kv_share(spec, kv_bytes(spec, batch, seq, w.kv_dtype), w.layout)
 
 
 def kv_share(spec: ModelSpec, total: int, layout: Layout) -> int:
@@ -72,4 +65,4 @@ def kv_share(spec: ModelSpec, total: int, layout: Layout) -> int:
 
 def kv_split(spec: ModelSpec, layout: Layout) -> int:
     """GPUs one replica's KV cache is split over: the cache's tensor-parallel shards × the stages."""
-    return layout.kv_shards(spec) * layout.pp
+    return kv_shards(spec, layout) * layout.pp

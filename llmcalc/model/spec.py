@@ -1,7 +1,7 @@
-"""Model architecture (`ModelSpec`) and workload (`Workload`): validated, frozen, never mixed.
+"""Model architecture (`ModelSpec`): validated, frozen.
 
-A spec holds what the checkpoint is; a workload holds how it is run. Every derived size is a
-property or a method, never a silently rewritten field.
+A spec holds what the checkpoint is; how it is run is a `Workload` (llmcalc/workload.py), and the two
+share no field. Every derived size is a property or a method, never a silently rewritten field.
 """
 
 from __future__ import annotations
@@ -113,16 +113,4 @@ class ModelSpec(Frozen):
         return groups
 
 
-DtypeName = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4"]
 DTYPE_BITS: dict[str, int] = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
-
-
-class Workload(Frozen):
-    """How the model is run: B sequences of `seq_len` prompt tokens, then `gen_tokens` generated."""
-
-    batch: PosInt
-    seq_len: PosInt
-    gen_tokens: NonNegInt = 0
-    weights_dtype: DtypeName = "bf16"
-    kv_dtype: DtypeName = "bf16"
-    act_dtype: DtypeName = "bf16"

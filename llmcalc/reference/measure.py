@@ -2,7 +2,7 @@
 
 FLOPs are torch's FlopCounterMode totals (matmuls only: mm/addmm/bmm and the attention products), run
 with SDPA's math backend: it decomposes attention into two bmm over the full T×L scores, masked or not
-(backward: four more), which is what llmcalc's `attention="dense"` convention counts. (The fused CPU
+(backward: four more), which is what llmcalc's `attention_core="dense"` convention counts. (The fused CPU
 kernel is invisible to FlopCounterMode, and fused GPU kernels' backward adds a recomputation of the
 scores.) Params, FLOPs and cache bytes depend only on shapes, so device="cuda" takes them from a fake run.
 """

@@ -11,16 +11,18 @@ MLA (d_c + d_r)·l.
 
 from __future__ import annotations
 
+from pydantic import model_validator
+
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache, nbytes
-from llmcalc.costs.memory import MemoryOptions, memory
-from llmcalc.costs.parallel import Layout
+from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen, NonNegInt, PosInt
+from llmcalc.model.base import Frozen
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.compare import CompareReport, CompareRow
+from llmcalc.workload import Layout, Whole, Workload, require_sizes
 
 VARIANTS = ("mha", "gqa", "mqa", "mla", "swa", "longformer", "linformer", "reformer", "dsa")
 """Attention families `compare` can swap in; mha is always computed as the reference."""
@@ -35,28 +37,36 @@ REFORMER_HASHES, REFORMER_CHUNK = 4, 64
 """Reformer's swap: 4 hash rounds (the paper's usual setting) and chunks of 64 (its bucket size)."""
 
 
-class CompareOptions(Frozen):
-    """The workload and the knobs of the swap rule."""
+class SwapRule(Frozen):
+    """The knobs of the attention swap rule (the module's docstring); None: the rule's default."""
 
-    batch: PosInt = 1
-    seq: PosInt = 4096
-    gen: PosInt = 256
-    weights_dtype: str = "bf16"
-    kv_dtype: str = "bf16"
-    groups: PosInt | None = None
-    kv_lora_rank: PosInt | None = None
-    rope_dim: PosInt | None = None
-    q_lora_rank: PosInt | None = None
-    window: PosInt = 4096
-    global_tokens: NonNegInt = 64
-    topk: PosInt = 2048
-    proj_len: PosInt = 256
-    layout: Layout = Layout()
-    """GPUs for the latency rows (--gpu); every other figure is the whole model."""
+    groups: Whole | None = None
+    """GQA kv heads."""
+    kv_lora_rank: Whole | None = None
+    """MLA latent d_c (default 4·d_h)."""
+    rope_dim: Whole | None = None
+    """MLA decoupled RoPE dim d_r (default d_h/2)."""
+    q_lora_rank: Whole | None = None
+    """MLA query latent (default: none)."""
+    window: Whole = 4096
+    """SWA and Longformer window in tokens."""
+    global_tokens: Whole = 64
+    """Longformer global tokens (the first positions)."""
+    topk: Whole = 2048
+    """DSA keys each query attends to."""
+    proj_len: Whole = 256
+    """Linformer projected length k."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> SwapRule:
+        require_sizes(**{k: v for k, v in self if k != "global_tokens"})
+        if self.global_tokens < 0:
+            raise UserError(f"`global_tokens`: must be ≥ 0 (got {self.global_tokens}); give 0 or more")
+        return self
 
 
-def default_groups(spec: ModelSpec, o: CompareOptions) -> int:
-    """GQA kv heads: --groups; else the base's when grouped (1 < H_kv < H); else the largest
+def default_groups(spec: ModelSpec, o: SwapRule) -> int:
+    """GQA kv heads: `groups`; else the base's when grouped (1 < H_kv < H); else the largest
     divisor of H that is at most 8 (Llama-2-70B and Llama-3 use 8)."""
     h, kv = spec.attention.heads, spec.attention.gqa_shape()["kv_heads"]
     if o.groups is not None:
@@ -68,7 +78,7 @@ def default_groups(spec: ModelSpec, o: CompareOptions) -> int:
     return max(g for g in range(1, min(8, h) + 1) if h % g == 0)
 
 
-def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> ModelSpec:
+def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -> ModelSpec:
     """`spec` with its attention swapped for `variant` under the rule above (validated anew): the base's GQA
     shape (its gqa_shape: H, d_h, biases) in every GQA-based variant, its own fields for MLA when it is latent."""
     a, base = spec.attention, spec.attention.gqa_shape()
@@ -116,18 +126,18 @@ def attention_variant(spec: ModelSpec, variant: str, o: CompareOptions) -> Model
     return spec_from_data(data, f"compare {variant} (from {spec.name})")  # out-of-bounds sizes: a UserError
 
 
-def _row(spec: ModelSpec, name: str, o: CompareOptions, gpu: GPU | None, reference: dict | None,
+def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, reference: dict | None,
          notes: list[str]) -> CompareRow:
-    """Every figure of one model on the workload; ratios to `reference` (a row's dump). A model whose
-    weights do not fit on one GPU gets no latency (fits false) and a note."""
-    from llmcalc.costs.latency import LatencyOptions, latency, step_costs
-    from llmcalc.costs.shard import Storage
+    """Every figure of one model on the workload, the whole model's but the latency rows (on the workload's
+    layout); ratios to `reference` (a row's dump). A model whose weights do not fit on one GPU gets no
+    latency (fits false) and a note."""
+    from llmcalc.costs.latency import latency, step_costs
 
+    whole = w.model_copy(update={"layout": Layout()})
     p = params(spec)
-    kv = kv_cache(spec, o.batch, o.seq, o.kv_dtype)
-    fl = flops(spec, o.batch, o.seq)
-    storage = Storage(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype)
-    decode = step_costs(spec, LatencyOptions(storage=storage), o.batch, 1, o.seq)
+    kv = kv_cache(spec, w)
+    fl = flops(spec, w)
+    decode = step_costs(spec, whole, w.batch, 1, w.seq)
     symbolic, numeric = spec.attention.kv_formula()
     elements = spec.n_layers * spec.attention.kv_elements()
     fields = dict(
@@ -136,19 +146,18 @@ def _row(spec: ModelSpec, name: str, o: CompareOptions, gpu: GPU | None, referen
         attention_params=sum(r.params for r in p.breakdown if r.component.startswith("attention/")),
         total_params=p.total, active_params=p.active,
         kv_formula=f"{symbolic}·l = {numeric}·{spec.n_layers}",
-        kv_elements_per_token=elements, kv_bytes_per_token=nbytes(elements, o.kv_dtype),
+        kv_elements_per_token=elements, kv_bytes_per_token=nbytes(elements, w.kv_dtype),
         kv_cache_bytes=kv.total_bytes, prefill_flops=fl.prefill_flops, decode_flops=fl.decode_flops,
         decode_bytes=sum(c[1] for k, c in decode.items() if not k[1].startswith("comm/")),
-        memory_bytes=memory(spec, o.batch, o.seq, MemoryOptions(weights_dtype=o.weights_dtype,
-                                                                 kv_dtype=o.kv_dtype)).total_bytes,
+        memory_bytes=memory(spec, whole).total_bytes,
     )
     if gpu is not None:
         try:
-            lat = latency(spec, gpu, o.batch, o.seq, o.gen, LatencyOptions(storage=storage, layout=o.layout))
+            lat = latency(spec, gpu, w)
             fields |= dict(ttft_s=lat.ttft_s, tpot_s=lat.tpot_s, tokens_per_s=lat.tokens_per_s, fits=lat.fits)
         except UserError as e:
             fields["fits"] = False
-            L = o.layout
+            L = w.layout
             notes.append(f"{name}: no latency on {L.gpus} × {gpu.name} (tp {L.tp}, pp {L.pp}, dp {L.dp}, ep {L.ep}): "
                          f"{str(e).partition(': ')[2]}")
     ref = reference or fields
@@ -157,26 +166,25 @@ def _row(spec: ModelSpec, name: str, o: CompareOptions, gpu: GPU | None, referen
     return CompareRow(**fields, ratios=ratios)
 
 
-def _report(mode: str, rows: list[CompareRow], base: str | None, o: CompareOptions, gpu: GPU | None,
+def _report(mode: str, rows: list[CompareRow], base: str | None, w: Workload, gpu: GPU | None,
             rule: str, notes: list[str]) -> CompareReport:
     return CompareReport(
-        mode=mode, base=base, reference=rows[0].name, batch=o.batch, seq=o.seq, gen=o.gen,
-        weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, gpu=gpu.name if gpu else None, rule=rule,
-        conventions={"attention": "causal", "logits": "last", "mla_decode": "absorbed",
-                     "decode": f"one step with {o.seq:,} tokens cached"},
-        rows=rows, formula=FORMULA, notes=notes + _layout_note(o, gpu),
+        mode=mode, base=base, reference=rows[0].name, batch=w.batch, seq=w.seq, gen=w.gen,
+        weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype, gpu=gpu.name if gpu else None, rule=rule,
+        conventions={"attention": w.attention_core, "logits": w.logits, "mla_decode": w.mla_decode,
+                     "decode": f"one step with {w.seq:,} tokens cached"},
+        rows=rows, formula=FORMULA, notes=notes + _layout_note(w.layout, gpu),
     )
 
 
-def _layout_note(o: CompareOptions, gpu: GPU | None) -> list[str]:
-    L = o.layout
+def _layout_note(L: Layout, gpu: GPU | None) -> list[str]:
     if gpu is None:
         return []
     return [f"latency rows on {L.gpus} × {gpu.name} (tp {L.tp}, pp {L.pp}, dp {L.dp}, ep {L.ep}), as `llmcalc "
             "latency`; every other row is the whole model"]
 
 
-def _variant_notes(spec: ModelSpec, o: CompareOptions) -> dict[str, str]:
+def _variant_notes(spec: ModelSpec, o: SwapRule) -> dict[str, str]:
     """What each swapped-in variant is, with the options that shape it."""
     return {
         "gqa": f"GQA uses {default_groups(spec, o)} kv heads" + ("" if o.groups else " (set `groups`)"),
@@ -193,28 +201,29 @@ def _variant_notes(spec: ModelSpec, o: CompareOptions) -> dict[str, str]:
     }
 
 
-def compare_attention(spec: ModelSpec, variants: list[str], o: CompareOptions,
+def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: SwapRule = SwapRule(),
                       gpu: GPU | None = None) -> CompareReport:
-    """`spec` under each attention variant, MHA first as the reference for every ratio."""
+    """`spec` under each attention variant (swapped by `rule`) on the workload, MHA first as the reference
+    for every ratio."""
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
-    specs = {v: attention_variant(spec, v, o) for v in wanted}
+    specs = {v: attention_variant(spec, v, rule) for v in wanted}
     notes: list[str] = []
-    ref = _row(specs["mha"], "mha", o, gpu, None, notes)
-    rows = [ref] + [_row(s, v, o, gpu, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
-    explained = _variant_notes(spec, o)
+    ref = _row(specs["mha"], "mha", w, gpu, None, notes)
+    rows = [ref] + [_row(s, v, w, gpu, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
+    explained = _variant_notes(spec, rule)
     notes += [explained[v] for v in wanted if v in explained]
     if "mha" not in variants:
         notes.append("MHA is shown as the reference for the ratios")
-    return _report("attention", rows, spec.name, o, gpu, RULE, notes)
+    return _report("attention", rows, spec.name, w, gpu, RULE, notes)
 
 
-def compare_models(specs: list[ModelSpec], o: CompareOptions, gpu: GPU | None = None) -> CompareReport:
+def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None) -> CompareReport:
     """Several models on one workload; ratios to the first."""
     names = [s.name for s in specs]
     if len(set(names)) < len(names):
         raise UserError("`preset`: the same model is named twice; give each model once")
     notes: list[str] = []
-    ref = _row(specs[0], specs[0].name, o, gpu, None, notes)
-    rows = [ref] + [_row(s, s.name, o, gpu, ref.model_dump(), notes) for s in specs[1:]]
-    return _report("models", rows, None, o, gpu, f"ratios to {specs[0].name}", notes)
+    ref = _row(specs[0], specs[0].name, w, gpu, None, notes)
+    rows = [ref] + [_row(s, s.name, w, gpu, ref.model_dump(), notes) for s in specs[1:]]
+    return _report("models", rows, None, w, gpu, f"ratios to {specs[0].name}", notes)
 

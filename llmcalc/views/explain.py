@@ -14,10 +14,8 @@ from __future__ import annotations
 import math
 import re
 
-from llmcalc.costs.flops import Conventions
-from llmcalc.costs.parallel import Layout
+from llmcalc.costs.latency import Efficiency
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen, PosInt
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.terms import linear, prod
@@ -32,39 +30,32 @@ from llmcalc.views.formula import (
     sum_total,
     windows,
 )
+from llmcalc.workload import Layout, Workload
 
 
-class ExplainOptions(Frozen):
-    """Workload and conventions; gen None takes the command's default (flops 1, latency 256)."""
-
-    batch: PosInt = 1
-    seq: PosInt = 4096
-    gen: PosInt | None = None
-    kv_dtype: str = "bf16"
-    weights_dtype: str = "bf16"
-    conventions: Conventions = Conventions()
-    train: bool = False
-    optimizer: str = "adamw"
-    gpu: GPU | None = None
-    layout: Layout = Layout()
-
-
-def explain(topic: str, spec: ModelSpec, o: ExplainOptions | None = None) -> ExplainReport:
-    """The steps behind `llmcalc TOPIC` for `spec` under `o`, with totals checked against it."""
-    o = o or ExplainOptions()
+def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | None = None,
+            eff: Efficiency = Efficiency()) -> ExplainReport:
+    """The steps behind `llmcalc TOPIC` for `spec` on the workload (latency: on `gpu` with `eff`), with totals
+    checked against that command's own figures."""
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
-    if topic == "latency" and o.gpu is None:
+    if topic == "latency" and gpu is None:
         raise UserError("`gpu`: explain latency needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
-    return TOPICS[topic](spec, o)
+    for field, plain in UNMODELLED.get(topic, {}).items():
+        if getattr(w, field) != plain:
+            raise UserError(f"`{field}`: explain {topic} works out {field} {plain} only; drop `{field}` "
+                            f"(`llmcalc {topic}` counts it)")
+    if topic == "latency":
+        return _latency(spec, w, gpu, eff)
+    return TOPICS[topic](spec, w)
 
 
-def _report(topic: str, spec: ModelSpec, o: ExplainOptions, steps: list[ExplainStep], totals: list[ExplainTotal],
+def _report(topic: str, spec: ModelSpec, w: Workload, steps: list[ExplainStep], totals: list[ExplainTotal],
             conventions: dict[str, str], notes: list[str], headline: int = 0, gen: int | None = None) -> ExplainReport:
     used = {re.sub(r"_\d+$", "_i", n) for s in [*steps, *totals] for n in s.symbols}
     head, workload = totals[headline], topic != "params"
     return ExplainReport(
-        topic=topic, model=spec.name, batch=o.batch if workload else None, seq=o.seq if workload else None,
+        topic=topic, model=spec.name, batch=w.batch if workload else None, seq=w.seq if workload else None,
         gen=gen, conventions=conventions, steps=steps, totals=totals, total=head.value, check=head.check,
         unit=head.unit, matches=all(t.matches for t in totals),
         legend={n: text for n, text in legend(spec).items() if n in used}, notes=notes)
@@ -72,7 +63,7 @@ def _report(topic: str, spec: ModelSpec, o: ExplainOptions, steps: list[ExplainS
 
 # ---- params -----------------------------------------------------------------------------------
 
-def _params(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
+def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
     from llmcalc.costs.params import params
 
     r, env, norm, steps = params(spec), env_of(spec) | {"L": spec.n_layers}, spec.norm, []
@@ -106,7 +97,7 @@ def _params(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
         notes.append("tied head: it reuses embedding/token's matrix, counted once there")
     if spec.mtp_modules:
         notes.append("MTP modules are not in the total (see `llmcalc params`)")
-    return _report("params", spec, o, steps, totals, {}, notes)
+    return _report("params", spec, w, steps, totals, {}, notes)
 
 
 # ---- KV cache ---------------------------------------------------------------------------------
@@ -125,27 +116,26 @@ def kv_steps(spec: ModelSpec, batch: int, seq: int, dtype: str, prefix: str) -> 
     return steps
 
 
-def _kv(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
+def _kv(spec: ModelSpec, w: Workload) -> ExplainReport:
     from llmcalc.costs.kv import kv_cache
 
-    r = kv_cache(spec, o.batch, o.seq, o.kv_dtype)
-    steps = kv_steps(spec, o.batch, o.seq, o.kv_dtype, "kv/")
+    r = kv_cache(spec, w)
+    steps = kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv/")
     notes = [spec.attention.explain_kv_note]
     if spec.sliding_window:
         notes.append("a sliding-window layer keeps the last W − 1 tokens between steps (the next token makes W keys)")
-    return _report("kv", spec, o, steps, [sum_total("total", steps, "kv/", r.total_bytes, "llmcalc kv: total_bytes")],
-                   {"kv_dtype": o.kv_dtype}, notes)
+    return _report("kv", spec, w, steps, [sum_total("total", steps, "kv/", r.total_bytes, "llmcalc kv: total_bytes")],
+                   {"kv_dtype": w.kv_dtype}, notes)
 
 
 # ---- FLOPs ------------------------------------------------------------------------------------
 
-def _flops(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
+def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
     from llmcalc.costs.flops import flops
 
-    c, gen, a = o.conventions, o.gen or 1, spec.attention
-    conv = Conventions(attention=c.attention, logits=c.logits, mla_decode=c.mla_decode)
-    r = flops(spec, o.batch, o.seq, gen, conv)
-    env = env_of(spec) | {"B": o.batch, "S": o.seq, "L": spec.n_layers}
+    gen, a = conv.gen, spec.attention
+    r = flops(spec, conv)
+    env = env_of(spec) | {"B": conv.batch, "S": conv.seq, "L": spec.n_layers}
     steps = []
     for phase in ("prefill", "decode", "train"):
         lead = ["3"] if phase == "train" else []  # FWD_BWD: the backward costs two forwards
@@ -153,7 +143,7 @@ def _flops(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
         absorbed = phase == "decode" and a.latent_cache and conv.mla_decode == "absorbed"
 
         def pairs(sliding: bool) -> str:
-            return a.explain_pairs(phase, conv.attention, sliding)
+            return a.explain_pairs(phase, conv.attention_core, sliding)
 
         def add(component: str, formula: str, at: dict = env) -> None:
             steps.append(step(f"{phase}/{component}", formula, at, "FLOPs"))
@@ -171,7 +161,7 @@ def _flops(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
                 add(f"attention/{name}", prod("2", "L", "B", w))
         for name, cost in a.explain_pair_costs(absorbed).items():
             add(f"attention/{name}", *per_window(spec, lambda L, s: prod(*lead, L, "B", pairs(s), cost), env))
-        for name, term in a.explain_extra_core(phase, conv.attention).items():
+        for name, term in a.explain_extra_core(phase, conv.attention_core).items():
             passes = [str(a.train_passes(name))] if lead else []
             add(f"attention/{name}", prod(*passes, "L", "B", term))
         for prefix, (n, ffn) in ffn_groups(spec).items():
@@ -186,17 +176,17 @@ def _flops(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
     totals += [sum_total(f"positions/{p}", steps, f"positions/{p}", getattr(r.positions, p),
                          f"llmcalc flops: positions.{p}") for p in ("prefill", "decode")
                if spec.positions.adds_flops and r.positions is not None]
-    conventions = {"attention": conv.attention, "logits": conv.logits,
+    conventions = {"attention": conv.attention_core, "logits": conv.logits,
                    "mla_decode": conv.mla_decode if a.latent_cache else "n/a", "train": "3 × forward, all logits"}
     notes = ["a multiply-add is 2 FLOPs: a matmul costs 2 · tokens · weights; element-wise work is not counted "
              "in these totals (positions/*: the position encoding's, reported apart)",
              "attention core: (query, key) pairs × per-pair cost; " + (
-                 "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer" if conv.attention == "causal"
+                 "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer" if conv.attention_core == "causal"
                  else "dense: the full S × S, masked or not"),
              "decode: one new token per sequence, attending to S + 1 keys (min(S + 1, W) in a sliding layer)"]
     if note := a.explain_decode_note(conv.mla_decode):
         notes.append(note)
-    return _report("flops", spec, o, steps, totals, conventions, notes, gen=gen)
+    return _report("flops", spec, conv, steps, totals, conventions, notes, gen=gen)
 
 
 def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[str, dict]:
@@ -210,31 +200,24 @@ def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[st
 
 # ---- memory -----------------------------------------------------------------------------------
 
-def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
-    from llmcalc.costs.memory import (
-        OPTIMIZER_BYTES,
-        QUANTIZED,
-        MemoryOptions,
-        layer_peak_per_token,
-        memory,
-        packed_matrices,
-    )
+def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
+    from llmcalc.costs.memory import OPTIMIZER_BYTES, QUANTIZED, layer_peak_per_token, memory, packed_matrices
     from llmcalc.costs.params import params
 
-    mo = MemoryOptions(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype, train=o.train, optimizer=o.optimizer)
-    r, counts = memory(spec, o.batch, o.seq, mo), params(spec)
-    bits, a = DTYPE_BITS[o.weights_dtype], spec.attention
-    env = env_of(spec) | {"B": o.batch, "S": o.seq, "N": counts.total, "bits": bits, "bytes": bits // 8,
-                          "a": DTYPE_BITS[mo.act_dtype] // 8, "g": mo.group_size}
-    if o.weights_dtype in QUANTIZED:  # layer matrices packed (int4: + an fp16 scale per g inputs), the rest bf16
-        n_m, p_m, scales = packed_matrices(spec, o.weights_dtype, mo.group_size)
+    w = w.model_copy(update={"layout": Layout()})  # memory is the whole model's, whatever the layout
+    r, counts = memory(spec, w), params(spec)
+    bits, a = DTYPE_BITS[w.weights_dtype], spec.attention
+    env = env_of(spec) | {"B": w.batch, "S": w.seq, "N": counts.total, "bits": bits, "bytes": bits // 8,
+                          "a": DTYPE_BITS[w.act_dtype] // 8, "g": w.group_size}
+    if w.weights_dtype in QUANTIZED:  # layer matrices packed (int4: + an fp16 scale per g inputs), the rest bf16
+        n_m, p_m, scales = packed_matrices(spec, w.weights_dtype, w.group_size)
         env |= {"N_m": n_m, "P_m": p_m, "G_s": scales}
         steps = [step("weights", "P_m + 2 · G_s + 2 · (N − N_m)", env, "bytes")]
     else:
         steps = [step("weights", "N · bytes", env, "bytes")]
-    if not o.train:
-        steps += kv_steps(spec, o.batch, o.seq, o.kv_dtype, "kv_cache/")
-        m, what = layer_peak_per_token(spec, o.seq, mo)
+    if not w.train:
+        steps += kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv_cache/")
+        m, what = layer_peak_per_token(spec, w.seq, w)
         rot = a.rope_dim - a.rope_dim % 2 if spec.positions.rotary else 0
         at = env | {"m": m, "d_rot": rot}
         peak = "S · (8 + 2 · a · d_rot) + max(B · S · (2 · a · d + m), a · B · S · d + B · (a · d + (a + 4) · V))"
@@ -244,8 +227,8 @@ def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
                  "or at the head the last positions' logits in the activation dtype and in fp32; plus per position "
                  "its index (int64) and RoPE's cos and sin; flash attention"]
     else:
-        master = "master + states" if o.weights_dtype != "fp32" else "states"
-        at = env | {"master": 4, "states": OPTIMIZER_BYTES[o.optimizer]}
+        master = "master + states" if w.weights_dtype != "fp32" else "states"
+        at = env | {"master": 4, "states": OPTIMIZER_BYTES[w.optimizer]}
         steps += [step("gradients", "N · bytes", env, "bytes"), step("optimizer", prod("N", master), at, "bytes")]
         for prefix, (n, ffn) in ffn_groups(spec).items():
             kept = prod("a", "B", "S", f"{a.explain_saved()} + d + {ffn.explain_saved()} + n_norm · d")
@@ -257,10 +240,10 @@ def _memory(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
                  "states; no ZeRO sharding", "activations per layer: every matmul's input, Q/K/V, the FFN "
                  "intermediates, the norm inputs, and flash attention's fp32 log-sum-exp (4·B·H·S); no recompute, "
                  "no dropout; + the fp32 logits (4·B·S·V)"]
-    conventions = {"mode": r.mode, "weights_dtype": o.weights_dtype, "activations": f"{mo.act_dtype}, flash attention"}
-    conventions |= {"optimizer": o.optimizer} if o.train else {"kv_dtype": o.kv_dtype}
+    conventions = {"mode": r.mode, "weights_dtype": w.weights_dtype, "activations": f"{w.act_dtype}, flash attention"}
+    conventions |= {"optimizer": w.optimizer} if w.train else {"kv_dtype": w.kv_dtype}
     totals = [sum_total("total", steps, "", r.total_bytes, "llmcalc memory: total_bytes")]
-    return _report("memory", spec, o, steps, totals, conventions, notes)
+    return _report("memory", spec, w, steps, totals, conventions, notes)
 
 
 # ---- latency ----------------------------------------------------------------------------------
@@ -281,19 +264,16 @@ def _op_step(component: str, op, parts: list[tuple[int, list]], env: dict) -> Ex
     return step(component, terms, env | per_type, "s")
 
 
-def _latency(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
-    from llmcalc.costs.latency import LatencyOptions, latency, step_costs
-    from llmcalc.costs.shard import Storage
+def _latency(spec: ModelSpec, w: Workload, gpu: GPU, eff: Efficiency) -> ExplainReport:
+    from llmcalc.costs.latency import latency, step_costs
 
-    gen, gpu, L = o.gen or 256, o.gpu, o.layout
-    lo = LatencyOptions(storage=Storage(weights_dtype=o.weights_dtype, kv_dtype=o.kv_dtype), layout=L,
-                        mla_decode=o.conventions.mla_decode)
-    r = latency(spec, gpu, o.batch, o.seq, gen, lo)
-    env = {"P": gpu.peak(lo.compute_dtype), "BW": gpu.bandwidth, "link": gpu.link_one_way,
-           "e_c": lo.compute_efficiency, "e_m": lo.memory_efficiency, "e_x": lo.comm_efficiency}
-    rep, steps = o.batch // L.dp, []
-    for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, lo, rep, o.seq, 0), "prefill/"),
-                                 (r.phases[1].phase, step_costs(spec, lo, rep, 1, o.seq), "decode/")):
+    L = w.layout
+    r = latency(spec, gpu, w, eff)
+    env = {"P": gpu.peak(w.compute_dtype), "BW": gpu.bandwidth, "link": gpu.link_one_way,
+           "e_c": eff.compute_efficiency, "e_m": eff.memory_efficiency, "e_x": eff.comm_efficiency}
+    rep, steps = w.batch // L.dp, []
+    for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, w, rep, w.seq, 0), "prefill/"),
+                                 (r.phases[1].phase, step_costs(spec, w, rep, 1, w.seq), "decode/")):
         for op in (x for x in r.ops if x.phase == phase):
             parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
             steps.append(_op_step(prefix + op.op, op, parts, env))
@@ -302,13 +282,19 @@ def _latency(spec: ModelSpec, o: ExplainOptions) -> ExplainReport:
               checked(step("total", "ttft + t_decode", {"ttft": ttft.value, "t_decode": r.decode_s}, "s"),
                       r.total_s, "llmcalc latency: total_s")]
     conventions = {"gpu": gpu.name, "layout": f"tp {L.tp} · pp {L.pp} · dp {L.dp} · ep {L.ep}",
-                   "weights_dtype": o.weights_dtype, "kv_dtype": o.kv_dtype, "compute_dtype": lo.compute_dtype}
+                   "weights_dtype": w.weights_dtype, "kv_dtype": w.kv_dtype, "compute_dtype": w.compute_dtype}
     if spec.attention.latent_cache:
-        conventions["mla_decode"] = lo.mla_decode
+        conventions["mla_decode"] = w.mla_decode
     notes = ["F and M are each op's FLOPs and bytes on one GPU as `llmcalc latency` counts them (weights read, "
              "activations in and out, the KV cache; tensor-parallel shares rounded up): see docs/roofline.md",
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
-    return _report("latency", spec, o, steps, totals, conventions, notes, headline=2, gen=gen)
+    return _report("latency", spec, w, steps, totals, conventions, notes, headline=2, gen=w.gen)
 
 
 TOPICS = {"params": _params, "kv": _kv, "flops": _flops, "memory": _memory, "latency": _latency}
+UNMODELLED = {
+    "flops": {"recompute": "none", "mtp": False},
+    "memory": {"flash": True, "recompute": "none", "dropout": False, "zero": 0, "micro_batch": None},
+}
+"""Per topic, the workload fields whose other values its worked steps do not write out, with the value they
+assume."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.params import params
 from llmcalc.reports.presets import PresetReport, PresetRow
+from llmcalc.workload import Workload
 
 
 def preset_row(spec):
@@ -18,7 +19,7 @@ def preset_row(spec):
 
 def preset_detail(spec):
     """`llmcalc presets NAME`: the spec as written, its source and the figures derived from it."""
-    r, kv = params(spec), kv_cache(spec, 1, 1)
+    r, kv = params(spec), kv_cache(spec, Workload(batch=1, seq=1))
     return PresetReport(name=spec.name, source=spec.source, total=r.total, active=r.active,
                         kv_bytes_per_token=kv.bytes_per_token,
                         kv_elements_per_token=spec.n_layers * spec.attention.kv_elements(),

@@ -23,17 +23,17 @@ from bisect import bisect_right
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from llmcalc.costs.fit import FitOptions, activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.form import Lin, per, source, var
 from llmcalc.costs.kv import cache_layers
-from llmcalc.costs.latency import LatencyOptions, Roofline, step_form
-from llmcalc.costs.memory import MemoryOptions, PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
-from llmcalc.costs.parallel import Layout
+from llmcalc.costs.latency import Efficiency, Roofline, step_form
+from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
 from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.sweep import SweepGrid, SweepReport, SweepRow
+from llmcalc.workload import Layout, Workload
 
 FORMULA = ("kv = B·Σ_w c_w·(min(S+1, w) − 1); memory = weights + kv + activations (as `llmcalc memory`); "
            "prefill/decode FLOPs as `llmcalc flops`; ttft, tpot as `llmcalc latency` (one decode step at "
@@ -78,28 +78,24 @@ def _piecewise(lines: list[tuple]) -> tuple[list[float], list[tuple[float, float
 
 
 class Sweeper:
-    """A model's (batch, seq) evaluator under fixed options: build once, then point() per point.
+    """A model's (batch, seq) evaluator under a workload (all but its batch and seq, which are the point's):
+    build once, then point() per point.
 
     Inputs of point() are not re-validated: batch and seq positive ints, batch a multiple of dp
     (grid() checks its axes once)."""
 
-    def __init__(self, spec: ModelSpec, gpu: GPU | None, o: LatencyOptions | None = None):
-        o = o or LatencyOptions()
-        s, L = o.storage, o.layout
-        L.check(spec, L.dp)
-        self.spec, self.gpu, self.o, self.notes = spec, gpu, o, []
-        self.mem_opts = MemoryOptions(weights_dtype=s.weights_dtype, kv_dtype=s.kv_dtype, act_dtype=s.act_dtype,
-                                      group_size=s.group_size)
-        self.weights = weights_bytes(spec, s.weights_dtype, s.group_size)[0]
-        fit_opts = FitOptions(storage=s, layout=L, reserve=o.reserve)
+    def __init__(self, spec: ModelSpec, gpu: GPU | None, work: Workload = Workload(), eff: Efficiency = Efficiency()):
+        work.layout.check(spec, work.layout.dp)
+        self.spec, self.gpu, self.work, self.eff, self.notes = spec, gpu, work, eff, []
+        self.weights = weights_bytes(spec, work.weights_dtype, work.group_size)[0]
         self.weights_per_gpu = None  # None: no time and no fit (no GPU, or the weights do not fit it)
         if gpu is not None:
             try:
-                self.weights_per_gpu = require_weights_fit(spec, gpu, fit_opts)
+                self.weights_per_gpu = require_weights_fit(spec, gpu, work)
             except UserError as e:
                 self.notes.append(f"{spec.name}: no latency: {e}")
-        self.workspace = activation_workspace(spec, fit_opts)
-        self.usable = usable_bytes(gpu, o.reserve) if gpu else 0
+        self.workspace = activation_workspace(spec, work)
+        self.usable = usable_bytes(gpu, work.reserve) if gpu else 0
         self.peaks: dict[Any, int] = {}  # layer peak bytes per token, by peak_key
         self.namespace: dict[str, Any] = {}
         self.source = self._source()
@@ -108,7 +104,7 @@ class Sweeper:
 
     def _source(self) -> str:
         """The body of point(batch, seq) as Python source: the model's forms written out."""
-        spec, o, attn = self.spec, self.o, self.spec.attention
+        spec, work, attn = self.spec, self.work, self.spec.attention
         ns = self.namespace
         windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
         lines = ["def point(batch, seq):", "    rep = batch // DP"]
@@ -137,40 +133,40 @@ class Sweeper:
                     lines.append(f"    {local[v]} = {expr}")
             names["rep"] |= local
 
-        bits = DTYPE_BITS[o.storage.kv_dtype]
+        bits = DTYPE_BITS[work.kv_dtype]
         kv = sum(n * attn.cache_bytes(var(f"kept@{w}"), bits) for w, n in cache_layers(spec).items())
         lines += [f"    kv = {source(kv, kept_names['batch'], ns)}",
                   "    key = peak_key(seq)",
                   "    peak = PEAKS.get(key)",
                   "    if peak is None:",
-                  "        peak = PEAKS[key] = layer_peak(SPEC, seq, MEM)[0]",
+                  "        peak = PEAKS[key] = layer_peak(SPEC, seq, WORK)[0]",
                   "    act = activations(batch, seq, peak)[0]"]
         # whole-model FLOPs: the step forms on one GPU
-        one_gpu = o.model_copy(update={"layout": Layout()})
+        one_gpu = work.model_copy(update={"layout": Layout()})
         for phase, prefill, names in (("prefill", True, pre_names), ("decode", False, dec_names)):
             total = sum((c[0] for c in step_form(spec, one_gpu, prefill).values()), Lin())
             lines.append(f"    {phase}_flops = {source(total, names['batch'], ns)}")
-        ns |= {"bisect_right": bisect_right, "DP": o.layout.dp, "W": windows, "counts": attn.counts,
-               "SPEC": spec, "MEM": self.mem_opts, "PEAKS": self.peaks, "peak_key": peak_key(spec, self.mem_opts),
-               "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, self.mem_opts),
+        ns |= {"bisect_right": bisect_right, "DP": work.layout.dp, "W": windows, "counts": attn.counts,
+               "SPEC": spec, "WORK": work, "PEAKS": self.peaks, "peak_key": peak_key(spec, work),
+               "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, work),
                "Point": SweepPoint, "WEIGHTS": self.weights}
         if self.weights_per_gpu is None:
             fits = "None" if self.gpu is None else "False"
             lines.append(f"    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
                          f"decode_flops, None, None, None, {fits})")
         else:
-            roof = Roofline(self.gpu, o)
+            roof = Roofline(self.gpu, work.compute_dtype, self.eff)
             for phase, prefill, names in (("ttft", True, pre_names), ("tpot", False, dec_names)):
-                form = step_form(spec, o, prefill)
+                form = step_form(spec, work, prefill)
                 if not prefill:  # one new token per sequence: T = R
                     form = {k: [c.substitute({"R": var("T")}) if isinstance(c, Lin) else c for c in cost]
                             for k, cost in form.items()}
                 lines += self._time(phase, form, roof, names["rep"])
-            lines += [f"    kv_rep = {'kv' if o.layout.dp == 1 else source(kv, kept_names['rep'], ns)}",
+            lines += [f"    kv_rep = {'kv' if work.layout.dp == 1 else source(kv, kept_names['rep'], ns)}",
                       "    fits = holds(WEIGHTS_PER_GPU, WORKSPACE, ceil_div(kv_rep, KV_SPLIT), USABLE)",
                       "    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
                       "decode_flops, ttft, tpot, batch / tpot, fits)"]
-            ns |= {"holds": holds, "ceil_div": ceil_div, "KV_SPLIT": kv_split(spec, o.layout), "USABLE": self.usable,
+            ns |= {"holds": holds, "ceil_div": ceil_div, "KV_SPLIT": kv_split(spec, work.layout), "USABLE": self.usable,
                    "WEIGHTS_PER_GPU": self.weights_per_gpu, "WORKSPACE": self.workspace}
         return "\n".join(lines) + "\n"
 
@@ -215,24 +211,23 @@ class Sweeper:
     def grid(self, batches: list[int], seqs: list[int]) -> list[SweepPoint]:
         """Every (batch, seq) point, batch-major."""
         for b in batches:
-            self.o.layout.check(self.spec, b)
+            self.work.layout.check(self.spec, b)
         point = self.point
         return [point(b, s) for b in batches for s in seqs]
 
 
 def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: list[int],
-          o: LatencyOptions | None = None) -> SweepReport:
-    """Every model over the batch × seq grid, one row per (model, batch, seq); time and fit on `gpu` (None:
-    neither)."""
-    o = o or LatencyOptions()
+          work: Workload = Workload()) -> SweepReport:
+    """Every model over the batch × seq grid, one row per (model, batch, seq), under the workload's dtypes and
+    layout (its own batch and seq are the grid's); time and fit on `gpu` (None: neither)."""
     rows, notes = [], []
     for spec in specs:
-        sweeper = Sweeper(spec, gpu, o)
+        sweeper = Sweeper(spec, gpu, work)
         rows += [SweepRow(model=spec.name, **p._asdict()) for p in sweeper.grid(batches, seqs)]
         notes += sweeper.notes
         if seqs[-1] > spec.max_seq_len:
             notes.append(f"{spec.name}: seq beyond its max_seq_len {spec.max_seq_len:,} is an extrapolation")
-    L = o.layout
+    L = work.layout
     if gpu is None:
         notes.append("no `gpu`: time per token and fit are left out (no GPU is assumed)")
     else:

@@ -2,20 +2,21 @@
 See docs/validation.md.
 
 Conventions are matched on both sides: torch's FlopCounterMode counts every matmul and the full
-S×S of scaled_dot_product_attention, so FLOPs are estimated with attention="dense"; prefill and
+S×S of scaled_dot_product_attention, so FLOPs are estimated with attention_core="dense"; prefill and
 decode project the last position's logits, training all of them. Exact quantities (parameters,
 FLOPs, KV bytes) must agree to the unit; peak memory and time are models and get tolerances.
 """
 
 from __future__ import annotations
 
-from llmcalc.costs.flops import Conventions, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.validate import ValidationReport, ValidationRow
+from llmcalc.workload import Workload
 
 EXACT = 0.0
 PEAK_TOLERANCE = 0.05
@@ -46,20 +47,20 @@ def gpu_preset(device_name: str) -> str:
 def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: str) -> list[ValidationRow]:
     """Rows for one measured model `m` (llmcalc.reference.measure.Measured)."""
     n = spec.name
-    conv = Conventions(attention="dense", logits="last", mla_decode=mla_decode)
-    f = flops(spec, batch, seq, 1, conv)
+    w = Workload(batch=batch, seq=seq, attention_core="dense", logits="last", mla_decode=mla_decode)
+    f = flops(spec, w)
     mla = f", MLA decode {mla_decode}" if spec.attention.latent_cache else ""
     rows = [
         row(n, "params", "every parameter, tied once", params(spec).total, m.params_total, EXACT),
         row(n, "prefill FLOPs", "matmuls, full S×S attention, last logits", f.prefill_flops, m.prefill_flops, EXACT),
         row(n, "decode FLOPs", "one step at context S" + mla, f.decode_flops, m.decode_flops, EXACT),
-        row(n, "KV cache bytes", "bf16 cache tensors after prefill", kv_cache(spec, batch, seq).total_bytes,
+        row(n, "KV cache bytes", "bf16 cache tensors after prefill", kv_cache(spec, w).total_bytes,
             m.kv_bytes, EXACT),
     ]
     if m.train_flops is not None:
         rows.insert(3, row(n, "train FLOPs", "forward + backward, all logits", f.train_flops, m.train_flops, EXACT))
     if m.peak_bytes is not None:  # the reference's serving kernels: flash attention, grouped GEMM experts
-        est = memory(spec, batch, seq).total_bytes
+        est = memory(spec, w).total_bytes
         rows.append(row(n, "peak memory", "prefill: weights + KV + activation peak (flash)", est, m.peak_bytes,
                         PEAK_TOLERANCE))
     return rows
@@ -130,7 +131,7 @@ def _timing_rows(spec: ModelSpec, batch: int, seq: int, m) -> tuple[str, list[Va
     from llmcalc.inputs.gpus import load_gpu
 
     name = gpu_preset(torch.cuda.get_device_name())
-    lat = latency(spec, load_gpu(name), batch, seq, 2)
+    lat = latency(spec, load_gpu(name), Workload(batch=batch, seq=seq, gen=2))
     return name, [row(spec.name, "prefill time (s)", f"roofline on {name}", lat.ttft_s, m.prefill_s, TIME_TOLERANCE),
                   row(spec.name, "decode step time (s)", f"roofline on {name}", lat.tpot_s, m.decode_s, TIME_TOLERANCE)]
 
@@ -158,7 +159,7 @@ def scaled_copy(spec: ModelSpec, layers: int | None, scale: int) -> ModelSpec:
 
 def check_real_run(spec: ModelSpec, batch: int, seq: int, device: str) -> None:
     """A real run must fit: half the machine's RAM on the CPU, the GPU's memory on cuda."""
-    need = memory(spec, batch, seq).total_bytes
+    need = memory(spec, Workload(batch=batch, seq=seq)).total_bytes
     if device == "cpu":
         import os
 

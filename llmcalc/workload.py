@@ -1,0 +1,164 @@
+"""How a model is run (`Workload`): the batch and lengths, the dtypes, the counting conventions, the parallel
+layout and the serving runtime's reserve, validated once and passed whole to every estimator.
+
+A spec (llmcalc/model/spec.py) holds what the checkpoint is; a workload holds how it is run; the two share
+no field. Errors name the field in the domain's words (`batch`, `tp`; llmcalc/errors.py) and say the fix; a
+front end writes its own word there (the CLI its flag).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llmcalc.errors import UserError
+from llmcalc.model.base import MAX_SIZE, Frozen
+from llmcalc.model.spec import ModelSpec
+
+MAX_GPUS = 2**20
+"""Sanity bound on the GPU count and each parallel degree (the largest clusters hold ~10^5 GPUs)."""
+
+Whole = Annotated[int, Field(strict=True)]
+"""A whole number; bools and floats are refused, never coerced. Ranges are checked by require_sizes."""
+StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+ComputeDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+
+
+def require_sizes(**values: int | None) -> None:
+    """Each given size must be a positive whole number, at most MAX_SIZE (a GPU count or parallel degree:
+    MAX_GPUS); None is a size left unset."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        if v <= 0:
+            raise UserError(f"`{name}`: must be > 0 (got {v}); give a positive whole number")
+        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep") else MAX_SIZE
+        if v > bound:
+            raise UserError(f"`{name}`: {v} is more than {bound:,}, beyond any real "
+                            f"{'cluster' if bound == MAX_GPUS else 'workload'}; give a smaller number")
+
+
+class Layout(Frozen):
+    """GPUs and how the model splits over them: gpus = tp · pp · dp; ep spreads whole routed experts over ep
+    GPUs of the tp · dp group (docs/roofline.md#parallel-layouts)."""
+
+    tp: Whole = 1
+    """Tensor parallel: every layer's heads and FFN width split over tp GPUs."""
+    pp: Whole = 1
+    """Pipeline parallel: the layers split into pp stages."""
+    dp: Whole = 1
+    """Data parallel: dp replicas, each running batch / dp sequences."""
+    ep: Whole = 1
+    """Expert parallel degree."""
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Layout:
+        require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+        return self
+
+    @classmethod
+    def of(cls, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1) -> Layout:
+        """The layout of `gpus` GPUs in all: tp defaults to gpus / (pp · dp), else 1; gpus, when given with
+        tp, must equal tp · pp · dp."""
+        require_sizes(gpus=gpus, tp=tp, pp=pp, dp=dp)
+        if tp is None:
+            tp = max(1, gpus // (pp * dp)) if gpus else 1
+        if gpus is not None and gpus != tp * pp * dp:
+            raise UserError(f"`gpus`: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
+                            "make them agree or leave one out")
+        return cls(tp=tp, pp=pp, dp=dp, ep=ep)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def check(self, spec: ModelSpec, batch: int) -> None:
+        """The layout must divide the model and the batch: heads and FFN width by tp, layers by pp, experts
+        by ep, the batch by dp."""
+        attn, tp = spec.attention, self.tp
+        if (tp * self.dp) % self.ep:
+            raise UserError(f"`ep`: {self.ep} must divide tp · dp = {tp * self.dp}; use a divisor of it")
+        if attn.heads % tp:
+            raise UserError(f"`tp`: {tp} does not divide the {attn.heads} attention heads; use a divisor of {attn.heads}")
+        kv_heads = attn.cache_heads
+        if kv_heads and kv_heads % tp and tp % kv_heads:
+            raise UserError(f"`tp`: {tp} and the {kv_heads} kv heads do not divide one another; "
+                            f"use a divisor or multiple of {kv_heads}")
+        for g in spec.layer_groups():
+            width = g.ffn.tp_width(self.ep)
+            if width and width % tp:
+                raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
+        if spec.n_layers % self.pp:
+            raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
+        if self.ep > 1:
+            experts = spec.ffn.routed_experts
+            if not experts:
+                raise UserError(f"`ep`: {spec.name} has no experts; drop `ep`")
+            if experts % self.ep:
+                raise UserError(f"`ep`: {self.ep} does not divide the {experts} experts; use a divisor")
+        if batch % self.dp:
+            raise UserError(f"`batch`: {batch} sequences do not split over `dp` {self.dp}; use a multiple of {self.dp}")
+
+
+class Workload(Frozen):
+    """How the model is run: `batch` sequences of `seq` prompt tokens, then `gen` generated ones, in these
+    dtypes, counted under these conventions (docs/formulas.md, FLOPs and Memory), on this layout. Each estimator
+    reads the fields it needs: kv the batch, seq and kv_dtype; latency nearly all of them."""
+
+    batch: Whole = 1
+    """Sequences in the batch, in all (over every data-parallel replica); training: the global batch."""
+    seq: Whole = 4096
+    """Tokens per sequence: the prompt, or the context a decode step attends to."""
+    gen: Whole = 1
+    """Tokens generated after the prompt (flops: decode steps; latency: the first comes from the prefill)."""
+
+    weights_dtype: StorageDtype = "bf16"
+    kv_dtype: StorageDtype = "bf16"
+    act_dtype: Literal["fp32", "bf16", "fp16"] = "bf16"
+    compute_dtype: ComputeDtype = "bf16"
+    """The matmuls' type, which sets the GPU's peak (weight-only quantization still computes in bf16)."""
+    group_size: Whole = 128
+    """int4: weights per fp16 scale along each matrix's input."""
+
+    attention_core: Literal["causal", "dense"] = "causal"
+    """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, dense the full S × S."""
+    logits: Literal["last", "all"] = "last"
+    """Prefill logits of the last position (inference) or of every position (scoring)."""
+    mla_decode: Literal["absorbed", "decompress"] = "absorbed"
+    """MLA decode in the latent space (up-projections absorbed), or re-projecting every cached latent."""
+    mtp: bool = False
+    """Count DeepSeek's multi-token-prediction module."""
+    flash: bool = True
+    """Flash attention: no S × S scores are held."""
+
+    train: bool = False
+    """A training step (weights, gradients, optimizer states, activations) instead of inference."""
+    optimizer: Literal["adamw", "adamw-8bit", "sgd"] = "adamw"
+    recompute: Literal["none", "selective", "full"] = "none"
+    """Training: activation recomputation."""
+    dropout: bool = False
+    """Training: dropout masks are kept (1 byte per element)."""
+    zero: Literal[0, 1, 2, 3] = 0
+    """Training: ZeRO stage, sharding optimizer states (1), + gradients (2), + weights (3) over dp."""
+    micro_batch: Whole | None = None
+    """Training: sequences one GPU runs at a time; None: its whole share, batch / dp."""
+
+    layout: Layout = Layout()
+    reserve: float = 0.10
+    """Share of GPU memory kept back for the CUDA context, allocator fragmentation and kernels' workspaces;
+    0.10 matches vLLM's default gpu_memory_utilization of 0.9."""
+    prefill_chunk: Whole = 8192
+    """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> Workload:
+        require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, group_size=self.group_size,
+                      micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk)
+        if not 0 <= self.reserve < 1:
+            raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
+        return self
+
+    def check(self, spec: ModelSpec) -> None:
+        """The layout must divide `spec` and the batch (Layout.check)."""
+        self.layout.check(spec, self.batch)
