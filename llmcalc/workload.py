@@ -118,6 +118,8 @@ class Workload(Frozen):
     act_dtype: Literal["fp32", "bf16", "fp16"] = "bf16"
     compute_dtype: ComputeDtype = "bf16"
     """The matmuls' type, which sets the GPU's peak (weight-only quantization still computes in bf16)."""
+    attention_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
+    """The attention core's type; None: the compute dtype, but bf16 under fp8 or int8 matmuls."""
     group_size: Whole = 128
     """int4: weights per fp16 scale along each matrix's input."""
 

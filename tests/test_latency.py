@@ -9,19 +9,16 @@ import yaml
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import (
-    Efficiency,
-    Roofline,
-    experts_hit,
-    latency,
-    step_costs,
-)
+from llmcalc.costs.latency import StepTime, experts_hit, latency, step_costs
 from llmcalc.costs.params import params
 from llmcalc.inputs.gpus import gpu_names, load_gpu
 from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.workload import Layout, Workload
 
-IDEAL = Efficiency(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
+IDEAL = TimeModel(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
+PARTIAL = TimeModel(name="test", memory_efficiency=0.7, overlap=0.4, kernel_s=3e-6, collective_s=1e-5, step_s=2e-4)
+"""A time model with every term a calibrated profile has (the figures are arbitrary)."""
 H100 = load_gpu("h100-sxm")
 
 
@@ -119,15 +116,17 @@ def test_moe_decode_at_batch_1_reads_only_the_active_experts():
     assert r.experts_hit_per_step == pytest.approx(2)
 
 
+@pytest.mark.parametrize("tm", [ROOFLINE, PARTIAL], ids=["roofline", "partial-overlap-fixed-costs"])
 @pytest.mark.parametrize("name,gen", [("llama2-7b", 300), ("gemma2-9b", 5000), ("deepseek-v2-lite", 200)])
-def test_decode_sum_equals_step_by_step(name, gen):
-    """The closed-form sum over G − 1 steps equals summing each step (windows filling included)."""
+def test_decode_sum_equals_step_by_step(name, gen, tm):
+    """The closed-form sum over G − 1 steps equals summing each step (windows filling included), under the
+    roofline and under a model with partial overlap and fixed costs."""
     spec = load_preset(name)
     seq = 4000 if name == "gemma2-9b" else 100
-    w = Workload(batch=2, seq=seq, gen=gen)
-    r = latency(spec, H100, w)
-    roof = Roofline(H100, w.compute_dtype, Efficiency())
-    brute = sum(sum(roof.time(k, c) for k, c in step_costs(spec, w, 2, 1, ctx).items())
+    w = Workload(batch=2, seq=seq, gen=gen, layout=Layout(tp=2))
+    r = latency(spec, H100, w, tm)
+    st = StepTime(spec, H100, w, tm, prefill=False)
+    brute = sum(sum(st.time(k, c) for k, c in step_costs(spec, w, 2, 1, ctx).items()) + tm.step_s
                 for ctx in range(seq, seq + gen - 1))
     assert r.decode_s == pytest.approx(brute, rel=1e-9)
 
@@ -212,3 +211,36 @@ def test_fit_names_the_fewest_gpus_that_hold_a_workload(cli_json):
         fewer = cli_json("fit", "-p", "llama3.1-405b", "--gpu", "h100-sxm", "--seq", "8k", "--tp", str(tp),
                          "--pp", str(n // tp))
         assert fewer["fits"] is False
+
+
+def test_every_calibration_profile_names_a_source_for_every_figure():
+    """presets/calibration/<gpu>.yaml: a GPU preset's profile, each figure it sets with its source."""
+    from llmcalc.inputs.time_models import CALIBRATION_DIR, calibrated_gpus, load_time_model
+
+    assert set(calibrated_gpus()) <= set(gpu_names()) and "h100-sxm" in calibrated_gpus()
+    for name in calibrated_gpus():
+        tm = load_time_model("calibrated", load_gpu(name))
+        written = set(yaml.safe_load((CALIBRATION_DIR / f"{name}.yaml").read_text())) - {"name", "gpu", "sources"}
+        assert tm.gpu == name and written and written <= set(tm.sources), (name, written - set(tm.sources))
+
+
+def test_calibrated_time_adds_fixed_costs_and_explain_works_it_out(cli, cli_json):
+    args = ("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--batch", "1", "--seq", "128", "--gen", "64")
+    roof, cal = cli_json(*args), cli_json(*args, "--time-model", "calibrated")
+    assert roof["time_model"] == "roofline" and cal["time_model"] == "calibrated"
+    assert all(p["overhead_s"] == 0 for p in roof["phases"]) and all(p["overhead_s"] > 0 for p in cal["phases"])
+    assert cal["ttft_s"] > roof["ttft_s"] and cal["tpot_s"] > roof["tpot_s"]  # a short prompt, a batch-1 step
+    r = cli("explain", "latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--time-model", "calibrated")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_time_model_errors_are_one_line_exit_2(cli, tmp_path):
+    no_profile = cli("latency", "-p", "llama3-8b", "--gpu", "mi300x", "--time-model", "calibrated")
+    assert no_profile.returncode == 2 and "--time-model" in no_profile.stderr and "--calibration" in no_profile.stderr
+    bad = tmp_path / "profile.yaml"
+    bad.write_text("name: mine\noverlap: 2\n")
+    r = cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(bad))
+    assert r.returncode == 2 and "overlap" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    good = tmp_path / "good.yaml"
+    good.write_text("name: mine\nkernel_s: 1.0e-5\nsources: {kernel_s: a guess}\n")
+    assert cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(good)).returncode == 0

@@ -21,6 +21,7 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.grid import check_size, parse_grid
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.attention import MLA
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.views.sweep import Sweeper
 from llmcalc.workload import Layout, Workload
 
@@ -28,7 +29,7 @@ H100 = load_gpu("h100-sxm")
 EDGES = [1, 2, 3, 4095, 4096, 4097, 8191, 8192, 131072]  # around gemma2-9b's and mistral's 4096 windows
 
 
-def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100) -> dict:
+def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100, tm: TimeModel = ROOFLINE) -> dict:
     """The same figures from the plain estimators, as `llmcalc kv/memory/flops/latency` compute them."""
     m = memory(spec, Workload(batch=batch, seq=seq, weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype,
                               group_size=w.group_size))
@@ -38,7 +39,7 @@ def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100) -> dict:
            "activation_bytes": m.activation_bytes, "memory_bytes": m.total_bytes,
            "prefill_flops": f.prefill_flops, "decode_flops": f.decode_flops}
     try:
-        r = latency(spec, gpu, w.model_copy(update={"batch": batch, "seq": seq, "gen": 1}))
+        r = latency(spec, gpu, w.model_copy(update={"batch": batch, "seq": seq, "gen": 1}), tm)
     except UserError:  # the weights do not fit: no time
         return out | {"ttft_s": None, "tpot_s": None, "tokens_per_s": None, "fits": False}
     return out | {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "tokens_per_s": r.decode_tokens_per_s, "fits": r.fits}
@@ -47,7 +48,7 @@ def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100) -> dict:
 def assert_equal(sweeper: Sweeper, w: Workload, points: list[tuple[int, int]]) -> None:
     for batch, seq in points:
         got = sweeper.point(batch, seq)._asdict()
-        for field, want in estimators(sweeper.spec, w, batch, seq).items():
+        for field, want in estimators(sweeper.spec, w, batch, seq, tm=sweeper.tm).items():
             if isinstance(want, float):
                 assert math.isclose(got[field], want, rel_tol=1e-9), (batch, seq, field, got[field], want)
             else:
@@ -90,6 +91,21 @@ def test_fast_path_equals_estimators(case):
     sweeper = Sweeper(load_preset(name), H100, w)
     assert sweeper.weights_per_gpu is not None
     assert_equal(sweeper, w, points(dp, seed=CASES.index(case)))
+
+
+PARTIAL = TimeModel(name="test", compute_efficiency=0.7, fp8_efficiency=0.5, attention_efficiency=0.6,
+                    memory_efficiency=0.75, overlap=0.4, kernel_s=3e-6, collective_s=1e-5, step_s=2e-4)
+"""A time model with every term a calibrated profile has (arbitrary figures)."""
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c[:5])))
+def test_fast_path_equals_estimators_with_overlap_and_fixed_costs(case):
+    name, tp, pp, dp, ep, weights, kv, mla = case
+    compute = "fp8" if weights == "fp8" else "bf16"
+    w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep),
+                 mla_decode=mla)
+    sweeper = Sweeper(load_preset(name), H100, w, PARTIAL)
+    assert_equal(sweeper, w, points(dp, n=4, seed=CASES.index(case)))
 
 
 def test_weights_that_do_not_fit_leave_latency_out():

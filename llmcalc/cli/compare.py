@@ -11,6 +11,7 @@ from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     MODEL,
     BatchOpt,
+    CalibrationOpt,
     DPOpt,
     EPOpt,
     FormatOpt,
@@ -19,6 +20,7 @@ from llmcalc.cli.options import (
     OptionalGPUOpt,
     PPOpt,
     SeqOpt,
+    TimeModelOpt,
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
@@ -69,12 +71,16 @@ def compare(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
     weights_dtype: WeightsDtypeOpt = "bf16",
     kv_dtype: KVDtypeOpt = "bf16",
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
     from llmcalc.inputs.presets import load_preset, load_spec_file
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.model.time_model import ROOFLINE
     from llmcalc.views.compare import SwapRule, compare_attention, compare_models
     from llmcalc.workload import Layout, Workload
 
@@ -84,12 +90,13 @@ def compare(
                     window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
     specs = [load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
     device = load_gpu_named(gpu)
+    tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
     if len(specs) > 1:
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
-        emit(compare_models(specs, w, device), format, units, of=compare)
+        emit(compare_models(specs, w, device, tm), format, units, of=compare)
         return
     base = specs[0] if specs else load_preset("llama2-7b")
-    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device), format, units,
+    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm), format, units,
          of=compare)

@@ -11,6 +11,7 @@ from llmcalc.cli.options import (
     TRAINING,
     AttentionOpt,
     BatchOpt,
+    CalibrationOpt,
     ConfigOpt,
     DPOpt,
     EPOpt,
@@ -23,6 +24,7 @@ from llmcalc.cli.options import (
     PPOpt,
     PresetOpt,
     SeqOpt,
+    TimeModelOpt,
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
@@ -64,6 +66,8 @@ def explain(
         metavar="NAME")] = "adamw",
     gpu: Annotated[Optional[str], _opt("--gpu", help="latency: GPU preset or GPU YAML file (required).",
                                        panel="GPUs and layout", metavar="NAME")] = None,
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
     gpus: GPUsOpt = None,
     tp: TPOpt = None,
     pp: PPOpt = 1,
@@ -72,6 +76,8 @@ def explain(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.model.time_model import ROOFLINE
     from llmcalc.views.explain import explain as work_out
     from llmcalc.workload import Layout, Workload
 
@@ -79,9 +85,11 @@ def explain(
         got = "no topic" if topic is None else f"unknown topic {topic!r}"
         raise UserError(f"explain: {got}; give one of {', '.join(TOPICS)}, e.g. llmcalc explain kv -p llama2-7b")
     w = Workload(batch=batch, seq=seq, gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1), kv_dtype=kv_dtype,
-                 weights_dtype=weights_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode, train=train,
-                 optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep))
-    report = work_out(topic, load_model(preset, config, hf_config), w, load_gpu_named(gpu))
+                 weights_dtype=weights_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode,
+                 train=train, optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep))
+    device = load_gpu_named(gpu)
+    tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
+    report = work_out(topic, load_model(preset, config, hf_config), w, device, tm)
     emit(report, format, units, of=explain)
     if not report.matches:
         raise typer.Exit(1)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     GPUS,
     PRECISION,
     BatchOpt,
+    CalibrationOpt,
     ConfigOpt,
     DPOpt,
     EPOpt,
@@ -23,6 +24,7 @@ from llmcalc.cli.options import (
     PresetOpt,
     ReserveOpt,
     SeqOpt,
+    TimeModelOpt,
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
@@ -54,26 +56,34 @@ def latency(
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], _opt(
         "--compute-dtype", help="Matmul type that sets the peak: fp32, tf32, bf16, fp16, fp8 or int8 (weight-only "
         "quantization still computes in bf16).", panel=PRECISION, metavar="DTYPE")] = "bf16",
-    compute_efficiency: Annotated[float, _opt("--compute-efficiency", help="Share of peak FLOP/s reached.",
-                                              panel=GPUS, metavar="SHARE")] = 0.8,
-    memory_efficiency: Annotated[float, _opt("--memory-efficiency", help="Share of memory bandwidth reached.",
-                                             panel=GPUS, metavar="SHARE")] = 0.9,
-    comm_efficiency: Annotated[float, _opt("--comm-efficiency", help="Share of one-way link bandwidth reached.",
-                                           panel=GPUS, metavar="SHARE")] = 0.8,
+    attention_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16", "fp8"]], _opt(
+        "--attention-dtype", help="The attention core's type (default: the compute dtype, but bf16 under fp8 or "
+        "int8 matmuls).", panel=PRECISION, metavar="DTYPE")] = None,
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
+    compute_efficiency: Annotated[Optional[float], _opt(
+        "--compute-efficiency", help="Share of peak FLOP/s matmuls reach (default: the time model's; roofline 0.8).",
+        panel=GPUS, metavar="SHARE")] = None,
+    memory_efficiency: Annotated[Optional[float], _opt(
+        "--memory-efficiency", help="Share of memory bandwidth reached (default: the time model's; roofline 0.9).",
+        panel=GPUS, metavar="SHARE")] = None,
+    comm_efficiency: Annotated[Optional[float], _opt(
+        "--comm-efficiency", help="Share of one-way link bandwidth reached (default: the time model's; roofline "
+        "0.8).", panel=GPUS, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",
     reserve: ReserveOpt = 0.10,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Roofline time: time to first token, time per output token, tokens/s, per phase and op."""
-    from llmcalc.costs.latency import Efficiency
+    """Time to first token, time per output token, tokens/s, per phase and op, under a time model."""
     from llmcalc.costs.latency import latency as estimate
+    from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
 
     w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
-                 compute_dtype=compute_dtype, mla_decode=mla_decode, reserve=reserve,
+                 compute_dtype=compute_dtype, attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
-    eff = Efficiency(compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
-                     comm_efficiency=comm_efficiency)
-    emit(estimate(load_model(preset, config, hf_config), load_gpu_named(gpu, "latency"), w, eff), format, units,
-         of=latency)
+    device = load_gpu_named(gpu, "latency")
+    tm = load_time_model(time_model, device, calibration, compute_efficiency=compute_efficiency,
+                         memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)
+    emit(estimate(load_model(preset, config, hf_config), device, w, tm), format, units, of=latency)

@@ -121,6 +121,12 @@ PPOpt = Annotated[int, _count_opt("--pp", help="Pipeline-parallel stages.", pane
 DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas; each serves batch / dp sequences.",
                                   panel=GPUS)]
 EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree (whole experts over ep GPUs).", panel=GPUS)]
+TimeModelOpt = Annotated[Literal["roofline", "calibrated"], _opt(
+    "--time-model", help="roofline: the physical bound (datasheet peaks at stated efficiencies, no fixed costs); "
+    "calibrated: the GPU's profile (presets/calibration/).", panel=GPUS, metavar="roofline|calibrated")]
+CalibrationOpt = Annotated[Optional[Path], _opt(
+    "--calibration", help="A calibration profile YAML to use instead (`llmcalc calibrate` writes one).", panel=GPUS,
+    metavar="FILE")]
 ReserveOpt = Annotated[float, _opt(
     "--reserve", help="Share of GPU memory kept for the runtime (0.10: vLLM's gpu_memory_utilization 0.9).",
     panel=GPUS, metavar="SHARE")]

@@ -13,6 +13,7 @@ from llmcalc.cli.options import (
     MODEL,
     OUTPUT,
     WORKLOAD,
+    CalibrationOpt,
     ConfigOpt,
     DPOpt,
     EPOpt,
@@ -23,6 +24,7 @@ from llmcalc.cli.options import (
     KVDtypeOpt,
     OptionalGPUOpt,
     PPOpt,
+    TimeModelOpt,
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
@@ -53,6 +55,8 @@ def sweep(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
     weights_dtype: WeightsDtypeOpt = "bf16",
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
@@ -68,6 +72,8 @@ def sweep(
 ) -> None:
     """KV cache, memory, FLOPs and (with --gpu) time and fit over a grid of batch sizes × context lengths."""
     from llmcalc.inputs.grid import check_rows, check_size, parse_grid
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.model.time_model import ROOFLINE
     from llmcalc.views.sweep import sweep as run
     from llmcalc.workload import Layout, Workload
 
@@ -93,7 +99,9 @@ def sweep(
             raise UserError("--attention: no variant given; list some of mha, gqa, mqa, mla, swa")
         specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
     check_rows(len(specs), len(batches) * len(seqs))
-    report = run(specs, load_gpu_named(gpu), batches, seqs, w)
+    device = load_gpu_named(gpu)
+    tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
+    report = run(specs, device, batches, seqs, w, tm)
     if plot is not None:
         plot_sweep(report, plot, units)
         sys.stderr.write(f"plot: wrote {plot}\n")

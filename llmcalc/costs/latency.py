@@ -1,19 +1,19 @@
-"""Roofline latency of prefill and decode on GPUs. See docs/roofline.md.
+"""Latency of prefill and decode on GPUs under a time model. See docs/roofline.md.
 
-Per op on one GPU: time = max(FLOPs / (peak · compute_eff), bytes / (bandwidth · memory_eff)).
-Bytes: the weights the op reads (once per forward), its activations in and out, and for attention
-the KV cache (decode reads all of it and writes the new token). An MoE layer reads the experts its
-T routed tokens hit: E·(1 − (1 − k/E)^T) expected under uniform routing. Communication (tensor
-all-reduce, expert all-to-all, pipeline sends) takes bytes / (one-way link · comm_eff) and is not
-overlapped. A phase is the sum of its ops; decode sums its G − 1 steps in closed form.
+Per op on one GPU: c = FLOPs / (peak at the op's dtype · efficiency), m = bytes / (bandwidth · memory_eff),
+time = max(c, m) + overlap·min(c, m) + kernels·kernel_s (llmcalc/model/time_model.py; the roofline has no
+overlap term and no fixed cost). Bytes: the weights the op reads (once per forward), its activations in and
+out, and for attention the KV cache (decode reads all of it and writes the new token). An MoE layer reads the
+experts its T routed tokens hit: E·(1 − (1 − k/E)^T) expected under uniform routing. Communication (tensor
+all-reduce, expert all-to-all, pipeline sends) takes bytes / (one-way link · comm_eff) + calls·collective_s
+and is not overlapped. A step adds step_s; a phase is the sum of its ops; decode sums its G − 1 steps in
+closed form.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import cache
-
-from pydantic import model_validator
 
 from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.flops import MAC, layer_flops
@@ -21,10 +21,9 @@ from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
 from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, kv_shards
 from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu
-from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.latency import LatencyReport, OpRow, PhaseRow
 from llmcalc.workload import Layout, Workload
 
@@ -32,24 +31,6 @@ FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memor
            "communication; ttft = prefill; tpot = one decode step (all active weights + the KV cache); "
            "MoE experts read per step = E·(1 − (1 − k/E)^T)")
 Cost = list  # [flops, bytes] of one (layer group, op) entry on one GPU
-
-
-class Efficiency(Frozen):
-    """The roofline's constants: the shares of a GPU's datasheet peaks that its kernels reach."""
-
-    compute_efficiency: float = 0.8
-    """Share of the dense peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
-    memory_efficiency: float = 0.9
-    """Share of the datasheet bandwidth a streaming kernel reaches: ~3.0 of 3.35 TB/s on an H100."""
-    comm_efficiency: float = 0.8
-    """Share of the one-way link bandwidth a collective reaches (NCCL bus bandwidth)."""
-
-    @model_validator(mode="after")
-    def _shares(self) -> Efficiency:
-        for name, v in self:
-            if not 0 < v <= 1:
-                raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
-        return self
 
 
 def experts_hit(experts: int, top_k: int, tokens: float) -> float:
@@ -149,39 +130,81 @@ def alltoall_read(tokens: int, L: Layout, top_k: int, width: int) -> int:
     return alltoall_bytes(L, tokens * L.ep // L.tp or 1, top_k, width)
 
 
-def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, int]:
-    """Bytes one GPU sends per forward: two all-reduces per layer (after attention and after the
-    FFN) and the vocab-split logits' gather; two all-to-alls per MoE layer; a send per stage edge."""
+def collectives(spec: ModelSpec, L: Layout) -> dict[str, int]:
+    """Collective calls one GPU makes per forward, by op: two all-reduces per layer (after attention and
+    after the FFN); two all-to-alls per MoE layer (dispatch and combine); a send per stage edge."""
     out = {}
-    hidden = tokens * spec.d_model * a
     if L.tp > 1:
-        out["comm/tp_all_reduce"] = 2 * spec.n_layers * allreduce_bytes(L, hidden)
+        out["comm/tp_all_reduce"] = 2 * spec.n_layers
     if L.ep > 1:
-        moe_layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
-        per = Lin({Whole(alltoall_read, "T", L, spec.ffn.top_k, spec.d_model * a): 1})
-        out["comm/ep_all_to_all"] = 2 * moe_layers * per
+        out["comm/ep_all_to_all"] = 2 * sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts)
     if L.pp > 1:
-        out["comm/pp_send"] = (L.pp - 1) * hidden
+        out["comm/pp_send"] = L.pp - 1
     return out
 
 
-class Roofline:
-    """Rates one GPU reaches: FLOP/s at the workload's compute dtype, bytes/s, link bytes/s."""
+def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, int]:
+    """Bytes one GPU sends per forward: each collective call (collectives) times the bytes of one."""
+    hidden = tokens * spec.d_model * a
 
-    def __init__(self, gpu: GPU, compute_dtype: str, eff: Efficiency):
-        self.flops = gpu.peak(compute_dtype) * eff.compute_efficiency
-        self.bytes = gpu.bandwidth * eff.memory_efficiency
-        self.link = gpu.link_one_way * eff.comm_efficiency
+    def per_call(op: str) -> Lin | int:
+        if op == "comm/ep_all_to_all":
+            return Lin({Whole(alltoall_read, "T", L, spec.ffn.top_k, spec.d_model * a): 1})
+        return allreduce_bytes(L, hidden) if op == "comm/tp_all_reduce" else hidden
 
-    def times(self, key: tuple, cost: Cost) -> tuple[float, float, float]:
-        """(compute, memory, communication) seconds of one entry."""
+    return {op: calls * per_call(op) for op, calls in collectives(spec, L).items()}
+
+
+def kernels(spec: ModelSpec, absorbed: bool) -> dict[tuple, int]:
+    """Kernels one forward launches, keyed as step_form's entries: per layer, one per weight matmul
+    (each FLOPs component of layer_flops), one for the attention core, one per norm (with the projections);
+    the embedding one, the head one plus its norm."""
+    out: dict[tuple, int] = {(None, "embedding"): 1, (None, "lm_head"): 1 + spec.norm.final}
+    for gi, g in enumerate(spec.layer_groups()):
+        per = Counter(op_name(c) for c in layer_flops(spec, g, 1, 1, 1, absorbed))
+        per["attention/core"] = 1
+        per["attention/proj"] += spec.norm.per_layer
+        out |= {(gi, op): g.count * n for op, n in per.items()}
+    return out
+
+
+def attention_dtype(w: Workload) -> str:
+    """The dtype the attention core computes in: `attention_dtype`, else the compute dtype, but bf16 when
+    that is fp8 or int8 (serving stacks run attention in bf16 over fp8 weights and caches)."""
+    return w.attention_dtype or ("bf16" if w.compute_dtype in ("fp8", "int8") else w.compute_dtype)
+
+
+class StepTime:
+    """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
+    max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs at the peak of the dtype it runs in
+    (the attention core: attention_dtype) and m its bytes at the bandwidth; communication bytes over the link
+    plus each call's latency; step_s per forward."""
+
+    def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
+        attn = attention_dtype(w)
+        self.flops = gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype)
+        self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
+        self.bytes = gpu.bandwidth * tm.memory_efficiency
+        self.link = gpu.link_one_way * tm.comm_efficiency
+        self.overlap, self.step_s = tm.overlap, tm.step_s
+        absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
+        self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
+        self.fixed |= {(None, op): n * tm.collective_s for op, n in collectives(spec, w.layout).items()}
+
+    def rate(self, op: str) -> float:
+        """FLOP/s of an op: the attention core's, or the matmuls'."""
+        return self.attention if op == "attention/core" else self.flops
+
+    def times(self, key: tuple, cost: Cost) -> tuple[float, float, float, float]:
+        """(compute, memory, communication, fixed) seconds of one entry."""
+        fixed = self.fixed.get(key, 0.0)
         if key[1].startswith("comm/"):
-            return 0.0, 0.0, cost[1] / self.link
-        return cost[0] / self.flops, cost[1] / self.bytes, 0.0
+            return 0.0, 0.0, cost[1] / self.link, fixed
+        return cost[0] / self.rate(key[1]), cost[1] / self.bytes, 0.0, fixed
 
     def time(self, key: tuple, cost: Cost) -> float:
-        c, m, x = self.times(key, cost)
-        return max(c, m) + x
+        c, m, x, o = self.times(key, cost)
+        return max(c, m) + self.overlap * min(c, m) + x + o
 
 
 def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:
@@ -200,14 +223,14 @@ def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:
     return line(*first, 0, k) + line(*second, k, n)
 
 
-def latency(spec: ModelSpec, gpu: GPU, w: Workload, eff: Efficiency = Efficiency()) -> LatencyReport:
-    """Roofline time of the workload on its layout of `gpu`s: prefill of `seq` tokens (the first token), then
-    `gen` − 1 decode steps, per phase and op."""
+def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> LatencyReport:
+    """Time of the workload on its layout of `gpu`s under the time model `tm`: prefill of `seq` tokens (the
+    first token), then `gen` − 1 decode steps, per phase and op."""
     L, batch, seq, gen = w.layout, w.batch, w.seq, w.gen
     w.check(spec)
     weights = require_weights_fit(spec, gpu, w)
     rep = batch // L.dp
-    roof = Roofline(gpu, w.compute_dtype, eff)
+    pre_time, dec_time = (StepTime(spec, gpu, w, tm, prefill) for prefill in (True, False))
 
     decode_form = step_form(spec, w, prefill=False)
 
@@ -217,62 +240,60 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, eff: Efficiency = Efficiency
 
     prefill = step_costs(spec, w, rep, seq, 0)
     last = seq + max(gen - 2, 0)
-    phases = [_phase("prefill", 0, rep * seq, prefill, roof), _phase("decode first", seq, rep, decode_at(seq), roof),
-              _phase("decode last", last, rep, decode_at(last), roof)]
-    decode_s = _decode_sum(spec, decode_at, seq, gen - 1, roof)
+    phases = [_phase("prefill", 0, rep * seq, prefill, pre_time),
+              _phase("decode first", seq, rep, decode_at(seq), dec_time),
+              _phase("decode last", last, rep, decode_at(last), dec_time)]
+    decode_s = _decode_sum(spec, decode_at, seq, gen - 1, dec_time)
     ttft, total = phases[0].time_s, phases[0].time_s + decode_s
     kv = kv_per_gpu(spec, rep, seq + gen - 1, w)
     act = activation_workspace(spec, w)
     fits = holds(weights, act, kv, usable_bytes(gpu, w.reserve))
     hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts), None)
     ridge = gpu.peak(w.compute_dtype) / gpu.bandwidth
+    timed = zip(phases, (prefill, decode_at(seq), decode_at(last)), (pre_time, dec_time, dec_time))
     return LatencyReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
-        gen=gen, compute_dtype=w.compute_dtype, weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype,
-        peak_flops=gpu.peak(w.compute_dtype), bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge,
-        effective_ridge_point=roof.flops / roof.bytes, compute_efficiency=eff.compute_efficiency,
-        memory_efficiency=eff.memory_efficiency, comm_efficiency=eff.comm_efficiency,
+        gen=gen, compute_dtype=w.compute_dtype, attention_dtype=attention_dtype(w), weights_dtype=w.weights_dtype,
+        kv_dtype=w.kv_dtype, time_model=tm.name, peak_flops=gpu.peak(w.compute_dtype),
+        bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge, effective_ridge_point=pre_time.flops / pre_time.bytes,
+        compute_efficiency=tm.matmul_efficiency(w.compute_dtype), memory_efficiency=tm.memory_efficiency,
+        comm_efficiency=tm.comm_efficiency,
         ttft_s=ttft, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s, total_s=total,
         tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total, decode_tokens_per_s=batch / phases[1].time_s,
         experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
-        ops=[row for p, costs in zip(phases, (prefill, decode_at(seq), decode_at(last))) for row in _op_rows(p.phase, costs, roof)],
-        formula=FORMULA, notes=_notes(spec, w, fits),
+        ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],
+        formula=FORMULA, notes=_notes(spec, w, tm, fits),
     )
 
 
-def _phase(name: str, context: int, new: int, costs: dict[tuple, Cost], roof: Roofline) -> PhaseRow:
+def _phase(name: str, context: int, new: int, costs: dict[tuple, Cost], st: StepTime) -> PhaseRow:
     flops = sum(c[0] for c in costs.values())
     moved = sum(c[1] for k, c in costs.items() if not k[1].startswith("comm/"))
-    parts = [roof.times(k, c) for k, c in costs.items()]
-    compute, memory, comm = (sum(p[i] for p in parts) for i in range(3))
+    parts = [st.times(k, c) for k, c in costs.items()]
+    compute, memory, comm, fixed = (sum(p[i] for p in parts) for i in range(4))
     return PhaseRow(phase=name, context=context, new_tokens=new, flops=flops, bytes=moved,
                     intensity=flops / moved, bound="compute" if compute >= memory else "memory",
-                    compute_s=compute, memory_s=memory, comm_s=comm,
-                    time_s=sum(roof.time(k, c) for k, c in costs.items()))
+                    compute_s=compute, memory_s=memory, comm_s=comm, overhead_s=fixed + st.step_s,
+                    time_s=sum(st.time(k, c) for k, c in costs.items()) + st.step_s)
 
 
-def _op_rows(phase: str, costs: dict[tuple, Cost], roof: Roofline) -> list[OpRow]:
+def _op_rows(phase: str, costs: dict[tuple, Cost], st: StepTime) -> list[OpRow]:
     """Ops summed over layer groups; an op's bound is the larger of its summed terms."""
     merged: dict[str, list] = {}
     for key, cost in costs.items():
-        row = merged.setdefault(key[1], [0, 0, 0.0, 0.0, 0.0, 0.0])
-        c, m, x = roof.times(key, cost)
-        row[0] += cost[0]
-        row[1] += cost[1]
-        row[2] += c
-        row[3] += m
-        row[4] += x
-        row[5] += roof.time(key, cost)
+        row = merged.setdefault(key[1], [0, 0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        for i, v in enumerate((*cost, *st.times(key, cost), st.time(key, cost))):
+            row[i] += v
     rows = []
-    for op, (f, b, c, m, x, t) in merged.items():
+    for op, (f, b, c, m, x, o, t) in merged.items():
         comm = op.startswith("comm/")
         bound = "interconnect" if comm else "compute" if c >= m else "memory"
         rows.append(OpRow(phase=phase, op=op, flops=f, bytes=b, intensity=None if comm else f / b,
-                          bound=bound, time_s=t))
+                          bound=bound, compute_s=c, memory_s=m, comm_s=x, overhead_s=o, time_s=t))
     return rows
 
 
-def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, roof: Roofline) -> float:
+def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, st: StepTime) -> float:
     """Σ of `steps` decode steps at contexts seq … seq+steps−1. Each entry is affine in the
     context until its window fills (keys = min(c + 1, w)) and constant after, so each segment sums
     in closed form from its end points."""
@@ -281,32 +302,40 @@ def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, roof: Roofline
     end = seq + steps - 1
     windows = {i: spec.attention.knee(g.window) for i, g in enumerate(spec.layer_groups())}
     affine_after = spec.attention.affine_after_knee  # cost still grows past the knee
-    total = 0.0
+    total = steps * st.step_s
     for key in decode_at(seq):
         w = windows.get(key[0])
         lo_end = end if w is None else min(end, w - 1)  # the growing segment: c ≤ w − 1
         if lo_end >= seq:
-            total += _segment(key, decode_at(seq)[key], decode_at(lo_end)[key], lo_end - seq + 1, roof)
+            total += _segment(key, decode_at(seq)[key], decode_at(lo_end)[key], lo_end - seq + 1, st)
         if w is not None and end >= max(seq, w) and affine_after:  # a second affine segment
-            total += _segment(key, decode_at(max(seq, w))[key], decode_at(end)[key], end - max(seq, w) + 1, roof)
+            total += _segment(key, decode_at(max(seq, w))[key], decode_at(end)[key], end - max(seq, w) + 1, st)
         elif w is not None and end >= max(seq, w):  # the capped segment: the same cost every step
-            total += (end - max(seq, w) + 1) * roof.time(key, decode_at(end)[key])
+            total += (end - max(seq, w) + 1) * st.time(key, decode_at(end)[key])
     return total
 
 
-def _segment(key: tuple, first: Cost, last: Cost, n: int, roof: Roofline) -> float:
-    """Σ over n steps of an entry whose FLOPs and bytes grow linearly from `first` to `last`."""
-    (c0, m0, x0), (c1, m1, x1) = roof.times(key, first), roof.times(key, last)
+def _segment(key: tuple, first: Cost, last: Cost, n: int, st: StepTime) -> float:
+    """Σ over n steps of an entry whose FLOPs and bytes grow linearly from `first` to `last`:
+    max + overlap·min = (1 − overlap)·max + overlap·(c + m), each part summed in closed form."""
+    (c0, m0, x0, o), (c1, m1, x1, _) = st.times(key, first), st.times(key, last)
     step = max(n - 1, 1)
-    return sum_max_affine(c0, (c1 - c0) / step, m0, (m1 - m0) / step, n) + n * (x0 + x1) / 2
+    k = st.overlap
+    peak = sum_max_affine(c0, (c1 - c0) / step, m0, (m1 - m0) / step, n)
+    return (1 - k) * peak + k * n * (c0 + c1 + m0 + m1) / 2 + n * (x0 + x1) / 2 + n * o
 
 
-def _notes(spec: ModelSpec, w: Workload, fits: bool) -> list[str]:
+def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, fits: bool) -> list[str]:
     L = w.layout
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
              "one after another, so a phase sums every stage",
-             "prefill emits the first token; the other G − 1 tokens take one decode step each",
-             "not modelled: kernel launch and scheduling overheads, collective latency, compute/communication overlap"]
+             "prefill emits the first token; the other G − 1 tokens take one decode step each"]
+    if tm.fixed_costs:
+        notes.append(f"time model {tm.name}" + (f" ({tm.gpu})" if tm.gpu else "") + ": overlap, kernel, collective "
+                     "and host costs as in its profile (`time_model`)")
+    else:
+        notes.append("not modelled: kernel launch and scheduling overheads, collective latency, compute/communication "
+                     "overlap")
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     if spec.attention.latent_cache:
@@ -315,4 +344,7 @@ def _notes(spec: ModelSpec, w: Workload, fits: bool) -> list[str]:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
     if w.weights_dtype in ("int4", "int8", "fp8") and w.compute_dtype == "bf16":
         notes.append(f"{w.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")
+    if attention_dtype(w) != w.compute_dtype:
+        notes.append(f"the attention core computes in {attention_dtype(w)} (`attention_dtype`), the matmuls in "
+                     f"{w.compute_dtype}")
     return notes

@@ -1,4 +1,4 @@
-"""Typed results: Roofline latency per phase and op (`llmcalc latency`). Counts are ints."""
+"""Typed results: latency per phase and op under a time model (`llmcalc latency`). Counts are ints."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from llmcalc.reports.base import Placement, Report
 
 class OpRow(Report):
     """One operation of one phase on one GPU (a tensor-parallel rank, summed over the layers of
-    every pipeline stage): work, traffic, and its roofline time."""
+    every pipeline stage): work, traffic, and its time with each term."""
 
     phase: str
     op: str
@@ -17,7 +17,16 @@ class OpRow(Report):
     """FLOPs per byte moved; None for communication."""
     bound: str
     """compute, memory, or interconnect: whichever term sets the time."""
+    compute_s: float
+    """FLOPs / (peak at the op's dtype · efficiency)."""
+    memory_s: float
+    """Bytes / (bandwidth · memory efficiency)."""
+    comm_s: float
+    """Bytes / (one-way link · comm efficiency), for communication."""
+    overhead_s: float
+    """Fixed costs: the op's kernels (or collective calls) × their cost in the time model; 0 in the roofline."""
     time_s: float
+    """max(compute_s, memory_s) + overlap · min(compute_s, memory_s) + comm_s + overhead_s."""
 
 
 class PhaseRow(Report):
@@ -35,14 +44,17 @@ class PhaseRow(Report):
     compute_s: float
     memory_s: float
     comm_s: float
+    overhead_s: float
+    """Fixed costs of its ops and the step's host cost; 0 in the roofline."""
     time_s: float
 
 
 class LatencyReport(Placement):
-    """Roofline latency of B sequences: prefill S tokens, then generate G tokens.
+    """Latency of B sequences: prefill S tokens, then generate G tokens, under a time model.
 
-    Each op takes max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · memory_efficiency));
-    a phase is the sum of its ops and its communication (not overlapped). ttft_s: the prefill
+    Each op takes max(FLOPs / (peak · compute_efficiency), bytes / (bandwidth · memory_efficiency)), plus, in a
+    calibrated model, the part of the smaller term it does not overlap and its kernels' fixed cost; a phase is the
+    sum of its ops, its communication (not overlapped) and the step's host cost. ttft_s: the prefill
     (it emits the first token). tpot_s: the first decode step (context S); tpot_end_s: the last
     (context S+G−2). The G−1 decode steps sum to decode_s; total_s = ttft_s + decode_s.
     tokens_per_s: generated tokens of all replicas / total_s; tokens_per_s_per_seq: G / total_s.
@@ -52,8 +64,12 @@ class LatencyReport(Placement):
     seq: int
     gen: int
     compute_dtype: str
+    attention_dtype: str
+    """The dtype the attention core computes in (bf16 under fp8 matmuls unless set)."""
     weights_dtype: str
     kv_dtype: str
+    time_model: str
+    """roofline (the physical bound: no fixed costs, perfect overlap) or calibrated (a GPU's profile)."""
     peak_flops: float
     bandwidth_bytes_per_s: float
     ridge_point: float

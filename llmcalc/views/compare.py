@@ -21,6 +21,7 @@ from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.compare import CompareReport, CompareRow
 from llmcalc.workload import Layout, Whole, Workload, require_sizes
 
@@ -126,7 +127,7 @@ def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -
     return spec_from_data(data, f"compare {variant} (from {spec.name})")  # out-of-bounds sizes: a UserError
 
 
-def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, reference: dict | None,
+def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel, reference: dict | None,
          notes: list[str]) -> CompareRow:
     """Every figure of one model on the workload, the whole model's but the latency rows (on the workload's
     layout); ratios to `reference` (a row's dump). A model whose weights do not fit on one GPU gets no
@@ -153,7 +154,7 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, reference: di
     )
     if gpu is not None:
         try:
-            lat = latency(spec, gpu, w)
+            lat = latency(spec, gpu, w, tm)
             fields |= dict(ttft_s=lat.ttft_s, tpot_s=lat.tpot_s, tokens_per_s=lat.tokens_per_s, fits=lat.fits)
         except UserError as e:
             fields["fits"] = False
@@ -202,14 +203,14 @@ def _variant_notes(spec: ModelSpec, o: SwapRule) -> dict[str, str]:
 
 
 def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: SwapRule = SwapRule(),
-                      gpu: GPU | None = None) -> CompareReport:
+                      gpu: GPU | None = None, tm: TimeModel = ROOFLINE) -> CompareReport:
     """`spec` under each attention variant (swapped by `rule`) on the workload, MHA first as the reference
-    for every ratio."""
+    for every ratio; latency rows on `gpu` under the time model `tm`."""
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
     specs = {v: attention_variant(spec, v, rule) for v in wanted}
     notes: list[str] = []
-    ref = _row(specs["mha"], "mha", w, gpu, None, notes)
-    rows = [ref] + [_row(s, v, w, gpu, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
+    ref = _row(specs["mha"], "mha", w, gpu, tm, None, notes)
+    rows = [ref] + [_row(s, v, w, gpu, tm, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
     explained = _variant_notes(spec, rule)
     notes += [explained[v] for v in wanted if v in explained]
     if "mha" not in variants:
@@ -217,13 +218,14 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     return _report("attention", rows, spec.name, w, gpu, RULE, notes)
 
 
-def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None) -> CompareReport:
-    """Several models on one workload; ratios to the first."""
+def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None,
+                   tm: TimeModel = ROOFLINE) -> CompareReport:
+    """Several models on one workload; ratios to the first; latency rows on `gpu` under the time model `tm`."""
     names = [s.name for s in specs]
     if len(set(names)) < len(names):
         raise UserError("`preset`: the same model is named twice; give each model once")
     notes: list[str] = []
-    ref = _row(specs[0], specs[0].name, w, gpu, None, notes)
-    rows = [ref] + [_row(s, s.name, w, gpu, ref.model_dump(), notes) for s in specs[1:]]
+    ref = _row(specs[0], specs[0].name, w, gpu, tm, None, notes)
+    rows = [ref] + [_row(s, s.name, w, gpu, tm, ref.model_dump(), notes) for s in specs[1:]]
     return _report("models", rows, None, w, gpu, f"ratios to {specs[0].name}", notes)
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 import re
 
-from llmcalc.costs.latency import Efficiency
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.terms import linear, prod
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.explain import ExplainReport, ExplainStep, ExplainTotal
 from llmcalc.views.formula import (
     checked,
@@ -34,9 +34,9 @@ from llmcalc.workload import Layout, Workload
 
 
 def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | None = None,
-            eff: Efficiency = Efficiency()) -> ExplainReport:
-    """The steps behind `llmcalc TOPIC` for `spec` on the workload (latency: on `gpu` with `eff`), with totals
-    checked against that command's own figures."""
+            tm: TimeModel = ROOFLINE) -> ExplainReport:
+    """The steps behind `llmcalc TOPIC` for `spec` on the workload (latency: on `gpu` under the time model `tm`),
+    with totals checked against that command's own figures."""
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
     if topic == "latency" and gpu is None:
@@ -46,7 +46,7 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
             raise UserError(f"`{field}`: explain {topic} works out {field} {plain} only; drop `{field}` "
                             f"(`llmcalc {topic}` counts it)")
     if topic == "latency":
-        return _latency(spec, w, gpu, eff)
+        return _latency(spec, w, gpu, tm)
     return TOPICS[topic](spec, w)
 
 
@@ -181,8 +181,8 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
     notes = ["a multiply-add is 2 FLOPs: a matmul costs 2 · tokens · weights; element-wise work is not counted "
              "in these totals (positions/*: the position encoding's, reported apart)",
              "attention core: (query, key) pairs × per-pair cost; " + (
-                 "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer" if conv.attention_core == "causal"
-                 else "dense: the full S × S, masked or not"),
+                 "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer"
+                 if conv.attention_core == "causal" else "dense: the full S × S, masked or not"),
              "decode: one new token per sequence, attending to S + 1 keys (min(S + 1, W) in a sliding layer)"]
     if note := a.explain_decode_note(conv.mla_decode):
         notes.append(note)
@@ -248,46 +248,67 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
 
 # ---- latency ----------------------------------------------------------------------------------
 
-ROOF = "max({F} / (P · e_c), {M} / (BW · e_m))"
+ROOF = "max({F} / ({P} · {e}), {M} / (BW · e_m))"
+PARTIAL = "max({c}, {m}) + e_o · min({c}, {m})"
 
 
-def _op_step(component: str, op, parts: list[tuple[int, list]], env: dict) -> ExplainStep:
-    """One op of one phase: the roofline of its summed FLOPs and bytes; when its layer types are
-    bound differently, one roofline term per layer type (as `llmcalc latency` sums them)."""
+def _op_step(component: str, op, parts: list[tuple[int, list]], env: dict, attention: bool) -> ExplainStep:
+    """One op of one phase: the roofline of its summed FLOPs and bytes (the attention core at its own dtype's
+    peak P_a), and under a partial overlap k its unhidden share, plus its fixed cost O; when its layer types
+    are bound differently, one term per layer type (as `llmcalc latency` sums them)."""
+    fixed = " + O" if env["e_o"] or op.overhead_s else ""
+    at = env | {"O": op.overhead_s}
     if op.op.startswith("comm/"):
-        return step(component, "M / (link · e_x)", env | {"M": op.bytes}, "s")
-    s = step(component, ROOF.format(F="F", M="M"), env | {"F": op.flops, "M": op.bytes}, "s")
+        return step(component, "M / (link · e_x)" + fixed, at | {"M": op.bytes}, "s")
+    peak, e = ("P_a", "e_a") if attention else ("P", "e_c")
+
+    def term(i: str) -> str:
+        if not env["e_o"]:
+            return ROOF.format(F=f"F{i}", M=f"M{i}", P=peak, e=e)
+        return PARTIAL.format(c=f"F{i} / ({peak} · {e})", m=f"M{i} / (BW · e_m)")
+
+    s = step(component, term("") + fixed, at | {"F": op.flops, "M": op.bytes}, "s")
     if len(parts) < 2 or math.isclose(s.value, op.time_s, rel_tol=1e-9):
         return s
-    terms = " + ".join(ROOF.format(F=f"F_{i + 1}", M=f"M_{i + 1}") for i, _ in parts)
+    terms = " + ".join(term(f"_{i + 1}") for i, _ in parts)
     per_type = {f"{x}_{i + 1}": cost[j] for i, cost in parts for j, x in enumerate("FM")}
-    return step(component, terms, env | per_type, "s")
+    return step(component, terms + fixed, at | per_type, "s")
 
 
-def _latency(spec: ModelSpec, w: Workload, gpu: GPU, eff: Efficiency) -> ExplainReport:
-    from llmcalc.costs.latency import latency, step_costs
+def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainReport:
+    from llmcalc.costs.latency import attention_dtype, latency, step_costs
 
-    L = w.layout
-    r = latency(spec, gpu, w, eff)
-    env = {"P": gpu.peak(w.compute_dtype), "BW": gpu.bandwidth, "link": gpu.link_one_way,
-           "e_c": eff.compute_efficiency, "e_m": eff.memory_efficiency, "e_x": eff.comm_efficiency}
+    L, attn = w.layout, attention_dtype(w)
+    r = latency(spec, gpu, w, tm)
+    env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth, "link": gpu.link_one_way,
+           "e_c": tm.matmul_efficiency(w.compute_dtype), "e_a": tm.attention_efficiency or tm.matmul_efficiency(attn),
+           "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap}
     rep, steps = w.batch // L.dp, []
     for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, w, rep, w.seq, 0), "prefill/"),
                                  (r.phases[1].phase, step_costs(spec, w, rep, 1, w.seq), "decode/")):
         for op in (x for x in r.ops if x.phase == phase):
             parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
-            steps.append(_op_step(prefix + op.op, op, parts, env))
+            steps.append(_op_step(prefix + op.op, op, parts, env, op.op == "attention/core"))
+        if tm.step_s:
+            steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")
     totals = [ttft, sum_total("tpot", steps, "decode/", r.tpot_s, "llmcalc latency: tpot_s"),
               checked(step("total", "ttft + t_decode", {"ttft": ttft.value, "t_decode": r.decode_s}, "s"),
                       r.total_s, "llmcalc latency: total_s")]
     conventions = {"gpu": gpu.name, "layout": f"tp {L.tp} · pp {L.pp} · dp {L.dp} · ep {L.ep}",
                    "weights_dtype": w.weights_dtype, "kv_dtype": w.kv_dtype, "compute_dtype": w.compute_dtype}
+    if attn != w.compute_dtype:
+        conventions["attention_dtype"] = attn
+    if tm.name != "roofline":
+        conventions["time_model"] = tm.name + (f" ({tm.gpu})" if tm.gpu else "")
     if spec.attention.latent_cache:
         conventions["mla_decode"] = w.mla_decode
     notes = ["F and M are each op's FLOPs and bytes on one GPU as `llmcalc latency` counts them (weights read, "
              "activations in and out, the KV cache; tensor-parallel shares rounded up): see docs/roofline.md",
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
+    if tm.fixed_costs:
+        notes.append("e_o: the share of the smaller term an op does not overlap; O: its kernels' (or collective "
+                     "calls') fixed cost; t_step: the host's cost per step (the time model's profile)")
     return _report("latency", spec, w, steps, totals, conventions, notes, headline=2, gen=w.gen)
 
 

@@ -40,6 +40,10 @@ LEGEND = {
     "F_i": "FLOPs of the op in layer type i (`llmcalc params` layer types)", "M_i": "bytes of the op in layer type i",
     "P": "peak FLOP/s", "BW": "memory bytes/s", "link": "one-way link bytes/s", "e_c": "compute efficiency",
     "e_m": "memory efficiency", "e_x": "communication efficiency", "ttft": "time to first token (Σ prefill/*)",
+    "P_a": "peak FLOP/s at the attention core's dtype", "e_a": "attention-core efficiency",
+    "e_o": "share of the smaller of an op's compute and memory time it does not overlap (the time model's overlap)",
+    "O": "the op's fixed cost: its kernels (or collective calls) × their cost in the time model",
+    "t_step": "the host's cost per forward step (the time model's step_s)",
     "t_decode": "the G − 1 decode steps (contexts S … S+G−2) summed in closed form (`llmcalc latency` decode_s)",
 }
 """Symbols of the spec, the workload and the estimators, and those the GQA, MLA and FFN families share; a

@@ -26,12 +26,13 @@ from typing import Any, NamedTuple
 from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.form import Lin, per, source, var
 from llmcalc.costs.kv import cache_layers
-from llmcalc.costs.latency import Efficiency, Roofline, step_form
+from llmcalc.costs.latency import StepTime, step_form
 from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
 from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.sweep import SweepGrid, SweepReport, SweepRow
 from llmcalc.workload import Layout, Workload
 
@@ -84,9 +85,9 @@ class Sweeper:
     Inputs of point() are not re-validated: batch and seq positive ints, batch a multiple of dp
     (grid() checks its axes once)."""
 
-    def __init__(self, spec: ModelSpec, gpu: GPU | None, work: Workload = Workload(), eff: Efficiency = Efficiency()):
+    def __init__(self, spec: ModelSpec, gpu: GPU | None, work: Workload = Workload(), tm: TimeModel = ROOFLINE):
         work.layout.check(spec, work.layout.dp)
-        self.spec, self.gpu, self.work, self.eff, self.notes = spec, gpu, work, eff, []
+        self.spec, self.gpu, self.work, self.tm, self.notes = spec, gpu, work, tm, []
         self.weights = weights_bytes(spec, work.weights_dtype, work.group_size)[0]
         self.weights_per_gpu = None  # None: no time and no fit (no GPU, or the weights do not fit it)
         if gpu is not None:
@@ -155,13 +156,12 @@ class Sweeper:
             lines.append(f"    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
                          f"decode_flops, None, None, None, {fits})")
         else:
-            roof = Roofline(self.gpu, work.compute_dtype, self.eff)
             for phase, prefill, names in (("ttft", True, pre_names), ("tpot", False, dec_names)):
                 form = step_form(spec, work, prefill)
                 if not prefill:  # one new token per sequence: T = R
                     form = {k: [c.substitute({"R": var("T")}) if isinstance(c, Lin) else c for c in cost]
                             for k, cost in form.items()}
-                lines += self._time(phase, form, roof, names["rep"])
+                lines += self._time(phase, form, StepTime(spec, self.gpu, work, self.tm, prefill), names["rep"])
             lines += [f"    kv_rep = {'kv' if work.layout.dp == 1 else source(kv, kept_names['rep'], ns)}",
                       "    fits = holds(WEIGHTS_PER_GPU, WORKSPACE, ceil_div(kv_rep, KV_SPLIT), USABLE)",
                       "    return Point(batch, seq, kv, WEIGHTS, act, WEIGHTS + kv + act, prefill_flops, "
@@ -170,27 +170,43 @@ class Sweeper:
                    "WEIGHTS_PER_GPU": self.weights_per_gpu, "WORKSPACE": self.workspace}
         return "\n".join(lines) + "\n"
 
-    def _time(self, label: str, form: dict[tuple, list], roof: Roofline, names: dict[str, str]) -> list[str]:
-        """Lines computing `label` = Σ over the form's entries of max(FLOPs / peak, bytes / bandwidth) (comm
-        entries: bytes / link). Entries of layer groups with equal per-layer costs merge (their times add);
-        those linear in one variable alone (T, or R) sum to a convex piecewise-linear function of it, kept as
-        breakpoints and looked up; the rest are written out."""
+    def _time(self, label: str, form: dict[tuple, list], st: StepTime, names: dict[str, str]) -> list[str]:
+        """Lines computing `label` = Σ over the form's entries of StepTime.time (max(c, m) + overlap·min(c, m) + the
+        entry's fixed cost; comm entries: bytes / link + fixed) + the step's host cost, written as
+        (1 − overlap)·max(c, m) + overlap·(c + m). Entries of layer groups with equal per-layer costs merge (their
+        times add); those linear in one variable alone (T, or R) sum to a convex piecewise-linear function of it,
+        kept as breakpoints and looked up; the rest are written out."""
         counts = [g.count for g in self.spec.layer_groups()]
         layers: dict[tuple, int] = defaultdict(int)
-        for (gi, op), (f, b) in form.items():
-            n = 1 if gi is None else counts[gi]
-            layers[(op.startswith("comm/"), per(f, n), per(b, n))] += n
+        fixed = st.step_s
+        for key, (f, b) in form.items():
+            n = 1 if key[0] is None else counts[key[0]]
+            comm = key[1].startswith("comm/")
+            rate = 0.0 if comm else st.rate(key[1])
+            layers[(comm, rate, per(f, n), per(b, n))] += n
+            fixed += st.times(key, (0, 0))[3]
+        k = st.overlap
         by_variable: dict[str, list] = defaultdict(list)
-        terms = []
-        for (comm, f, b), n in layers.items():
-            fc, bc = (0.0, n / roof.link) if comm else (n / roof.flops, n / roof.bytes)
+        terms = [repr(fixed)] if fixed else []
+        for (comm, rate, f, b), n in layers.items():
+            fc, bc = (0.0, n / st.link) if comm else (n / rate, n / st.bytes)
             alone = _alone(f, b)
             if alone is not None:
                 (f0, f1), (b0, b1) = (_affine(x, alone) for x in (f, b))
-                by_variable[alone].append((f0 * fc, f1 * fc, b0 * bc, b1 * bc, comm))
+                if comm:
+                    by_variable[alone].append((0.0, 0.0, b0 * bc, b1 * bc, True))
+                    continue
+                c0, c1, m0, m1 = f0 * fc, f1 * fc, b0 * bc, b1 * bc
+                by_variable[alone].append(((1 - k) * c0, (1 - k) * c1, (1 - k) * m0, (1 - k) * m1, False))
+                if k:
+                    by_variable[alone].append((0.0, 0.0, k * (c0 + m0), k * (c1 + m1), True))
                 continue
-            b = self._scaled(b, bc, names)
-            terms.append(b if comm else f"max({self._scaled(f, fc, names)}, {b})")
+            m = self._scaled(b, bc, names)
+            if comm:
+                terms.append(m)
+                continue
+            c = self._scaled(f, fc, names)
+            terms.append(f"max({c}, {m})" if not k else f"{1 - k!r}*max({c}, {m}) + {k!r}*({c} + {m})")
         lines, parts = [], []
         for variable, group in by_variable.items():
             i = len(self.namespace)
@@ -217,12 +233,13 @@ class Sweeper:
 
 
 def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: list[int],
-          work: Workload = Workload()) -> SweepReport:
+          work: Workload = Workload(), tm: TimeModel = ROOFLINE) -> SweepReport:
     """Every model over the batch × seq grid, one row per (model, batch, seq), under the workload's dtypes and
-    layout (its own batch and seq are the grid's); time and fit on `gpu` (None: neither)."""
+    layout (its own batch and seq are the grid's); time (under the time model `tm`) and fit on `gpu` (None:
+    neither)."""
     rows, notes = [], []
     for spec in specs:
-        sweeper = Sweeper(spec, gpu, work)
+        sweeper = Sweeper(spec, gpu, work, tm)
         rows += [SweepRow(model=spec.name, **p._asdict()) for p in sweeper.grid(batches, seqs)]
         notes += sweeper.notes
         if seqs[-1] > spec.max_seq_len:

@@ -1,0 +1,41 @@
+"""Time models by name: the roofline, or a GPU's calibration profile (`presets/calibration/<gpu>.yaml`, data with
+the source of every figure), or a user's profile file; read with the safe loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmcalc.errors import UserError
+from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.model.gpu import GPU
+from llmcalc.model.time_model import ROOFLINE, TimeModel
+
+CALIBRATION_DIR = PRESETS / "calibration"
+NAMES = ("roofline", "calibrated")
+
+
+def calibrated_gpus() -> list[str]:
+    """GPU presets with a bundled calibration profile."""
+    return sorted(p.stem for p in CALIBRATION_DIR.glob("*.yaml"))
+
+
+def load_time_model(name: str, gpu: GPU, calibration: Path | None = None, **overrides: float | None) -> TimeModel:
+    """The time model `name` for `gpu` (calibrated: its bundled profile, or the profile file `calibration`),
+    with each efficiency given in `overrides` (None: the model's own) put in its place."""
+    if calibration is not None:
+        tm = validated(TimeModel, read_yaml(calibration, "calibration file"), f"calibration file {calibration}",
+                       "presets/calibration/h100-sxm.yaml")
+    elif name == "roofline":
+        tm = ROOFLINE
+    elif name == "calibrated":
+        path = CALIBRATION_DIR / f"{gpu.name}.yaml"
+        if not path.exists():
+            raise UserError(f"`time_model`: no calibration profile for {gpu.name} (profiles: "
+                            f"{', '.join(calibrated_gpus()) or 'none'}); use `time_model` roofline, or give "
+                            "`calibration` FILE (llmcalc calibrate writes one)")
+        tm = validated(TimeModel, read_yaml(path, "calibration file"), f"calibration {gpu.name}",
+                       "presets/calibration/h100-sxm.yaml")
+    else:
+        raise UserError(f"`time_model`: unknown time model {name!r}; use one of {', '.join(NAMES)}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return TimeModel.model_validate(tm.model_dump() | given) if given else tm

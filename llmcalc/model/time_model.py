@@ -1,0 +1,80 @@
+"""Time models: the constants that turn one GPU's FLOPs, bytes and collectives into seconds (docs/roofline.md).
+
+Per op on one GPU, with compute c = FLOPs / (peak at the op's dtype · its efficiency) and memory
+m = bytes / (bandwidth · memory_efficiency):
+
+  op time    = max(c, m) + overlap · min(c, m) + kernels · kernel_s
+  comm time  = bytes / (one-way link · comm_efficiency) + collectives · collective_s
+  step time  = Σ ops + Σ comm + step_s
+
+`overlap` 0 is a kernel that hides its memory traffic under its compute (or the reverse) perfectly, 1 one that
+does not overlap them at all; real kernels near the ridge point sit between. The roofline model sets overlap
+and every fixed cost to 0: it is the physical lower bound. Figures belong to a GPU and a dtype, never to a model.
+"""
+
+from __future__ import annotations
+
+from pydantic import model_validator
+
+from llmcalc.errors import UserError
+from llmcalc.model.base import Frozen
+
+SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "memory_efficiency", "comm_efficiency")
+"""The fields that are shares of a datasheet peak, in (0, 1]."""
+
+
+class TimeModel(Frozen):
+    """A named set of time constants; `sources` says where each figure comes from."""
+
+    name: str = "roofline"
+    """roofline (the physical bound at stated efficiencies) or calibrated (a GPU's profile)."""
+    gpu: str | None = None
+    """The GPU preset the figures were measured or fitted on; None: any GPU."""
+    compute_efficiency: float = 0.8
+    """Share of the dense 16/32-bit peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
+    fp8_efficiency: float | None = None
+    """Share of the fp8 / int8 peak an fp8 or int8 matmul reaches; None: compute_efficiency."""
+    attention_efficiency: float | None = None
+    """Share of the peak at its dtype the attention core (flash attention) reaches; None: compute_efficiency."""
+    memory_efficiency: float = 0.9
+    """Share of the datasheet bandwidth a streaming kernel reaches: ~3.0 of 3.35 TB/s on an H100."""
+    comm_efficiency: float = 0.8
+    """Share of the one-way link bandwidth a collective reaches (NCCL bus bandwidth)."""
+    overlap: float = 0.0
+    """How much of the smaller of an op's compute and memory time is not hidden under the larger, in [0, 1]."""
+    kernel_s: float = 0.0
+    """Seconds each kernel adds beyond its work: launch, ramp-up and tail."""
+    collective_s: float = 0.0
+    """Seconds each collective call adds beyond its bytes: its latency."""
+    step_s: float = 0.0
+    """Seconds each forward step adds on the host: scheduling, sampling, synchronisation."""
+    sources: dict[str, str] = {}
+    """Where each figure comes from: a datasheet, a published measurement, or a fit (with its inputs)."""
+
+    @model_validator(mode="after")
+    def _ranges(self) -> TimeModel:
+        for name in SHARES:
+            v = getattr(self, name)
+            if v is not None and not 0 < v <= 1:
+                raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
+        if not 0 <= self.overlap <= 1:
+            raise UserError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
+        for name in ("kernel_s", "collective_s", "step_s"):
+            if not 0 <= getattr(self, name) < 1:
+                raise UserError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
+        return self
+
+    def matmul_efficiency(self, dtype: str) -> float:
+        """The share of `dtype`'s peak a matmul in it reaches."""
+        return self.fp8_efficiency or self.compute_efficiency if dtype in ("fp8", "int8") else self.compute_efficiency
+
+    @property
+    def fixed_costs(self) -> bool:
+        """Whether any fixed cost or partial overlap is modelled (the roofline has none)."""
+        return bool(self.overlap or self.kernel_s or self.collective_s or self.step_s)
+
+
+ROOFLINE = TimeModel(sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
+                              "memory_efficiency": "~3.0 of 3.35 TB/s, device-to-device copy, measured on an H100 SXM",
+                              "comm_efficiency": "NCCL bus bandwidth over NVLink, ~80% of the one-way link"})
+"""The roofline: the physical bound at the stated efficiencies, with no fixed cost and perfect overlap."""
