@@ -47,6 +47,8 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention",)
+    """Longformer, Linformer, Reformer and DSA: loaded when a spec names one of their kinds (Variant)."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False

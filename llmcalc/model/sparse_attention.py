@@ -8,6 +8,7 @@ MLA over the top-k keys a lightning indexer selects (docs/attention-dsa.md).
 
 Each overrides what differs from `Attention` (llmcalc/model/attention.py): which keys a query sees,
 what the core costs per component, what the cache keeps, and the `llmcalc explain` terms that say so.
+Imported when a spec names one of these kinds (Attention.variant_modules), not with every spec.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmcalc.model import sparse_attention  # noqa: F401 - its variants register their kinds
 from llmcalc.model.attention import Attention
 from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
@@ -18,9 +17,10 @@ from llmcalc.model.ffn import FFN
 from llmcalc.model.norm import Norm
 
 AttentionSpec = Annotated[Attention, ByKind()]
-"""Any registered attention variant (Attention.kinds), picked by its `kind`."""
+"""Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
+`kind`."""
 FFNSpec = Annotated[FFN, ByKind()]
-"""Any registered FFN variant (FFN.kinds), picked by its `kind`."""
+"""Any FFN variant (FFN.all_kinds()), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
