@@ -105,6 +105,15 @@ def test_variant_registry_finds_every_kind_on_demand():
     assert ", ".join(map(repr, defined[0])) in err, err
 
 
+def test_model_and_report_modules_keep_annotations_as_objects():
+    """Pydantic evaluates each string annotation of a class and its bases when the class is defined, at every
+    command's start-up: the modules that define specs and reports do not turn annotations into strings."""
+    modules = [*(ROOT / "llmcalc" / "model").glob("*.py"), *(ROOT / "llmcalc" / "reports").glob("*.py")]
+    assert len(modules) > 20
+    stringified = [p.name for p in modules if "from __future__ import annotations" in p.read_text().splitlines()]
+    assert not stringified, stringified
+
+
 def test_reports_leave_field_docstrings_to_the_schema():
     """Report classes are defined without reading their source: Pydantic's use_attribute_docstrings does it
     at class creation through inspect.getmodule (a scan of every loaded module, on every command's start-up);

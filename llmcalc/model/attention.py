@@ -5,8 +5,6 @@ attention. Each family lists its projections by name so reports can break them d
 `llmcalc explain` terms. See docs/formulas.md#attention.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
@@ -211,7 +209,7 @@ class GQA(Attention):
     sinks: bool = False
 
     @model_validator(mode="after")
-    def _groups_divide(self) -> GQA:
+    def _groups_divide(self) -> "GQA":
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"attention.kv_heads: heads ({self.heads}) must be a multiple of kv_heads "

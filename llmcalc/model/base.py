@@ -1,7 +1,5 @@
 """Shared base for every spec and block: frozen, strict Pydantic models, and the registry of variant kinds."""
 
-from __future__ import annotations
-
 from importlib import import_module
 from typing import Annotated, Any, ClassVar
 
@@ -44,7 +42,7 @@ class Variant(Frozen):
     that names none of their kinds never pays for defining their classes (start-up, docs/performance.md).
     `kinds` holds the kinds registered so far."""
 
-    kinds: ClassVar[dict[str, type[Variant]]]
+    kinds: ClassVar[dict[str, type["Variant"]]]
     variant_modules: ClassVar[tuple[str, ...]] = ()
     """Modules holding more variants of the family, imported on demand (see the class)."""
     explain_legend: ClassVar[dict[str, str]] = {}
@@ -63,14 +61,14 @@ class Variant(Frozen):
         cls.kinds[kind] = cls
 
     @classmethod
-    def all_kinds(cls) -> dict[str, type[Variant]]:
+    def all_kinds(cls) -> dict[str, type["Variant"]]:
         """Every kind of the family, by name: its variant modules imported first."""
         for module in cls.variant_modules:
             import_module(module)
         return cls.kinds
 
     @classmethod
-    def variant(cls, kind: str) -> type[Variant] | None:
+    def variant(cls, kind: str) -> type["Variant"] | None:
         """The class of `kind` in this family (None: no such kind); its variant modules are imported only
         when `kind` is not registered yet."""
         return cls.kinds.get(kind) or cls.all_kinds().get(kind)

@@ -4,8 +4,6 @@ A spec holds what the checkpoint is; a workload holds how it is run. Every deriv
 property or a method, never a silently rewritten field.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -65,7 +63,7 @@ class ModelSpec(Frozen):
     mtp_modules: NonNegInt = 0
 
     @model_validator(mode="after")
-    def _consistent(self) -> ModelSpec:
+    def _consistent(self) -> "ModelSpec":
         has_sliding = "sliding" in self.layer_pattern
         if has_sliding and self.sliding_window is None:
             raise ValueError("sliding_window: layer_pattern has sliding layers; set sliding_window (tokens)")

@@ -1,7 +1,5 @@
 """Typed results: Roofline latency per phase and op (`llmcalc latency`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Placement, Report
 
 
