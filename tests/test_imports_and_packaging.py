@@ -76,6 +76,19 @@ def test_a_spec_without_sparse_attention_does_not_load_it():
     assert "llmcalc.model.sparse_attention" in modules_after(run.format(longformer))
 
 
+def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
+    """main() turns the cyclic garbage collector off while the command runs and freezes what it built before
+    the exit, so neither the collections importing triggers nor the exit's full one walk the objects
+    pydantic, typer and rich built (docs/performance.md); it gives the collector back."""
+    code = ("import atexit, gc, sys\nimport llmcalc.cli as cli\nrun = cli._run\n\n"
+            "def spy():\n    sys.stderr.write(f'during {gc.isenabled()}\\n')\n    run()\n\n"
+            "cli._run = spy\n"
+            "atexit.register(lambda: sys.stderr.write(f'after {gc.isenabled()} {gc.get_freeze_count() > 10_000}\\n'))\n"
+            f"sys.argv = ['llmcalc', *{KV_RUN!r}, '-f', 'json']\ncli.main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr.split() == ["during", "False", "after", "True", "True"], r.stderr
+
+
 def _kinds_after(code: str) -> list[list[str]]:
     """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
     out = subprocess.run(
