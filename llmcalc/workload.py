@@ -6,8 +6,6 @@ no field. Errors name the field in the domain's words (`batch`, `tp`; llmcalc/er
 front end writes its own word there (the CLI its flag).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -53,12 +51,13 @@ class Layout(Frozen):
     """Expert parallel degree."""
 
     @model_validator(mode="after")
-    def _sizes(self) -> Layout:
+    def _sizes(self) -> "Layout":
         require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
         return self
 
     @classmethod
-    def of(cls, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1) -> Layout:
+    def of(cls, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1,
+           ep: int = 1) -> "Layout":
         """The layout of `gpus` GPUs in all: tp defaults to gpus / (pp · dp), else 1; gpus, when given with
         tp, must equal tp · pp · dp."""
         require_sizes(gpus=gpus, tp=tp, pp=pp, dp=dp)
@@ -154,7 +153,7 @@ class Workload(Frozen):
     """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
 
     @model_validator(mode="after")
-    def _ranges(self) -> Workload:
+    def _ranges(self) -> "Workload":
         require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, group_size=self.group_size,
                       micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk)
         if not 0 <= self.reserve < 1:

@@ -66,6 +66,67 @@ def test_a_command_loads_only_its_own_modules(fmt):
         assert "rich.console" in rich and TABLE_PATH <= ours  # the json case above has teeth
 
 
+def test_a_spec_without_sparse_attention_does_not_load_it():
+    """The sparse attention variants (Attention.variant_modules) are defined only when a spec names one:
+    `llmcalc kv` of llama2-7b never imports them; of a Longformer preset it does (the check has teeth)."""
+    run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
+          "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
+    assert "llmcalc.model.sparse_attention" not in modules_after(run.format([*KV_RUN, "-f", "json"]))
+    longformer = ["kv", "--preset", "longformer-decoder-example", "-f", "json"]
+    assert "llmcalc.model.sparse_attention" in modules_after(run.format(longformer))
+
+
+def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
+    """main() turns the cyclic garbage collector off while the command runs and freezes what it built before
+    the exit, so neither the collections importing triggers nor the exit's full one walk the objects
+    pydantic, typer and rich built (docs/performance.md); it gives the collector back."""
+    code = ("import atexit, gc, sys\nimport llmcalc.cli as cli\nrun = cli._run\n\n"
+            "def spy():\n    sys.stderr.write(f'during {gc.isenabled()}\\n')\n    run()\n\n"
+            "cli._run = spy\n"
+            "atexit.register(lambda: sys.stderr.write(f'after {gc.isenabled()} {gc.get_freeze_count() > 10_000}\\n'))\n"
+            f"sys.argv = ['llmcalc', *{KV_RUN!r}, '-f', 'json']\ncli.main()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr.split() == ["during", "False", "after", "True", "True"], r.stderr
+
+
+def _kinds_after(code: str) -> list[list[str]]:
+    """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport json; from llmcalc.model.attention import Attention; "
+         "from llmcalc.model.ffn import FFN; print(json.dumps([list(Attention.kinds), list(FFN.kinds)]))"],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def test_variant_registry_finds_every_kind_on_demand():
+    """Every variant class defined anywhere in llmcalc.model is found, in the same order, from a process that
+    imported only the spec: listing the kinds (errors, the JSON Schema) and looking up one not yet
+    registered load the variant modules; a module missing from a family's variant_modules fails here."""
+    defined = _kinds_after("import importlib, pkgutil, llmcalc.model as m\n"
+                           "for mod in pkgutil.iter_modules(m.__path__):\n"
+                           "    importlib.import_module(f'llmcalc.model.{mod.name}')")
+    assert {"longformer", "linformer", "reformer", "dsa"} <= set(defined[0]) and "moe" in defined[1]
+    assert _kinds_after("import llmcalc.model.spec as s\ns.Attention.all_kinds(); s.FFN.all_kinds()") == defined
+    # a lookup of a kind not registered yet loads the modules, then finds it
+    assert _kinds_after("from llmcalc.model.attention import Attention\nassert Attention.variant('dsa')") == defined
+    err = subprocess.run(  # an unknown kind's error lists every kind
+        [sys.executable, "-c", "from llmcalc.inputs.presets import load_preset, spec_from_data\n"
+         "data = load_preset('llama2-7b').model_dump(); data['attention']['kind'] = 'strode'\n"
+         "spec_from_data(data, 'test')"],
+        capture_output=True, text=True).stderr
+    assert ", ".join(map(repr, defined[0])) in err, err
+
+
+def test_model_and_report_modules_keep_annotations_as_objects():
+    """Pydantic evaluates each string annotation of a class and its bases when the class is defined, at every
+    command's start-up: the modules that define specs and reports do not turn annotations into strings."""
+    modules = [*(ROOT / "llmcalc" / "model").glob("*.py"), *(ROOT / "llmcalc" / "reports").glob("*.py")]
+    assert len(modules) > 20
+    stringified = [p.name for p in modules if "from __future__ import annotations" in p.read_text().splitlines()]
+    assert not stringified, stringified
+
+
 def test_reports_leave_field_docstrings_to_the_schema():
     """Report classes are defined without reading their source: Pydantic's use_attribute_docstrings does it
     at class creation through inspect.getmodule (a scan of every loaded module, on every command's start-up);

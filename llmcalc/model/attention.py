@@ -5,8 +5,6 @@ attention. Each family lists its projections by name so reports can break them d
 `llmcalc explain` terms. See docs/formulas.md#attention.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
@@ -47,6 +45,8 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention",)
+    """Longformer, Linformer, Reformer and DSA: loaded when a spec names one of their kinds (Variant)."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False
@@ -209,7 +209,7 @@ class GQA(Attention):
     sinks: bool = False
 
     @model_validator(mode="after")
-    def _groups_divide(self) -> GQA:
+    def _groups_divide(self) -> "GQA":
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"attention.kv_heads: heads ({self.heads}) must be a multiple of kv_heads "

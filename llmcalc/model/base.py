@@ -1,7 +1,6 @@
 """Shared base for every spec and block: frozen, strict Pydantic models, and the registry of variant kinds."""
 
-from __future__ import annotations
-
+from importlib import import_module
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -36,9 +35,16 @@ class Variant(Frozen):
 
     Defining a subclass registers it in its family's `kinds` under its kind, so a spec accepts it
     (`ByKind`) with no edit anywhere else; a subclass that keeps its parent's kind is that kind, not a
-    new one. `explain_legend` gives the meaning of the explain symbols the variant adds."""
+    new one. `explain_legend` gives the meaning of the explain symbols the variant adds.
 
-    kinds: ClassVar[dict[str, type[Variant]]]
+    A family may keep variants in modules of their own (`variant_modules`) that are imported only when a
+    kind is asked for that is not registered yet (`variant`) or every kind is listed (`all_kinds`): a spec
+    that names none of their kinds never pays for defining their classes (start-up, docs/performance.md).
+    `kinds` holds the kinds registered so far."""
+
+    kinds: ClassVar[dict[str, type["Variant"]]]
+    variant_modules: ClassVar[tuple[str, ...]] = ()
+    """Modules holding more variants of the family, imported on demand (see the class)."""
     explain_legend: ClassVar[dict[str, str]] = {}
 
     @classmethod
@@ -54,11 +60,26 @@ class Variant(Frozen):
             raise TypeError(f"kind {kind!r} of {cls.__qualname__} is taken by {taken.__qualname__}; pick another")
         cls.kinds[kind] = cls
 
+    @classmethod
+    def all_kinds(cls) -> dict[str, type["Variant"]]:
+        """Every kind of the family, by name: its variant modules imported first."""
+        for module in cls.variant_modules:
+            import_module(module)
+        return cls.kinds
+
+    @classmethod
+    def variant(cls, kind: str) -> type["Variant"] | None:
+        """The class of `kind` in this family (None: no such kind); its variant modules are imported only
+        when `kind` is not registered yet."""
+        return cls.kinds.get(kind) or cls.all_kinds().get(kind)
+
 
 class ByKind:
     """Annotation of a field that holds any registered variant of its family, picked by the input's `kind`:
     `Annotated[Attention, ByKind()]`. Errors read as pydantic's discriminated unions' (the field, then
-    the valid kinds); the JSON Schema is the union of the kinds registered when it is generated."""
+    the valid kinds); the JSON Schema is the union of the family's kinds when it is generated. Only the
+    class of the kind given is built, and the family's variant modules are loaded only for a kind not yet
+    registered (Variant)."""
 
     def __get_pydantic_core_schema__(self, family: type[Variant], handler: GetCoreSchemaHandler) -> CoreSchema:
         def validate(value: Any) -> Variant:
@@ -69,15 +90,16 @@ class ByKind:
             if "kind" not in value:
                 raise PydanticKnownError("union_tag_not_found", {"discriminator": "'kind'"})
             tag = value["kind"]
-            cls = family.kinds.get(tag) if isinstance(tag, str) else None
+            cls = family.variant(tag) if isinstance(tag, str) else None
             if cls is None:
                 raise PydanticKnownError("union_tag_invalid", {
-                    "discriminator": "'kind'", "tag": str(tag), "expected_tags": ", ".join(map(repr, family.kinds))})
+                    "discriminator": "'kind'", "tag": str(tag),
+                    "expected_tags": ", ".join(map(repr, family.all_kinds()))})
             return cls.model_validate(value)
 
         return core_schema.no_info_plain_validator_function(validate, metadata={"family": family})
 
     def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         family = schema["metadata"]["family"]
-        choices = {kind: cls.__pydantic_core_schema__ for kind, cls in family.kinds.items()}
+        choices = {kind: cls.__pydantic_core_schema__ for kind, cls in family.all_kinds().items()}
         return handler(core_schema.tagged_union_schema(choices, discriminator="kind"))

@@ -5,8 +5,6 @@ parameters); LM head d·V (+V bias), shared with the token embedding when tied.
 See docs/formulas.md#embeddings.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from llmcalc.model import terms

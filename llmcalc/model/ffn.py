@@ -6,8 +6,6 @@ Dense: up d→f, down f→d. Gated (SwiGLU, GeGLU): gate and up d→f, down f→
 optionally some layers that keep a plain gated FFN. See docs/formulas.md#ffn.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -84,7 +82,7 @@ class FFN(Variant):
         """Raise ValueError (naming the field and the fix) when this FFN does not fit the rest of `spec` (a
         ModelSpec); any FFN fits."""
 
-    def cut_to(self, layers: int) -> FFN:
+    def cut_to(self, layers: int) -> "FFN":
         """This FFN in a model cut to its first `layers` layers (itself)."""
         return self
 
@@ -236,7 +234,7 @@ class MoE(FFN):
     GShard); assignments beyond C are dropped. None: dropless (every assignment is computed)."""
 
     @model_validator(mode="after")
-    def _consistent(self) -> MoE:
+    def _consistent(self) -> "MoE":
         if self.top_k > self.experts:
             raise ValueError(
                 f"ffn.top_k: top_k ({self.top_k}) exceeds experts ({self.experts}); "
@@ -365,7 +363,7 @@ class MoE(FFN):
         cls = Gated if self.gated else Dense
         return cls(d_ff=self.dense_d_ff, activation=self.activation, bias=self.expert_bias)
 
-    def cut_to(self, layers: int) -> MoE:
+    def cut_to(self, layers: int) -> "MoE":
         """With at most layers − 1 dense layers (none in a one-layer model), so an MoE layer is left."""
         if self.dense_layers < layers:
             return self

@@ -6,8 +6,6 @@ Units: vendors quote TFLOP/s and GB/s in powers of ten and memory in "GB" that i
 together, as vendors quote them; one direction carries half.
 """
 
-from __future__ import annotations
-
 from decimal import Decimal
 
 from pydantic import Field

@@ -4,8 +4,6 @@ Parameters of one norm over a vector of n: n for RMSNorm or bias-free LayerNorm,
 See docs/formulas.md#norms.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import model_validator
@@ -31,7 +29,7 @@ class Norm(Frozen):
     qk_norm: Literal["none", "head", "full"] = "none"
 
     @model_validator(mode="after")
-    def _bias_needs_layernorm(self) -> Norm:
+    def _bias_needs_layernorm(self) -> "Norm":
         if self.bias and self.kind == "rmsnorm":
             raise ValueError("norm.bias: RMSNorm has no bias; set bias: false or kind: layernorm")
         return self

@@ -8,9 +8,8 @@ MLA over the top-k keys a lightning indexer selects (docs/attention-dsa.md).
 
 Each overrides what differs from `Attention` (llmcalc/model/attention.py): which keys a query sees,
 what the core costs per component, what the cache keeps, and the `llmcalc explain` terms that say so.
+Imported when a spec names one of these kinds (Attention.variant_modules), not with every spec.
 """
-
-from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -236,7 +235,7 @@ class Reformer(GQA):
         "n_h": "Reformer hash rounds", "n_b": "Reformer buckets per round", "c_R": "Reformer chunk length"}
 
     @model_validator(mode="after")
-    def _shared_qk(self) -> Reformer:
+    def _shared_qk(self) -> "Reformer":
         if self.kv_heads != self.heads:
             raise ValueError(f"attention.kv_heads: Reformer shares queries and keys, so kv_heads ({self.kv_heads}) "
                              f"must equal heads ({self.heads}); set kv_heads to {self.heads}")
@@ -374,7 +373,7 @@ class DSA(MLA):
         "bits_I": "bits per element of the DSA indexer key cache"}
 
     @model_validator(mode="after")
-    def _indexer(self) -> DSA:
+    def _indexer(self) -> "DSA":
         if self.q_lora_rank is None:
             raise ValueError("attention.q_lora_rank: DSA's indexer reads the query latent; set q_lora_rank "
                              "(DeepSeek-V3.2-Exp: 1536)")

@@ -4,13 +4,10 @@ A spec holds what the checkpoint is; how it is run is a `Workload` (llmcalc/work
 share no field. Every derived size is a property or a method, never a silently rewritten field.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmcalc.model import sparse_attention  # noqa: F401 - its variants register their kinds
 from llmcalc.model.attention import Attention
 from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
@@ -18,9 +15,10 @@ from llmcalc.model.ffn import FFN
 from llmcalc.model.norm import Norm
 
 AttentionSpec = Annotated[Attention, ByKind()]
-"""Any registered attention variant (Attention.kinds), picked by its `kind`."""
+"""Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
+`kind`."""
 FFNSpec = Annotated[FFN, ByKind()]
-"""Any registered FFN variant (FFN.kinds), picked by its `kind`."""
+"""Any FFN variant (FFN.all_kinds()), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
@@ -65,7 +63,7 @@ class ModelSpec(Frozen):
     mtp_modules: NonNegInt = 0
 
     @model_validator(mode="after")
-    def _consistent(self) -> ModelSpec:
+    def _consistent(self) -> "ModelSpec":
         has_sliding = "sliding" in self.layer_pattern
         if has_sliding and self.sliding_window is None:
             raise ValueError("sliding_window: layer_pattern has sliding layers; set sliding_window (tokens)")

@@ -4,8 +4,6 @@ Symbols are names (d, H, h, …; see llmcalc/views/formula.py's LEGEND and each 
 joined by · × + − / // and min, max.
 """
 
-from __future__ import annotations
-
 
 def prod(*factors: str) -> str:
     """Factors joined by ·, each holding a top-level + − / in parentheses."""

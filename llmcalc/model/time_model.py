@@ -12,8 +12,6 @@ does not overlap them at all; real kernels near the ridge point sit between. The
 and every fixed cost to 0: it is the physical lower bound. Figures belong to a GPU and a dtype, never to a model.
 """
 
-from __future__ import annotations
-
 from pydantic import model_validator
 
 from llmcalc.errors import UserError
@@ -52,7 +50,7 @@ class TimeModel(Frozen):
     """Where each figure comes from: a datasheet, a published measurement, or a fit (with its inputs)."""
 
     @model_validator(mode="after")
-    def _ranges(self) -> TimeModel:
+    def _ranges(self) -> "TimeModel":
         for name in SHARES:
             v = getattr(self, name)
             if v is not None and not 0 < v <= 1:

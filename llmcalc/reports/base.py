@@ -1,8 +1,6 @@
 """Typed results: the base every report derives from, and the placement of a model on GPUs that
 latency and fit share. Reports are plain data: costs return them, renderers read them."""
 
-from __future__ import annotations
-
 from functools import cache
 
 from pydantic import BaseModel, ConfigDict

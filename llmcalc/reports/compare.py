@@ -1,7 +1,5 @@
 """Typed results: Attention variants or models side by side (`llmcalc compare`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

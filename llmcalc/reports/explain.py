@@ -1,7 +1,5 @@
 """Typed results: A command's figures worked out (`llmcalc explain`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

@@ -1,7 +1,5 @@
 """Typed results: What fits on the GPUs (`llmcalc fit`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Placement, Report
 
 

@@ -1,7 +1,5 @@
 """Typed results: FLOPs of prefill, decode and training (`llmcalc flops`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

@@ -1,7 +1,5 @@
 """Typed results: The GPU presets (`llmcalc gpus`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

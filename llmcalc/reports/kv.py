@@ -1,7 +1,5 @@
 """Typed results: KV cache bytes (`llmcalc kv`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

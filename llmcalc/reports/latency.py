@@ -1,7 +1,5 @@
 """Typed results: latency per phase and op under a time model (`llmcalc latency`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Placement, Report
 
 

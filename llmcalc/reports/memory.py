@@ -1,7 +1,5 @@
 """Typed results: Memory of inference or a training step (`llmcalc memory`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

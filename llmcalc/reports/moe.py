@@ -1,7 +1,5 @@
 """Typed results: MoE routing, capacity and dropped tokens (`llmcalc moe`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

@@ -1,7 +1,5 @@
 """Typed results: Parameter counts (`llmcalc params`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

@@ -1,7 +1,5 @@
 """Typed results: The presets (`llmcalc presets`): one row each, or one in full. Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

@@ -1,7 +1,5 @@
 """Which report each command prints as JSON, and its published JSON Schema (`llmcalc schema`)."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 from llmcalc.reports.compare import CompareReport
 from llmcalc.reports.explain import ExplainReport

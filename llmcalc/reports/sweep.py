@@ -1,7 +1,5 @@
 """Typed results: Figures over a (batch, seq) grid (`llmcalc sweep`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 

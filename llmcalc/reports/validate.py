@@ -1,7 +1,5 @@
 """Typed results: Estimates against the torch reference model (`llmcalc validate`). Counts are ints."""
 
-from __future__ import annotations
-
 from llmcalc.reports.base import Report
 
 
