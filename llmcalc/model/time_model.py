@@ -4,6 +4,7 @@ Per op on one GPU, with compute c = FLOPs / (peak at the op's dtype · its effic
 m = bytes / (bandwidth · memory_efficiency):
 
   op time    = max(c, m) + overlap · min(c, m) + kernels · kernel_s
+  (a weight matmul's c counts M + matmul_pad_rows rows for its M tokens: small matmuls waste their tiles)
   comm time  = bytes / (one-way link · comm_efficiency) + collectives · collective_s
   step time  = Σ ops + Σ comm + step_s
 
@@ -34,6 +35,10 @@ class TimeModel(Frozen):
     """Share of the fp8 / int8 peak an fp8 or int8 matmul reaches; None: compute_efficiency."""
     attention_efficiency: float | None = None
     """Share of the peak at its dtype the attention core (flash attention) reaches; None: compute_efficiency."""
+    matmul_pad_rows: float = 0.0
+    """Rows a weight matmul computes beyond its M tokens: tensor cores run whole tiles of 64–256 rows and a small
+    M fills few of the GPU's SMs, so a matmul of M rows reaches M / (M + matmul_pad_rows) of its large-M
+    efficiency. Its compute time is 2·(M + pad)·N·K / (peak · efficiency)."""
     memory_efficiency: float = 0.9
     """Share of the datasheet bandwidth a streaming kernel reaches: ~3.0 of 3.35 TB/s on an H100."""
     comm_efficiency: float = 0.8
@@ -55,6 +60,8 @@ class TimeModel(Frozen):
             v = getattr(self, name)
             if v is not None and not 0 < v <= 1:
                 raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
+        if not 0 <= self.matmul_pad_rows <= 4096:
+            raise UserError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
         if not 0 <= self.overlap <= 1:
             raise UserError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
         for name in ("kernel_s", "collective_s", "step_s"):
@@ -69,7 +76,7 @@ class TimeModel(Frozen):
     @property
     def fixed_costs(self) -> bool:
         """Whether any fixed cost or partial overlap is modelled (the roofline has none)."""
-        return bool(self.overlap or self.kernel_s or self.collective_s or self.step_s)
+        return bool(self.overlap or self.matmul_pad_rows or self.kernel_s or self.collective_s or self.step_s)
 
 
 ROOFLINE = TimeModel(sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
