@@ -17,7 +17,8 @@ from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.workload import Layout, Workload
 
 IDEAL = TimeModel(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
-PARTIAL = TimeModel(name="test", memory_efficiency=0.7, overlap=0.4, kernel_s=3e-6, collective_s=1e-5, step_s=2e-4)
+PARTIAL = TimeModel(name="test", memory_efficiency=0.7, matmul_pad_rows=48, overlap=0.4, kernel_s=3e-6, collective_s=1e-5,
+                    step_s=2e-4)
 """A time model with every term a calibrated profile has (the figures are arbitrary)."""
 H100 = load_gpu("h100-sxm")
 

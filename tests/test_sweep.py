@@ -94,7 +94,8 @@ def test_fast_path_equals_estimators(case):
 
 
 PARTIAL = TimeModel(name="test", compute_efficiency=0.7, fp8_efficiency=0.5, attention_efficiency=0.6,
-                    memory_efficiency=0.75, overlap=0.4, kernel_s=3e-6, collective_s=1e-5, step_s=2e-4)
+                    memory_efficiency=0.75, matmul_pad_rows=48, overlap=0.4, kernel_s=3e-6, collective_s=1e-5,
+                    step_s=2e-4)
 """A time model with every term a calibrated profile has (arbitrary figures)."""
 
 

@@ -6,7 +6,8 @@ Run: python benchmarks/accuracy/fit_profiles.py [--write]   (without --write: pr
 What is fitted, and on what (llmcalc/model/time_model.py names every figure):
 - per GPU with published points in the table subset: compute_efficiency (16-bit matmuls), fp8_efficiency (where
   the GPU has fp8 rows), memory_efficiency;
-- shared by every GPU (they are the serving software's, not a chip's): overlap, kernel_s, collective_s, step_s.
+- shared by every GPU (they are the serving software's, not a chip's): overlap, matmul_pad_rows (the GEMM
+  library's tile policy), kernel_s, collective_s, step_s.
 The objective is Σ log(measured / predicted)² over the table subset's rows that are not approximations
 (benchmarks/accuracy/evaluate.py says how each published figure maps to a prediction); the held-out rows are not
 seen. The search is coordinate descent, each figure by golden section within physical bounds, in a fixed order
@@ -33,14 +34,15 @@ from llmcalc.model.time_model import TimeModel
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "presets" / "calibration"
-SHARED = {"overlap": (0.0, 1.0), "kernel_s": (0.0, 3e-5), "collective_s": (0.0, 1e-4), "step_s": (0.0, 5e-3)}
+SHARED = {"overlap": (0.0, 1.0), "matmul_pad_rows": (0.0, 256.0), "kernel_s": (0.0, 3e-5),
+          "collective_s": (0.0, 1e-4), "step_s": (0.0, 5e-3)}
 PER_GPU = {"compute_efficiency": (0.4, 0.85), "fp8_efficiency": (0.3, 0.85), "memory_efficiency": (0.5, 0.95)}
 """Physical bounds: no dense GEMM reaches more than ~85% of a datasheet peak (798 of 989 TFLOP/s bf16 measured on
 an H100), no streaming kernel more than ~95% of the datasheet bandwidth (a device copy reached ~90%)."""
 MIN_ROWS = 8
 """A GPU's own efficiencies are fitted only from at least this many table rows; one with fewer gets a profile by
 analogy (ANALOGY) and its rows stay out of the fit."""
-START = {"overlap": 0.3, "kernel_s": 3e-6, "collective_s": 1e-5, "step_s": 2e-4, "compute_efficiency": 0.7,
+START = {"overlap": 0.3, "matmul_pad_rows": 32.0, "kernel_s": 3e-6, "collective_s": 1e-5, "step_s": 2e-4, "compute_efficiency": 0.7,
          "fp8_efficiency": 0.6, "memory_efficiency": 0.8}
 ANALOGY = {"h100-pcie": "h100-sxm", "a100-40gb": "a100-80gb", "b200": "h200", "l4": "l40s", "rtx-4090": "l40s",
            "rtx-3090": "a100-80gb", "a10g": "a100-80gb", "mi300x": None}
@@ -129,7 +131,7 @@ def fit(ev, pairs: list) -> dict:
 def rounded(figures: dict) -> dict:
     """Shares to 3 decimals, seconds to 3 significant digits: what a profile states."""
     def r(k, v):
-        return round(v, 3) if k in PER_GPU or k == "overlap" else float(f"{v:.3g}")
+        return round(v, 3) if k in PER_GPU or k == "overlap" else round(v, 1) if k == "matmul_pad_rows" else float(f"{v:.3g}")
     return {g: {k: r(k, v) for k, v in fs.items()} for g, fs in figures.items()}
 
 

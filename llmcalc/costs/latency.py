@@ -20,7 +20,7 @@ from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
 from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, kv_shards
-from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu
+from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu, split_of
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
@@ -30,7 +30,7 @@ from llmcalc.workload import Layout, Workload
 FORMULA = ("op time = max(FLOPs / (peak·compute_eff), bytes / (bandwidth·memory_eff)); phase = Σ ops + "
            "communication; ttft = prefill; tpot = one decode step (all active weights + the KV cache); "
            "MoE experts read per step = E·(1 − (1 − k/E)^T)")
-Cost = list  # [flops, bytes] of one (layer group, op) entry on one GPU
+Cost = list  # [flops, bytes, row flops] of one (layer group, op) entry on one GPU (step_form)
 
 
 def experts_hit(experts: int, top_k: int, tokens: float) -> float:
@@ -53,17 +53,21 @@ def op_name(component: str) -> str:
 
 
 def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
-    """Per-GPU [FLOPs, bytes] of one forward, keyed by (layer group index or None, op), as exact forms
-    (llmcalc/costs/form.py) in the point's variables (step_vars): T tokens and R sequences on one GPU and,
-    per layer window, R × each of the attention's counts. A prefill has context 0; a decode step one new
-    token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid."""
+    """Per-GPU [FLOPs, bytes, row FLOPs] of one forward, keyed by (layer group index or None, op), as exact
+    forms (llmcalc/costs/form.py) in the point's variables (step_vars): T tokens and R sequences on one GPU
+    and, per layer window, R × each of the attention's counts. A prefill has context 0; a decode step one new
+    token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid.
+
+    Row FLOPs are what one more row of each weight matmul the op launches would cost: Σ 2·N·K over its
+    matmuls (for routed experts, over the experts its tokens hit). A time model's matmul_pad_rows multiplies
+    them: the rows a matmul pays for beyond its M. The attention core has none (it is not a weight matmul)."""
     L, attn, d = w.layout, spec.attention, spec.d_model
     a = DTYPE_BITS[w.act_dtype] // 8
     absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
     tokens, batch = var("T"), var("R")
     sample = (1, 0) if prefill else (1, 1)  # counts name the same variables at every point of a phase
     shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]
-    out: dict[tuple, Cost] = defaultdict(lambda: [0, 0])
+    out: dict[tuple, Cost] = defaultdict(lambda: [0, 0, 0])
     for gi, g in enumerate(spec.layer_groups()):
         n = g.count
         counts = {k: var(f"{k}@{g.window}") for k in attn.counts(*sample, g.window)}
@@ -77,6 +81,14 @@ def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp))][1] += n * b
+        reprojects = int(prefill or attn.latent_cache and not absorbed)  # the matmuls `latents` rows run
+        for comp, f in layer_flops(spec, g, 1, 0, reprojects, absorbed, {}).items():  # one row of each matmul
+            if routed and comp.endswith("/experts"):  # a row through every expert on the GPU, times the share hit
+                every = ceil_div(f * g.ffn.experts // g.ffn.top_k, split_of(comp, L))
+                f = Lin({Whole(experts_read, "T", every, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
+            else:
+                f = ceil_div(f, L.tp)
+            out[(gi, op_name(comp))][2] += n * f
         io = {f"attention/{k}": v for k, v in attn.io(d).items()}
         io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
         for comp, width in io.items():
@@ -93,6 +105,7 @@ def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
     logits = batch  # one position per sequence: the last prompt token, or the new one
     out[(None, "embedding")][1] += ceil_div(tokens * d * (2 + a), L.tp)
     out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)
+    out[(None, "lm_head")][2] += ceil_div(MAC * d * spec.vocab_size, L.tp)
     out[(None, "lm_head")][1] += ceil_div(head + logits * (d * a + LOGIT_BYTES * spec.vocab_size), L.tp)
     for op, b in _comm_bytes(spec, L, tokens, a).items():
         out[(None, op)][1] += b
@@ -110,7 +123,7 @@ def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, 
 
 def step_costs(spec: ModelSpec, w: Workload, batch: int, new: int, context: int,
                form: dict[tuple, Cost] | None = None) -> dict[tuple, Cost]:
-    """Per-GPU [FLOPs, bytes] of one forward over `new` tokens per sequence with `context` tokens
+    """Per-GPU [FLOPs, bytes, row FLOPs] of one forward over `new` tokens per sequence with `context` tokens
     cached (new > 1 or context 0: a prefill): step_form at the point (`form`: the phase's, built once)."""
     form = form or step_form(spec, w, new > 1 or context == 0)
     env = step_vars(spec, batch, new, context)
@@ -176,8 +189,8 @@ def attention_dtype(w: Workload) -> str:
 
 class StepTime:
     """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
-    max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs at the peak of the dtype it runs in
-    (the attention core: attention_dtype) and m its bytes at the bandwidth; communication bytes over the link
+    max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
+    at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth; communication bytes over the link
     plus each call's latency; step_s per forward."""
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
@@ -186,7 +199,7 @@ class StepTime:
         self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
         self.bytes = gpu.bandwidth * tm.memory_efficiency
         self.link = gpu.link_one_way * tm.comm_efficiency
-        self.overlap, self.step_s = tm.overlap, tm.step_s
+        self.overlap, self.step_s, self.pad = tm.overlap, tm.step_s, tm.matmul_pad_rows
         absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
         self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
         self.fixed |= {(None, op): n * tm.collective_s for op, n in collectives(spec, w.layout).items()}
@@ -200,7 +213,7 @@ class StepTime:
         fixed = self.fixed.get(key, 0.0)
         if key[1].startswith("comm/"):
             return 0.0, 0.0, cost[1] / self.link, fixed
-        return cost[0] / self.rate(key[1]), cost[1] / self.bytes, 0.0, fixed
+        return (cost[0] + self.pad * cost[2]) / self.rate(key[1]), cost[1] / self.bytes, 0.0, fixed
 
     def time(self, key: tuple, cost: Cost) -> float:
         c, m, x, o = self.times(key, cost)
@@ -282,7 +295,7 @@ def _op_rows(phase: str, costs: dict[tuple, Cost], st: StepTime) -> list[OpRow]:
     merged: dict[str, list] = {}
     for key, cost in costs.items():
         row = merged.setdefault(key[1], [0, 0, 0.0, 0.0, 0.0, 0.0, 0.0])
-        for i, v in enumerate((*cost, *st.times(key, cost), st.time(key, cost))):
+        for i, v in enumerate((*cost[:2], *st.times(key, cost), st.time(key, cost))):
             row[i] += v
     rows = []
     for op, (f, b, c, m, x, o, t) in merged.items():

@@ -252,26 +252,30 @@ ROOF = "max({F} / ({P} · {e}), {M} / (BW · e_m))"
 PARTIAL = "max({c}, {m}) + e_o · min({c}, {m})"
 
 
-def _op_step(component: str, op, parts: list[tuple[int, list]], env: dict, attention: bool) -> ExplainStep:
+def _op_step(component: str, op, parts: list[tuple[int, list]], row_flops: int, env: dict,
+             attention: bool) -> ExplainStep:
     """One op of one phase: the roofline of its summed FLOPs and bytes (the attention core at its own dtype's
-    peak P_a), and under a partial overlap k its unhidden share, plus its fixed cost O; when its layer types
-    are bound differently, one term per layer type (as `llmcalc latency` sums them)."""
+    peak P_a; a weight matmul's FLOPs plus r padded rows of R row FLOPs each), and under a partial overlap
+    its unhidden share, plus its fixed cost O; when its layer types are bound differently, one term per layer
+    type (as `llmcalc latency` sums them)."""
     fixed = " + O" if env["e_o"] or op.overhead_s else ""
     at = env | {"O": op.overhead_s}
     if op.op.startswith("comm/"):
         return step(component, "M / (link · e_x)" + fixed, at | {"M": op.bytes}, "s")
     peak, e = ("P_a", "e_a") if attention else ("P", "e_c")
+    padded = bool(env["r"] and row_flops) and not attention
 
     def term(i: str) -> str:
+        f = f"(F{i} + r · R{i})" if padded else f"F{i}"
         if not env["e_o"]:
-            return ROOF.format(F=f"F{i}", M=f"M{i}", P=peak, e=e)
-        return PARTIAL.format(c=f"F{i} / ({peak} · {e})", m=f"M{i} / (BW · e_m)")
+            return ROOF.format(F=f, M=f"M{i}", P=peak, e=e)
+        return PARTIAL.format(c=f"{f} / ({peak} · {e})", m=f"M{i} / (BW · e_m)")
 
-    s = step(component, term("") + fixed, at | {"F": op.flops, "M": op.bytes}, "s")
+    s = step(component, term("") + fixed, at | {"F": op.flops, "M": op.bytes, "R": row_flops}, "s")
     if len(parts) < 2 or math.isclose(s.value, op.time_s, rel_tol=1e-9):
         return s
     terms = " + ".join(term(f"_{i + 1}") for i, _ in parts)
-    per_type = {f"{x}_{i + 1}": cost[j] for i, cost in parts for j, x in enumerate("FM")}
+    per_type = {f"{x}_{i + 1}": cost[j] for i, cost in parts for j, x in enumerate("FMR")}
     return step(component, terms + fixed, at | per_type, "s")
 
 
@@ -282,13 +286,14 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     r = latency(spec, gpu, w, tm)
     env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth, "link": gpu.link_one_way,
            "e_c": tm.matmul_efficiency(w.compute_dtype), "e_a": tm.attention_efficiency or tm.matmul_efficiency(attn),
-           "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap}
+           "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap, "r": tm.matmul_pad_rows}
     rep, steps = w.batch // L.dp, []
     for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, w, rep, w.seq, 0), "prefill/"),
                                  (r.phases[1].phase, step_costs(spec, w, rep, 1, w.seq), "decode/")):
         for op in (x for x in r.ops if x.phase == phase):
             parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
-            steps.append(_op_step(prefix + op.op, op, parts, env, op.op == "attention/core"))
+            rows = sum(c[2] for k, c in costs.items() if k[1] == op.op)
+            steps.append(_op_step(prefix + op.op, op, parts, rows, env, op.op == "attention/core"))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")
@@ -308,7 +313,8 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
     if tm.fixed_costs:
         notes.append("e_o: the share of the smaller term an op does not overlap; O: its kernels' (or collective "
-                     "calls') fixed cost; t_step: the host's cost per step (the time model's profile)")
+                     "calls') fixed cost; t_step: the host's cost per step; r: the rows a weight matmul pays for "
+                     "beyond its tokens, R: the FLOPs of one row of the op's matmuls (the time model's profile)")
     return _report("latency", spec, w, steps, totals, conventions, notes, headline=2, gen=w.gen)
 
 

@@ -10,7 +10,7 @@ variant's counts at that point (its own `counts`) and a few int operations:
   kv       = Σ_w layers_w · cache_bytes(B · kept_w)                       (as `llmcalc kv`)
   memory   = weights + kv + PrefillPeak(B, S)                             (as `llmcalc memory`)
   prefill, decode FLOPs = Σ_ops FLOPs of step_form on one GPU (tp = 1) at R = B   (as `llmcalc flops`)
-  ttft, tpot = Σ_ops max(FLOPs / peak, bytes / bandwidth) + comm bytes / link    (as `llmcalc latency`)
+  ttft, tpot = Σ_ops StepTime: max(c, m) + overlap·min(c, m) + fixed, comm bytes / link (as `llmcalc latency`)
   fits     = weights + workspace + ⌈kv of B/dp / kv_split⌉ ≤ usable, per GPU (as `llmcalc fit`)
 
 The layer peak of the activations depends on seq only through `peak_key` (whether the prompt outruns
@@ -45,9 +45,9 @@ SweepPoint = NamedTuple("SweepPoint", [(k, f.annotation) for k, f in SweepRow.mo
 """One (batch, seq) point: a SweepRow's fields but the model's name, as a plain tuple (fast to build)."""
 
 
-def _alone(f: Lin | int, b: Lin | int) -> str | None:
-    """The one variable an entry's FLOPs and bytes are plain linear in ("1": none), or None."""
-    forms = [x for x in (f, b) if isinstance(x, Lin)]
+def _alone(*costs: Lin | int) -> str | None:
+    """The one variable an entry's FLOPs, bytes and row FLOPs are plain linear in ("1": none), or None."""
+    forms = [x for x in costs if isinstance(x, Lin)]
     if not all(x.linear() for x in forms):
         return None
     variables = set().union(*(x.variables for x in forms))
@@ -179,24 +179,24 @@ class Sweeper:
         counts = [g.count for g in self.spec.layer_groups()]
         layers: dict[tuple, int] = defaultdict(int)
         fixed = st.step_s
-        for key, (f, b) in form.items():
+        for key, (f, b, r) in form.items():
             n = 1 if key[0] is None else counts[key[0]]
             comm = key[1].startswith("comm/")
             rate = 0.0 if comm else st.rate(key[1])
-            layers[(comm, rate, per(f, n), per(b, n))] += n
-            fixed += st.times(key, (0, 0))[3]
+            layers[(comm, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
+            fixed += st.times(key, (0, 0, 0))[3]
         k = st.overlap
         by_variable: dict[str, list] = defaultdict(list)
         terms = [repr(fixed)] if fixed else []
-        for (comm, rate, f, b), n in layers.items():
+        for (comm, rate, f, b, r), n in layers.items():
             fc, bc = (0.0, n / st.link) if comm else (n / rate, n / st.bytes)
-            alone = _alone(f, b)
+            alone = _alone(f, b, r)
             if alone is not None:
-                (f0, f1), (b0, b1) = (_affine(x, alone) for x in (f, b))
+                (f0, f1), (b0, b1), (r0, r1) = (_affine(x, alone) for x in (f, b, r))
                 if comm:
                     by_variable[alone].append((0.0, 0.0, b0 * bc, b1 * bc, True))
                     continue
-                c0, c1, m0, m1 = f0 * fc, f1 * fc, b0 * bc, b1 * bc
+                c0, c1, m0, m1 = (f0 + st.pad * r0) * fc, (f1 + st.pad * r1) * fc, b0 * bc, b1 * bc
                 by_variable[alone].append(((1 - k) * c0, (1 - k) * c1, (1 - k) * m0, (1 - k) * m1, False))
                 if k:
                     by_variable[alone].append((0.0, 0.0, k * (c0 + m0), k * (c1 + m1), True))
@@ -206,6 +206,8 @@ class Sweeper:
                 terms.append(m)
                 continue
             c = self._scaled(f, fc, names)
+            if r:
+                c = f"{c} + {self._scaled(r, st.pad * fc, names)}"
             terms.append(f"max({c}, {m})" if not k else f"{1 - k!r}*max({c}, {m}) + {k!r}*({c} + {m})")
         lines, parts = [], []
         for variable, group in by_variable.items():
