@@ -42,8 +42,8 @@ an H100), no streaming kernel more than ~95% of the datasheet bandwidth (a devic
 MIN_ROWS = 8
 """A GPU's own efficiencies are fitted only from at least this many table rows; one with fewer gets a profile by
 analogy (ANALOGY) and its rows stay out of the fit."""
-START = {"overlap": 0.3, "matmul_pad_rows": 32.0, "kernel_s": 3e-6, "collective_s": 1e-5, "step_s": 2e-4, "compute_efficiency": 0.7,
-         "fp8_efficiency": 0.6, "memory_efficiency": 0.8}
+START = {"overlap": 0.3, "matmul_pad_rows": 32.0, "kernel_s": 3e-6, "collective_s": 1e-5, "step_s": 2e-4,
+         "compute_efficiency": 0.7, "fp8_efficiency": 0.6, "memory_efficiency": 0.8}
 ANALOGY = {"h100-pcie": "h100-sxm", "a100-40gb": "a100-80gb", "b200": "h200", "l4": "l40s", "rtx-4090": "l40s",
            "rtx-3090": "a100-80gb", "a10g": "a100-80gb", "mi300x": None}
 """GPU presets without published points → the fitted GPU of the nearest architecture (Hopper, Ampere, Ada;
@@ -131,7 +131,9 @@ def fit(ev, pairs: list) -> dict:
 def rounded(figures: dict) -> dict:
     """Shares to 3 decimals, seconds to 3 significant digits: what a profile states."""
     def r(k, v):
-        return round(v, 3) if k in PER_GPU or k == "overlap" else round(v, 1) if k == "matmul_pad_rows" else float(f"{v:.3g}")
+        if k == "matmul_pad_rows":
+            return round(v, 1)
+        return round(v, 3) if k in PER_GPU or k == "overlap" else float(f"{v:.3g}")
     return {g: {k: r(k, v) for k, v in fs.items()} for g, fs in figures.items()}
 
 

@@ -88,12 +88,13 @@ class Lin:
             total += k * (env[a] if isinstance(a, str) else a.value(env))
         return total
 
-    def source(self, names: Mapping[str, str], namespace: dict[str, Any]) -> str:
-        """The form as a Python expression, each variable v written names[v]; a whole-cost atom is bound in
-        `namespace` under a fresh name (compile the expression with it)."""
+    def source(self, names: Mapping[Any, str], namespace: dict[str, Any]) -> str:
+        """The form as a Python expression, each variable v written names[v]; an atom in `names` (a value
+        computed once before) as its name, any other atom as its own source (its objects bound in `namespace`:
+        compile the expression with it)."""
         parts = [str(self.const)] if self.const else []
         for a, k in self.terms.items():
-            atom = f"({names[a]})" if isinstance(a, str) else a.source(names, namespace)
+            atom = f"({names[a]})" if isinstance(a, str) or a in names else a.source(names, namespace)
             parts.append(atom if k == 1 else f"{k}*{atom}")
         return "(" + (" + ".join(parts) or "0") + ")"
 
@@ -172,9 +173,17 @@ class Whole:
         return self.fn(env[self.variable], *self.args)
 
     def source(self, names: Mapping[str, str], namespace: dict[str, Any]) -> str:
-        name = f"_whole{len(namespace)}"
-        namespace[name] = self
-        return f"{name}.fn({names[self.variable]}, *{name}.args)"
+        """A direct call: fn and any argument that is not a plain number bound in `namespace`."""
+        fn = f"_{self.fn.__name__}"
+        namespace[fn] = self.fn
+        args = [names[self.variable]]
+        for a in self.args:
+            if type(a) in (int, float, bool):
+                args.append(repr(a))
+            else:
+                args.append(f"_arg{len(namespace)}")
+                namespace[args[-1]] = a
+        return f"{fn}({', '.join(args)})"
 
     def substitute(self, env: Mapping[str, Lin | int]) -> Lin:
         """The atom itself: its variable may not be replaced (fn is not linear in it)."""

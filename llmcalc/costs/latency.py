@@ -190,8 +190,8 @@ def attention_dtype(w: Workload) -> str:
 class StepTime:
     """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
     max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
-    at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth; communication bytes over the link
-    plus each call's latency; step_s per forward."""
+    at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth;
+    communication bytes over the link plus each call's latency; step_s per forward."""
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
         attn = attention_dtype(w)

@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
-from llmcalc.costs.form import Lin, per, source, var
+from llmcalc.costs.form import Lin, Whole, per, source, var
 from llmcalc.costs.kv import cache_layers
 from llmcalc.costs.latency import StepTime, step_form
 from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
@@ -172,10 +172,10 @@ class Sweeper:
 
     def _time(self, label: str, form: dict[tuple, list], st: StepTime, names: dict[str, str]) -> list[str]:
         """Lines computing `label` = Σ over the form's entries of StepTime.time (max(c, m) + overlap·min(c, m) + the
-        entry's fixed cost; comm entries: bytes / link + fixed) + the step's host cost, written as
-        (1 − overlap)·max(c, m) + overlap·(c + m). Entries of layer groups with equal per-layer costs merge (their
-        times add); those linear in one variable alone (T, or R) sum to a convex piecewise-linear function of it,
-        kept as breakpoints and looked up; the rest are written out."""
+        entry's fixed cost; comm entries: bytes / link + fixed) + the step's host cost, c and m computed once.
+        Entries of layer groups with equal per-layer costs merge (their times add); those linear in one variable
+        alone (T, or R) sum to a convex piecewise-linear function of it, kept as breakpoints and looked up; the
+        rest are written out, the whole costs they share (the experts hit) computed once."""
         counts = [g.count for g in self.spec.layer_groups()]
         layers: dict[tuple, int] = defaultdict(int)
         fixed = st.step_s
@@ -187,7 +187,12 @@ class Sweeper:
             fixed += st.times(key, (0, 0, 0))[3]
         k = st.overlap
         by_variable: dict[str, list] = defaultdict(list)
-        terms = [repr(fixed)] if fixed else []
+        terms, lines = [repr(fixed)] if fixed else [], []
+        names = dict(names)  # whole costs (experts hit) that several entries share: computed once, into locals
+        shared = (a for key in layers for x in key[2:] if isinstance(x, Lin) for a in x.terms if isinstance(a, Whole))
+        for x in dict.fromkeys(shared):
+            names[x] = f"{label}_w{len(lines)}"
+            lines.append(f"    {names[x]} = {x.source(names, self.namespace)}")
         for (comm, rate, f, b, r), n in layers.items():
             fc, bc = (0.0, n / st.link) if comm else (n / rate, n / st.bytes)
             alone = _alone(f, b, r)
@@ -208,8 +213,11 @@ class Sweeper:
             c = self._scaled(f, fc, names)
             if r:
                 c = f"{c} + {self._scaled(r, st.pad * fc, names)}"
-            terms.append(f"max({c}, {m})" if not k else f"{1 - k!r}*max({c}, {m}) + {k!r}*({c} + {m})")
-        lines, parts = [], []
+            c_, m_ = f"{label}_c{len(terms)}", f"{label}_m{len(terms)}"
+            lines += [f"    {c_} = {c}", f"    {m_} = {m}"]  # max(c, m) + overlap·min(c, m), each term once
+            terms.append(f"({c_} + {k!r}*{m_} if {c_} > {m_} else {m_} + {k!r}*{c_})" if k else
+                         f"({c_} if {c_} > {m_} else {m_})")
+        parts = []
         for variable, group in by_variable.items():
             i = len(self.namespace)
             self.namespace[f"_points{i}"], self.namespace[f"_pieces{i}"] = _piecewise(group)
