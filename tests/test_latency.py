@@ -175,6 +175,19 @@ def test_fit_reports_a_workload_that_does_not_fit_as_a_result(cli_json):
     assert r["fits"] is False and 0 < r["max_batch"] < 64
 
 
+@pytest.mark.parametrize("time_model", ["roofline", "calibrated"])
+def test_fit_times_the_workload_as_latency_does(cli_json, time_model):
+    args = ("--preset", "llama3-8b", "--gpu", "a100-80gb", "--batch", "8", "--seq", "8192", "--time-model", time_model)
+    r = cli_json("fit", *args)
+    lat = cli_json("latency", *args, "--gen", "2")
+    assert r["time_model"] == time_model and r["fits"] is True
+    assert (r["ttft_s"], r["tpot_s"]) == (lat["ttft_s"], lat["tpot_s"])
+    at_max = cli_json("latency", *args[:4], "--batch", str(r["max_batch"]), *args[6:], "--gen", "2")
+    assert r["max_batch_tokens_per_s"] == at_max["decode_tokens_per_s"] > r["decode_tokens_per_s"]
+    full = cli_json("fit", "--preset", "llama3-8b", "--gpu", "l4", "--batch", "64", "--seq", "8192")
+    assert full["fits"] is False and full["ttft_s"] is None and full["max_batch_tokens_per_s"] > 0
+
+
 def test_fit_sliding_window_model_has_no_memory_length_limit(cli_json):
     r = cli_json("fit", "--preset", "mistral-7b", "--gpu", "h100-sxm", "--batch", "1")
     assert r["max_seq_memory"] is None and r["max_seq"] == load_preset("mistral-7b").max_seq_len

@@ -8,6 +8,7 @@ from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     COUNT_HELP,
     GPUS,
+    CalibrationOpt,
     ConfigOpt,
     DPOpt,
     EPOpt,
@@ -20,6 +21,7 @@ from llmcalc.cli.options import (
     PPOpt,
     PresetOpt,
     ReserveOpt,
+    TimeModelOpt,
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
@@ -52,12 +54,17 @@ def fit(
     reserve: ReserveOpt = 0.10,
     prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
                                              "activation workspace).", panel=GPUS)] = 8192,
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
     from llmcalc.costs.fit import fit as check
+    from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
 
     w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
                  reserve=reserve, prefill_chunk=prefill_chunk, layout=Layout.of(gpus, tp, pp, dp, ep))
-    emit(check(load_model(preset, config, hf_config), load_gpu_named(gpu, "fit"), w), format, units, of=fit)
+    device = load_gpu_named(gpu, "fit")
+    tm = load_time_model(time_model, device, calibration)
+    emit(check(load_model(preset, config, hf_config), device, w, tm), format, units, of=fit)

@@ -1,103 +1,35 @@
-"""Does a model fit on GPUs: largest batch at a context, longest context at a batch.
-See docs/roofline.md#fit.
+"""Does a model fit on GPUs: largest batch at a context, longest context at a batch, and how fast it runs
+there. See docs/roofline.md#fit.
 
-Per GPU: usable = capacity · (1 − reserve); budget for the KV cache = usable − weights − the
-activation workspace of one prefill chunk (a server prefills long prompts in chunks, as vLLM's
-max_num_batched_tokens does). max_batch = dp · ⌊budget / KV(1 sequence of S)⌋; max_seq: the largest S
-with KV(batch/dp sequences of S) ≤ budget, found by bisection (KV is non-decreasing in S).
+Per GPU (llmcalc/costs/capacity.py): usable = capacity · (1 − reserve); budget for the KV cache = usable −
+weights − the activation workspace of one prefill chunk. max_batch = dp · ⌊budget / KV(1 sequence of S)⌋;
+max_seq: the largest S with KV(batch/dp sequences of S) ≤ budget, found by bisection (KV is non-decreasing
+in S). Time (llmcalc/costs/latency.py, under the time model): the workload's first token and decode step
+where it fits, and the decode throughput max_batch / tpot(max_batch) at S, the most this layout serves.
 """
 
 from __future__ import annotations
 
-from llmcalc.costs.memory import inference_activations
+from llmcalc.costs.capacity import activation_workspace, holds, layout_hint, smallest_layout, usable_bytes
+from llmcalc.costs.latency import latency
 from llmcalc.costs.shard import kv_per_gpu, weights_per_gpu
-from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.fit import FitLayout, FitReport
-from llmcalc.workload import Layout, Workload
+from llmcalc.workload import Workload
 
 FORMULA = ("usable = capacity·(1 − reserve); kv budget = usable − weights − activation workspace; "
-           "max_batch = dp·⌊budget / KV(1 × S)⌋; max_seq = max S with KV(B/dp × S) ≤ budget")
+           "max_batch = dp·⌊budget / KV(1 × S)⌋; max_seq = max S with KV(B/dp × S) ≤ budget; "
+           "max_batch_tokens_per_s = max_batch / tpot(max_batch, S)")
 SEQ_LIMIT = 2**40
 """Bisection ceiling for max_seq; a cache still under budget here never fills (sliding windows)."""
 
 
-def usable_bytes(gpu: GPU, reserve: float) -> int:
-    """Bytes of one GPU a workload may use: capacity · (1 − reserve), rounded down."""
-    return int(gpu.memory_bytes * (1 - reserve))
-
-
-def holds(weights: int, workspace: int, kv: int, usable: int) -> bool:
-    """Whether one GPU holds its weights, the activation workspace and its KV cache."""
-    return weights + workspace + kv <= usable
-
-
-def activation_workspace(spec: ModelSpec, w: Workload) -> int:
-    """Peak activations of one prefill chunk (`prefill_chunk` tokens) on one GPU (residual stream plus the
-    largest transient)."""
-    return inference_activations(spec, 1, w.prefill_chunk, w)[0]
-
-
-NODE = 8
-"""GPUs per server on every preset GPU's common platforms (HGX, MI300X OAM): tensor parallelism is tried
-within one first, as it needs the fastest links."""
-MAX_SEARCH = 4096
-"""Most GPUs (tp · pp) the search for the smallest layout tries."""
-
-
-def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, w: Workload,
-                    weights_only: bool = False) -> Layout | None:
-    """The fewest GPUs on which `batch` sequences of `seq` tokens fit (weights_only: on which the weights
-    fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
-    layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
-    the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
-    usable = usable_bytes(gpu, w.reserve)
-    dp, act = w.layout.dp, activation_workspace(spec, w)
-    for n in range(1, MAX_SEARCH + 1):
-        splits = [t for t in range(n, 0, -1) if n % t == 0]
-        for tp in sorted(splits, key=lambda t: t > NODE):  # largest tp within a server first
-            for ep in dict.fromkeys((w.layout.ep, 1)):
-                layout = Layout(tp=tp, pp=n // tp, dp=dp, ep=ep)
-                try:
-                    layout.check(spec, batch if batch % dp == 0 else dp)
-                except UserError:
-                    continue
-                on = w.model_copy(update={"layout": layout})
-                kv = 0 if weights_only else kv_per_gpu(spec, batch // dp, seq, on)
-                if holds(weights_per_gpu(spec, on), 0 if weights_only else act, kv, usable):
-                    return layout
-    return None
-
-
-def layout_hint(layout: Layout | None) -> str:
-    """`layout` as the fields to set (tp, and pp, dp, ep where not 1), marked as fields (llmcalc/errors.py)."""
-    if layout is None:
-        return f"no layout of up to {MAX_SEARCH:,} GPUs holds it"
-    fields = f"`tp` {layout.tp}" + (f" `pp` {layout.pp}" if layout.pp > 1 else "") + (
-        f" `dp` {layout.dp}" if layout.dp > 1 else "") + (f" `ep` {layout.ep}" if layout.ep > 1 else "")
-    return f"{fields} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
-
-
-def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
-    """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming the smallest
-    layout that holds them."""
-    weights = weights_per_gpu(spec, w)
-    usable = usable_bytes(gpu, w.reserve)
-    if weights > usable:
-        hint = layout_hint(smallest_layout(spec, gpu, w.layout.dp, 1, w, weights_only=True))
-        raise UserError(
-            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of {w.weights_dtype} weights per GPU with "
-            f"tp={w.layout.tp} pp={w.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
-            f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
-        )
-    return weights
-
-
-def fit(spec: ModelSpec, gpu: GPU, w: Workload) -> FitReport:
+def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> FitReport:
     """Whether the workload's `batch` × `seq` fits on its layout, the largest batch and longest context that
     do, and when it does not fit, the smallest layout that holds it (a workload that does not fit is a
-    result)."""
+    result); the time of the workload where it fits and the decode throughput at max_batch, under `tm`."""
     L, batch, seq = w.layout, w.batch, w.seq
     w.check(spec)
     weights = weights_per_gpu(spec, w)
@@ -124,6 +56,10 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload) -> FitReport:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}")
     if seq_memory is None:
         notes.append("every layer has a sliding window: the cache stops growing, so memory sets no length limit")
+    timed = latency(spec, gpu, w.model_copy(update={"gen": 2}), tm) if fits else None
+    at_max = latency(spec, gpu, w.model_copy(update={"batch": max_rep * L.dp, "gen": 2}), tm) if max_rep else None
+    notes.append(f"time under the {tm.name} time model (`llmcalc latency`): ttft is the prefill of `batch` × `seq`, "
+                 "tpot one decode step at context `seq`; max_batch_tokens_per_s = max_batch / its tpot")
     return FitReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep,
         weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype, batch=batch, seq=seq,
@@ -133,7 +69,9 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload) -> FitReport:
         max_seq_limited_by="memory" if seq_memory is not None and seq_memory < spec.max_seq_len else "max_seq_len",
         smallest_fit=None if smallest is None else FitLayout(gpus=smallest.gpus, tp=smallest.tp, pp=smallest.pp,
                                                              dp=smallest.dp, ep=smallest.ep),
-        formula=FORMULA, notes=notes,
+        time_model=tm.name, ttft_s=timed and timed.ttft_s, tpot_s=timed and timed.tpot_s,
+        decode_tokens_per_s=timed and timed.decode_tokens_per_s,
+        max_batch_tokens_per_s=at_max and at_max.decode_tokens_per_s, formula=FORMULA, notes=notes,
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from functools import cache
 
-from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES

@@ -196,6 +196,12 @@ def fit_table(r, units: str) -> list:
     if r.smallest_fit:
         s = r.smallest_fit
         out.append(f"fewest GPUs that hold it: [bold]{s.gpus}[/bold] (tp {s.tp}, pp {s.pp}, dp {s.dp}, ep {s.ep})")
+    speed = [f"time to first token {seconds(r.ttft_s)} · per output token {seconds(r.tpot_s)} · "
+             f"{r.decode_tokens_per_s:,.0f} tokens/s decoding"] if r.ttft_s is not None else []
+    if r.max_batch_tokens_per_s is not None:
+        speed.append(f"at batch {r.max_batch:,}: {r.max_batch_tokens_per_s:,.0f} tokens/s decoding")
+    if speed:
+        out.append(" · ".join(speed) + f" ({r.time_model} time model)")
     return out + [table("Per GPU", ["", "bytes", *size_heads(units)], rows, text=(0,)), *_footer(r)]
 
 

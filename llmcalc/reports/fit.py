@@ -44,5 +44,16 @@ class FitReport(Placement):
     smallest_fit: FitLayout | None = None
     """When it does not fit: the fewest GPUs of this kind that hold the workload (dp and ep kept), None
     when it fits or no layout of up to 4,096 GPUs does."""
+    time_model: str
+    """roofline (the physical bound) or calibrated (the GPU's profile): see `llmcalc latency`."""
+    ttft_s: float | None
+    """Seconds to the first token: the prefill of `batch` × `seq` (None when it does not fit)."""
+    tpot_s: float | None
+    """Seconds of one decode step of `batch` sequences at context `seq` (None when it does not fit)."""
+    decode_tokens_per_s: float | None
+    """Tokens per second all GPUs decode at `batch` × `seq`: batch / tpot (None when it does not fit)."""
+    max_batch_tokens_per_s: float | None
+    """Decode tokens per second at max_batch sequences of `seq`: the most this layout serves at this context
+    (None when not one sequence fits)."""
     formula: str
     notes: list[str]

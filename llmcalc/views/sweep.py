@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from llmcalc.costs.fit import activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import activation_workspace, holds, require_weights_fit, usable_bytes
 from llmcalc.costs.form import Lin, Whole, per, source, var
 from llmcalc.costs.kv import cache_layers
 from llmcalc.costs.latency import StepTime, step_form

@@ -1,0 +1,86 @@
+"""What one GPU holds: its usable memory, the activation workspace a server keeps, and the smallest layout
+whose GPUs hold a model's weights (and a workload's KV cache). See docs/roofline.md#fit.
+
+Per GPU: usable = capacity · (1 − reserve); a workload holds when weights + the activation workspace of one
+prefill chunk + its KV cache ≤ usable (a server prefills long prompts in chunks, as vLLM's
+max_num_batched_tokens does).
+"""
+
+from __future__ import annotations
+
+from llmcalc.costs.memory import inference_activations
+from llmcalc.costs.shard import kv_per_gpu, weights_per_gpu
+from llmcalc.errors import UserError
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.workload import Layout, Workload
+
+NODE = 8
+"""GPUs per server on every preset GPU's common platforms (HGX, MI300X OAM): tensor parallelism is tried
+within one first, as it needs the fastest links."""
+MAX_SEARCH = 4096
+"""Most GPUs (tp · pp) the search for the smallest layout tries."""
+
+
+def usable_bytes(gpu: GPU, reserve: float) -> int:
+    """Bytes of one GPU a workload may use: capacity · (1 − reserve), rounded down."""
+    return int(gpu.memory_bytes * (1 - reserve))
+
+
+def holds(weights: int, workspace: int, kv: int, usable: int) -> bool:
+    """Whether one GPU holds its weights, the activation workspace and its KV cache."""
+    return weights + workspace + kv <= usable
+
+
+def activation_workspace(spec: ModelSpec, w: Workload) -> int:
+    """Peak activations of one prefill chunk (`prefill_chunk` tokens) on one GPU (residual stream plus the
+    largest transient)."""
+    return inference_activations(spec, 1, w.prefill_chunk, w)[0]
+
+
+def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, w: Workload,
+                    weights_only: bool = False) -> Layout | None:
+    """The fewest GPUs on which `batch` sequences of `seq` tokens fit (weights_only: on which the weights
+    fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
+    layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
+    the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
+    usable = usable_bytes(gpu, w.reserve)
+    dp, act = w.layout.dp, activation_workspace(spec, w)
+    for n in range(1, MAX_SEARCH + 1):
+        splits = [t for t in range(n, 0, -1) if n % t == 0]
+        for tp in sorted(splits, key=lambda t: t > NODE):  # largest tp within a server first
+            for ep in dict.fromkeys((w.layout.ep, 1)):
+                layout = Layout(tp=tp, pp=n // tp, dp=dp, ep=ep)
+                try:
+                    layout.check(spec, batch if batch % dp == 0 else dp)
+                except UserError:
+                    continue
+                on = w.model_copy(update={"layout": layout})
+                kv = 0 if weights_only else kv_per_gpu(spec, batch // dp, seq, on)
+                if holds(weights_per_gpu(spec, on), 0 if weights_only else act, kv, usable):
+                    return layout
+    return None
+
+
+def layout_hint(layout: Layout | None) -> str:
+    """`layout` as the fields to set (tp, and pp, dp, ep where not 1), marked as fields (llmcalc/errors.py)."""
+    if layout is None:
+        return f"no layout of up to {MAX_SEARCH:,} GPUs holds it"
+    fields = f"`tp` {layout.tp}" + (f" `pp` {layout.pp}" if layout.pp > 1 else "") + (
+        f" `dp` {layout.dp}" if layout.dp > 1 else "") + (f" `ep` {layout.ep}" if layout.ep > 1 else "")
+    return f"{fields} ({layout.gpus} GPU{'s' if layout.gpus > 1 else ''})"
+
+
+def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
+    """Per-GPU weight bytes; weights that do not fit in usable memory are a user error naming the smallest
+    layout that holds them."""
+    weights = weights_per_gpu(spec, w)
+    usable = usable_bytes(gpu, w.reserve)
+    if weights > usable:
+        hint = layout_hint(smallest_layout(spec, gpu, w.layout.dp, 1, w, weights_only=True))
+        raise UserError(
+            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of {w.weights_dtype} weights per GPU with "
+            f"tp={w.layout.tp} pp={w.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
+            f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
+        )
+    return weights
