@@ -30,6 +30,11 @@ def test_a_collective_within_a_node_crosses_nvlink_and_beyond_it_the_network():
     assert h100.link(8).bytes_per_s == h100.link_one_way
 
 
+def test_gb200_keeps_72_gpus_on_nvlink():
+    gb200 = load_gpu("gb200")
+    assert gb200.gpus_per_node == 72 and gb200.link(72).bytes_per_s == 900e9
+
+
 def test_without_tiers_every_span_is_the_interconnect(tmp_path):
     """A GPU file without the new fields keeps the single-tier model; unknown latencies are 0."""
     old = {k: v for k, v in H100.items()
