@@ -11,7 +11,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.latency import StepTime, experts_hit, latency, step_costs
 from llmcalc.costs.params import params
-from llmcalc.inputs.gpus import gpu_names, load_gpu
+from llmcalc.inputs.gpus import GPU_DIR, gpu_names, load_gpu
 from llmcalc.inputs.presets import load_preset, spec_from_data
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.workload import Layout, Workload
@@ -249,7 +249,9 @@ def test_calibrated_time_adds_fixed_costs_and_explain_works_it_out(cli, cli_json
 
 
 def test_time_model_errors_are_one_line_exit_2(cli, tmp_path):
-    no_profile = cli("latency", "-p", "llama3-8b", "--gpu", "mi300x", "--time-model", "calibrated")
+    mine = tmp_path / "my-gpu.yaml"  # a GPU of one's own has no bundled profile
+    mine.write_text(yaml.safe_dump({**yaml.safe_load((GPU_DIR / "h100-sxm.yaml").read_text()), "name": "my-gpu"}))
+    no_profile = cli("latency", "-p", "llama3-8b", "--gpu", str(mine), "--time-model", "calibrated")
     assert no_profile.returncode == 2 and "--time-model" in no_profile.stderr and "--calibration" in no_profile.stderr
     bad = tmp_path / "profile.yaml"
     bad.write_text("name: mine\noverlap: 2\n")

@@ -25,6 +25,7 @@ def test_gpu_names_map_to_presets():
     assert gpu_preset("NVIDIA H200") == "h200"
     assert gpu_preset("NVIDIA A100-SXM4-80GB") == "a100-80gb"
     assert gpu_preset("NVIDIA H100 PCIe") == "h100-pcie"
+    assert (gpu_preset("NVIDIA H20"), gpu_preset("NVIDIA H800"), gpu_preset("NVIDIA GB200")) == ("h20", "h800", "gb200")
 
 
 @pytest.mark.parametrize("name", ["llama2-7b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b", "gpt2"])

@@ -45,9 +45,14 @@ analogy (ANALOGY) and its rows stay out of the fit."""
 START = {"overlap": 0.3, "matmul_pad_rows": 32.0, "kernel_s": 3e-6, "collective_s": 1e-5, "step_s": 2e-4,
          "compute_efficiency": 0.7, "fp8_efficiency": 0.6, "memory_efficiency": 0.8}
 ANALOGY = {"h100-pcie": "h100-sxm", "a100-40gb": "a100-80gb", "b200": "h200", "l4": "l40s", "rtx-4090": "l40s",
-           "rtx-3090": "a100-80gb", "a10g": "a100-80gb", "mi300x": None}
+           "rtx-3090": "a100-80gb", "a10g": "a100-80gb", "h800": "h100-sxm", "h20": "h200", "gb200": "h200",
+           "mi300x": "h200"}
 """GPU presets without published points → the fitted GPU of the nearest architecture (Hopper, Ampere, Ada;
-B200 → H200 is the newest fitted); None: no neighbour, no profile."""
+B200 and GB200 → H200, the newest fitted; H800 → H100 SXM, the same die and memory; H20 → H200, the Hopper part
+nearest its memory-bound balance). MI300X → H200 is an analogy across vendors (the nearest in HBM bandwidth and
+era; ROCm kernels differ): a placeholder until MI300X measurements are fitted."""
+ACROSS_VENDORS = {"mi300x"}
+"""Analogies across vendors, said as such in the profile's sources."""
 SWEEPS = 4
 
 
@@ -144,7 +149,8 @@ def profile(figures: dict, gpu: str, counts: dict[str, int], fitted_on: str) -> 
     how = (f"fitted by benchmarks/accuracy/fit_profiles.py ({today}) to {n} published measurements on {fitted_on} "
            "(docs/accuracy.md, table subset)")
     if gpu != fitted_on:
-        how = f"by analogy: no published measurement on {gpu}; the figure fitted for {fitted_on}, {how}"
+        across = " across vendors (other kernels and software)" if gpu in ACROSS_VENDORS else ""
+        how = f"by analogy{across}: no published measurement on {gpu}; the figure fitted for {fitted_on}, {how}"
     software = (f"fitted by benchmarks/accuracy/fit_profiles.py ({today}) to {total} published measurements on "
                 f"{', '.join(sorted(counts))} together (docs/accuracy.md, table subset): a property of the serving "
                 "software, shared by every GPU")

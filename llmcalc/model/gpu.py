@@ -1,14 +1,16 @@
 """GPU specs (`presets/gpus/*.yaml`, or a user's YAML): dense peak FLOP/s per dtype, memory
-bandwidth and capacity, interconnect. See docs/roofline.md.
+bandwidth and capacity, and two link tiers: the interconnect within a node (NVLink, Infinity Fabric, PCIe)
+and the network between nodes. See docs/roofline.md.
 
 Units: vendors quote TFLOP/s and GB/s in powers of ten and memory in "GB" that is binary-sized
-(80 GB of HBM is 80 GiB), so capacity is read as GiB. Interconnect figures are both directions
-together, as vendors quote them; one direction carries half.
+(80 GB of HBM is 80 GiB), so capacity is read as GiB. Link bandwidths are both directions
+together, as vendors quote them; one direction carries half. Latencies are in microseconds.
 """
 
+from dataclasses import dataclass
 from decimal import Decimal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
@@ -25,6 +27,17 @@ class PeakTflops(Frozen):
     int8: float | None = Field(default=None, gt=0)
 
 
+@dataclass(frozen=True)
+class Link:
+    """The link tier a collective crosses: what one GPU sends per second in one direction, and the fixed time of
+    a small collective over it."""
+
+    bytes_per_s: float
+    """Bytes/s in one direction: half the quoted bidirectional figure."""
+    latency_s: float
+    """Seconds a small collective takes end to end over this tier (its latency term); 0 where unknown."""
+
+
 class GPU(Frozen):
     name: str
     description: str
@@ -34,7 +47,30 @@ class GPU(Frozen):
     memory_bandwidth_gbs: float = Field(gt=0)
     interconnect: str
     interconnect_gbs: float = Field(gt=0)
+    """GB/s (10^9) per GPU over `interconnect`, both directions together, as vendors quote it."""
+    gpus_per_node: int | None = Field(default=None, gt=0, strict=True)
+    """GPUs that `interconnect` joins (8 on an HGX/DGX board, 72 in a GB200 NVL72 rack, 2 for a bridged pair of
+    cards); null: unknown or the server's choice (PCIe cards), every collective crosses the interconnect (one
+    tier)."""
+    interconnect_latency_us: float | None = Field(default=None, gt=0)
+    """Microseconds a small (a few KB) collective over `interconnect` takes end to end, as NCCL measures it;
+    null: unknown (0)."""
+    network_gbs: float | None = Field(default=None, gt=0)
+    """GB/s (10^9) per GPU between nodes (InfiniBand/RoCE NICs, or PCIe between bridged pairs), both directions
+    together like `interconnect_gbs`: one 400 Gb/s NIC per GPU is 50 GB/s each way, 100 GB/s here; null:
+    unknown, a collective beyond `gpus_per_node` GPUs is costed on the interconnect."""
+    network_latency_us: float | None = Field(default=None, gt=0)
+    """Microseconds a small collective takes end to end when it spans nodes; null: unknown (0)."""
     notes: str = ""
+
+    @model_validator(mode="after")
+    def _tiers(self):
+        if self.network_gbs is not None and self.gpus_per_node is None:
+            raise ValueError("`network_gbs` needs `gpus_per_node` (the GPUs the interconnect joins): add it, "
+                             "or remove network_gbs")
+        if self.network_latency_us is not None and self.network_gbs is None:
+            raise ValueError("`network_latency_us` needs `network_gbs`: add it, or remove network_latency_us")
+        return self
 
     @property
     def memory_bytes(self) -> int:
@@ -47,8 +83,16 @@ class GPU(Frozen):
 
     @property
     def link_one_way(self) -> float:
-        """GPU-to-GPU bytes/s in one direction: half the quoted bidirectional figure."""
+        """GPU-to-GPU bytes/s in one direction over the interconnect: half the quoted bidirectional figure."""
         return self.interconnect_gbs * 1e9 / 2
+
+    def link(self, span: int) -> Link:
+        """The tier a collective over `span` consecutive GPUs crosses: the interconnect while span ≤ gpus_per_node
+        (or gpus_per_node is unknown), else the network. Without a `network_gbs` the interconnect is used for
+        every span (the single-tier model: too fast beyond a node)."""
+        if self.gpus_per_node is None or span <= self.gpus_per_node or self.network_gbs is None:
+            return Link(self.link_one_way, (self.interconnect_latency_us or 0) * 1e-6)
+        return Link(self.network_gbs * 1e9 / 2, (self.network_latency_us or 0) * 1e-6)
 
     def peak(self, dtype: str) -> float:
         """Dense FLOP/s for matmuls in `dtype`; a dtype the GPU lacks is a user error."""

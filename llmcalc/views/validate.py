@@ -26,7 +26,8 @@ TIME_TOLERANCE = 0.25
 """Prefill and decode wall time against the roofline, with efficiencies set from measurement."""
 GPU_NAMES = {"H100": "h100-sxm", "H200": "h200", "A100-SXM4-80GB": "a100-80gb", "A100-SXM4-40GB": "a100-40gb",
              "L40S": "l40s", "L4": "l4", "A10G": "a10g", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090",
-             "B200": "b200", "MI300X": "mi300x", "H100 PCIe": "h100-pcie"}
+             "B200": "b200", "MI300X": "mi300x", "H100 PCIe": "h100-pcie", "H800": "h800", "H20": "h20",
+             "GB200": "gb200"}
 
 
 def row(model: str, quantity: str, convention: str, estimate: int | float, measured: int | float,
