@@ -158,6 +158,9 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int) -> list[
              "data-parallel reduction at the GPU's interconnect figure (one link tier): across nodes the network is "
              "slower",
              "memory is not checked here: see `llmcalc memory --train`"]
+    if L.pp > 1 and m < 4 * L.pp:
+        notes.append(f"{m} micro-batch(es) over {L.pp} stages: the bubble is {(L.pp - 1) / m:.0%} of the work; "
+                     "smaller `micro_batch` values shrink it")
     if L.dp > 1:
         notes.append("the gradient reduction hides under the last micro-batch's backward"
                      + (" (ZeRO-3: under the whole forward and backward)" if w.zero == 3 else "")
