@@ -26,6 +26,7 @@ ARGS = {
     "explain": ["kv", "--preset", "gemma2-9b", "--batch", "2", "--seq", "8192"],
     "sweep": ["--preset", "llama2-7b", "--preset", "gemma2-9b", "--seq", "1k..4k", "--batch", "1,8"],
     "moe": ["--preset", "switch-base-8-decoder", "--batch", "8", "--seq", "512"],
+    "train": ["--preset", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "64", "--pp", "2"],
 }
 
 

@@ -1,7 +1,8 @@
 """Compare llmcalc's latency estimate with the published GPU timings in published.yaml.
 
 Run: python benchmarks/accuracy/evaluate.py [--format table|csv|json] [--subset all|table|heldout] [--split]
-     python benchmarks/accuracy/evaluate.py --markdown | --write docs/accuracy.md     (the accuracy page)
+     python benchmarks/accuracy/evaluate.py --markdown | --write docs/accuracy.md     (the accuracy page; its last
+     section, Training, is benchmarks/accuracy/training.py's on training.yaml)
 Import (the folder is no package: importlib.util.spec_from_file_location, or sys.path): load_points() -> the YAML's
 points; usable_pairs(points) -> list[Pair]; predict(pair, time_model=None) -> predicted seconds of the pair's quantity;
 evaluate(pairs, time_model=None) -> (rows, refusals); summary(rows) -> dict; split(point_id) -> "table" | "heldout";
@@ -1066,7 +1067,22 @@ def markdown(rows_by_model: dict[str, list[Row]], points: list[dict], about: dic
         add(para(f"- **{key}**: {where}. " + " ".join(f"<{u}>" for u in urls) + " Read: "
                  + "; ".join(locators) + ".", "  "))
     add("")
+    out += training_section()
     return "\n".join(out)
+
+
+def training_section() -> list[str]:
+    """The page's "Training" section: benchmarks/accuracy/training.py (a sibling file, loaded by path) on
+    training.yaml."""
+    import importlib.util
+
+    name = "accuracy_training"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "training.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # NamedTuples look their module up
+        spec.loader.exec_module(module)
+    return sys.modules[name].section()
 
 
 def main(argv: list[str] | None = None) -> int:

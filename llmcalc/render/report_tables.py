@@ -371,11 +371,32 @@ def moe_table(r, units: str) -> list:
     ]
 
 
+def train_table(r, units: str) -> list:
+    layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
+    parts = [("forward", r.forward_s), ("backward", r.backward_s), ("recompute", r.recompute_s),
+             ("tp / ep communication", r.tp_comm_s), ("pipeline sends", r.pp_comm_s),
+             (f"pipeline bubble ({r.bubble_fraction:.1%} of the work)", r.pp_bubble_s),
+             (f"dp gradient reduction, exposed (of {seconds(r.dp_comm_total_s)})", r.dp_comm_s),
+             ("optimizer update", r.optimizer_s), ("host overhead", r.overhead_s)]
+    rows = [[name, seconds(t), f"{t / r.step_s:.1%}"] for name, t in parts if t]
+    return [
+        f"[bold]{esc(r.model)}[/bold] on {layout}: global batch {r.batch} × {r.seq:,} tokens, {r.micro_batches} "
+        f"micro-batch(es) of {r.micro_batch} per replica ({r.compute_dtype} matmuls, recompute {r.recompute}, "
+        f"{r.optimizer}, ZeRO-{r.zero}, time model {r.time_model})",
+        f"step [bold]{seconds(r.step_s)}[/bold] · {r.tokens_per_s:,.0f} tokens/s ({r.tokens_per_s_per_gpu:,.0f} per "
+        f"GPU) · {r.model_tflops_per_gpu:,.1f} model TFLOP/s per GPU",
+        f"MFU [bold]{r.mfu:.1%}[/bold] · HFU {r.hfu:.1%} of {r.peak_flops / 1e12:,.1f} TFLOP/s · model FLOPs "
+        f"{short(r.model_flops)} · hardware FLOPs {short(r.hardware_flops)} (attention {r.attention})",
+        table("Step (one GPU)", ["part", "time", "share"], rows, text=(0,)),
+        *_footer(r),
+    ]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
           "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
-          "SweepReport": sweep_table, "MoEReport": moe_table}
+          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 
 

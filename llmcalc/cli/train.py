@@ -1,0 +1,83 @@
+"""The `llmcalc train` command: time, throughput and MFU of one training step under a time model."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    GPUS,
+    PRECISION,
+    TRAINING,
+    AttentionOpt,
+    CalibrationOpt,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUOpt,
+    HFOpt,
+    PPOpt,
+    PresetOpt,
+    RecomputeOpt,
+    SeqOpt,
+    TimeModelOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    _opt,
+    emit,
+    load_gpu_named,
+    load_model,
+)
+
+
+@app.command()
+def train(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step, over every "
+                                     "data-parallel replica.")] = 512,
+    seq: SeqOpt = 4096,
+    micro_batch: Annotated[Optional[int], _count_opt(
+        "--micro-batch", help="Sequences a replica runs through the pipeline at a time (default: batch / dp).",
+        panel=TRAINING)] = None,
+    gpu: GPUOpt = None,
+    gpus: Annotated[Optional[int], _count_opt(
+        "--gpus", help="GPUs in all: tp · pp · dp; alone, the data-parallel replicas (dp = gpus / pp, tp 1).",
+        panel=GPUS)] = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
+        "--compute-dtype", help="Matmul type that sets the peak (and the MFU's denominator): fp32, tf32, bf16, fp16 "
+        "or fp8.", panel=PRECISION, metavar="DTYPE")] = "bf16",
+    recompute: RecomputeOpt = "none",
+    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
+        "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")] = "adamw",
+    zero: Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
+                              min=0, max=3)] = 0,
+    attention: AttentionOpt = "causal",
+    time_model: TimeModelOpt = "roofline",
+    calibration: CalibrationOpt = None,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Time, tokens/s and MFU of one training step (forward, backward, recompute, pipeline, gradient reduction,
+    optimizer) under a time model."""
+    from llmcalc.costs.training import training_step
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.workload import Layout, Workload
+
+    if gpus and tp is None and dp == 1:  # training spreads --gpus over data-parallel replicas unless told
+        tp, dp = 1, max(1, gpus // pp)
+    w = Workload(batch=batch, seq=seq, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
+                 compute_dtype=compute_dtype, recompute=recompute, optimizer=optimizer, zero=zero,
+                 attention_core=attention, logits="all", layout=Layout.of(gpus, tp, pp, dp, ep))
+    device = load_gpu_named(gpu, "train")
+    tm = load_time_model(time_model, device, calibration)
+    emit(training_step(load_model(preset, config, hf_config), device, w, tm), format, units, of=train)

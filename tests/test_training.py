@@ -1,0 +1,110 @@
+"""`llmcalc train` (llmcalc/costs/training.py): closed-form checks of the step time against `flops --train`, the
+pipeline bubble, MFU under the roofline, monotonicity in the GPU count, and the command's exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.training import forward_costs, training_step
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.time_model import ROOFLINE
+from llmcalc.workload import Layout, Workload
+
+ROOT = Path(__file__).parents[1]
+
+
+def step(preset="llama2-7b", gpu="a100-80gb", **kw):
+    layout = Layout(**{k: kw.pop(k) for k in ("tp", "pp", "dp") if k in kw})
+    w = Workload(train=True, layout=layout, **{"batch": 8, "seq": 4096, **kw})
+    return training_step(load_preset(preset), load_gpu(gpu), w)
+
+
+def test_forward_is_flops_forward_with_all_logits():
+    """The timed forward's FLOPs are `flops`'s prefill with every position's logits, exactly."""
+    spec = load_preset("llama2-7b")
+    w = Workload(batch=2, seq=1024, train=True)
+    timed = sum(c[0] for c in forward_costs(spec, w, 2).values())
+    assert timed == flops(spec, Workload(batch=2, seq=1024, logits="all")).prefill_flops
+
+
+def test_compute_bound_step_is_train_flops_at_peak():
+    """One GPU, roofline: a 7B model on 32k tokens is compute-bound, so the step is `flops --train` (causal, the
+    work the kernels do) over peak · efficiency, plus the memory-bound ops (embedding, optimizer), under 3%."""
+    r = step(batch=8, seq=4096)
+    train = flops(load_preset("llama2-7b"), Workload(batch=8, seq=4096)).train_flops
+    bound = train / (312e12 * ROOFLINE.compute_efficiency)
+    assert bound <= r.step_s <= 1.03 * bound
+    assert r.mfu == pytest.approx(train / (r.step_s * 312e12))
+
+
+def test_recompute_adds_its_flops_time():
+    """Full recomputation adds the recomputed FLOPs at the same rate: step grows by ≈ hardware − model FLOPs."""
+    none, full = step(recompute="none"), step(recompute="full")
+    extra = (full.hardware_flops - full.model_flops) / (312e12 * ROOFLINE.compute_efficiency)
+    assert full.model_flops == none.model_flops < full.hardware_flops
+    assert full.step_s - none.step_s == pytest.approx(extra, rel=0.03)
+
+
+@pytest.mark.parametrize("pp,micro", [(2, 1), (4, 1), (4, 2)])
+def test_bubble_is_pp_minus_one_over_m(pp, micro):
+    r = step(pp=pp, batch=16, micro_batch=micro)
+    m = 16 // micro
+    assert r.micro_batches == m
+    assert r.bubble_fraction == (pp - 1) / m
+    work = r.forward_s + r.backward_s + r.recompute_s + r.tp_comm_s + r.pp_comm_s
+    assert r.pp_bubble_s == pytest.approx(work * (pp - 1) / m)
+    parts = work + r.pp_bubble_s + r.dp_comm_s + r.optimizer_s + r.overhead_s
+    assert parts == pytest.approx(r.step_s)
+
+
+@pytest.mark.parametrize("kw", [{}, {"tp": 4}, {"pp": 4, "micro_batch": 1}, {"dp": 8, "batch": 64},
+                                {"recompute": "selective", "dp": 2}, {"compute_dtype": "fp8"}])
+def test_mfu_is_at_most_the_roofline_efficiency(kw):
+    r = step(**{"gpu": "h100-sxm", **kw})
+    assert 0 < r.mfu <= r.hfu <= ROOFLINE.compute_efficiency
+
+
+def test_more_gpus_never_slower_at_fixed_global_batch():
+    """Fixed global batch; more data-parallel replicas: the compute part and the step shrink (or stay)."""
+    runs = [step(dp=dp, batch=64, micro_batch=1) for dp in (1, 2, 4, 8)]
+    for a, b in zip(runs, runs[1:]):
+        assert b.forward_s + b.backward_s < a.forward_s + a.backward_s
+        assert b.step_s <= a.step_s
+    assert runs[-1].dp_comm_total_s > 0 and runs[0].dp_comm_total_s == 0
+
+
+def test_dp_reduction_hides_under_the_last_backward_in_the_roofline():
+    r = step(dp=8, batch=64, micro_batch=1)
+    window = r.backward_s / r.micro_batches
+    assert r.dp_comm_s == pytest.approx(max(0.0, r.dp_comm_total_s - window))
+
+
+def llmcalc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+def test_cli_json():
+    out = llmcalc("train", "--preset", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "512",
+                  "--seq", "4096", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    for field in ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_flops", "hardware_flops", "mfu", "hfu",
+                  "forward_s", "backward_s", "recompute_s", "tp_comm_s", "dp_comm_s", "pp_bubble_s", "optimizer_s",
+                  "time_model", "notes", "formula"):
+        assert field in r
+    assert (r["dp"], r["tp"]) == (8, 1)
+
+
+def test_cli_bad_micro_batch_is_exit_2_one_line():
+    out = llmcalc("train", "--preset", "llama2-7b", "--gpu", "a100-80gb", "--dp", "8", "--batch", "512",
+                  "--micro-batch", "3")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "--micro-batch" in out.stderr
