@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmcalc.costs.parallel import collective_link
 from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import GPU_DIR, gpu_names, load_gpu
 from llmcalc.model.gpu import Link
+from llmcalc.workload import Layout
 
 H100 = yaml.safe_load((GPU_DIR / "h100-sxm.yaml").read_text())
 
@@ -79,3 +81,30 @@ def test_cli_refuses_a_gpu_file_with_no_gpus_per_node(cli, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     line, = r.stderr.strip().splitlines()
     assert "gpus_per_node" in line and "positive" in line
+
+
+def test_collectives_beyond_a_node_take_the_network_by_their_algorithm():
+    h100, node = load_gpu("h100-sxm"), 8
+    nic = h100.network_gbs * 1e9 / 2
+    nvlink = h100.interconnect_gbs * 1e9 / 2
+    within = Layout(tp=8, ep=8)
+    assert collective_link("comm/tp_all_reduce", within, h100).bytes_per_s == nvlink
+    assert collective_link("comm/ep_all_to_all", within, h100).bytes_per_s == nvlink
+    wide = Layout(tp=16, ep=16)  # a ring per GPU of each node, each through its own NIC: 8 NICs, capped by NVLink
+    assert collective_link("comm/tp_all_reduce", wide, h100).bytes_per_s == min(nvlink, node * nic)
+    assert collective_link("comm/ep_all_to_all", wide, h100).bytes_per_s == nic  # every GPU's own NIC
+    strided = Layout(tp=2, dp=32)  # the gradient reduction's group: 32 GPUs 2 apart, 4 in each node
+    assert collective_link("comm/dp_all_reduce", strided, h100).bytes_per_s == 4 * nic
+    assert collective_link("comm/pp_send", Layout(tp=8, pp=2), h100).bytes_per_s == nic
+
+
+def test_latency_charges_a_tensor_parallel_all_reduce_beyond_a_node_at_the_rails_bandwidth(cli_json, tmp_path):
+    # llama3.1-405b over 16 H100s (tp 16): an HGX node holds 8, so each all-reduce crosses the network on 8 rails
+    args = ("--preset", "llama3.1-405b", "--gpus", "16", "--batch", "8", "--seq", "1024", "--weights-dtype", "fp8")
+    two_nodes = cli_json("latency", *args, "--gpu", "h100-sxm")
+    one_domain = cli_json("latency", *args, "--gpu", str(gpu_file(tmp_path, gpus_per_node=16)))
+    h100 = load_gpu("h100-sxm")
+    ratio = h100.interconnect_gbs / (8 * h100.network_gbs)  # NVLink one way over 8 NICs one way
+    for a, b in zip(two_nodes["phases"], one_domain["phases"]):
+        assert a["comm_s"] == pytest.approx(ratio * b["comm_s"], rel=1e-12) and a["comm_s"] > 0
+        assert a["compute_s"] == b["compute_s"] and a["memory_s"] == b["memory_s"]

@@ -74,6 +74,7 @@ CASES = [  # (preset, tp, pp, dp, ep, weights, kv, mla_decode): dense, sliding, 
     ("qwen3-30b-a3b", 2, 1, 1, 2, "fp8", "bf16", "absorbed"),
     ("deepseek-v3", 8, 1, 1, 1, "int4", "bf16", "absorbed"),
     ("deepseek-v3", 8, 1, 1, 8, "int4", "fp8", "decompress"),
+    ("deepseek-v3", 16, 1, 1, 16, "int4", "fp8", "absorbed"),  # tp and ep 16: beyond an 8-GPU node, the network
     ("falcon-7b", 1, 1, 1, 1, "bf16", "bf16", "absorbed"),
     ("falcon-7b", 1, 1, 2, 1, "bf16", "fp8", "absorbed"),  # 71 heads: no tensor parallel
     ("gpt3-175b", 8, 1, 1, 1, "int8", "bf16", "absorbed"),  # rounded terms: an LM-head slope 8 does not divide

@@ -16,8 +16,8 @@ from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Layout, Workload
 
 NODE = 8
-"""GPUs per server on every preset GPU's common platforms (HGX, MI300X OAM): tensor parallelism is tried
-within one first, as it needs the fastest links."""
+"""GPUs per server where the GPU's spec does not say (`gpus_per_node`): tensor parallelism is tried within
+one first, as it needs the fastest links."""
 MAX_SEARCH = 4096
 """Most GPUs (tp · pp) the search for the smallest layout tries."""
 
@@ -43,12 +43,13 @@ def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, w: Workload
     """The fewest GPUs on which `batch` sequences of `seq` tokens fit (weights_only: on which the weights
     fit): tp · pp of them per replica, dp and ep as given (ep dropped where it no longer divides), every
     layout one the model allows (tp divides the heads and FFN widths, pp the layers). For each count,
-    the largest tp within one server (NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
+    the largest tp within one server (gpus_per_node, else NODE) is tried first. None: none up to MAX_SEARCH GPUs."""
     usable = usable_bytes(gpu, w.reserve)
     dp, act = w.layout.dp, activation_workspace(spec, w)
+    node = gpu.gpus_per_node or NODE
     for n in range(1, MAX_SEARCH + 1):
         splits = [t for t in range(n, 0, -1) if n % t == 0]
-        for tp in sorted(splits, key=lambda t: t > NODE):  # largest tp within a server first
+        for tp in sorted(splits, key=lambda t: t > node):  # largest tp within a server first
             for ep in dict.fromkeys((w.layout.ep, 1)):
                 layout = Layout(tp=tp, pp=n // tp, dp=dp, ep=ep)
                 try:

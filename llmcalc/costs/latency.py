@@ -19,7 +19,7 @@ from llmcalc.costs.capacity import activation_workspace, holds, require_weights_
 from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
-from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, kv_shards
+from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, collective_link, kv_shards
 from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu, split_of
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
@@ -191,18 +191,29 @@ class StepTime:
     """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
     max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
     at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth;
-    communication bytes over the link plus each call's latency; step_s per forward."""
+    communication bytes over the link tier the collective crosses (collective_link) plus each call's
+    latency (collective_s, and the network's extra latency beyond a node); step_s per forward."""
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
         attn = attention_dtype(w)
         self.flops = gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype)
         self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
         self.bytes = gpu.bandwidth * tm.memory_efficiency
-        self.link = gpu.link_one_way * tm.comm_efficiency
         self.overlap, self.step_s, self.pad = tm.overlap, tm.step_s, tm.matmul_pad_rows
         absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
         self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
-        self.fixed |= {(None, op): n * tm.collective_s for op, n in collectives(spec, w.layout).items()}
+        self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
+        node = gpu.link(1)
+        for op, n in collectives(spec, w.layout).items():
+            tier = collective_link(op, w.layout, gpu)
+            self.links[op] = tier.bytes_per_s * tm.comm_efficiency
+            # a call pays the profile's collective_s (measured within a node) plus the slower tier's extra latency
+            extra = max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0
+            self.fixed[(None, op)] = n * (tm.collective_s + extra)
+
+    def link(self, op: str) -> float:
+        """One-way bytes/s a communication op reaches: its tier's bandwidth · comm_efficiency."""
+        return self.links[op]
 
     def rate(self, op: str) -> float:
         """FLOP/s of an op: the attention core's, or the matmuls'."""
@@ -212,7 +223,7 @@ class StepTime:
         """(compute, memory, communication, fixed) seconds of one entry."""
         fixed = self.fixed.get(key, 0.0)
         if key[1].startswith("comm/"):
-            return 0.0, 0.0, cost[1] / self.link, fixed
+            return 0.0, 0.0, cost[1] / self.links[key[1]], fixed
         return (cost[0] + self.pad * cost[2]) / self.rate(key[1]), cost[1] / self.bytes, 0.0, fixed
 
     def time(self, key: tuple, cost: Cost) -> float:

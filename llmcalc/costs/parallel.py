@@ -4,6 +4,8 @@ gpus = tp · pp · dp. Tensor parallel (tp) splits every layer's heads and FFN w
 parallel (pp) splits the layers into stages; data parallel (dp) runs replicas on batch/dp
 sequences each; expert parallel (ep) spreads whole routed experts over ep GPUs of the tp·dp group
 (without ep, experts are tensor-split like a dense FFN). Parameter counts never depend on this.
+Ranks are numbered tp fastest, then dp, then pp; a collective's group picks the link tier it crosses
+(collective_link; llmcalc/model/gpu.py: the interconnect within a node, the network beyond).
 
 KV per GPU: GQA splits kv heads over tp (a kv head is replicated when tp > kv_heads); MLA's
 latent has no head axis, so every tensor-parallel rank holds all of it (the attention's cache_heads).
@@ -11,6 +13,7 @@ latent has no head axis, so every tensor-parallel rank holds all of it (the atte
 
 from __future__ import annotations
 
+from llmcalc.model.gpu import GPU, Link
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Layout
 
@@ -31,3 +34,21 @@ def alltoall_bytes(layout: Layout, tokens: int, top_k: int, width_bytes: int) ->
     """Bytes one GPU sends in one expert-parallel all-to-all: its 1/ep share of the tokens,
     each copied to top_k experts, (ep − 1)/ep of which live on other GPUs."""
     return tokens * top_k * width_bytes * (layout.ep - 1) // (layout.ep * layout.ep)
+
+
+def collective_link(op: str, layout: Layout, gpu: GPU) -> Link:
+    """The link one GPU's share of a collective of `op` runs at. Ranks are numbered tp fastest, then dp, then
+    pp (Megatron's order): a tensor-parallel all-reduce is a group of tp consecutive GPUs, an expert all-to-all
+    of ep, a data-parallel gradient reduction of dp GPUs tp apart (span tp·dp), and a pipeline send goes
+    between the two adjacent stages' tp·dp GPUs each. Within a node it crosses the interconnect; beyond one,
+    the network (GPU.link). A ring all-reduce that crosses nodes runs one ring per member of its group in
+    each node, each through that GPU's own NIC (NCCL's rings over a multi-rail node), so it reaches c × the
+    network bandwidth for c members per node, at most the interconnect's; an all-to-all and a send go through
+    the GPU's own NIC."""
+    group, stride = {"comm/tp_all_reduce": (layout.tp, 1), "comm/ep_all_to_all": (layout.ep, 1),
+                     "comm/pp_send": (2 * layout.tp * layout.dp, 1)}.get(op, (layout.dp, layout.tp))
+    node, tier = gpu.link(1), gpu.link(group * stride)
+    if tier == node or not op.endswith("all_reduce"):
+        return tier
+    members = min(group, max(1, (gpu.gpus_per_node or 1) // stride))
+    return Link(bytes_per_s=min(node.bytes_per_s, members * tier.bytes_per_s), latency_s=tier.latency_s)

@@ -39,8 +39,8 @@ can reach, so the roofline stays a lower bound.
   MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops --train` with recompute
   none (3 × forward with all logits: 6·N·D plus attention); HFU the same with the recomputation counted.
 
-Not modelled: link tiers (the data-parallel ring runs at the GPU preset's interconnect, NVLink; across nodes the
-network is slower), interleaved (virtual) pipeline stages, context parallelism, sequence parallelism's own
+The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
+modelled: interleaved (virtual) pipeline stages, context parallelism, sequence parallelism's own
 kernels (its reduce-scatter + all-gather move the all-reduce's bytes), element-wise kernels, the optimizer's
 gradient clipping, data loading.
 """
@@ -51,6 +51,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.form import value
 from llmcalc.costs.latency import Cost, StepTime, step_form, step_vars
 from llmcalc.costs.memory import OPTIMIZER_BYTES, QUANTIZED
+from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
@@ -111,11 +112,14 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
 
     grads = weights_per_gpu(spec, w)  # gradients in the weights dtype, as many as the GPU's weights
     ring = (L.dp - 1) * grads / L.dp
+    tier, node = collective_link("comm/dp_all_reduce", L, gpu), gpu.link(1)
+    link = tier.bytes_per_s * tm.comm_efficiency
+    call = tm.collective_s + (max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0)
     if w.zero == 3:
-        dp_total = 3 * m * ring / st.link + 3 * m * tm.collective_s if L.dp > 1 else 0.0
+        dp_total = 3 * m * (ring / link + call) if L.dp > 1 else 0.0
         window = m * 3 * fwd / L.pp
     else:
-        dp_total = 2 * ring / st.link + (1 if w.zero == 0 else 2) * tm.collective_s if L.dp > 1 else 0.0
+        dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if L.dp > 1 else 0.0
         window = 2 * fwd / L.pp
     exposed = max(window, dp_total) + tm.overlap * min(window, dp_total) - window
 

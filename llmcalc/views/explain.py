@@ -281,10 +281,11 @@ def _op_step(component: str, op, parts: list[tuple[int, list]], row_flops: int, 
 
 def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainReport:
     from llmcalc.costs.latency import attention_dtype, latency, step_costs
+    from llmcalc.costs.parallel import collective_link
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
-    env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth, "link": gpu.link_one_way,
+    env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth,
            "e_c": tm.matmul_efficiency(w.compute_dtype), "e_a": tm.attention_efficiency or tm.matmul_efficiency(attn),
            "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap, "r": tm.matmul_pad_rows}
     rep, steps = w.batch // L.dp, []
@@ -293,7 +294,8 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
         for op in (x for x in r.ops if x.phase == phase):
             parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
             rows = sum(c[2] for k, c in costs.items() if k[1] == op.op)
-            steps.append(_op_step(prefix + op.op, op, parts, rows, env, op.op == "attention/core"))
+            at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if op.op.startswith("comm/") else env
+            steps.append(_op_step(prefix + op.op, op, parts, rows, at, op.op == "attention/core"))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")

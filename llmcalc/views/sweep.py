@@ -183,7 +183,7 @@ class Sweeper:
             n = 1 if key[0] is None else counts[key[0]]
             comm = key[1].startswith("comm/")
             rate = 0.0 if comm else st.rate(key[1])
-            layers[(comm, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
+            layers[(key[1] if comm else None, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
             fixed += st.times(key, (0, 0, 0))[3]
         k = st.overlap
         by_variable: dict[str, list] = defaultdict(list)
@@ -193,8 +193,9 @@ class Sweeper:
         for x in dict.fromkeys(shared):
             names[x] = f"{label}_w{len(lines)}"
             lines.append(f"    {names[x]} = {x.source(names, self.namespace)}")
-        for (comm, rate, f, b, r), n in layers.items():
-            fc, bc = (0.0, n / st.link) if comm else (n / rate, n / st.bytes)
+        for (op, rate, f, b, r), n in layers.items():
+            comm = op is not None
+            fc, bc = (0.0, n / st.link(op)) if comm else (n / rate, n / st.bytes)
             alone = _alone(f, b, r)
             if alone is not None:
                 (f0, f1), (b0, b1), (r0, r1) = (_affine(x, alone) for x in (f, b, r))
