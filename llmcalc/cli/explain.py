@@ -66,7 +66,7 @@ def explain(
         metavar="NAME")] = "adamw",
     gpu: Annotated[Optional[str], _opt("--gpu", help="latency: GPU preset or GPU YAML file (required).",
                                        panel="GPUs and layout", metavar="NAME")] = None,
-    time_model: TimeModelOpt = "roofline",
+    time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     gpus: GPUsOpt = None,
     tp: TPOpt = None,

@@ -54,7 +54,7 @@ def fit(
     reserve: ReserveOpt = 0.10,
     prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
                                              "activation workspace).", panel=GPUS)] = 8192,
-    time_model: TimeModelOpt = "roofline",
+    time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",

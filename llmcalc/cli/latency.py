@@ -59,7 +59,7 @@ def latency(
     attention_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16", "fp8"]], _opt(
         "--attention-dtype", help="The attention core's type (default: the compute dtype, but bf16 under fp8 or "
         "int8 matmuls).", panel=PRECISION, metavar="DTYPE")] = None,
-    time_model: TimeModelOpt = "roofline",
+    time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     compute_efficiency: Annotated[Optional[float], _opt(
         "--compute-efficiency", help="Share of peak FLOP/s matmuls reach (default: the time model's; roofline 0.8).",

@@ -121,9 +121,10 @@ PPOpt = Annotated[int, _count_opt("--pp", help="Pipeline-parallel stages.", pane
 DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas; each serves batch / dp sequences.",
                                   panel=GPUS)]
 EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree (whole experts over ep GPUs).", panel=GPUS)]
-TimeModelOpt = Annotated[Literal["roofline", "calibrated"], _opt(
-    "--time-model", help="roofline: the physical bound (datasheet peaks at stated efficiencies, no fixed costs); "
-    "calibrated: the GPU's profile (presets/calibration/).", panel=GPUS, metavar="roofline|calibrated")]
+TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
+    "--time-model", help="calibrated: the GPU's profile (presets/calibration/); roofline: the physical bound "
+    "(datasheet peaks at stated efficiencies, no fixed costs). Default: calibrated where the GPU has a profile "
+    "(every preset), else roofline.", panel=GPUS, metavar="calibrated|roofline")]
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="A calibration profile YAML to use instead (`llmcalc calibrate` writes one).", panel=GPUS,
     metavar="FILE")]

@@ -55,7 +55,7 @@ def sweep(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
-    time_model: TimeModelOpt = "roofline",
+    time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     weights_dtype: WeightsDtypeOpt = "bf16",
     kv_dtype: KVDtypeOpt = "bf16",

@@ -62,7 +62,7 @@ def train(
     zero: Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
                               min=0, max=3)] = 0,
     attention: AttentionOpt = "causal",
-    time_model: TimeModelOpt = "roofline",
+    time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",

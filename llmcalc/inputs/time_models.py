@@ -19,9 +19,14 @@ def calibrated_gpus() -> list[str]:
     return sorted(p.stem for p in CALIBRATION_DIR.glob("*.yaml"))
 
 
-def load_time_model(name: str, gpu: GPU, calibration: Path | None = None, **overrides: float | None) -> TimeModel:
-    """The time model `name` for `gpu` (calibrated: its bundled profile, or the profile file `calibration`),
-    with each efficiency given in `overrides` (None: the model's own) put in its place."""
+def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
+                    **overrides: float | None) -> TimeModel:
+    """The time model `name` for `gpu` (calibrated: its bundled profile, or the profile file `calibration`;
+    None: calibrated where there is a profile, else the roofline), with each efficiency given in `overrides`
+    (None: the model's own) put in its place."""
+    if name is None:
+        profiled = calibration is not None or (CALIBRATION_DIR / f"{gpu.name}.yaml").exists()
+        name = "calibrated" if profiled else "roofline"
     if calibration is not None:
         tm = validated(TimeModel, read_yaml(calibration, "calibration file"), f"calibration file {calibration}",
                        "presets/calibration/h100-sxm.yaml")

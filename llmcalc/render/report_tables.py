@@ -162,8 +162,9 @@ def latency_table(r, units: str) -> list:
         f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
         f"tokens/s: {r.tokens_per_s:,.1f} overall · {r.tokens_per_s_per_seq:,.1f} per sequence · "
         f"{r.decode_tokens_per_s:,.1f} while decoding",
-        f"peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · {r.bandwidth_bytes_per_s / 1e12:.2f} "
-        f"TB/s × {r.memory_efficiency} · ridge {r.ridge_point:.0f} FLOP/B (effective {r.effective_ridge_point:.0f})"
+        f"{r.time_model} time model: peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · "
+        f"{r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.memory_efficiency} · ridge {r.ridge_point:.0f} FLOP/B "
+        f"(effective {r.effective_ridge_point:.0f})"
         + (f" · experts read per MoE layer per step: {r.experts_hit_per_step:.1f}" if r.experts_hit_per_step else ""),
         f"per GPU: weights {size(r.weights_bytes_per_gpu, units)}, KV at the end {size(r.kv_bytes_per_gpu, units)}"
         + ("" if r.fits else " — [bold red]does not fit[/bold red]"),
