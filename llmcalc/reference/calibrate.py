@@ -140,7 +140,8 @@ def measure(plan: Plan, progress: Callable[[str], None] = lambda step: None) -> 
     if gpus > 1:
         progress(f"all-reduce, all-to-all on {gpus} GPUs")
         raw["collectives"] = collectives(gpus, "nccl", "cuda", plan.messages, plan.warmup, plan.runs)
-        raw["comm"] = f"NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
+        version = torch.cuda.nccl.version()  # a tuple (2, 21, 5) in recent torch, an int in old ones
+        raw["comm"] = f"NCCL {'.'.join(map(str, version)) if isinstance(version, tuple) else version}"
     else:
         raw["comm_note"] = ("one GPU visible: no collective measured" if dev == "cuda"
                             else "CPU smoke run: no collective measured")
