@@ -183,7 +183,8 @@ def test_without_torch_bad_input_is_named_first_then_torch():
 
 
 def test_the_fit_and_the_command_module_import_no_torch():
-    code = "import llmcalc.costs.calibration, llmcalc.cli.calibrate, sys; print(' '.join(sys.modules))"
+    code = ("import llmcalc.costs.calibration, llmcalc.views.calibrate, llmcalc.cli.calibrate, sys\n"
+            "print(' '.join(sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert "torch" not in loaded and "llmcalc.reference.calibrate" not in loaded
 

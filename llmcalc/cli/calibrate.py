@@ -33,10 +33,12 @@ def calibrate(
     for --time-model calibrated --calibration FILE (needs PyTorch)."""
     import json
 
-    from llmcalc.costs.calibration import fit, plan
-    from llmcalc.inputs.gpus import load_gpu, preset_for_device
+    from llmcalc.costs.calibration import plan
+    from llmcalc.inputs.gpus import load_gpu
     from llmcalc.inputs.presets import load_preset
-    from llmcalc.inputs.time_models import base_profile, dump_profile
+    from llmcalc.inputs.time_models import dump_profile
+    from llmcalc.views.calibrate import calibrate as run
+    from llmcalc.views.calibrate import detected_gpu, require_torch
 
     for name, path in (("out", out), ("raw", raw)):
         if path is not None and path.exists() and not force:
@@ -44,28 +46,17 @@ def calibrate(
                             "`force` to overwrite it")
         if path is not None and not path.parent.is_dir():
             raise UserError(f"`{name}` {path}: no folder {path.parent}; create it or give another path")
-    spec = load_preset(preset)
+    runs = plan(load_preset(preset), device, quick)
     device_gpu = load_gpu(gpu) if gpu is not None else None  # bad input is named before a missing torch
-    torch = require_torch(device)
-    if device_gpu is None:
-        detected = torch.cuda.get_device_name() if device == "cuda" else None
-        name = "h100-sxm" if detected is None else preset_for_device(detected)
-        if name is None:
-            raise UserError(f"`gpu`: no GPU preset matches {detected!r}; give `gpu` NAME (see `llmcalc gpus`) or a "
-                            "GPU YAML file")
-        device_gpu = load_gpu(name)
-    base, base_name = base_profile(device_gpu)
-    runs = plan(spec, device, quick)
+    require_torch(device)
+    device_gpu = device_gpu or load_gpu(detected_gpu(device))
 
     from rich.console import Console
     from rich.progress import Progress
 
-    from llmcalc.reference.calibrate import measure
-
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("calibrating", total=runs.steps)
-        raw_data = measure(runs, lambda step: bar.update(task, advance=1, description=step))
-    tm, notes = fit(raw_data, device_gpu, base, base_name)
+        tm, notes, raw_data = run(runs, device_gpu, lambda step: bar.update(task, advance=1, description=step))
 
     header = [f"Calibration profile for {device_gpu.name}: measured by `llmcalc calibrate --device {device}` on "
               f"{raw_data['device_name']}, {raw_data['date']}; llmcalc/model/time_model.py names each figure",
@@ -82,14 +73,3 @@ def calibrate(
         out.write_text(text, encoding="utf-8")
         sys.stderr.write(f"wrote the profile to {out}; use it with --time-model calibrated --calibration {out}\n")
 
-
-def require_torch(device: str):
-    """torch, when it is installed and `device` is there; else a one-line error."""
-    try:
-        import torch
-    except ImportError:
-        raise UserError("calibrate needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("`device` cuda: no CUDA GPU is visible here; run it on a GPU machine, or `device` cpu for a "
-                        "smoke run")
-    return torch

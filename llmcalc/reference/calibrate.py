@@ -1,5 +1,6 @@
-"""Calibration microbenchmarks: run a Plan (llmcalc/costs/calibration.py) with torch and return the raw timings
-the fit reads (plain JSON-ready data). Only `llmcalc calibrate` imports this module.
+"""Calibration microbenchmarks: run a plan (llmcalc/costs/calibration.py Plan, read by its fields: reference/
+depends on the model package only) with torch and return the raw timings the fit reads, as plain JSON-ready
+data. Only `llmcalc calibrate` imports this module (through llmcalc/views/calibrate.py).
 
 Timing: each run flushes the caches (writes flush_bytes), synchronizes, then times one call: CUDA events around
 it on cuda (so a call's launch is in its time, as it is in kernel_s), time.perf_counter on cpu; a series is the
@@ -24,8 +25,6 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-
-from llmcalc.costs.calibration import Plan
 
 BF16 = torch.bfloat16
 FP8 = getattr(torch, "float8_e4m3fn", None)
@@ -114,7 +113,7 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, gqa: b
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
 
-def measure(plan: Plan, progress: Callable[[str], None] = lambda step: None) -> dict:
+def measure(plan, progress: Callable[[str], None] = lambda step: None) -> dict:
     """Time every run of `plan`; `progress(step)` is called once per measurement (plan.steps in all)."""
     dev = plan.device
     timer = Timer(dev, plan.flush_bytes)
@@ -149,14 +148,14 @@ def measure(plan: Plan, progress: Callable[[str], None] = lambda step: None) -> 
     return raw
 
 
-def copy_time(plan: Plan, timer: Timer) -> float:
+def copy_time(plan, timer: Timer) -> float:
     """Seconds of a device-to-device copy of plan.copy_bytes (it reads and writes as many)."""
     src = torch.empty(plan.copy_bytes, dtype=torch.uint8, device=plan.device)
     dst = torch.empty_like(src)
     return timer(lambda: dst.copy_(src), plan.warmup, plan.runs)
 
 
-def gemms(plan: Plan, timer: Timer, progress: Callable[[str], None], notes: list[str]) -> list[dict]:
+def gemms(plan, timer: Timer, progress: Callable[[str], None], notes: list[str]) -> list[dict]:
     """bf16 y = F.linear(x, W) = x · Wᵀ for every shape and M; fp8 the same through torch._scaled_mm where the
     device has it (a size it refuses is skipped, with a note)."""
     dev, out = plan.device, []
@@ -189,7 +188,7 @@ def gemms(plan: Plan, timer: Timer, progress: Callable[[str], None], notes: list
     return out
 
 
-def attention(plan: Plan, timer: Timer, progress: Callable[[str], None], notes: list[str]) -> tuple[list[dict], str]:
+def attention(plan, timer: Timer, progress: Callable[[str], None], notes: list[str]) -> tuple[list[dict], str]:
     """Causal bf16 prefill of one sequence of S tokens, and one decode query over a cache of L keys: flash
     attention on cuda (SDPBackend.FLASH_ATTENTION), the default backend on cpu."""
     dev, H, Hkv, hd = plan.device, plan.heads, plan.kv_heads, plan.head_dim
