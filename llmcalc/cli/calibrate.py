@@ -21,7 +21,7 @@ def calibrate(
         "detected GPU; h100-sxm on cpu).", panel=GPUS, metavar="NAME")] = None,
     preset: Annotated[str, _opt("--preset", "-p", help="Model whose weight-matmul and attention shapes are "
                                 "measured.", panel=MODEL, metavar="NAME")] = "llama3-8b",
-    quick: Annotated[bool, _opt("--quick", help="Every other size and fewer runs (about a third of the time).",
+    quick: Annotated[bool, _opt("--quick", help="Every other size and half the runs (about a quarter of the time).",
                                 panel=WORKLOAD)] = False,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Write the profile here (default: print it).",
                                         panel=OUTPUT, metavar="FILE")] = None,
