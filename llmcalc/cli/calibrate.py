@@ -29,8 +29,7 @@ def calibrate(
                                         metavar="FILE")] = None,
     force: Annotated[bool, _opt("--force", help="Overwrite --out and --raw when they exist.", panel=OUTPUT)] = False,
 ) -> None:
-    """Measure GEMMs, attention, copy bandwidth and kernel cost on this machine and fit a calibration profile
-    for --time-model calibrated --calibration FILE (needs PyTorch)."""
+    """Measure this GPU (GEMMs, attention, bandwidth, kernel cost) into a time-model profile (needs PyTorch)."""
     import json
 
     from llmcalc.costs.calibration import plan
