@@ -138,9 +138,13 @@ def measure(plan, progress: Callable[[str], None] = lambda step: None) -> dict:
     gpus = torch.cuda.device_count() if dev == "cuda" else 0
     if gpus > 1:
         progress(f"all-reduce, all-to-all on {gpus} GPUs")
-        raw["collectives"] = collectives(gpus, "nccl", "cuda", plan.messages, plan.warmup, plan.runs)
         version = torch.cuda.nccl.version()  # a tuple (2, 21, 5) in recent torch, an int in old ones
         raw["comm"] = f"NCCL {'.'.join(map(str, version)) if isinstance(version, tuple) else version}"
+        try:  # the other figures stand without them
+            raw["collectives"] = collectives(gpus, "nccl", "cuda", plan.messages, plan.warmup, plan.runs)
+        except Exception as e:  # a worker's failure comes back as torch.multiprocessing's ProcessRaisedException
+            raw["comm_note"] = f"the collectives on {gpus} GPUs failed ({type(e).__name__}: {str(e)[:160]!r})"
+            notes.append(raw["comm_note"])
     else:
         raw["comm_note"] = ("one GPU visible: no collective measured" if dev == "cuda"
                             else "CPU smoke run: no collective measured")
