@@ -1,3 +1,4 @@
 from llmcalc.cli import main
 
-main()
+if __name__ == "__main__":  # not when a spawned process (llmcalc calibrate's collectives) imports it
+    main()

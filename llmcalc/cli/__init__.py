@@ -13,8 +13,8 @@ from importlib import import_module
 
 from llmcalc.errors import UserError
 
-COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "validate", "presets", "compare", "explain",
-            "sweep", "moe", "train", "schema")
+COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "validate", "calibrate", "presets", "compare",
+            "explain", "sweep", "moe", "train", "schema")
 """Every command, in the order `llmcalc --help` lists them; each is the module llmcalc.cli.<name>."""
 
 

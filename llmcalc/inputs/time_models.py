@@ -44,3 +44,27 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
         raise UserError(f"`time_model`: unknown time model {name!r}; use one of {', '.join(NAMES)}")
     given = {k: v for k, v in overrides.items() if v is not None}
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
+
+
+def base_profile(gpu: GPU) -> tuple[TimeModel, str]:
+    """The profile a calibration keeps unmeasured figures from, and its name: `gpu`'s bundled profile, else the
+    roofline."""
+    path = CALIBRATION_DIR / f"{gpu.name}.yaml"
+    if path.exists():
+        return load_time_model("calibrated", gpu), f"presets/calibration/{gpu.name}.yaml"
+    return ROOFLINE, f"the roofline time model (no bundled profile for {gpu.name})"
+
+
+PROFILE_FIELDS = ("name", "gpu", "compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows",
+                  "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s", "sources")
+"""A profile file's fields, in the order the bundled profiles write them."""
+
+
+def dump_profile(tm: TimeModel, header: list[str]) -> str:
+    """`tm` as a profile file in the bundled format (presets/calibration/h100-sxm.yaml): the `header` lines as
+    comments, then every figure that is set, then `sources`."""
+    import yaml
+
+    data = {k: getattr(tm, k) for k in PROFILE_FIELDS if getattr(tm, k) is not None}
+    text = yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
+    return "".join(f"# {line}\n" for line in header) + text

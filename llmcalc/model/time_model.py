@@ -20,6 +20,10 @@ from llmcalc.model.base import Frozen
 
 SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "memory_efficiency", "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
+BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
+                                          "overlap": (0.0, 1.0), "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
+                                          "step_s": (0.0, 1.0)}
+"""Each figure's range (lo, hi): shares in (lo, hi], seconds in [lo, hi), the rest in [lo, hi]; a fit clips to it."""
 
 
 class TimeModel(Frozen):
@@ -58,14 +62,14 @@ class TimeModel(Frozen):
     def _ranges(self) -> "TimeModel":
         for name in SHARES:
             v = getattr(self, name)
-            if v is not None and not 0 < v <= 1:
+            if v is not None and not BOUNDS[name][0] < v <= BOUNDS[name][1]:
                 raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
-        if not 0 <= self.matmul_pad_rows <= 4096:
+        if not BOUNDS["matmul_pad_rows"][0] <= self.matmul_pad_rows <= BOUNDS["matmul_pad_rows"][1]:
             raise UserError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
-        if not 0 <= self.overlap <= 1:
+        if not BOUNDS["overlap"][0] <= self.overlap <= BOUNDS["overlap"][1]:
             raise UserError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
         for name in ("kernel_s", "collective_s", "step_s"):
-            if not 0 <= getattr(self, name) < 1:
+            if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
                 raise UserError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
         return self
 

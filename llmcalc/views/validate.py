@@ -24,10 +24,6 @@ PEAK_TOLERANCE = 0.05
 (docs/formulas.md#inference-peak); the reference's bounded block scratch and allocator slack are not in it."""
 TIME_TOLERANCE = 0.25
 """Prefill and decode wall time against the roofline, with efficiencies set from measurement."""
-GPU_NAMES = {"H100": "h100-sxm", "H200": "h200", "A100-SXM4-80GB": "a100-80gb", "A100-SXM4-40GB": "a100-40gb",
-             "L40S": "l40s", "L4": "l4", "A10G": "a10g", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090",
-             "B200": "b200", "MI300X": "mi300x", "H100 PCIe": "h100-pcie", "H800": "h800", "H20": "h20",
-             "GB200": "gb200"}
 
 
 def row(model: str, quantity: str, convention: str, estimate: int | float, measured: int | float,
@@ -39,10 +35,12 @@ def row(model: str, quantity: str, convention: str, estimate: int | float, measu
 
 def gpu_preset(device_name: str) -> str:
     """Map torch.cuda.get_device_name() to a GPU preset: the longest matching key."""
-    hits = [k for k in GPU_NAMES if k.lower() in device_name.lower()]
-    if not hits:
+    from llmcalc.inputs.gpus import preset_for_device
+
+    name = preset_for_device(device_name)
+    if name is None:
         raise UserError(f"`device` cuda: no GPU preset for {device_name!r}; validate on fake or cpu instead")
-    return GPU_NAMES[max(hits, key=len)]
+    return name
 
 
 def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: str) -> list[ValidationRow]:

@@ -1,0 +1,318 @@
+"""Calibration: what `llmcalc calibrate` measures (a plan) and the time-model figures fitted to what it measured.
+Pure Python: the torch harness that runs a plan is llmcalc/reference/calibrate.py; see docs/roofline.md#time-models.
+
+The fit inverts the time model's own op form (llmcalc/model/time_model.py, llmcalc/costs/latency.py), with
+c = FLOPs / (peak · efficiency) and m = bytes / (bandwidth · memory_efficiency):
+
+  t(op) = max(c, m) + overlap · min(c, m) + kernel_s,   a weight matmul's FLOPs 2 · (M + matmul_pad_rows) · N · K
+
+  memory_efficiency    = copy bytes (read + written) / seconds / datasheet bandwidth
+  kernel_s             = seconds of a tiny kernel (an add on a few elements)
+  compute_efficiency   = at each pad p: the best, over the large-M bf16 GEMMs, of the efficiency at which t(op)
+                         is the measured time; matmul_pad_rows = the p whose t(op) fits every M of every shape best
+                         (least squares of the relative error: a 1-D search over [0, 4096])
+  fp8_efficiency       = the same best over the large-M fp8 GEMMs, at the bf16 fit's pad
+  attention_efficiency = the same best over the longest causal prefills (FLOPs counted as llmcalc counts them:
+                         4 · heads · head_dim per (query, key) pair, S · (S + 1) / 2 pairs)
+  collective_s         = seconds of the smallest all-reduce; comm_efficiency = the best, over the largest, of
+                         ring bytes 2 · (n − 1) / n · size / (t − collective_s) over the one-way link
+
+overlap and step_s are not measurable by microbenchmarks: they are kept from the bundled profile (and any figure
+not measured, such as one-GPU collectives), and `sources` says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from llmcalc.costs.flops import MAC
+from llmcalc.costs.shard import ceil_div
+from llmcalc.errors import UserError
+from llmcalc.model.attention import GQA
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, TimeModel
+
+BF16, FP8 = 2, 1
+"""Bytes per element of a bf16 and an fp8 (e4m3) operand."""
+CPU_SCALE = 16
+"""A CPU smoke run divides every GEMM width by this: it covers the code path in seconds, not the figures."""
+LARGE = 3
+"""The efficiency of a series is the best of its LARGE largest runs (largest M, longest prefill, largest message)."""
+KEPT = ("overlap", "step_s")
+"""Figures no microbenchmark measures: always kept from the bundled profile."""
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One weight matmul shape y = x · Wᵀ: W is N × K (out × in); `name` lists the projections that share it."""
+
+    name: str
+    n: int
+    k: int
+
+
+@dataclass
+class Plan:
+    """What a calibration run measures. Every size is an int; the harness runs it as written."""
+
+    device: str  # cuda or cpu
+    model: str  # the preset whose weight shapes the GEMMs take
+    gemms: list[Gemm]
+    rows: list[int]  # M of every GEMM
+    heads: int
+    kv_heads: int
+    head_dim: int
+    prefill: list[int]  # causal prefill lengths (one sequence)
+    decode: list[int]  # cache lengths of a one-query decode step
+    copy_bytes: int  # bytes of the source of the device-to-device copy
+    tiny: int  # elements of the tiny kernel
+    flush_bytes: int  # bytes written between runs to flush the caches
+    messages: list[int]  # collective message sizes in bytes (several GPUs only)
+    warmup: int
+    runs: int
+    tiny_runs: int
+    quick: bool
+    smoke: bool  # a CPU run: covers the code path, not the figures
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        """Measurements the harness makes, for a progress bar (collectives not counted)."""
+        return 2 * len(self.gemms) * len(self.rows) + len(self.prefill) + len(self.decode) + 2
+
+
+def gemm_shapes(spec: ModelSpec, scale: int = 1) -> list[Gemm]:
+    """The distinct weight-matmul shapes of `spec`'s layers (its attention's and every FFN's matrices), each
+    width divided by `scale` and rounded up to a multiple of 16 (fp8 GEMMs need it); projections of the same
+    shape are one GEMM (llama3-8b: q/o, k/v, gate/up, down)."""
+    found: dict[tuple[int, int], list[str]] = {}
+    parts = [spec.attention.matrices(spec.d_model)] + [g.ffn.matrices(spec.d_model) for g in spec.layer_groups()]
+    for part in parts:
+        for name, shapes in part.items():
+            for d_in, d_out in shapes:
+                n, k = (ceil_div(ceil_div(w, scale), 16) * 16 if scale > 1 else w for w in (d_out, d_in))
+                names = found.setdefault((n, k), [])
+                if name not in names:
+                    names.append(name)
+    return [Gemm("/".join(names), n, k) for (n, k), names in found.items()]
+
+
+def plan(spec: ModelSpec, device: str, quick: bool = False) -> Plan:
+    """The runs of a calibration on `device`: on cuda M = 1, 2, 4, … 16384 and lengths 512 … 32768 (quick:
+    every other one, fewer runs); on cpu a smoke run at tiny sizes (M ≤ 64, lengths ≤ 256, widths / 16)."""
+    a = spec.attention.gqa_shape()
+    if device == "cpu":
+        rows, lengths = [2**i for i in range(7)], [16, 32, 64, 128, 256]
+        return Plan(device, spec.name, gemm_shapes(spec, CPU_SCALE), rows, a["heads"], a["kv_heads"], a["head_dim"],
+                    lengths, lengths, copy_bytes=4 << 20, tiny=16, flush_bytes=1 << 20, messages=[1 << 10, 1 << 20],
+                    warmup=1, runs=3, tiny_runs=20, quick=quick, smoke=True,
+                    notes=[f"CPU smoke run: GEMM widths / {CPU_SCALE}, M ≤ 64, lengths ≤ 256; it covers the code "
+                           "path, its figures are not a GPU's"])
+    step = 2 if quick else 1
+    rows = [2**i for i in range(0, 15, step)]
+    lengths = [2**i for i in range(9, 16, step)]
+    messages = [2**i for i in range(10, 31, 2 * step)]  # 1 KiB … 1 GiB
+    return Plan(device, spec.name, gemm_shapes(spec), rows, a["heads"], a["kv_heads"], a["head_dim"], lengths,
+                lengths, copy_bytes=1 << 30, tiny=16, flush_bytes=256 << 20, messages=messages, warmup=3,
+                runs=5 if quick else 10, tiny_runs=50 if quick else 200, quick=quick, smoke=False)
+
+
+# ---- the fit ----------------------------------------------------------------------------------------------
+
+
+def op_time(flops: float, bytes_: float, rate: float, bandwidth: float, kernel_s: float, overlap: float) -> float:
+    """The time model's seconds of one op (llmcalc/costs/latency.py StepTime): max(c, m) + overlap·min(c, m)
+    + kernel_s."""
+    c, m = flops / rate, bytes_ / bandwidth
+    return max(c, m) + overlap * min(c, m) + kernel_s
+
+
+def compute_seconds(t: float, m: float, kernel_s: float, overlap: float) -> float | None:
+    """The compute time c at which op_time gives the measured `t` for memory time `m`; None where t does not
+    depend on c (memory-bound with full overlap) or t is below what memory alone takes."""
+    r = t - kernel_s
+    if r - overlap * m >= m:  # compute-bound: c + overlap·m = r
+        return r - overlap * m
+    if overlap > 0 and r > m:  # memory-bound: m + overlap·c = r
+        return (r - m) / overlap
+    return None
+
+
+def gemm_flops(m: int, n: int, k: int, pad: float = 0.0) -> float:
+    """FLOPs the time model charges a weight matmul of M rows: 2 · (M + pad) · N · K."""
+    return MAC * (m + pad) * n * k
+
+
+def gemm_bytes(m: int, n: int, k: int, operand: int = BF16, out: int = BF16) -> int:
+    """Bytes a weight matmul moves: the weight N·K and the activation M·K in, M·N out."""
+    return (n * k + m * k) * operand + m * n * out
+
+
+def largest(points: list[dict], key: str, by: tuple[str, ...] = ()) -> list[dict]:
+    """The LARGE points with the largest `key`, within each series of equal `by` fields (a GEMM shape)."""
+    groups: dict = {}
+    for p in points:
+        groups.setdefault(tuple(p[b] for b in by), []).append(p)
+    return [p for g in groups.values() for p in sorted(g, key=lambda p: p[key])[-LARGE:]]
+
+
+def best_efficiency(points: list[tuple[float, float, float]], peak: float, kernel_s: float,
+                    overlap: float) -> float | None:
+    """The best share of `peak` over (FLOPs, memory seconds, measured seconds) points: FLOPs / (peak · c), c
+    the compute time at which the op form gives the measured time."""
+    effs = [f / (peak * c) for f, m, t in points if (c := compute_seconds(t, m, kernel_s, overlap))]
+    return max(effs) if effs else None
+
+
+def gemm_fit(points: list[dict], peak: float, bandwidth: float, kernel_s: float, overlap: float,
+             pad: float | None = None, operand: int = BF16) -> tuple[float, float, float]:
+    """(efficiency, pad, median relative error) of weight matmuls `points` ({m, n, k, seconds, name}): at each
+    pad the efficiency is the best over the large-M runs; the pad is the one whose op form fits every run best
+    (least squares of the relative error), searched over BOUNDS on a grid of 8 rows, then of 1/4 row; `pad`
+    given: only the efficiency at it."""
+    top = largest(points, "m", by=("name", "n", "k"))
+
+    def efficiency(p: float) -> float | None:
+        pts = [(gemm_flops(x["m"], x["n"], x["k"], p), gemm_bytes(x["m"], x["n"], x["k"], operand) / bandwidth,
+                x["seconds"]) for x in top]
+        return best_efficiency(pts, peak, kernel_s, overlap)
+
+    def errors(p: float) -> list[float]:
+        e = efficiency(p)
+        if e is None:
+            return [float("inf")]
+        return [op_time(gemm_flops(x["m"], x["n"], x["k"], p), gemm_bytes(x["m"], x["n"], x["k"], operand),
+                        peak * e, bandwidth, kernel_s, overlap) / x["seconds"] - 1 for x in points]
+
+    def loss(p: float) -> float:
+        return sum(r * r for r in errors(p))
+
+    if pad is None:
+        lo, hi = BOUNDS["matmul_pad_rows"]
+        pad = min((lo + 8 * i for i in range(int((hi - lo) // 8) + 1)), key=loss)
+        pad = min((max(lo, min(hi, pad + j / 4)) for j in range(-32, 33)), key=loss)
+    e = efficiency(pad)
+    if e is None:
+        raise UserError("calibrate: no GEMM run took longer than its memory time; nothing to fit a compute "
+                        "efficiency to (check `gpu`: its bandwidth may be far below this device's)")
+    return e, pad, statistics.median(abs(r) for r in errors(pad))
+
+
+def attention_flops(heads: int, kv_heads: int, head_dim: int, seq: int) -> int:
+    """Causal attention-core FLOPs of one sequence's prefill of `seq` tokens, as llmcalc counts them
+    (llmcalc/model/attention.py, GQA): 4 · heads · head_dim per pair, seq · (seq + 1) / 2 pairs."""
+    attn = GQA(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    return sum(attn.core(seq, 0, None, "causal").values())
+
+
+def attention_bytes(heads: int, kv_heads: int, head_dim: int, seq: int) -> int:
+    """Bytes a flash prefill moves at least: Q and O (heads · head_dim each) and K, V (kv_heads · head_dim
+    each) per token, bf16."""
+    return BF16 * seq * (2 * heads + 2 * kv_heads) * head_dim
+
+
+def sig(x: float, digits: int = 3) -> float:
+    """`x` to `digits` significant digits."""
+    return float(f"{x:.{digits}g}")
+
+
+def clip(name: str, v: float) -> tuple[float, str | None]:
+    """`v` inside TimeModel's range for `name` (BOUNDS), and a note when it had to move."""
+    lo, hi = BOUNDS[name]
+    if name in SHARES:
+        inside = min(max(v, 1e-6), hi)
+    elif name.endswith("_s"):
+        inside = min(max(v, lo), 0.999)
+    else:
+        inside = min(max(v, lo), hi)
+    return inside, (None if inside == v else f"clipped from {sig(v)} to {inside}, TimeModel's range")
+
+
+def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel, list[str]]:
+    """The calibrated TimeModel of the measurements `raw` (llmcalc/reference/calibrate.py measure()) on `gpu`,
+    with every figure not measured kept from `base` (the bundled profile called `base_name`); notes on the fit."""
+    stamp = (f"measured by llmcalc calibrate on {raw['device_name']}"
+             + (" (a CPU smoke run: not a GPU's figures)" if raw["smoke"] else "")
+             + f", {raw['date']}, torch {raw['torch']}, CUDA {raw['cuda'] or 'none'}")
+    figures: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    notes: list[str] = list(raw.get("notes", []))
+
+    def put(name: str, value: float, what: str, digits: int = 3) -> None:
+        value, moved = clip(name, value)
+        figures[name] = round(value, 1) if name == "matmul_pad_rows" else sig(value, digits)
+        sources[name] = f"{stamp}: {what}" + (f"; {moved}" if moved else "")
+
+    def keep(name: str, why: str) -> None:
+        value = getattr(base, name)
+        if value is None:
+            return
+        figures[name] = value
+        origin = base.sources.get(name) or f"TimeModel's default, {ROOFLINE.sources.get(name, 'no source given')}"
+        sources[name] = f"kept from {base_name} ({why}): {origin}"
+
+    bandwidth = gpu.bandwidth
+    put("memory_efficiency", raw["copy"]["bytes"] / raw["copy"]["seconds"] / bandwidth,
+        f"device-to-device copy of {raw['copy']['bytes'] // 2:,} bytes, bytes read + written / time, over the "
+        f"datasheet {gpu.memory_bandwidth_gbs:g} GB/s")
+    put("kernel_s", raw["tiny"]["seconds"], f"median time of an add on {raw['tiny']['elements']} elements")
+    kernel_s, overlap = figures["kernel_s"], base.overlap
+    stream = bandwidth * figures["memory_efficiency"]
+
+    bf16 = [x for x in raw["gemm"] if x["dtype"] == "bf16"]
+    peak = gpu.peak("bf16" if gpu.peak_tflops.bf16 else "fp16")
+    e, pad, err = gemm_fit(bf16, peak, stream, kernel_s, overlap)
+    shapes = ", ".join(sorted({f"{x['name']} {x['n']}×{x['k']}" for x in bf16}))
+    ms = sorted({x["m"] for x in bf16})
+    span = f"M = {ms[0]} … {ms[-1]}, {len(ms)} sizes, of {shapes} (N×K, {raw['model']})"
+    put("compute_efficiency", e, f"best bf16 GEMM throughput over the {LARGE} largest M of each shape / "
+        f"{peak / 1e12:g} TFLOP/s, counting M + matmul_pad_rows rows; {span}")
+    put("matmul_pad_rows", pad, f"least squares (relative) of t(M) = kernel_s + max(c, m) + overlap·min(c, m), "
+        f"c = 2·(M + pad)·N·K / (peak · compute_efficiency), over bf16 GEMMs at {span}; median error {err:.1%}")
+    notes.append(f"bf16 GEMMs: efficiency {figures['compute_efficiency']}, pad {figures['matmul_pad_rows']} rows, "
+                 f"median error of the op form {err:.1%} over {len(bf16)} runs")
+
+    fp8 = [x for x in raw["gemm"] if x["dtype"] == "fp8"]
+    if fp8 and gpu.peak_tflops.fp8:
+        e8, _, err8 = gemm_fit(fp8, gpu.peak("fp8"), stream, kernel_s, overlap, pad=figures["matmul_pad_rows"],
+                               operand=FP8)
+        put("fp8_efficiency", e8, f"best fp8 (e4m3, torch._scaled_mm, bf16 out) GEMM throughput over the {LARGE} "
+            f"largest M of each shape / {gpu.peak('fp8') / 1e12:g} TFLOP/s at the bf16 fit's pad; median error "
+            f"{err8:.1%}")
+    else:
+        keep("fp8_efficiency", "no fp8 GEMM measured" if gpu.peak_tflops.fp8 else f"{gpu.name} has no fp8 peak")
+
+    pre = [x for x in raw["attention"] if x["phase"] == "prefill"]
+    pts = [(attention_flops(x["heads"], x["kv_heads"], x["head_dim"], x["length"]),
+            attention_bytes(x["heads"], x["kv_heads"], x["head_dim"], x["length"]) / stream, x["seconds"])
+           for x in largest(pre, "length")]
+    if (ea := best_efficiency(pts, peak, kernel_s, overlap)) is not None:
+        a = pre[0]
+        put("attention_efficiency", ea, f"best causal bf16 SDPA prefill ({raw['attention_backend']}) over the "
+            f"{LARGE} longest of {', '.join(str(x['length']) for x in pre)} tokens, {a['heads']} heads "
+            f"({a['kv_heads']} kv) × {a['head_dim']}, FLOPs 4·heads·head_dim·S(S+1)/2 / {peak / 1e12:g} TFLOP/s")
+    else:
+        keep("attention_efficiency", "no prefill ran above its memory time")
+
+    ar = sorted((x for x in raw["collectives"] if x["op"] == "all_reduce"), key=lambda x: x["bytes"])
+    if ar:
+        n, small = ar[0]["world"], ar[0]
+        put("collective_s", small["seconds"], f"all-reduce of {small['bytes']} bytes over {n} GPUs ({raw['comm']})")
+        cs = figures["collective_s"]
+        ring = [2 * (n - 1) * x["bytes"] / n / (x["seconds"] - cs) for x in ar[-LARGE:] if x["seconds"] > cs]
+        if ring:
+            put("comm_efficiency", max(ring) / gpu.link_one_way, f"best ring all-reduce bus bandwidth, 2·(n − 1)/n "
+                f"· bytes / (t − collective_s), over the {LARGE} largest of {ar[0]['bytes']} … {ar[-1]['bytes']} "
+                f"bytes on {n} GPUs / one-way link {gpu.link_one_way / 1e9:g} GB/s")
+    for name in ("comm_efficiency", "collective_s"):
+        if name not in figures:
+            keep(name, raw.get("comm_note") or "no collective measured")
+    for name in KEPT:
+        keep(name, "not measurable by microbenchmarks")
+    order = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows", "memory_efficiency",
+             "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s")
+    tm = TimeModel(name="calibrated", gpu=gpu.name, **{k: figures[k] for k in order if k in figures},
+                   sources={k: sources[k] for k in order if k in sources})
+    return tm, notes

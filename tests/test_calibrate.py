@@ -1,0 +1,210 @@
+"""`llmcalc calibrate`: the fit (llmcalc/costs/calibration.py) recovers known figures from timings the time model's
+own op form generates; the harness (llmcalc/reference/calibrate.py) runs on the CPU; the command writes a profile
+that latency loads, and refuses bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import run_cli
+
+from llmcalc.costs.calibration import (
+    BF16,
+    FP8,
+    attention_bytes,
+    attention_flops,
+    fit,
+    gemm_bytes,
+    gemm_flops,
+    gemm_shapes,
+    op_time,
+    plan,
+)
+from llmcalc.inputs.gpus import load_gpu, preset_for_device
+from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.time_models import PROFILE_FIELDS, base_profile, load_time_model
+from llmcalc.model.time_model import TimeModel
+
+H100 = load_gpu("h100-sxm")
+LLAMA3 = load_preset("llama3-8b")
+
+
+def synthetic(truth: dict, overlap: float, gpu=H100, world: int = 2) -> dict:
+    """Raw timings as the harness records them, generated noise-free by the time model's op form at `truth`."""
+    bw = gpu.bandwidth * truth["memory_efficiency"]
+    ks, pad = truth["kernel_s"], truth["matmul_pad_rows"]
+    gemm = []
+    for g in gemm_shapes(LLAMA3):
+        for m in (2**i for i in range(15)):
+            for dtype, eff, operand in (("bf16", truth["compute_efficiency"], BF16), ("fp8", truth["fp8"], FP8)):
+                t = op_time(gemm_flops(m, g.n, g.k, pad), gemm_bytes(m, g.n, g.k, operand), gpu.peak(dtype) * eff,
+                            bw, ks, overlap)
+                gemm.append({"name": g.name, "dtype": dtype, "m": m, "n": g.n, "k": g.k, "seconds": t})
+    attention = [{"phase": "prefill", "length": s, "heads": 32, "kv_heads": 8, "head_dim": 128, "gqa": True,
+                  "seconds": op_time(attention_flops(32, 8, 128, s), attention_bytes(32, 8, 128, s),
+                                     gpu.peak("bf16") * truth["attention"], bw, ks, overlap)}
+                 for s in (512 * 2**i for i in range(7))]
+    link = gpu.link_one_way * truth["comm_efficiency"]
+    collectives = [{"op": "all_reduce", "bytes": b, "world": world,
+                    "seconds": truth["collective_s"] + 2 * (world - 1) * b / world / link}
+                   for b in (4**i * 1024 for i in range(11))]
+    return {"device": "cuda", "device_name": "synthetic H100", "date": "2026-01-01", "torch": "x", "cuda": "y",
+            "model": "llama3-8b", "smoke": False, "quick": False, "copy": {"bytes": 2 << 30, "seconds": (2 << 30) / bw},
+            "tiny": {"elements": 16, "seconds": ks}, "gemm": gemm, "attention": attention,
+            "attention_backend": "flash attention", "collectives": collectives, "comm": "NCCL test",
+            "comm_note": None, "notes": []}
+
+
+TRUTH = {"compute_efficiency": 0.78, "matmul_pad_rows": 96.0, "memory_efficiency": 0.84, "kernel_s": 6e-6,
+         "fp8": 0.55, "attention": 0.6, "comm_efficiency": 0.7, "collective_s": 2.5e-5}
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("pad", [0.0, 96.0, 37.25])
+def test_fit_recovers_the_figures_that_generated_the_timings(overlap, pad):
+    truth = TRUTH | {"matmul_pad_rows": pad}
+    tm, notes = fit(synthetic(truth, overlap), H100, TimeModel(overlap=overlap), "a base")
+    assert tm.compute_efficiency == pytest.approx(truth["compute_efficiency"], rel=2e-3)
+    assert tm.matmul_pad_rows == pytest.approx(pad, abs=0.5)
+    assert tm.memory_efficiency == pytest.approx(truth["memory_efficiency"], rel=2e-3)
+    assert tm.kernel_s == pytest.approx(truth["kernel_s"], rel=2e-3)
+    assert tm.fp8_efficiency == pytest.approx(truth["fp8"], rel=2e-3)
+    assert tm.attention_efficiency == pytest.approx(truth["attention"], rel=2e-3)
+    assert tm.comm_efficiency == pytest.approx(truth["comm_efficiency"], rel=2e-3)
+    assert tm.collective_s == pytest.approx(truth["collective_s"], rel=2e-3)
+    assert "median error of the op form 0.0%" in notes[-1]
+
+
+def test_fit_keeps_what_it_cannot_measure_and_says_where_each_figure_comes_from():
+    base, name = base_profile(H100)
+    raw = synthetic(TRUTH, base.overlap) | {"collectives": [], "comm_note": "one GPU visible: no collective measured"}
+    tm, _ = fit(raw, H100, base, name)
+    for field in ("overlap", "step_s", "comm_efficiency", "collective_s"):
+        assert getattr(tm, field) == getattr(base, field)
+        assert tm.sources[field].startswith("kept from presets/calibration/h100-sxm.yaml ("), tm.sources[field]
+    assert "one GPU visible" in tm.sources["collective_s"] and "not measurable" in tm.sources["overlap"]
+    for field in ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows",
+                  "memory_efficiency", "kernel_s"):
+        assert tm.sources[field].startswith("measured by llmcalc calibrate on synthetic H100, 2026-01-01, torch x, "
+                                            "CUDA y: "), tm.sources[field]
+    # a GPU without an fp8 peak keeps no fp8 figure; one without a bundled profile keeps the roofline's
+    a100 = load_gpu("a100-80gb")
+    tm, _ = fit(synthetic(TRUTH, 1.0), a100, *base_profile(a100))
+    assert tm.fp8_efficiency is None and "fp8_efficiency" not in tm.sources
+    roofline, why = base_profile(load_gpu("h100-sxm").model_copy(update={"name": "my-gpu"}))  # no bundled profile
+    assert roofline.overlap == 0 and "roofline" in why
+
+
+def test_fit_clips_to_the_time_model_ranges_and_says_so():
+    """Timings faster than the preset's datasheet (a wrong --gpu) give shares above 1: clipped, and noted."""
+    l4 = load_gpu("l4")  # far lower peaks and bandwidth than the H100 the timings come from
+    tm, _ = fit(synthetic(TRUTH, 0.0), l4, TimeModel(), "a base")
+    assert tm.memory_efficiency == 1.0 and "clipped from" in tm.sources["memory_efficiency"]
+    TimeModel.model_validate(tm.model_dump())
+
+
+def test_plan_takes_the_weight_shapes_of_the_model():
+    assert [(g.name, g.n, g.k) for g in gemm_shapes(LLAMA3)] == [
+        ("q/o", 4096, 4096), ("k/v", 1024, 4096), ("gate/up", 14336, 4096), ("down", 4096, 14336)]
+    cuda, quick, cpu = plan(LLAMA3, "cuda"), plan(LLAMA3, "cuda", quick=True), plan(LLAMA3, "cpu")
+    assert cuda.rows == [2**i for i in range(15)] and cuda.prefill == [512 * 2**i for i in range(7)]
+    assert quick.rows[0] == 1 and quick.rows[-1] == 16384 and len(quick.rows) == 8
+    assert (cuda.heads, cuda.kv_heads, cuda.head_dim) == (32, 8, 128)
+    assert cpu.smoke and max(cpu.rows) == 64 and max(cpu.prefill) == 256 and cpu.copy_bytes <= 8 << 20
+    assert all(g.n % 16 == 0 and g.k % 16 == 0 for g in cpu.gemms)
+
+
+def test_attention_flops_count_causal_pairs_as_llmcalc_does():
+    s = 4096
+    assert attention_flops(32, 8, 128, s) == 4 * 32 * 128 * s * (s + 1) // 2
+    assert attention_flops(32, 8, 128, s) == sum(LLAMA3.attention.core(s, 0, None, "causal").values())
+
+
+@pytest.mark.parametrize("name, preset", [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H200", "h200"),
+                                          ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA H100 PCIe", "h100-pcie"),
+                                          ("NVIDIA L40S", "l40s"), ("Tesla T4", None)])
+def test_device_names_map_to_gpu_presets(name, preset):
+    assert preset_for_device(name) == preset
+
+
+def test_calibrate_on_cpu_writes_a_profile_latency_loads(tmp_path):
+    pytest.importorskip("torch")
+    out, raw = tmp_path / "profile.yaml", tmp_path / "raw.json"
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "calibrate", "--device", "cpu", "--out", str(out),
+                        "--raw", str(raw)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "CPU smoke run" in text and text.startswith("# Calibration profile for h100-sxm")
+    data = yaml.safe_load(text)
+    assert list(data) == [k for k in PROFILE_FIELDS if k in data] and data["name"] == "calibrated"
+    assert set(data["sources"]) == set(data) - {"name", "gpu", "sources"}
+    tm = load_time_model("calibrated", H100, calibration=out)
+    assert tm.gpu == "h100-sxm" and "CPU smoke run" in tm.sources["kernel_s"]
+    timings = json.loads(raw.read_text(encoding="utf-8"))
+    assert {x["dtype"] for x in timings["gemm"]} >= {"bf16"} and timings["attention"] and timings["smoke"]
+    lat = run_cli("latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--time-model", "calibrated",
+                  "--calibration", str(out), "--format", "json")
+    assert lat.returncode == 0, lat.stderr
+    assert json.loads(lat.stdout)["time_model"] == "calibrated"
+
+
+def test_an_existing_out_file_is_left_as_it_is(tmp_path):
+    out = tmp_path / "mine.yaml"
+    out.write_text("my own profile\n", encoding="utf-8")
+    before = out.stat().st_mtime_ns
+    r = run_cli("calibrate", "--device", "cpu", "--out", str(out))
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--out" in r.stderr and "--force" in r.stderr
+    assert out.read_text(encoding="utf-8") == "my own profile\n" and out.stat().st_mtime_ns == before
+
+
+def test_cuda_without_a_gpu_is_one_line():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    r = run_cli("calibrate", "--device", "cuda")
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "no CUDA GPU" in r.stderr and "--device cpu" in r.stderr
+
+
+def test_without_torch_bad_input_is_named_first_then_torch():
+    def run(*args):
+        code = ("import sys\nsys.modules['torch'] = None\nfrom llmcalc.cli import main\n"
+                f"sys.argv = ['llmcalc', *{list(args)!r}]\nmain()")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+    for args, said in ((["--gpu", "nope"], "unknown GPU"), (["-p", "nope"], "unknown preset"), ([], "needs PyTorch")):
+        r = run("calibrate", "--device", "cpu", *args)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr, r.stderr
+
+
+def test_the_fit_and_the_command_module_import_no_torch():
+    code = ("import llmcalc.costs.calibration, llmcalc.views.calibrate, llmcalc.cli.calibrate, sys\n"
+            "print(' '.join(sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "torch" not in loaded and "llmcalc.reference.calibrate" not in loaded
+
+
+# ---- the harness on the CPU: every path but CUDA events and the device name ---------------------------------
+
+
+def test_sdpa_repeats_kv_heads_where_gqa_is_refused():
+    torch = pytest.importorskip("torch")
+    from llmcalc.reference.calibrate import sdpa
+
+    q, k, v = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
+    torch.testing.assert_close(sdpa(q, k, v, True, gqa=False)(), sdpa(q, k, v, True, gqa=True)())
+
+
+def test_collectives_run_over_two_processes_with_gloo():
+    """The multi-GPU path (spawn + torch.distributed) as it runs with NCCL, here with gloo on the CPU."""
+    pytest.importorskip("torch")
+    from llmcalc.reference.calibrate import collectives
+
+    out = collectives(2, "gloo", "cpu", [1024, 65536], warmup=1, runs=2)
+    reduce = [x for x in out if x["op"] == "all_reduce"]
+    assert [x["bytes"] for x in reduce] == [1024, 65536] and all(x["seconds"] > 0 and x["world"] == 2 for x in out)
