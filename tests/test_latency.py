@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -240,8 +241,9 @@ def test_every_calibration_profile_names_a_source_for_every_figure():
 
 def test_calibrated_time_adds_fixed_costs_and_explain_works_it_out(cli, cli_json):
     args = ("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--batch", "1", "--seq", "128", "--gen", "64")
-    roof, cal = cli_json(*args), cli_json(*args, "--time-model", "calibrated")
+    roof, cal = cli_json(*args, "--time-model", "roofline"), cli_json(*args, "--time-model", "calibrated")
     assert roof["time_model"] == "roofline" and cal["time_model"] == "calibrated"
+    assert cli_json(*args) == cal  # calibrated is the default where the GPU has a profile
     assert all(p["overhead_s"] == 0 for p in roof["phases"]) and all(p["overhead_s"] > 0 for p in cal["phases"])
     assert cal["ttft_s"] > roof["ttft_s"] and cal["tpot_s"] > roof["tpot_s"]  # a short prompt, a batch-1 step
     r = cli("explain", "latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--time-model", "calibrated")
@@ -253,6 +255,8 @@ def test_time_model_errors_are_one_line_exit_2(cli, tmp_path):
     mine.write_text(yaml.safe_dump({**yaml.safe_load((GPU_DIR / "h100-sxm.yaml").read_text()), "name": "my-gpu"}))
     no_profile = cli("latency", "-p", "llama3-8b", "--gpu", str(mine), "--time-model", "calibrated")
     assert no_profile.returncode == 2 and "--time-model" in no_profile.stderr and "--calibration" in no_profile.stderr
+    fallback = cli("latency", "-p", "llama3-8b", "--gpu", str(mine), "--format", "json")  # the default: the roofline
+    assert fallback.returncode == 0 and json.loads(fallback.stdout)["time_model"] == "roofline"
     bad = tmp_path / "profile.yaml"
     bad.write_text("name: mine\noverlap: 2\n")
     r = cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(bad))
