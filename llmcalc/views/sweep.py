@@ -41,6 +41,9 @@ FORMULA = ("kv = B·Σ_w c_w·(min(S+1, w) − 1); memory = weights + kv + activ
            "context S); tokens_per_s = B / tpot; fits: weights + KV + workspace ≤ usable per GPU")
 
 
+SEQ_LIMIT = 1 << 16
+"""Most seqs whose seq-only terms a sweeper keeps (then it starts afresh): a few MB."""
+
 SweepPoint = NamedTuple("SweepPoint", [(k, f.annotation) for k, f in SweepRow.model_fields.items() if k != "model"])
 """One (batch, seq) point: a SweepRow's fields but the model's name, as a plain tuple (fast to build)."""
 
@@ -108,15 +111,18 @@ class Sweeper:
         spec, work, attn = self.spec, self.work, self.spec.attention
         ns = self.namespace
         windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
-        lines = ["def point(batch, seq):", "    rep = batch // DP"]
+        # what depends on seq alone (the attention's counts per window, the activation peak): computed once per
+        # seq and kept (a grid repeats every seq across its batches)
+        lines = ["def point(batch, seq):", "    rep = batch // DP", "    s = SEQ.get(seq)", "    if s is None:"]
+        per_seq: list[tuple[str, str]] = []  # (name, its expression)
         pre_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         dec_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         kept_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         for i, w in enumerate(windows):
-            lines += [f"    pre{i} = counts(seq, 0, W[{i}])", f"    dec{i} = counts(1, seq, W[{i}])"]
+            lines += [f"        pre{i} = counts(seq, 0, W[{i}])", f"        dec{i} = counts(1, seq, W[{i}])"]
             for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
                 for k in attn.counts(*sample, w):  # the names a phase's counts give at every point
-                    lines.append(f"    {phase}{i}_{k} = {phase}{i}[{k!r}]")
+                    per_seq.append((f"{phase}{i}_{k}", f"{phase}{i}[{k!r}]"))
                     for scale in ("batch", "rep"):
                         names[scale][f"{k}@{w}"] = f"{scale} * {phase}{i}_{k}"
             for scale in ("batch", "rep"):
@@ -126,21 +132,27 @@ class Sweeper:
             pre_names[scale] |= {"T": t, "R": scale}
             dec_names[scale] |= {"T": scale, "R": scale}
         # one GPU's values, used by several ops: computed once, into locals
+        shared = []
         for phase, names in (("pre", pre_names), ("dec", dec_names)):
             local = {}
             for v, expr in names["rep"].items():
                 if expr != "rep":
                     local[v] = f"{phase}_{len(local)}"
-                    lines.append(f"    {local[v]} = {expr}")
+                    shared.append(f"    {local[v]} = {expr}")
             names["rep"] |= local
 
         bits = DTYPE_BITS[work.kv_dtype]
         kv = sum(n * attn.cache_bytes(var(f"kept@{w}"), bits) for w, n in cache_layers(spec).items())
-        lines += [f"    kv = {source(kv, kept_names['batch'], ns)}",
-                  "    key = peak_key(seq)",
-                  "    peak = PEAKS.get(key)",
-                  "    if peak is None:",
-                  "        peak = PEAKS[key] = layer_peak(SPEC, seq, WORK)[0]",
+        lines += ["        key = peak_key(seq)",
+                  "        peak = PEAKS.get(key)",
+                  "        if peak is None:",
+                  "            peak = PEAKS[key] = layer_peak(SPEC, seq, WORK)[0]",
+                  "        if len(SEQ) >= SEQ_LIMIT:",
+                  "            SEQ.clear()",
+                  f"        s = SEQ[seq] = ({', '.join(e for _, e in per_seq)}, peak)",
+                  f"    {', '.join(n for n, _ in per_seq)}, peak = s",
+                  *shared,
+                  f"    kv = {source(kv, kept_names['batch'], ns)}",
                   "    act = activations(batch, seq, peak)[0]"]
         # whole-model FLOPs: the step forms on one GPU
         one_gpu = work.model_copy(update={"layout": Layout()})
@@ -148,7 +160,8 @@ class Sweeper:
             total = sum((c[0] for c in step_form(spec, one_gpu, prefill).values()), Lin())
             lines.append(f"    {phase}_flops = {source(total, names['batch'], ns)}")
         ns |= {"bisect_right": bisect_right, "DP": work.layout.dp, "W": windows, "counts": attn.counts,
-               "SPEC": spec, "WORK": work, "PEAKS": self.peaks, "peak_key": peak_key(spec, work),
+               "SPEC": spec, "WORK": work, "PEAKS": self.peaks, "SEQ": {}, "SEQ_LIMIT": SEQ_LIMIT,
+               "peak_key": peak_key(spec, work),
                "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, work),
                "Point": SweepPoint, "WEIGHTS": self.weights}
         if self.weights_per_gpu is None:
