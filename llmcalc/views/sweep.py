@@ -119,7 +119,13 @@ class Sweeper:
         dec_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         kept_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         for i, w in enumerate(windows):
-            lines += [f"        pre{i} = counts(seq, 0, W[{i}])", f"        dec{i} = counts(1, seq, W[{i}])"]
+            lines.append(f"        pre{i} = counts(seq, 0, W[{i}])")
+            knee = attn.knee(w)
+            if knee is None or attn.affine_after_knee:
+                lines.append(f"        dec{i} = counts(1, seq, W[{i}])")
+            else:  # a decode step's costs stop growing at the knee (as latency's decode sum uses): its counts there
+                ns[f"DEC{i}"] = attn.counts(1, knee, w)
+                lines.append(f"        dec{i} = DEC{i} if seq >= {knee} else counts(1, seq, W[{i}])")
             for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
                 for k in attn.counts(*sample, w):  # the names a phase's counts give at every point
                     per_seq.append((f"{phase}{i}_{k}", f"{phase}{i}[{k!r}]"))
