@@ -9,18 +9,12 @@ from llmcalc.costs.calibration import Plan, fit
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.time_model import TimeModel
+from llmcalc.views.torch_needed import require_torch as torch_needed
 
 
 def require_torch(device: str):
     """torch, when it is installed and `device` is there; else a one-line error."""
-    try:
-        import torch
-    except ImportError:
-        raise UserError("calibrate needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("`device` cuda: no CUDA GPU is visible here; run it on a GPU machine, or `device` cpu for a "
-                        "smoke run")
-    return torch
+    return torch_needed("calibrate", device, "run it on a GPU machine, or `device` cpu for a smoke run")
 
 
 def detected_gpu(device: str) -> str:

@@ -16,6 +16,7 @@ from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.validate import ValidationReport, ValidationRow
+from llmcalc.views.torch_needed import require_torch
 from llmcalc.workload import Workload
 
 EXACT = 0.0
@@ -111,13 +112,8 @@ def check_measurable(spec: ModelSpec, batch: int, seq: int) -> None:
 
 
 def require_device(device: str):
-    try:
-        import torch
-    except ImportError:
-        raise UserError("validate needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("`device` cuda: no CUDA GPU is visible here; use `device` fake (full size) or "
-                        "`device` cpu with `layers`/`scale`")
+    """The reference model's measure(), when torch is installed and `device` is there; else a one-line error."""
+    require_torch("validate", device, "use `device` fake (full size) or `device` cpu with `layers`/`scale`")
     from llmcalc.reference.measure import measure
 
     return measure
