@@ -18,8 +18,8 @@ from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.workload import Layout, Workload
 
 IDEAL = TimeModel(compute_efficiency=1.0, memory_efficiency=1.0, comm_efficiency=1.0)
-PARTIAL = TimeModel(name="test", memory_efficiency=0.7, matmul_pad_rows=48, overlap=0.4, kernel_s=3e-6, collective_s=1e-5,
-                    step_s=2e-4)
+PARTIAL = TimeModel(name="test", memory_efficiency=0.7, matmul_pad_rows=48, overlap=0.4, kernel_s=3e-6,
+                    collective_s=1e-5, step_s=2e-4)
 """A time model with every term a calibrated profile has (the figures are arbitrary)."""
 H100 = load_gpu("h100-sxm")
 
@@ -57,6 +57,15 @@ def test_prefill_costs_at_least_flops_over_peak():
     assert r.ttft_s >= prefill / H100.peak("bf16")
     assert r.ttft_s <= 1.05 * prefill / H100.peak("bf16")  # compute-bound: little beyond the FLOPs
     assert r.phases[0].flops == prefill and r.phases[0].bound == "compute"
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "gemma2-9b", "deepseek-v2-lite", "qwen3-30b-a3b"])
+def test_a_prefill_of_every_position_costs_the_flops_of_all_logits(name):
+    spec, w = load_preset(name), Workload(batch=2, seq=300, logits="all")
+    all_logits, last = latency(spec, H100, w).phases[0], latency(spec, H100, w.model_copy(update={"logits": "last"}))
+    assert all_logits.flops == flops(spec, w).prefill_flops
+    # the head projects 299 more positions per sequence: 2·d·V FLOPs each
+    assert all_logits.flops - last.phases[0].flops == 2 * 299 * 2 * spec.d_model * spec.vocab_size
 
 
 def test_decode_crosses_from_memory_to_compute_bound_at_the_ridge_point():

@@ -102,7 +102,8 @@ def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
             cache = attn.step_cache_bytes(counts, batch, bits)  # read the cache, write the new token
         out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, shards))
     emb, head = edge_bytes(spec, w)
-    logits = batch  # one position per sequence: the last prompt token, or the new one
+    # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all)
+    logits = tokens if prefill and w.logits == "all" else batch
     out[(None, "embedding")][1] += ceil_div(tokens * d * (2 + a), L.tp)
     out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)
     out[(None, "lm_head")][2] += ceil_div(MAC * d * spec.vocab_size, L.tp)
@@ -272,7 +273,8 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     kv = kv_per_gpu(spec, rep, seq + gen - 1, w)
     act = activation_workspace(spec, w)
     fits = holds(weights, act, kv, usable_bytes(gpu, w.reserve))
-    hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts), None)
+    hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts),
+                None)
     ridge = gpu.peak(w.compute_dtype) / gpu.bandwidth
     timed = zip(phases, (prefill, decode_at(seq), decode_at(last)), (pre_time, dec_time, dec_time))
     return LatencyReport(
@@ -283,7 +285,8 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         compute_efficiency=tm.matmul_efficiency(w.compute_dtype), memory_efficiency=tm.memory_efficiency,
         comm_efficiency=tm.comm_efficiency,
         ttft_s=ttft, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s, total_s=total,
-        tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total, decode_tokens_per_s=batch / phases[1].time_s,
+        tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total,
+        decode_tokens_per_s=batch / phases[1].time_s,
         experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
         ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],
         formula=FORMULA, notes=_notes(spec, w, tm, fits),

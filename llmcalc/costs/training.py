@@ -69,11 +69,11 @@ EDGES = ("embedding", "lm_head")
 
 
 def forward_costs(spec: ModelSpec, w: Workload, micro_batch: int) -> dict[tuple, Cost]:
-    """Per-GPU [FLOPs, bytes] of one forward of `micro_batch` sequences of `seq` tokens, every position
-    projected to logits: latency's prefill form (which projects one position per sequence, R of them) at
-    R = T, the micro-batch's tokens. In a prefill form R appears in the head's row only."""
-    env = step_vars(spec, micro_batch, w.seq, 0) | {"R": micro_batch * w.seq}
-    return {k: [value(c, env) for c in cost] for k, cost in step_form(spec, w, prefill=True).items()}
+    """Per-GPU [FLOPs, bytes, row FLOPs] of one forward of `micro_batch` sequences of `seq` tokens, every
+    position projected to logits: latency's prefill form with `logits` all."""
+    env = step_vars(spec, micro_batch, w.seq, 0)
+    form = step_form(spec, w.model_copy(update={"logits": "all"}), prefill=True)
+    return {k: [value(c, env) for c in cost] for k, cost in form.items()}
 
 
 def micro_batches(w: Workload) -> tuple[int, int]:
