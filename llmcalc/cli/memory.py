@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
@@ -13,11 +13,13 @@ from llmcalc.cli.options import (
     GroupOpt,
     HFOpt,
     KVDtypeOpt,
+    OptimizerOpt,
     PresetOpt,
     RecomputeOpt,
     SeqOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    ZeroOpt,
     _count_opt,
     _opt,
     emit,
@@ -40,11 +42,9 @@ def memory(
                                 panel=CONVENTIONS)] = True,
     train: Annotated[bool, _opt("--train/--inference", help="A training step instead of inference.",
                                 panel=TRAINING)] = False,
-    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
-        "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")] = "adamw",
+    optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
-    zero: Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
-                              min=0, max=3)] = 0,
+    zero: ZeroOpt = 0,
     dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs: each runs batch / dp sequences.",
                                   panel=TRAINING)] = 1,
     micro_batch: Annotated[Optional[int], _count_opt(

@@ -128,6 +128,10 @@ TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="A calibration profile YAML to use instead (`llmcalc calibrate` writes one).", panel=GPUS,
     metavar="FILE")]
+OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
+    "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
+ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
+                              min=0, max=3)]
 ReserveOpt = Annotated[float, _opt(
     "--reserve", help="Share of GPU memory kept for the runtime (0.10: vLLM's gpu_memory_utilization 0.9).",
     panel=GPUS, metavar="SHARE")]

@@ -17,6 +17,7 @@ from llmcalc.cli.options import (
     FormatOpt,
     GPUOpt,
     HFOpt,
+    OptimizerOpt,
     PPOpt,
     PresetOpt,
     RecomputeOpt,
@@ -25,6 +26,7 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    ZeroOpt,
     _count_opt,
     _opt,
     emit,
@@ -57,10 +59,8 @@ def train(
         "--compute-dtype", help="Matmul type that sets the peak (and the MFU's denominator): fp32, tf32, bf16, fp16 "
         "or fp8.", panel=PRECISION, metavar="DTYPE")] = "bf16",
     recompute: RecomputeOpt = "none",
-    optimizer: Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
-        "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")] = "adamw",
-    zero: Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
-                              min=0, max=3)] = 0,
+    optimizer: OptimizerOpt = "adamw",
+    zero: ZeroOpt = 0,
     attention: AttentionOpt = "causal",
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,

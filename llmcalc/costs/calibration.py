@@ -32,7 +32,7 @@ from llmcalc.errors import UserError
 from llmcalc.model.attention import GQA
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
-from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, TimeModel
+from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, TimeModel, overlapped
 
 BF16, FP8 = 2, 1
 """Bytes per element of a bf16 and an fp8 (e4m3) operand."""
@@ -125,8 +125,7 @@ def plan(spec: ModelSpec, device: str, quick: bool = False) -> Plan:
 def op_time(flops: float, bytes_: float, rate: float, bandwidth: float, kernel_s: float, overlap: float) -> float:
     """The time model's seconds of one op (llmcalc/costs/latency.py StepTime): max(c, m) + overlap·min(c, m)
     + kernel_s."""
-    c, m = flops / rate, bytes_ / bandwidth
-    return max(c, m) + overlap * min(c, m) + kernel_s
+    return overlapped(flops / rate, bytes_ / bandwidth, overlap) + kernel_s
 
 
 def compute_seconds(t: float, m: float, kernel_s: float, overlap: float) -> float | None:
@@ -208,9 +207,10 @@ def attention_flops(heads: int, kv_heads: int, head_dim: int, seq: int) -> int:
 
 
 def attention_bytes(heads: int, kv_heads: int, head_dim: int, seq: int) -> int:
-    """Bytes a flash prefill moves at least: Q and O (heads · head_dim each) and K, V (kv_heads · head_dim
-    each) per token, bf16."""
-    return BF16 * seq * (2 * heads + 2 * kv_heads) * head_dim
+    """Bytes a flash prefill moves at least, as latency counts the core's: Q and O, and the fresh K and V, per
+    token (query_io + key_value_io), bf16."""
+    attn = GQA(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    return BF16 * seq * (attn.query_io() + attn.key_value_io())
 
 
 def sig(x: float, digits: int = 3) -> float:

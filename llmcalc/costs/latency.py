@@ -200,7 +200,7 @@ class StepTime:
         self.flops = gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype)
         self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
         self.bytes = gpu.bandwidth * tm.memory_efficiency
-        self.overlap, self.step_s, self.pad = tm.overlap, tm.step_s, tm.matmul_pad_rows
+        self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
         absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
         self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
         self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
@@ -229,7 +229,7 @@ class StepTime:
 
     def time(self, key: tuple, cost: Cost) -> float:
         c, m, x, o = self.times(key, cost)
-        return max(c, m) + self.overlap * min(c, m) + x + o
+        return self.tm.overlapped(c, m) + x + o
 
 
 def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:

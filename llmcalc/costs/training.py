@@ -121,7 +121,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     else:
         dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if L.dp > 1 else 0.0
         window = 2 * fwd / L.pp
-    exposed = max(window, dp_total) + tm.overlap * min(window, dp_total) - window
+    exposed = tm.overlapped(window, dp_total) - window
 
     width = DTYPE_BITS[w.weights_dtype] // 8
     params = grads // width

@@ -26,6 +26,11 @@ BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES
 """Each figure's range (lo, hi): shares in (lo, hi], seconds in [lo, hi), the rest in [lo, hi]; a fit clips to it."""
 
 
+def overlapped(c: float, m: float, overlap: float) -> float:
+    """The overlap rule: work with compute c and memory m takes max(c, m) + overlap·min(c, m) seconds."""
+    return max(c, m) + overlap * min(c, m)
+
+
 class TimeModel(Frozen):
     """A named set of time constants; `sources` says where each figure comes from."""
 
@@ -72,6 +77,10 @@ class TimeModel(Frozen):
             if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
                 raise UserError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
         return self
+
+    def overlapped(self, c: float, m: float) -> float:
+        """Seconds of work with compute c and memory m under this model's overlap (overlapped)."""
+        return overlapped(c, m, self.overlap)
 
     def matmul_efficiency(self, dtype: str) -> float:
         """The share of `dtype`'s peak a matmul in it reaches."""
