@@ -52,63 +52,89 @@ def op_name(component: str) -> str:
         tail, "ffn/shared" if tail.startswith("shared") else "ffn")
 
 
+PHASES = ("prefill", "chunk", "decode")
+"""What a part of a forward runs: a prefill (context 0, as `latency`'s first token), a chunk (a prefill of new
+tokens after cached ones: it reads that cache, as a chunked prefill or a prefix-cache hit does) or a decode
+step (one new token per sequence)."""
+
+
 def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
     """Per-GPU [FLOPs, bytes, row FLOPs] of one forward, keyed by (layer group index or None, op), as exact
     forms (llmcalc/costs/form.py) in the point's variables (step_vars): T tokens and R sequences on one GPU
     and, per layer window, R × each of the attention's counts. A prefill has context 0; a decode step one new
-    token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid.
+    token per sequence (T = R). latency evaluates these at its points, sweep compiles them for a grid."""
+    return parts_form(spec, w, {"prefill" if prefill else "decode": ""})
+
+
+def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tuple, Cost]:
+    """step_form of one forward whose tokens run as several parts (PHASES), each naming its variables with
+    its own suffix (T + suffix, R + suffix, counts + suffix); "T" is every token of the forward (the
+    experts its tokens hit, the embedding, the collectives). A serving engine's mixed step is
+    {"chunk": ":p", "decode": ":d"}: its prefill chunks and decode tokens share the weight reads.
 
     Row FLOPs are what one more row of each weight matmul the op launches would cost: Σ 2·N·K over its
-    matmuls (for routed experts, over the experts its tokens hit). A time model's matmul_pad_rows multiplies
-    them: the rows a matmul pays for beyond its M. The attention core has none (it is not a weight matmul)."""
+    matmuls (for routed experts, over the experts its tokens hit); a matmul that several parts run at once
+    is launched once. A time model's matmul_pad_rows multiplies them: the rows a matmul pays for beyond its
+    M. The attention core has none (it is not a weight matmul)."""
     L, attn, d = w.layout, spec.attention, spec.d_model
     a = DTYPE_BITS[w.act_dtype] // 8
-    absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
-    tokens, batch = var("T"), var("R")
-    sample = (1, 0) if prefill else (1, 1)  # counts name the same variables at every point of a phase
     shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]
+    everything = var("T")
     out: dict[tuple, Cost] = defaultdict(lambda: [0, 0, 0])
     for gi, g in enumerate(spec.layer_groups()):
-        n = g.count
-        counts = {k: var(f"{k}@{g.window}") for k in attn.counts(*sample, g.window)}
-        core = attn.core_from(counts, tokens, absorbed)
-        # a prefill re-projects its new tokens; a decompressed decode every key it attends to
-        latents = tokens if prefill else counts["pairs"] if attn.latent_cache and not absorbed else 0
-        for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
-            out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
-        routed = g.ffn.routed_experts
+        n, routed = g.count, g.ffn.routed_experts
+        rows: dict[str, Lin | int] = {}  # one row of each matmul a part launches, by component (launched once)
+        for phase, tag in parts.items():
+            prefill = phase != "decode"
+            absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
+            tokens, batch = var("T" + tag), var("R" + tag)
+            sample = {"prefill": attn.counts(1, 0, g.window), "chunk": attn.chunk_counts(2, 1, g.window),
+                      "decode": attn.counts(1, 1, g.window)}[phase]  # the names a phase's counts give at every point
+            counts = {k: var(f"{k}@{g.window}{tag}") for k in sample}
+            core = attn.core_from(counts, tokens, absorbed)
+            # a prefill re-projects its new tokens; a decompressed decode every key it attends to
+            latents = tokens if prefill else counts["pairs"] if attn.latent_cache and not absorbed else 0
+            for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
+                out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
+            reprojects = int(prefill or attn.latent_cache and not absorbed)  # the matmuls `latents` rows run
+            for comp, f in layer_flops(spec, g, 1, 0, reprojects, absorbed, {}).items():  # one row of each matmul
+                if routed and comp.endswith("/experts"):  # a row through every expert on the GPU, times the share hit
+                    every = ceil_div(f * g.ffn.experts // g.ffn.top_k, split_of(comp, L))
+                    f = Lin({Whole(experts_read, "T", every, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
+                else:
+                    f = ceil_div(f, L.tp)
+                rows[comp] = f if comp not in rows or isinstance(f, Lin) else max(f, rows[comp])
+            io = {f"attention/{k}": v for k, v in attn.io(d).items()}
+            io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
+            for comp, width in io.items():
+                moved = latents if comp.removeprefix("attention/") in attn.reprojected else tokens
+                out[(gi, op_name(comp))][1] += n * ceil_div(moved * width * a, L.tp)
+            if phase == "prefill":  # write the new tokens' cache
+                core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
+                cache = attn.cache_bytes(tokens, bits)
+            elif phase == "chunk":  # and read what earlier tokens cached
+                core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
+                cache = attn.step_cache_bytes(counts, batch, bits)
+            else:  # read the cache, write the new token
+                core_io = ceil_div(tokens * attn.query_io() * a, L.tp)
+                cache = attn.step_cache_bytes(counts, batch, bits)
+            out[(gi, "attention/core")][1] += n * (core_io + ceil_div(cache, shards))
+        for comp, f in rows.items():
+            out[(gi, op_name(comp))][2] += n * f
         for comp, b in layer_bytes_per_gpu(spec, g, w).items():
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp))][1] += n * b
-        reprojects = int(prefill or attn.latent_cache and not absorbed)  # the matmuls `latents` rows run
-        for comp, f in layer_flops(spec, g, 1, 0, reprojects, absorbed, {}).items():  # one row of each matmul
-            if routed and comp.endswith("/experts"):  # a row through every expert on the GPU, times the share hit
-                every = ceil_div(f * g.ffn.experts // g.ffn.top_k, split_of(comp, L))
-                f = Lin({Whole(experts_read, "T", every, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
-            else:
-                f = ceil_div(f, L.tp)
-            out[(gi, op_name(comp))][2] += n * f
-        io = {f"attention/{k}": v for k, v in attn.io(d).items()}
-        io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
-        for comp, width in io.items():
-            rows = latents if comp.removeprefix("attention/") in attn.reprojected else tokens
-            out[(gi, op_name(comp))][1] += n * ceil_div(rows * width * a, L.tp)
-        if prefill:
-            core = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
-            cache = attn.cache_bytes(tokens, bits)
-        else:
-            core = ceil_div(tokens * attn.query_io() * a, L.tp)
-            cache = attn.step_cache_bytes(counts, batch, bits)  # read the cache, write the new token
-        out[(gi, "attention/core")][1] += n * (core + ceil_div(cache, shards))
     emb, head = edge_bytes(spec, w)
-    # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all)
-    logits = tokens if prefill and w.logits == "all" else batch
-    out[(None, "embedding")][1] += ceil_div(tokens * d * (2 + a), L.tp)
+    # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all); a
+    # chunk the last position of each sequence
+    logits = sum((var(("T" if phase == "prefill" and w.logits == "all" else "R") + tag)
+                  for phase, tag in parts.items()), Lin())
+    out[(None, "embedding")][1] += ceil_div(everything * d * (2 + a), L.tp)
     out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)
     out[(None, "lm_head")][2] += ceil_div(MAC * d * spec.vocab_size, L.tp)
     out[(None, "lm_head")][1] += ceil_div(head + logits * (d * a + LOGIT_BYTES * spec.vocab_size), L.tp)
-    for op, b in _comm_bytes(spec, L, tokens, a).items():
+    for op, b in _comm_bytes(spec, L, everything, a).items():
         out[(None, op)][1] += b
     return dict(out)
 

@@ -84,6 +84,14 @@ class Attention(Variant):
             out["keys"] = self.cached_tokens(context, window) + new
         return out
 
+    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """counts of a prefill chunk: `new` queries after `context` cached tokens (causal), with the cache terms
+        a decode step names present even at context 0 (keys: the cached tokens it reads and the new ones it
+        writes), so that step_cache_bytes prices a chunk as it prices a decode step."""
+        out = self.counts(new, context, window)
+        out.setdefault("keys", self.cached_tokens(context, window) + new)
+        return out
+
     def core(self, new: int, context: int, window: int | None, attention: str = "causal",
              absorbed: bool = False) -> Parts:
         """Attention-core FLOPs of one sequence by component (core_from of its counts)."""
