@@ -12,8 +12,8 @@ import typer
 from llmcalc.errors import UserError
 from llmcalc.render import Format, Units
 
-MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, OUTPUT = (
-    "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Training", "Output")
+MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, SERVING, OUTPUT = (
+    "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Training", "Serving", "Output")
 """Help panels: each option is listed under one of these."""
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
 
@@ -146,3 +146,18 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
     from llmcalc.inputs.gpus import load_gpu
 
     return load_gpu(name)
+
+
+LENGTHS = "a length (512) or a distribution: uniform:LO,HI or normal:MEAN,STD"
+RateOpt = Annotated[Optional[float], _opt(
+    "--rate", help="Requests/s arriving (Poisson unless --arrivals constant); inf: all at once.", panel=SERVING,
+    metavar="REQ/S")]
+PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS}.", panel=SERVING,
+                                   metavar="LEN")]
+OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,
+                                   metavar="LEN")]
+SLOTTFTOpt = Annotated[Optional[float], _opt(
+    "--slo-ttft", help="Target time to first token, seconds (goodput counts requests within it).", panel=SERVING,
+    metavar="S")]
+SLOTPOTOpt = Annotated[Optional[float], _opt(
+    "--slo-tpot", help="Target time per output token, seconds (e.g. 0.05).", panel=SERVING, metavar="S")]

@@ -1,17 +1,18 @@
-"""Time of one step of a continuous-batching engine on one replica: the prefill chunks and decode tokens it
-runs together, under a time model. See docs/serving.md.
+"""Time of one step of a continuous-batching engine on one replica: the prefill chunks, decode tokens and
+speculative verify tokens it runs together, under a time model. See docs/serving.md.
 
 A serving engine (vLLM, SGLang, TensorRT-LLM) runs one forward per step over every token it scheduled: some
-sequences' prompt chunks (n new tokens after c cached ones) and the other sequences' next tokens. The step's
-cost is latency's cost form (llmcalc/costs/latency.py: parts_form) with a "chunk" part and a "decode" part,
-whose variables are sums over the step's sequences:
+sequences' prompt chunks (n new tokens after c cached ones), the others' next tokens, or under speculative
+decoding their 1 + k draft tokens to verify. The step's cost is latency's cost form (llmcalc/costs/latency.py:
+parts_form) with one part per kind present, whose variables are sums over the step's sequences:
 
-  T = Σ tokens, R = sequences of the part, and per layer window Σ_sequences each attention count
-  (pairs, keys, …: the variant's chunk_counts(n, c, W) or counts(1, c, W)),
+  T = Σ tokens (all parts), and per part: its tokens, its sequences R and per layer window Σ_sequences each
+  attention count (pairs, keys, …: the variant's chunk_counts(n, c, W), or counts(n, c, W)),
 
 so the weights are read once per step while attention costs what each sequence's context costs. The time is
-StepTime's: Σ_ops max(c, m) + overlap·min(c, m) + fixed + step_s. A step of decode tokens alone is exactly
-`llmcalc latency`'s decode step at those contexts; a step of one whole prompt, its prefill.
+StepTime's: Σ_ops max(c, m) + overlap·min(c, m) + fixed + step_s, compiled once per set of parts
+(llmcalc/costs/step_source.py). A step of decode tokens alone is exactly `llmcalc latency`'s decode step at
+those contexts; a step of whole prompts, its prefill.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmcalc.costs.form import Lin, value
+from llmcalc.costs.form import Lin, per, value
 from llmcalc.costs.latency import Cost, StepTime, parts_form
 from llmcalc.costs.step_source import time_source
 from llmcalc.model.gpu import GPU
@@ -27,39 +28,64 @@ from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.workload import Workload
 
-MIXED = {"chunk": ":p", "decode": ":d"}
-"""The variable suffixes of a step that runs prefill chunks and decode tokens together."""
+TAGS = {"chunk": ":p", "decode": ":d", "verify": ":v"}
+"""The suffix of each part's variables."""
 
 
 class EngineStep:
-    """Seconds of an engine step on one replica of the workload's layout: `time(chunks, contexts)` for
-    prefill chunks (new, context) and decode sequences at their contexts. Build once per (model, GPU,
-    workload, time model); a decode sequence's counts are kept per context."""
+    """Seconds of an engine step on one replica of the workload's layout: `time(chunks, contexts, verifies)` for
+    prefill chunks (new, context), decode sequences at their contexts and verify steps (new, context). Build once
+    per (model, GPU, workload, time model); a decode sequence's counts are kept per context. `mtp`: the step of
+    one multi-token-prediction module instead (DeepSeek-V3): one layer of the model's last kind, the embedding
+    and the head (its 2d → d projection is left out: 2·d² weights against a layer's)."""
 
-    def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel):
-        self.spec, self.attn = spec, spec.attention
+    def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, mtp: bool = False):
+        self.spec, self.w, self.attn, self.mtp = spec, w, spec.attention, mtp
         self.windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
-        self.forms = {"chunk": parts_form(spec, w, {"chunk": ""}), "decode": parts_form(spec, w, {"decode": ""}),
-                      "mixed": parts_form(spec, w, MIXED)}
-        chunk, decode = StepTime(spec, gpu, w, tm, prefill=True), StepTime(spec, gpu, w, tm, prefill=False)
-        # a mixed step launches the chunk's kernels (a decode part's own, MLA's absorbed matmuls, are not added)
-        clocks = {"chunk": chunk, "decode": decode, "mixed": chunk}
-        layers = [g.count for g in spec.layer_groups()]
-        self.clocks = {kind: _compiled(spec.name, form, clocks[kind], layers) for kind, form in self.forms.items()}
+        self.step_times = {prefill: StepTime(spec, gpu, w, tm, prefill=prefill) for prefill in (True, False)}
+        self.layers = [g.count for g in spec.layer_groups()]
+        if mtp:
+            last = len(self.layers) - 1
+            for st in self.step_times.values():  # one layer's kernels
+                st.fixed = {k: v / self.layers[last] if k[0] == last else v for k, v in st.fixed.items()}
+        self.clocks: dict[tuple[str, ...], Callable[[dict], float]] = {}
         self._decode: list[dict[int, dict[str, int]]] = [{} for _ in self.windows]
 
-    def chunk_vars(self, chunks: Sequence[tuple[int, int]], tag: str = "") -> dict[str, int]:
-        """Variables of the chunk part: T, R and Σ chunk_counts per window."""
-        env = {"T" + tag: sum(n for n, _ in chunks), "R" + tag: len(chunks)}
+    def form(self, parts: tuple[str, ...]) -> dict[tuple, Cost]:
+        """The step's cost form with these parts (parts_form), for mtp one module's entries."""
+        form = parts_form(self.spec, self.w, {p: TAGS[p] for p in parts})
+        if not self.mtp:
+            return form
+        last = len(self.layers) - 1
+        return {k: c if k[0] is None else [per(x, self.layers[last]) for x in c] for k, c in form.items()
+                if k[0] in (None, last) and not k[1].startswith("comm/")}
+
+    def clock(self, parts: tuple[str, ...]) -> Callable[[dict], float]:
+        """The compiled time of a step with these parts (built on first use). A step with a chunk launches the
+        chunk's kernels (MLA's absorbed decode matmuls are not added to them)."""
+        fn = self.clocks.get(parts)
+        if fn is None:
+            layers = list(self.layers)
+            if self.mtp:
+                layers[-1] = 1
+            st = self.step_times["chunk" in parts]
+            fn = self.clocks[parts] = _compiled(self.spec.name, self.form(parts), st, layers)
+        return fn
+
+    def part_vars(self, part: str, seqs: Sequence[tuple[int, int]]) -> dict[str, int]:
+        """Variables of a chunk or verify part over (new, context) sequences: its T, R and Σ counts per window."""
+        tag, counts = TAGS[part], self.attn.chunk_counts if part == "chunk" else self.attn.counts
+        env = {"T" + tag: sum(n for n, _ in seqs), "R" + tag: len(seqs)}
         for w in self.windows:
-            for n, c in chunks:
-                for k, v in self.attn.chunk_counts(n, c, w).items():
+            for n, c in seqs:
+                for k, v in counts(n, c, w).items():
                     name = f"{k}@{w}{tag}"
                     env[name] = env.get(name, 0) + v
         return env
 
-    def decode_vars(self, contexts: Sequence[int], tag: str = "") -> dict[str, int]:
+    def decode_vars(self, contexts: Sequence[int]) -> dict[str, int]:
         """Variables of the decode part: T = R = sequences, and Σ counts(1, c, W) per window."""
+        tag = TAGS["decode"]
         env = {"T" + tag: len(contexts), "R" + tag: len(contexts)}
         for w, seen in zip(self.windows, self._decode):
             sums: dict[str, int] = {}
@@ -72,25 +98,33 @@ class EngineStep:
             env |= {f"{k}@{w}{tag}": v for k, v in sums.items()}
         return env
 
-    def vars(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int]) -> tuple[str, dict[str, int]]:
-        """Which form the step is ("chunk", "decode" or "mixed") and its variables."""
-        if chunks and contexts:
-            env = self.chunk_vars(chunks, MIXED["chunk"]) | self.decode_vars(contexts, MIXED["decode"])
-            env["T"] = env["T:p"] + env["T:d"]
-            return "mixed", env
-        return ("chunk", self.chunk_vars(chunks)) if chunks else ("decode", self.decode_vars(contexts))
+    def vars(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
+             verifies: Sequence[tuple[int, int]] = ()) -> tuple[tuple[str, ...], dict[str, int]]:
+        """The step's parts and its variables (T: every token)."""
+        parts = tuple(p for p, present in (("chunk", chunks), ("decode", contexts), ("verify", verifies)) if present)
+        env: dict[str, int] = {}
+        if chunks:
+            env |= self.part_vars("chunk", chunks)
+        if contexts:
+            env |= self.decode_vars(contexts)
+        if verifies:
+            env |= self.part_vars("verify", verifies)
+        env["T"] = sum(env["T" + TAGS[p]] for p in parts)
+        return parts, env
 
-    def costs(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int]) -> tuple[str, dict[tuple, Cost]]:
-        """Which form the step is and its per-GPU [FLOPs, bytes, row FLOPs] by entry."""
-        kind, env = self.vars(chunks, contexts)
-        return kind, {k: [value(c, env) for c in cost] for k, cost in self.forms[kind].items()}
+    def costs(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
+              verifies: Sequence[tuple[int, int]] = ()) -> dict[tuple, Cost]:
+        """The step's per-GPU [FLOPs, bytes, row FLOPs] by entry."""
+        parts, env = self.vars(chunks, contexts, verifies)
+        return {k: [value(c, env) for c in cost] for k, cost in self.form(parts).items()}
 
-    def time(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int]) -> float:
-        """Seconds of one step: Σ over its entries of StepTime.time, plus step_s (compiled: step_source)."""
-        if not chunks and not contexts:
+    def time(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
+             verifies: Sequence[tuple[int, int]] = ()) -> float:
+        """Seconds of one step: Σ over its entries of StepTime.time, plus step_s."""
+        if not chunks and not contexts and not verifies:
             return 0.0
-        kind, env = self.vars(chunks, contexts)
-        return self.clocks[kind](env)
+        parts, env = self.vars(chunks, contexts, verifies)
+        return self.clock(parts)(env)
 
 
 def _compiled(name: str, form: dict[tuple, Cost], st: StepTime, layers: list[int]) -> Callable[[dict], float]:

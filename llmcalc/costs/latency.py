@@ -52,10 +52,11 @@ def op_name(component: str) -> str:
         tail, "ffn/shared" if tail.startswith("shared") else "ffn")
 
 
-PHASES = ("prefill", "chunk", "decode")
+PHASES = ("prefill", "chunk", "decode", "verify")
 """What a part of a forward runs: a prefill (context 0, as `latency`'s first token), a chunk (a prefill of new
-tokens after cached ones: it reads that cache, as a chunked prefill or a prefix-cache hit does) or a decode
-step (one new token per sequence)."""
+tokens after cached ones: it reads that cache, as a chunked prefill or a prefix-cache hit does), a decode step
+(one new token per sequence) or a verify step (speculative decoding: a decode step of 1 + k tokens per
+sequence, each projected to logits)."""
 
 
 def step_form(spec: ModelSpec, w: Workload, prefill: bool) -> dict[tuple, Cost]:
@@ -85,11 +86,12 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
         n, routed = g.count, g.ffn.routed_experts
         rows: dict[str, Lin | int] = {}  # one row of each matmul a part launches, by component (launched once)
         for phase, tag in parts.items():
-            prefill = phase != "decode"
+            prefill = phase in ("prefill", "chunk")
             absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
             tokens, batch = var("T" + tag), var("R" + tag)
+            # the names a phase's counts give at every point
             sample = {"prefill": attn.counts(1, 0, g.window), "chunk": attn.chunk_counts(2, 1, g.window),
-                      "decode": attn.counts(1, 1, g.window)}[phase]  # the names a phase's counts give at every point
+                      "decode": attn.counts(1, 1, g.window), "verify": attn.counts(2, 1, g.window)}[phase]
             counts = {k: var(f"{k}@{g.window}{tag}") for k in sample}
             core = attn.core_from(counts, tokens, absorbed)
             # a prefill re-projects its new tokens; a decompressed decode every key it attends to
@@ -127,8 +129,8 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
             out[(gi, op_name(comp))][1] += n * b
     emb, head = edge_bytes(spec, w)
     # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all); a
-    # chunk the last position of each sequence
-    logits = sum((var(("T" if phase == "prefill" and w.logits == "all" else "R") + tag)
+    # chunk the last position of each sequence; a verify step every position
+    logits = sum((var(("T" if phase == "verify" or phase == "prefill" and w.logits == "all" else "R") + tag)
                   for phase, tag in parts.items()), Lin())
     out[(None, "embedding")][1] += ceil_div(everything * d * (2 + a), L.tp)
     out[(None, "lm_head")][0] += ceil_div(MAC * logits * d * spec.vocab_size, L.tp)

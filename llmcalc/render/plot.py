@@ -1,6 +1,7 @@
-"""`llmcalc sweep --plot FILE.png|svg`: memory vs context (one line per model and batch) beside time
-per output token vs batch (one line per model, at the grid's longest context). matplotlib is the
-optional extra `plot`, imported only here.
+"""`--plot FILE.png|svg`. sweep: memory vs context (one line per model and batch) beside time per output
+token vs batch (one line per model, at the grid's longest context). serve: each request's TTFT, TPOT and
+end-to-end latency against its arrival, or p50 / p99 against the arrival rate. matplotlib is the optional
+extra `plot`, imported only here.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmcalc.errors import UserError
+from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
 
 INSTALL = "pip install 'llmcalc-cost[plot]'"
@@ -55,7 +57,53 @@ def plot_sweep(r: SweepReport, path: Path, units: str) -> None:
     if not tpot.lines:
         why = "no --gpu given" if r.gpu is None else "the weights do not fit"
         tpot.text(0.5, 0.5, f"no latency: {why}", ha="center", transform=tpot.transAxes)
-    for ax in (memory, tpot):
+    _finish(fig, (memory, tpot), path)
+
+
+def plot_serve_time(r: ServeReport, path: Path) -> None:
+    """Each request's TTFT and end-to-end latency (left) and TPOT (right) against its arrival time."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    t = [x.arrival_s for x in r.timeline]
+    left.plot(t, [x.e2e_s for x in r.timeline], "C0.", markersize=3, label="end to end")
+    left.plot(t, [x.ttft_s for x in r.timeline], "C1.", markersize=3, label="time to first token")
+    tpot = [(x.arrival_s, x.tpot_s * 1e3) for x in r.timeline if x.tpot_s is not None]
+    if tpot:
+        right.plot(*zip(*tpot), "C2.", markersize=3, label="time per output token")
+    left.set(xlabel="arrival (s)", ylabel="latency (s)", title=f"{r.model} on {r.gpus} × {r.gpu}: {r.load}")
+    right.set(xlabel="arrival (s)", ylabel="time per output token (ms)", title=f"{r.requests:,} requests")
+    if r.slo_ttft_s is not None:
+        left.axhline(r.slo_ttft_s, color="C1", linestyle="--", label="TTFT target")
+    if r.slo_tpot_s is not None:
+        right.axhline(r.slo_tpot_s * 1e3, color="C2", linestyle="--", label="TPOT target")
+    _finish(fig, (left, right), path)
+
+
+def plot_serve_load(reports: list[ServeReport], path: Path) -> None:
+    """p50 and p99 TTFT (left) and TPOT (right) against the arrival rate, and the throughput reached."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4.8), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    rates = [r.rate for r in reports]
+    for ax, field, scale, unit in ((left, "ttft_s", 1.0, "s"), (right, "tpot_s", 1e3, "ms")):
+        for q, style in (("p50", "-"), ("p99", "--")):
+            ax.plot(rates, [getattr(getattr(r, field), q) * scale for r in reports], f"C0{style}", marker=".",
+                    label=q)
+        ax.set(xlabel="arrival rate (requests/s)", ylabel=f"{field[:-2].upper()} ({unit})")
+    done = right.twinx()
+    done.plot(rates, [r.requests_per_s for r in reports], "C3:", marker="x", label="throughput")
+    done.set(ylabel="throughput (requests/s)")
+    r = reports[0]
+    left.set(title=f"{r.model} on {r.gpus} × {r.gpu}")
+    _finish(fig, (left, right), path)
+
+
+def _finish(fig, axes, path: Path) -> None:
+    """Grid, legends, and the file."""
+    for ax in axes:
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize="small")

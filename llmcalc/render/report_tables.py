@@ -393,11 +393,40 @@ def train_table(r, units: str) -> list:
     ]
 
 
+def serve_table(r, units: str) -> list:
+    layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
+    spreads = [("time to first token", r.ttft_s), ("time per output token", r.tpot_s), ("end to end", r.e2e_s),
+               ("queueing", r.queue_s)]
+    rows = [[name, seconds(x.mean), seconds(x.p50), seconds(x.p90), seconds(x.p99)] for name, x in spreads]
+    good = ""
+    if r.goodput_requests_per_s is not None:
+        slo = " and ".join(f"{k} ≤ {seconds(v)}" for k, v in (("TTFT", r.slo_ttft_s), ("TPOT", r.slo_tpot_s))
+                           if v is not None)
+        good = f" · goodput [bold]{r.goodput_requests_per_s:,.2f}[/bold] requests/s ({slo})"
+    return [
+        f"[bold]{esc(r.model)}[/bold] on {layout}: {r.requests:,} requests, {esc(r.load)}, prompt {esc(r.prompt)}, "
+        f"output {esc(r.output)} ({r.time_model} time model)",
+        f"engine: max {r.max_seqs} sequences and {r.max_batched_tokens:,} tokens per step, {r.kv_blocks:,} KV blocks "
+        f"of {r.block_size} tokens ({size(r.kv_bytes_per_block, units)} each per GPU), memory utilization "
+        f"{r.gpu_memory_utilization:g}, prefix hit {r.prefix_hit:g}"
+        + (f", speculative: {esc(r.speculative)}" if r.speculative else ""),
+        f"throughput [bold]{r.requests_per_s:,.2f}[/bold] requests/s · [bold]{r.output_tokens_per_s:,.0f}[/bold] "
+        f"output tokens/s ({r.output_tokens_per_s_per_gpu:,.0f} per GPU){good}",
+        f"over {seconds(r.duration_s)} and {r.steps:,} steps: {r.mean_concurrency:,.1f} requests in the system on "
+        f"average (Little: {r.little_concurrency:,.1f}), {r.mean_running:,.1f} running · KV blocks "
+        f"{r.kv_utilization:.0%} used on average, {r.kv_peak_utilization:.0%} at peak · {r.preemptions:,} "
+        "preemption(s)" + (f" · {r.tokens_per_step:.2f} tokens per decode step" if r.tokens_per_step else ""),
+        table("Latency", ["", "mean", "p50", "p90", "p99"], rows, text=(0,)),
+        *_footer(r),
+    ]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
           "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
-          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table}
+          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table,
+          "ServeReport": serve_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 
 

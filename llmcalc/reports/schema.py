@@ -12,6 +12,7 @@ from llmcalc.reports.memory import MemoryReport
 from llmcalc.reports.moe import MoEReport
 from llmcalc.reports.params import ParamsReport
 from llmcalc.reports.presets import PresetReport, PresetRow
+from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
 from llmcalc.reports.training import TrainReport
 from llmcalc.reports.validate import ValidationReport
@@ -26,6 +27,7 @@ COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
     "sweep": (SweepReport, False, None),
     "moe": (MoEReport, False, None),
     "train": (TrainReport, False, None),
+    "serve": (ServeReport, False, None),
 }
 """What each command's --format json prints: a report model, or a list of rows (True); and the report of
 its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""

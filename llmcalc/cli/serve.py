@@ -1,0 +1,177 @@
+"""The `llmcalc serve` command: a continuous-batching engine simulated under a stream of requests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    OUTPUT,
+    PRECISION,
+    SERVING,
+    CalibrationOpt,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUOpt,
+    GPUsOpt,
+    HFOpt,
+    KVDtypeOpt,
+    OutputLenOpt,
+    PPOpt,
+    PresetOpt,
+    PromptLenOpt,
+    RateOpt,
+    SLOTPOTOpt,
+    SLOTTFTOpt,
+    TimeModelOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    _count_opt,
+    _opt,
+    emit,
+    load_gpu_named,
+    load_model,
+)
+from llmcalc.errors import UserError
+
+
+@app.command()
+def serve(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    gpu: GPUOpt = None,
+    gpus: GPUsOpt = None,
+    tp: TPOpt = None,
+    pp: PPOpt = 1,
+    dp: DPOpt = 1,
+    ep: EPOpt = 1,
+    rate: RateOpt = None,
+    concurrency: Annotated[Optional[int], _count_opt(
+        "--concurrency", help="Clients, each sending its next request when its last one finishes (instead of "
+        "--rate).", panel=SERVING)] = None,
+    arrivals: Annotated[Literal["poisson", "constant"], _opt(
+        "--arrivals", help="Under --rate: Poisson arrivals or evenly spaced ones.", panel=SERVING,
+        metavar="poisson|constant")] = "poisson",
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests to simulate (a trace: its first N).",
+                                        panel=SERVING)] = 1000,
+    prompt: PromptLenOpt = "1024",
+    output: OutputLenOpt = "256",
+    trace: Annotated[Optional[Path], _opt(
+        "--trace", help="A CSV (with a header) or JSONL of arrival (s), prompt, output rows, instead of --rate, "
+        "--prompt and --output.", panel=SERVING, metavar="FILE")] = None,
+    max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step (vLLM max_num_seqs).",
+                                        panel=SERVING)] = 256,
+    max_batched_tokens: Annotated[int, _count_opt(
+        "--max-batched-tokens", help="Most tokens per step, prompt chunks and decode tokens (chunked prefill; "
+        "vLLM max_num_batched_tokens).", panel=SERVING)] = 8192,
+    block_size: Annotated[int, _count_opt("--block-size", help="Tokens per KV block.", panel=SERVING)] = 16,
+    gpu_memory_utilization: Annotated[float, _opt(
+        "--gpu-memory-utilization", help="Share of each GPU's memory the engine takes: weights, workspace and the "
+        "KV blocks.", panel=SERVING, metavar="SHARE")] = 0.9,
+    prefix_hit: Annotated[float, _opt(
+        "--prefix-hit", help="Share of each prompt found in the prefix cache (not recomputed).", panel=SERVING,
+        metavar="SHARE")] = 0.0,
+    seed: Annotated[int, _opt("--seed", help="Seed of arrivals, lengths and draft acceptance.", panel=SERVING,
+                              metavar="N")] = 0,
+    slo_ttft: SLOTTFTOpt = None,
+    slo_tpot: SLOTPOTOpt = None,
+    draft: Annotated[Optional[str], _opt(
+        "--draft", help="Speculative decoding with this draft model (a preset).", panel=SERVING,
+        metavar="NAME")] = None,
+    mtp: Annotated[bool, _opt("--mtp", help="Speculative decoding with the model's own MTP modules "
+                              "(DeepSeek-V3).", panel=SERVING)] = False,
+    spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step (with --draft or --mtp).",
+                                           panel=SERVING)] = 3,
+    acceptance: Annotated[float, _opt(
+        "--acceptance", help="Chance each draft token is accepted, given the ones before it were.", panel=SERVING,
+        metavar="P")] = 0.7,
+    weights_dtype: WeightsDtypeOpt = "bf16",
+    kv_dtype: KVDtypeOpt = "bf16",
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], _opt(
+        "--compute-dtype", help="Matmul type that sets the peak.", panel=PRECISION, metavar="DTYPE")] = "bf16",
+    time_model: TimeModelOpt = None,
+    calibration: CalibrationOpt = None,
+    plot: Annotated[Optional[Path], _opt(
+        "--plot", help="Also draw latency to FILE.png or FILE.svg (pip install 'llmcalc-cost\\[plot]').",
+        panel=OUTPUT, metavar="FILE")] = None,
+    plot_vs: Annotated[Literal["time", "load"], _opt(
+        "--plot-vs", help="time: each request's latency against its arrival; load: p50/p99 against the rate "
+        "(runs 0.25× … 1.5× --rate).", panel=OUTPUT, metavar="time|load")] = "time",
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """Throughput, goodput and TTFT / TPOT / end-to-end percentiles of a continuous-batching engine under load."""
+    from llmcalc.inputs.requests import load_trace, parse_lengths
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.views.serve import SLO, Engine, Load, load_curve, make_requests, speculative
+    from llmcalc.views.serve import serve as simulate
+    from llmcalc.workload import Layout, Workload
+
+    if trace is not None and (rate is not None or concurrency is not None):
+        raise UserError("--trace gives the arrivals itself; leave out --rate and --concurrency")
+    if rate is not None and concurrency is not None:
+        raise UserError("--rate and --concurrency are two loads; give one")
+    if rate is not None and not rate > 0:
+        raise UserError(f"--rate: {rate:g} is not a positive number of requests/s; give e.g. 4, or inf")
+    if concurrency is not None and concurrency < 1:
+        raise UserError("--concurrency: give at least 1 client")
+    if draft is not None and mtp:
+        raise UserError("--draft and --mtp are two speculative decoders; give one")
+    if plot is not None:
+        from llmcalc.render.plot import check_target
+
+        check_target(plot)
+        if plot_vs == "load" and (rate is None or rate == float("inf")):
+            raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
+    engine = Engine(max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
+                    gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit)
+    load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
+                concurrency=concurrency)
+    if trace is not None:
+        rows = load_trace(trace)[:requests]
+        prompt_text = output_text = f"trace {trace.name}"
+        load = Load(rate=None)
+        label = f"trace {trace.name}"
+    else:
+        lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
+        rows = make_requests(requests, *lengths, load, seed)
+        prompt_text, output_text = (str(x) for x in lengths)
+        label = None
+    w = Workload(weights_dtype=weights_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                 layout=Layout.of(gpus, tp, pp, dp, ep))
+    spec = load_model(preset, config, hf_config)
+    device = load_gpu_named(gpu, "serve")
+    tm = load_time_model(time_model, device, calibration)
+    spec_dec = None
+    if draft is not None or mtp:
+        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance,
+                               load_model(draft, None, None) if draft else None)
+    slo = SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
+    args = dict(engine=engine, prompt=prompt_text, output=output_text, slo=slo, seed=seed, spec_dec=spec_dec,
+                load_label=label)
+    if format == "table" and len(rows) >= 2000:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(transient=True, console=Console(stderr=True)) as bar:
+            task = bar.add_task("simulating", total=len(rows))
+            report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: bar.update(task, advance=n),
+                              **args)
+    else:
+        report = simulate(spec, device, w, tm, rows, load=load, **args)
+    if plot is not None:
+        from llmcalc.render.plot import plot_serve_load, plot_serve_time
+
+        if plot_vs == "time":
+            plot_serve_time(report, plot)
+        else:
+            curve = load_curve(spec, device, w, tm, requests, *lengths, load, **args)
+            plot_serve_load(curve, plot)
+        sys.stderr.write(f"plot: wrote {plot}\n")
+    emit(report, format, units, of=serve)

@@ -1,0 +1,92 @@
+"""Typed results: a continuous-batching engine simulated under a stream of requests (`llmcalc serve`)."""
+
+from llmcalc.reports.base import Placement, Report
+
+
+class Spread(Report):
+    """A latency over the completed requests, in seconds."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+
+class ServedRequest(Report):
+    """One request as the simulated engine served it."""
+
+    arrival_s: float
+    """When it arrived, seconds from the start."""
+    prompt: int
+    output: int
+    queue_s: float
+    """From its arrival to the step that first ran it."""
+    ttft_s: float
+    """From its arrival to its first output token (the end of its last prompt chunk)."""
+    tpot_s: float | None
+    """(e2e − ttft) / (output − 1): the mean time between its output tokens; None for one output token."""
+    e2e_s: float
+    """From its arrival to its last output token."""
+    preempted: int
+    """Times its KV blocks were taken back (it then recomputed its prompt and the tokens it had generated)."""
+
+
+class ServeReport(Placement):
+    """A serving engine on `gpus` GPUs (dp replicas × pp virtual engines, each a scheduler of its own with
+    its share of the KV memory) run step by step over `requests` requests. Each step runs the prompt chunks and
+    decode tokens the scheduler picked in one forward, its time from the step-cost form under `time_model`.
+    Throughput is over the run's duration (first arrival to last token); latencies over completed requests."""
+
+    time_model: str
+    requests: int
+    duration_s: float
+    """First arrival to last output token."""
+    steps: int
+    """Engine steps, summed over the engines."""
+    load: str
+    """The arrival process: a Poisson or constant rate (requests/s), a fixed concurrency, or a trace."""
+    rate: float | None
+    """Requests/s of the arrival process (inf: all at once); None under a concurrency or a trace."""
+    prompt: str
+    output: str
+    max_seqs: int
+    max_batched_tokens: int
+    block_size: int
+    gpu_memory_utilization: float
+    prefix_hit: float
+    speculative: str | None
+    """Draft tokens per step and their acceptance rate, and the draft model or MTP; None without."""
+    kv_blocks: int
+    """KV blocks of `block_size` tokens one engine holds (a block's bytes: kv_bytes_per_block)."""
+    kv_bytes_per_block: int
+    """Bytes of one block of `block_size` tokens on one GPU."""
+    requests_per_s: float
+    output_tokens_per_s: float
+    requests_per_s_per_gpu: float
+    output_tokens_per_s_per_gpu: float
+    goodput_requests_per_s: float | None
+    """Requests/s that met every given SLO (ttft ≤ slo_ttft_s and tpot ≤ slo_tpot_s); None without an SLO."""
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    ttft_s: Spread
+    tpot_s: Spread
+    """Per request (e2e − ttft) / (output − 1), over requests with more than one output token."""
+    e2e_s: Spread
+    queue_s: Spread
+    mean_concurrency: float
+    """Time-average of the requests in the system (arrived, not finished), integrated step by step."""
+    little_concurrency: float
+    """Little's law: requests_per_s × mean e2e latency; equals mean_concurrency up to the step granularity."""
+    mean_running: float
+    """Time-average of the requests an engine runs in a step (decode or prefill), summed over engines."""
+    kv_utilization: float
+    """Time-average share of the KV blocks in use."""
+    kv_peak_utilization: float
+    preemptions: int
+    """Requests whose blocks were taken back because the cache was full (recompute preemption)."""
+    tokens_per_step: float | None
+    """Mean output tokens per sequence per decode step under speculative decoding; None without."""
+    timeline: list[ServedRequest]
+    """Every request in arrival order."""
+    formula: str
+    notes: list[str]

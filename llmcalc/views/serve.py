@@ -1,0 +1,443 @@
+"""`llmcalc serve`: a continuous-batching engine (vLLM, SGLang, TensorRT-LLM) simulated step by step under a
+stream of requests. See docs/serving.md.
+
+An engine is one replica of the layout (tp · pp · ep GPUs); pp stages run pp micro-batches at once, so a replica
+is pp virtual engines, each with 1/pp of the KV memory; dp replicas are dp × pp engines in all, and requests go to
+them in turn (round robin, in arrival order). Each engine loops over steps, as vLLM's scheduler does:
+
+  1. running requests first, oldest first: a decoding one schedules its next token (1 + k draft tokens under
+     speculative decoding), one still in its prompt the rest of it, up to the step's token budget
+     (max_batched_tokens: chunked prefill). A request whose new tokens need KV blocks the cache lacks takes them
+     from the newest running request, which is preempted: its blocks are freed and it goes back to the front of
+     the queue, to recompute its prompt and the tokens it has generated (vLLM's recompute preemption);
+  2. then waiting requests that have arrived, first come first served, while the budget, max_seqs and the
+     cache allow: each starts its prompt (a prefix-cache hit skips that share of it) with a chunk;
+  3. the step's time is EngineStep's (llmcalc/costs/engine_step.py): one forward over every chunk and decode
+     token, the weights read once; a request whose prompt completes emits its first token at the step's end, a
+     decoding one its next (under speculative decoding, 1 + the draft tokens accepted).
+
+Memory: the KV budget per GPU is capacity · gpu_memory_utilization − weights − the activation workspace of a
+max_batched_tokens chunk; a request holds ⌈tokens / block_size⌉ blocks, each block's bytes as `llmcalc kv`
+counts block_size tokens. Latencies: TTFT = first token − arrival, TPOT = (e2e − TTFT) / (output − 1),
+queueing = first scheduled − arrival.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmcalc.costs.capacity import activation_workspace, require_weights_fit, usable_bytes
+from llmcalc.costs.engine_step import EngineStep
+from llmcalc.costs.shard import ceil_div, kv_per_gpu
+from llmcalc.errors import UserError
+from llmcalc.inputs.requests import Lengths
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import TimeModel
+from llmcalc.reports.serve import ServedRequest, ServeReport, Spread
+from llmcalc.workload import Workload
+
+FORMULA = ("each step: one forward over the scheduled prompt chunks and decode tokens (EngineStep: weights read "
+           "once, attention per sequence's context); TTFT = first token − arrival; TPOT = (e2e − TTFT) / "
+           "(output − 1); throughput over first arrival … last token")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine's knobs (vLLM's names in brackets)."""
+
+    max_seqs: int = 256
+    """Most sequences in a step [max_num_seqs]."""
+    max_batched_tokens: int = 8192
+    """Most tokens in a step: prompt chunks and decode tokens [max_num_batched_tokens]."""
+    block_size: int = 16
+    """Tokens per KV block [block_size]."""
+    gpu_memory_utilization: float = 0.9
+    """Share of each GPU's memory the engine takes [gpu_memory_utilization]."""
+    prefix_hit: float = 0.0
+    """Share of each prompt found in the prefix cache (not recomputed) [enable_prefix_caching]."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise UserError(f"`gpu-memory-utilization`: {self.gpu_memory_utilization:g} is not in (0, 1]; give a "
+                            "share such as 0.9")
+        if not 0 <= self.prefix_hit < 1:
+            raise UserError(f"`prefix-hit`: {self.prefix_hit:g} is not in [0, 1); give a share such as 0.5")
+        for name in ("max_seqs", "max_batched_tokens", "block_size"):
+            if getattr(self, name) < 1:
+                raise UserError(f"`{name}`: give at least 1")
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: k draft tokens per step, each accepted with probability `acceptance` while the ones
+    before it were (so a step yields 1 + accepted tokens); the draft runs `draft` (an EngineStep) k times a step."""
+
+    tokens: int
+    acceptance: float
+    draft: EngineStep
+    label: str
+
+    @property
+    def expected_tokens(self) -> float:
+        """Tokens a step yields on average: Σ_{i=0}^{k} a^i = (1 − a^(k+1)) / (1 − a)."""
+        return sum(self.acceptance ** i for i in range(self.tokens + 1))
+
+
+def speculative(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, tokens: int, acceptance: float,
+                draft: ModelSpec | None) -> Speculative:
+    """Speculative decoding of `spec` with the `draft` model on the same GPUs and layout, or (None) with the
+    model's own MTP modules."""
+    if not 0 <= acceptance < 1:
+        raise UserError(f"`acceptance`: {acceptance:g} is not in [0, 1); give a chance such as 0.7")
+    if tokens < 1:
+        raise UserError("`spec_tokens`: give at least 1 draft token per step")
+    one = w.model_copy(update={"layout": w.layout.model_copy(update={"dp": 1})})
+    if draft is None:
+        if not spec.mtp_modules:
+            raise UserError(f"`mtp`: {spec.name} has no MTP modules (mtp_modules 0); give a draft model with `draft`")
+        return Speculative(tokens, acceptance, EngineStep(spec, gpu, one, tm, mtp=True),
+                           f"MTP, {tokens} draft tokens, acceptance {acceptance:g}")
+    if draft.vocab_size != spec.vocab_size:
+        raise UserError(f"`draft`: {draft.name}'s vocabulary ({draft.vocab_size:,}) is not {spec.name}'s "
+                        f"({spec.vocab_size:,}); a draft model must share the tokenizer")
+    one.check(draft)
+    return Speculative(tokens, acceptance, EngineStep(draft, gpu, one, tm),
+                       f"draft {draft.name}, {tokens} draft tokens, acceptance {acceptance:g}")
+
+
+@dataclass(frozen=True)
+class Load:
+    """How requests arrive: `rate` requests/s (Poisson, or evenly spaced when `constant`; inf: all at once), or
+    `concurrency` clients each sending its next request when its last finishes."""
+
+    rate: float | None = None
+    constant: bool = False
+    concurrency: int | None = None
+
+    def __str__(self) -> str:
+        if self.concurrency is not None:
+            return f"concurrency {self.concurrency}"
+        if self.rate == float("inf"):
+            return "all at once"
+        return f"{'constant' if self.constant else 'Poisson'} {self.rate:g} requests/s"
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Latency targets a request must meet to count in goodput (None: no target)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+
+
+class Request:
+    """A request's state in the engine."""
+
+    __slots__ = ("arrival", "prompt", "output", "hit", "computed", "generated", "held", "blocks", "scheduled",
+                 "first", "finish", "preempted")
+
+    def __init__(self, arrival: float, prompt: int, output: int, hit: int):
+        self.arrival, self.prompt, self.output, self.hit = arrival, prompt, output, hit
+        self.computed = 0  # tokens whose KV the engine holds
+        self.generated = 0  # output tokens emitted
+        self.held, self.blocks = 0, 0  # KV bytes and blocks allocated
+        self.scheduled = self.first = self.finish = None
+        self.preempted = 0
+
+    @property
+    def known(self) -> int:
+        """Tokens the request has: its prompt and the output so far."""
+        return self.prompt + self.generated
+
+
+def make_requests(n: int, prompt: Lengths, output: Lengths, load: Load, seed: int) -> list[tuple[float, int, int]]:
+    """n (arrival, prompt, output) rows, deterministic for `seed`. Under `concurrency`, arrivals are 0: the
+    clients release them (simulate)."""
+    rng = random.Random(seed)
+    rows, t = [], 0.0
+    for _ in range(n):
+        if load.rate is not None and load.rate != float("inf") and load.concurrency is None:
+            t += 1 / load.rate if load.constant else rng.expovariate(load.rate)
+        rows.append((t if load.concurrency is None else 0.0, prompt.draw(rng), output.draw(rng)))
+    return rows
+
+
+class _Sim:
+    """One engine's loop (module docstring)."""
+
+    def __init__(self, step: EngineStep, engine: Engine, budget: int, block_bytes: dict[int, int],
+                 spec_dec: Speculative | None, rng: random.Random):
+        self.step, self.engine, self.budget, self.spec_dec, self.rng = step, engine, budget, spec_dec, rng
+        self.block_bytes = block_bytes  # blocks → bytes on one GPU, filled as needed
+        self.kv_of: Callable[[int], int] = lambda blocks: 0
+        self.used = 0
+        self.now = 0.0
+        self.steps = self.preemptions = 0
+        self.area = self.running_area = self.kv_area = 0.0  # ∫ requests in system, ∫ running, ∫ KV share
+        self.kv_peak = 0.0
+        self.accepted = self.verified = 0
+
+    def blocks_bytes(self, blocks: int) -> int:
+        b = self.block_bytes.get(blocks)
+        if b is None:
+            b = self.block_bytes[blocks] = self.kv_of(blocks)
+        return b
+
+    def grow(self, r: Request, tokens: int) -> bool:
+        """Allocate blocks so `r` holds `tokens` tokens; False if the cache lacks them."""
+        blocks = -(-tokens // self.engine.block_size)
+        if blocks <= r.blocks:
+            return True
+        need = self.blocks_bytes(blocks)
+        if self.used - r.held + need > self.budget:
+            return False
+        self.used += need - r.held
+        r.held, r.blocks = need, blocks
+        return True
+
+    def free(self, r: Request) -> None:
+        self.used -= r.held
+        r.held = r.blocks = 0
+
+    def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None) -> None:
+        """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free)."""
+        e, spec_dec = self.engine, self.spec_dec
+        pending = deque(arrivals)
+        waiting: deque[Request] = deque()
+        running: list[Request] = []
+        in_system = 0
+        if clients is not None:  # the first `clients` requests arrive at once, each later one as one finishes
+            for _ in range(min(clients, len(pending))):
+                r = pending.popleft()
+                r.arrival = self.now
+                waiting.append(r)
+            in_system = len(waiting)
+            pending_arrivals = False
+        else:
+            pending_arrivals = True
+        draft_k = spec_dec.tokens if spec_dec else 0
+        while pending or waiting or running:
+            while pending_arrivals and pending and pending[0].arrival <= self.now:
+                r = pending.popleft()
+                self.area += self.now - r.arrival  # it arrived during the last step (or idle gap)
+                waiting.append(r)
+                in_system += 1
+            if not running and not waiting:
+                if not pending_arrivals:
+                    break
+                self.now = pending[0].arrival  # idle until the next arrival
+                continue
+            budget = e.max_batched_tokens
+            chunks, decodes, verify, scheduled = [], [], [], []
+            preempted = False
+            i = 0
+            while i < len(running) and budget > 0:
+                r = running[i]
+                need = r.known - r.computed
+                decoding = need == 1 and r.computed >= r.prompt
+                n = 1 + min(draft_k, r.output - r.generated - 1) if decoding else min(need, budget)
+                if n > budget:
+                    break
+                lost = False
+                while not self.grow(r, r.computed + n):  # take the newest request's blocks
+                    victim = running.pop()
+                    self.free(victim)
+                    victim.computed, victim.preempted = 0, victim.preempted + 1
+                    waiting.appendleft(victim)
+                    self.preemptions += 1
+                    preempted = True
+                    if victim is r:
+                        lost = True
+                        break
+                if lost:
+                    break
+                if n == 1 and decoding:
+                    decodes.append(r.computed)
+                elif decoding:
+                    verify.append((n, r.computed))
+                else:
+                    chunks.append((n, r.computed))
+                scheduled.append((r, n, decoding))
+                budget -= n
+                i += 1
+            while not preempted and waiting and budget > 0 and len(running) < e.max_seqs:
+                r = waiting[0]
+                start = min(r.hit, r.prompt - 1) if r.preempted == 0 else 0  # a prefix-cache hit is not recomputed
+                n = min(r.known - start, budget)
+                if not self.grow(r, start + n):
+                    break
+                waiting.popleft()
+                r.computed = start
+                if r.scheduled is None:
+                    r.scheduled = self.now
+                running.append(r)
+                chunks.append((n, start))
+                scheduled.append((r, n, False))
+                budget -= n
+            if not scheduled:
+                if preempted:
+                    continue
+                raise UserError("`gpu-memory-utilization`: the KV cache cannot hold one request's tokens; "
+                                "raise it, use more GPUs or shorter requests")
+            dt = self.step.time(chunks, decodes, verify)
+            if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
+                dt += draft_k * spec_dec.draft.time([], decodes + [c for _, c in verify])
+            self.area += in_system * dt
+            self.running_area += len(scheduled) * dt
+            share = self.used / self.budget
+            self.kv_area += share * dt
+            self.kv_peak = max(self.kv_peak, share)
+            self.now += dt
+            self.steps += 1
+            for r, n, decoding in scheduled:
+                if decoding and n > 1:  # verify: the draft tokens accepted in a row, and one of the target's own
+                    accepted = 0
+                    while accepted < n - 1 and self.rng.random() < spec_dec.acceptance:
+                        accepted += 1
+                    r.computed += accepted + 1
+                    r.generated += accepted + 1
+                    self.accepted += accepted + 1
+                    self.verified += 1
+                else:
+                    r.computed += n
+                    if r.computed < r.known:
+                        continue  # a prompt chunk, not its last
+                    r.generated += 1
+                    if decoding and draft_k:
+                        self.accepted += 1
+                        self.verified += 1
+                if r.first is None:
+                    r.first = self.now
+                if r.generated >= r.output:
+                    r.finish = self.now
+                    running.remove(r)
+                    self.free(r)
+                    in_system -= 1
+                    if progress:
+                        progress(1)
+                    if not pending_arrivals and pending:  # the client sends its next request
+                        nxt = pending.popleft()
+                        nxt.arrival = self.now
+                        waiting.append(nxt)
+                        in_system += 1
+
+
+def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tuple[float, int, int]],
+          engine: Engine, load: Load, prompt: str, output: str, slo: SLO = SLO(), seed: int = 0,
+          spec_dec: Speculative | None = None, progress: Callable[[int], None] | None = None,
+          load_label: str | None = None) -> ServeReport:
+    """Simulate the engines of the workload's layout over `rows` (arrival, prompt, output); `load_label` names
+    the arrivals when they come from a trace."""
+    L = w.layout
+    w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
+    w.check(spec)
+    weights = require_weights_fit(spec, gpu, w)
+    free = usable_bytes(gpu, w.reserve) - weights - activation_workspace(spec, w)
+    engines = L.dp * L.pp
+    budget = free // L.pp  # each virtual engine of a pipeline holds its share of the KV memory
+    one = w.model_copy(update={"layout": L.model_copy(update={"dp": 1})})
+    block = kv_per_gpu(spec, 1, engine.block_size, one)
+    if budget < block:
+        raise UserError(f"`gpu-memory-utilization`: {engine.gpu_memory_utilization:g} leaves "
+                        f"{max(free, 0) / 1e9:.2f} GB per GPU for the KV cache after weights and workspace, less "
+                        "than one block; raise it or use more GPUs (`tp`)")
+    longest = max(p + o for _, p, o in rows)
+    if kv_per_gpu(spec, 1, ceil_div(longest, engine.block_size) * engine.block_size, one) > budget:
+        raise UserError(f"`prompt`/`output`: a request of {longest:,} tokens needs more KV memory than an engine "
+                        f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
+                        "shorter requests")
+    if spec.max_seq_len < longest:
+        notes = [f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: an "
+                 "extrapolation"]
+    else:
+        notes = []
+    step = EngineStep(spec, gpu, one, tm)
+    block_bytes: dict[int, int] = {}
+    reqs = [Request(a, p, o, int(engine.prefix_hit * p)) for a, p, o in rows]
+    order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
+    # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly
+    active = engines if load.concurrency is None else min(engines, load.concurrency)
+    sims = []
+    for k in range(active):
+        sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))
+        sim.kv_of = lambda blocks: kv_per_gpu(spec, 1, blocks * engine.block_size, one)
+        clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
+        sim.run([reqs[i] for i in order[k::active]], clients, progress)
+        sims.append(sim)
+    return _report(spec, gpu, w, tm, reqs, sims, engine, load_label or str(load), prompt, output, slo, spec_dec,
+                   block, budget, notes, engines, None if load_label or load.concurrency else load.rate)
+
+
+def spread(values: list[float]) -> Spread:
+    """Mean and nearest-rank p50, p90, p99 of `values` (0 for none)."""
+    if not values:
+        return Spread(mean=0.0, p50=0.0, p90=0.0, p99=0.0)
+    v = sorted(values)
+
+    def at(q: float) -> float:
+        return v[min(len(v) - 1, max(0, -(-len(v) * q // 100) - 1))]
+
+    return Spread(mean=sum(v) / len(v), p50=at(50), p90=at(90), p99=at(99))
+
+
+def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spec_dec, block, budget,
+            notes, engines, rate) -> ServeReport:
+    L = w.layout
+    t0 = min(r.arrival for r in reqs)
+    duration = max(r.finish for r in reqs) - t0
+    rows = [ServedRequest(arrival_s=r.arrival, prompt=r.prompt, output=r.output, queue_s=r.scheduled - r.arrival,
+                          ttft_s=r.first - r.arrival, e2e_s=r.finish - r.arrival, preempted=r.preempted,
+                          tpot_s=(r.finish - r.first) / (r.output - 1) if r.output > 1 else None)
+            for r in sorted(reqs, key=lambda r: r.arrival)]
+    n, out_tokens = len(rows), sum(r.output for r in rows)
+    tpots = [r.tpot_s for r in rows if r.tpot_s is not None]
+    if slo.ttft_s is None and slo.tpot_s is None:
+        goodput = None
+    else:
+        good = sum(1 for r in rows if (slo.ttft_s is None or r.ttft_s <= slo.ttft_s)
+                   and (slo.tpot_s is None or r.tpot_s is None or r.tpot_s <= slo.tpot_s))
+        goodput = good / duration
+    e2e = spread([r.e2e_s for r in rows])
+    verified = sum(s.verified for s in sims)
+    notes += [f"{len(sims)} engine(s): dp={L.dp} replicas × pp={L.pp} virtual engines, each with its own scheduler "
+              "and share of the KV memory; requests go to them in turn",
+              "recompute preemption; chunked prefill always on; prefix-cache hits skip that share of each prompt "
+              "(their blocks are still counted per request)"]
+    if load.startswith("concurrency") and engines > 1:
+        notes.append(f"the {load} is split evenly over {len(sims)} of the {engines} engines")
+    return ServeReport(
+        model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, time_model=tm.name,
+        requests=n, duration_s=duration, steps=sum(s.steps for s in sims), load=load, rate=rate, prompt=prompt,
+        output=output, max_seqs=engine.max_seqs, max_batched_tokens=engine.max_batched_tokens,
+        block_size=engine.block_size, gpu_memory_utilization=engine.gpu_memory_utilization,
+        prefix_hit=engine.prefix_hit, speculative=spec_dec.label if spec_dec else None,
+        kv_blocks=budget // block, kv_bytes_per_block=block,
+        requests_per_s=n / duration, output_tokens_per_s=out_tokens / duration,
+        requests_per_s_per_gpu=n / duration / L.gpus, output_tokens_per_s_per_gpu=out_tokens / duration / L.gpus,
+        goodput_requests_per_s=goodput, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s,
+        ttft_s=spread([r.ttft_s for r in rows]), tpot_s=spread(tpots), e2e_s=e2e,
+        queue_s=spread([r.queue_s for r in rows]),
+        mean_concurrency=sum(s.area for s in sims) / duration, little_concurrency=n / duration * e2e.mean,
+        mean_running=sum(s.running_area for s in sims) / duration,
+        kv_utilization=sum(s.kv_area for s in sims) / len(sims) / duration,
+        kv_peak_utilization=max(s.kv_peak for s in sims), preemptions=sum(s.preemptions for s in sims),
+        tokens_per_step=sum(s.accepted for s in sims) / verified if verified else None,
+        timeline=rows, formula=FORMULA, notes=notes)
+
+
+LOAD_STEPS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+"""Rates, as shares of the given one, that load_curve runs."""
+
+
+def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt: Lengths, output: Lengths,
+               load: Load, seed: int = 0, **args) -> list[ServeReport]:
+    """serve at LOAD_STEPS × the load's rate (same seed, same lengths): latency against load."""
+    out = []
+    for share in LOAD_STEPS:
+        at = Load(rate=load.rate * share, constant=load.constant)
+        out.append(serve(spec, gpu, w, tm, make_requests(n, prompt, output, at, seed), load=at, seed=seed, **args))
+    return out
