@@ -114,9 +114,9 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
             if phase == "prefill":  # write the new tokens' cache
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
                 cache = attn.cache_bytes(tokens, bits)
-            elif phase == "chunk":  # and read what earlier tokens cached
+            elif phase == "chunk":  # and read what earlier tokens cached: keys = cached + new
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
-                cache = attn.step_cache_bytes(counts, batch, bits)
+                cache = attn.cache_bytes(counts["keys"], bits)
             else:  # read the cache, write the new token
                 core_io = ceil_div(tokens * attn.query_io() * a, L.tp)
                 cache = attn.step_cache_bytes(counts, batch, bits)

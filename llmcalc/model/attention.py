@@ -85,11 +85,11 @@ class Attention(Variant):
         return out
 
     def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
-        """counts of a prefill chunk: `new` queries after `context` cached tokens (causal), with the cache terms
-        a decode step names present even at context 0 (keys: the cached tokens it reads and the new ones it
-        writes), so that step_cache_bytes prices a chunk as it prices a decode step."""
+        """counts of a prefill chunk: `new` queries after `context` cached tokens (causal), with keys present
+        even at context 0: the cached tokens it reads and the new ones it writes (cache_bytes of them is the
+        chunk's cache traffic)."""
         out = self.counts(new, context, window)
-        out.setdefault("keys", self.cached_tokens(context, window) + new)
+        out.setdefault("keys", new)  # context 0: nothing cached to read
         return out
 
     def core(self, new: int, context: int, window: int | None, attention: str = "causal",

@@ -448,13 +448,6 @@ class DSA(MLA):
             out["chosen"] = min(out["keys"], self.index_topk)
         return out
 
-    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
-        """MLA's, and the latents a chunk reads: every cached one (its many queries' top-k selections together
-        cover nearly all of them) and the new ones it writes, chosen = keys."""
-        out = super().chunk_counts(new, context, window)
-        out["chosen"] = out["keys"]
-        return out
-
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
         out = super().core_from(counts, new, absorbed)
         p = counts["index_pairs"]

@@ -62,10 +62,10 @@ class Engine:
 
     def __post_init__(self) -> None:
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise UserError(f"`gpu-memory-utilization`: {self.gpu_memory_utilization:g} is not in (0, 1]; give a "
+            raise UserError(f"`gpu_memory_utilization`: {self.gpu_memory_utilization:g} is not in (0, 1]; give a "
                             "share such as 0.9")
         if not 0 <= self.prefix_hit < 1:
-            raise UserError(f"`prefix-hit`: {self.prefix_hit:g} is not in [0, 1); give a share such as 0.5")
+            raise UserError(f"`prefix_hit`: {self.prefix_hit:g} is not in [0, 1); give a share such as 0.5")
         for name in ("max_seqs", "max_batched_tokens", "block_size"):
             if getattr(self, name) < 1:
                 raise UserError(f"`{name}`: give at least 1")
@@ -281,7 +281,7 @@ class _Sim:
             if not scheduled:
                 if preempted:
                     continue
-                raise UserError("`gpu-memory-utilization`: the KV cache cannot hold one request's tokens; "
+                raise UserError("`gpu_memory_utilization`: the KV cache cannot hold one request's tokens; "
                                 "raise it, use more GPUs or shorter requests")
             dt = self.step.time(chunks, decodes, verify)
             if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
@@ -342,12 +342,12 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     one = w.model_copy(update={"layout": L.model_copy(update={"dp": 1})})
     block = kv_per_gpu(spec, 1, engine.block_size, one)
     if budget < block:
-        raise UserError(f"`gpu-memory-utilization`: {engine.gpu_memory_utilization:g} leaves "
+        raise UserError(f"`gpu_memory_utilization`: {engine.gpu_memory_utilization:g} leaves "
                         f"{max(free, 0) / 1e9:.2f} GB per GPU for the KV cache after weights and workspace, less "
                         "than one block; raise it or use more GPUs (`tp`)")
     longest = max(p + o for _, p, o in rows)
     if kv_per_gpu(spec, 1, ceil_div(longest, engine.block_size) * engine.block_size, one) > budget:
-        raise UserError(f"`prompt`/`output`: a request of {longest:,} tokens needs more KV memory than an engine "
+        raise UserError(f"`prompt` or `output`: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
     if spec.max_seq_len < longest:

@@ -1,0 +1,191 @@
+"""`llmcalc serve` (llmcalc/views/serve.py) and its step (llmcalc/costs/engine_step.py): the engine step against
+`llmcalc latency`, Little's law, the low-load and saturation limits, memory monotonicity, determinism,
+speculative decoding against its closed-form expectation, traces, and the command's exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmcalc.costs.engine_step import EngineStep
+from llmcalc.costs.latency import latency
+from llmcalc.errors import UserError
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.requests import load_trace, parse_lengths
+from llmcalc.inputs.time_models import load_time_model
+from llmcalc.views.serve import Engine, Load, make_requests, serve, speculative
+from llmcalc.workload import Layout, Workload
+
+H100 = load_gpu("h100-sxm")
+TM = load_time_model(None, H100)
+
+
+def run(preset="llama3-8b", n=300, prompt="1024", output="128", load=Load(rate=float("inf")), engine=Engine(),
+        w=Workload(), seed=0, gpu=H100, **kw):
+    rows = make_requests(n, parse_lengths(prompt, "prompt"), parse_lengths(output, "output"), load, seed)
+    return serve(load_preset(preset), gpu, w, load_time_model(None, gpu), rows, engine, load, prompt, output,
+                 seed=seed, **kw)
+
+
+@pytest.mark.parametrize("preset, layout", [
+    ("llama2-7b", Layout()), ("mixtral-8x7b", Layout(tp=2)), ("deepseek-v2-lite", Layout()),
+    ("gemma2-9b", Layout()), ("qwen3-30b-a3b", Layout(tp=2, ep=2)), ("longformer-decoder-example", Layout()),
+    ("linformer-decoder-example", Layout()), ("deepseek-v3.2-exp", Layout(tp=8))])
+def test_engine_step_alone_is_latency(preset, layout):
+    """A step of decode tokens alone is latency's decode step at that context; a step of whole prompts is its
+    prefill (both time models), and a prompt chunk after cached tokens costs more than none."""
+    spec, gpu = load_preset(preset), load_gpu("h200")
+    w = Workload(batch=4, seq=3000, gen=2, layout=layout, weights_dtype="fp8" if "v3" in preset else "bf16")
+    for tm in (load_time_model("roofline", gpu), load_time_model(None, gpu)):
+        r, step = latency(spec, gpu, w, tm), EngineStep(spec, gpu, w, tm)
+        assert step.time([], [3000] * 4) == pytest.approx(r.tpot_s, rel=1e-12)
+        assert step.time([(3000, 0)] * 4, []) == pytest.approx(r.ttft_s, rel=1e-12)
+        assert step.time([(500, 2500)], []) > step.time([(500, 0)], [])
+
+
+def test_mixed_step_reads_the_weights_once():
+    """Decode tokens riding along a prompt chunk cost far less than a decode step of their own: the weights are
+    read once per step."""
+    spec = load_preset("llama3-8b")
+    step = EngineStep(spec, H100, Workload(), TM)
+    alone = step.time([], [2000] * 32)
+    extra = step.time([(1024, 0)], [2000] * 32) - step.time([(1024, 0)], [])
+    assert 0 < extra < alone / 2
+
+
+@pytest.mark.parametrize("load", [Load(rate=4.0), Load(rate=25.0), Load(rate=float("inf")), Load(concurrency=48),
+                                  Load(rate=8.0, constant=True)])
+def test_littles_law(load):
+    """The time-average of the requests in the system, integrated step by step, equals throughput × mean
+    latency (Little's law)."""
+    r = run(load=load)
+    assert r.requests == 300 and all(x.e2e_s >= x.ttft_s > x.queue_s >= 0 for x in r.timeline)
+    assert r.mean_concurrency == pytest.approx(r.little_concurrency, rel=1e-6)
+    if load.concurrency:
+        assert r.mean_concurrency <= load.concurrency + 1e-9
+
+
+def test_low_rate_is_latency_at_batch_1():
+    """Requests far apart meet an idle engine: TTFT is latency's prefill at batch 1, TPOT its mean decode step."""
+    r = run(n=20, prompt="2048", output="64", load=Load(rate=0.05, constant=True))
+    lat = latency(load_preset("llama3-8b"), H100, Workload(batch=1, seq=2048, gen=64), TM)
+    assert r.ttft_s.p50 == pytest.approx(lat.ttft_s, rel=1e-9)
+    assert r.tpot_s.p99 == pytest.approx((lat.total_s - lat.ttft_s) / 63, rel=1e-9)
+    assert r.queue_s.p99 == 0 and r.preemptions == 0
+
+
+@pytest.mark.parametrize("batch", [16, 128])
+def test_saturation_approaches_static_throughput(batch):
+    """All at once, with max_seqs B: output tokens/s within 2% of latency's static throughput at batch B."""
+    r = run(n=batch * 6, prompt="512", output="256", engine=Engine(max_seqs=batch))
+    static = latency(load_preset("llama3-8b"), H100, Workload(batch=batch, seq=512, gen=256), TM).tokens_per_s
+    assert r.output_tokens_per_s == pytest.approx(static, rel=0.02)
+
+
+def test_more_kv_memory_never_lowers_throughput():
+    """Under memory pressure (long prompts, all at once), more KV memory never lowers throughput; the tightest
+    budget preempts."""
+    got = [run(n=300, prompt="4096", output="1024", engine=Engine(max_seqs=512, gpu_memory_utilization=u))
+           for u in (0.4, 0.55, 0.7, 0.9)]
+    rates = [r.output_tokens_per_s for r in got]
+    assert rates == sorted(rates) and rates[0] < rates[-1]
+    assert got[0].preemptions > 0 and got[0].kv_peak_utilization > 0.95
+    assert [r.kv_blocks for r in got] == sorted(r.kv_blocks for r in got)
+
+
+def test_same_seed_same_result():
+    a, b = run(load=Load(rate=10.0), prompt="normal:800,200", seed=3), run(load=Load(rate=10.0),
+                                                                           prompt="normal:800,200", seed=3)
+    c = run(load=Load(rate=10.0), prompt="normal:800,200", seed=4)
+    assert a == b and a != c
+
+
+def test_slo_goodput():
+    """Goodput counts the requests within both targets: none under impossible ones, all under loose ones."""
+    tight, loose = (run(load=Load(rate=20.0), slo=s) for s in (_slo(1e-6, None), _slo(100.0, 10.0)))
+    assert tight.goodput_requests_per_s == 0
+    assert loose.goodput_requests_per_s == pytest.approx(loose.requests_per_s)
+    assert run(load=Load(rate=20.0)).goodput_requests_per_s is None
+
+
+def _slo(ttft, tpot):
+    from llmcalc.views.serve import SLO
+
+    return SLO(ttft_s=ttft, tpot_s=tpot)
+
+
+def test_prefix_hits_cut_ttft():
+    low = run(n=50, load=Load(rate=0.1, constant=True), prompt="4096")
+    hit = run(n=50, load=Load(rate=0.1, constant=True), prompt="4096", engine=Engine(prefix_hit=0.75))
+    assert hit.ttft_s.p50 < low.ttft_s.p50 / 2
+
+
+def test_speculative_tokens_per_step_and_speed():
+    """k draft tokens accepted with chance a: a verify step yields (1 − a^(k+1)) / (1 − a) tokens on average (the
+    truncated geometric), and a good draft lowers the 70B model's TPOT at low load."""
+    target, draft = load_preset("llama3.1-70b"), load_preset("llama3-8b")
+    w = Workload(layout=Layout(tp=4))
+    base = run("llama3.1-70b", n=30, prompt="512", output="200", load=Load(rate=0.05, constant=True), w=w)
+    for a in (0.6, 0.9):
+        sd = speculative(target, H100, w, TM, 4, a, draft)
+        r = run("llama3.1-70b", n=30, prompt="512", output="200", load=Load(rate=0.05, constant=True), w=w,
+                spec_dec=sd)
+        assert r.tokens_per_step == pytest.approx(sd.expected_tokens, rel=0.05)
+        assert r.tpot_s.mean < base.tpot_s.mean
+    with pytest.raises(UserError, match="mtp"):
+        speculative(target, H100, w, TM, 2, 0.8, None)
+    with pytest.raises(UserError, match="vocabulary"):
+        speculative(target, H100, w, TM, 2, 0.8, load_preset("llama2-7b"))
+
+
+def test_mtp_is_cheaper_than_the_model():
+    """An MTP module's step is one layer and the head: far below the whole model's step."""
+    spec, gpu = load_preset("deepseek-v3"), load_gpu("h200")
+    w = Workload(layout=Layout(tp=8), weights_dtype="fp8", compute_dtype="fp8")
+    tm = load_time_model(None, gpu)
+    whole, module = EngineStep(spec, gpu, w, tm), EngineStep(spec, gpu, w, tm, mtp=True)
+    assert module.time([], [1000] * 32) < whole.time([], [1000] * 32) / 20
+
+
+def test_lengths_and_trace(tmp_path):
+    assert parse_lengths("512", "prompt").mean == 512
+    assert parse_lengths("uniform:100,300", "prompt").mean == 200
+    for bad in ("0", "uniform:5,1", "normal:0,1", "gauss:1,2", "x"):
+        with pytest.raises(UserError, match="`prompt`"):
+            parse_lengths(bad, "prompt")
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival,prompt,output\n0.5,100,20\n0.1,200,10\n")
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"arrival": 0.1, "prompt": 200, "output": 10}\n{"arrival": 0.5, "prompt": 100, "output": 20}\n')
+    assert load_trace(csv) == load_trace(jsonl) == [(0.1, 200, 10), (0.5, 100, 20)]
+    (tmp_path / "bad.csv").write_text("arrival,prompt\n0,1\n")
+    with pytest.raises(UserError, match="line 2 lacks output"):
+        load_trace(tmp_path / "bad.csv")
+
+
+def test_cli_json_and_trace(cli, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival,prompt,output\n" + "".join(f"{i * 0.2},{300 + i},{20 + i}\n" for i in range(40)))
+    r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--trace", str(trace), "--slo-ttft", "1",
+            "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    for field in ("requests_per_s", "output_tokens_per_s", "goodput_requests_per_s", "mean_concurrency",
+                  "kv_utilization", "preemptions"):
+        assert field in data
+    for field in ("ttft_s", "tpot_s", "e2e_s", "queue_s"):
+        assert set(data[field]) == {"mean", "p50", "p90", "p99"}
+    assert data["requests"] == 40 and data["load"] == "trace trace.csv"
+
+
+@pytest.mark.parametrize("args, word", [
+    (("--rate", "0"), "--rate"), (("--rate", "2", "--concurrency", "4"), "--concurrency"),
+    (("--prompt", "uniform:9,1"), "--prompt"), (("--gpu-memory-utilization", "1.5"), "--gpu-memory-utilization"),
+    (("--trace", "/nonexistent.csv"), "--trace"), (("--mtp",), "--mtp"), (("--prefix-hit", "1"), "--prefix-hit"),
+    (("--prompt", "200000", "--gpu-memory-utilization", "0.3"), "--prompt")])
+def test_cli_bad_input_exits_2(cli, args, word):
+    r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "10", *args)
+    assert r.returncode == 2, r.stderr
+    assert word in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
