@@ -98,6 +98,17 @@ class EngineStep:
             env |= {f"{k}@{w}{tag}": v for k, v in sums.items()}
         return env
 
+    def decode_time(self, batch: int, context: int, chunk: int = 0) -> float:
+        """Seconds of a decode step of `batch` sequences all at `context`, with a first prompt chunk of `chunk`
+        tokens beside them when given (O(1) in the batch; latency's decode step when chunk is 0)."""
+        tag = TAGS["decode"]
+        env = {"T": batch + chunk, "T" + tag: batch, "R" + tag: batch}
+        for w in self.windows:
+            env |= {f"{k}@{w}{tag}": batch * v for k, v in self.attn.counts(1, context, w).items()}
+        if not chunk:
+            return self.clock(("decode",))(env)
+        return self.clock(("chunk", "decode"))(env | self.part_vars("chunk", [(chunk, 0)]))
+
     def vars(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
              verifies: Sequence[tuple[int, int]] = ()) -> tuple[tuple[str, ...], dict[str, int]]:
         """The step's parts and its variables (T: every token)."""

@@ -421,12 +421,33 @@ def serve_table(r, units: str) -> list:
     ]
 
 
+def plan_table(r, units: str) -> list:
+    targets = " and ".join(f"p99 {k} ≤ {seconds(v)}" for k, v in (("TTFT", r.slo_ttft_s), ("TPOT", r.slo_tpot_s))
+                           if v is not None)
+    rows = []
+    for i, c in enumerate(r.candidates, 1):
+        layout = f"tp {c.tp} pp {c.pp} ep {c.ep} dp {c.dp}"
+        if c.prefill:
+            layout = f"prefill tp {c.prefill.tp} dp {c.prefill.dp} + decode {layout}"
+        cost = "—" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.3f}"
+        rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs),
+                     f"{c.output_tokens_per_s_per_gpu:,.0f}", cost, seconds(c.ttft_p99_s), seconds(c.tpot_p99_s)])
+    return [
+        f"[bold]{esc(r.model)}[/bold] at {r.rate:g} requests/s (prompt {esc(r.prompt)}, output {esc(r.output)}), "
+        f"{targets}, on up to {r.max_gpus} × {esc(', '.join(r.gpus))}",
+        table("Deployments that meet the targets, best first (simulated)",
+              ["#", "GPU", "GPUs", "layout", "weights", "max seqs", "tok/s/GPU", "$/M tok", "TTFT p99", "TPOT p99"],
+              rows, text=(1, 3, 4)),
+        *_footer(r),
+    ]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
           "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
           "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table,
-          "ServeReport": serve_table}
+          "ServeReport": serve_table, "PlanReport": plan_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 
 

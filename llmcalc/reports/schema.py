@@ -11,6 +11,7 @@ from llmcalc.reports.latency import LatencyReport
 from llmcalc.reports.memory import MemoryReport
 from llmcalc.reports.moe import MoEReport
 from llmcalc.reports.params import ParamsReport
+from llmcalc.reports.plan import PlanReport
 from llmcalc.reports.presets import PresetReport, PresetRow
 from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
@@ -28,6 +29,7 @@ COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
     "moe": (MoEReport, False, None),
     "train": (TrainReport, False, None),
     "serve": (ServeReport, False, None),
+    "plan": (PlanReport, False, None),
 }
 """What each command's --format json prints: a report model, or a list of rows (True); and the report of
 its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""

@@ -95,17 +95,16 @@ def speculative(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, tokens: i
         raise UserError(f"`acceptance`: {acceptance:g} is not in [0, 1); give a chance such as 0.7")
     if tokens < 1:
         raise UserError("`spec_tokens`: give at least 1 draft token per step")
-    one = w.model_copy(update={"layout": w.layout.model_copy(update={"dp": 1})})
     if draft is None:
         if not spec.mtp_modules:
             raise UserError(f"`mtp`: {spec.name} has no MTP modules (mtp_modules 0); give a draft model with `draft`")
-        return Speculative(tokens, acceptance, EngineStep(spec, gpu, one, tm, mtp=True),
+        return Speculative(tokens, acceptance, EngineStep(spec, gpu, w, tm, mtp=True),
                            f"MTP, {tokens} draft tokens, acceptance {acceptance:g}")
     if draft.vocab_size != spec.vocab_size:
         raise UserError(f"`draft`: {draft.name}'s vocabulary ({draft.vocab_size:,}) is not {spec.name}'s "
                         f"({spec.vocab_size:,}); a draft model must share the tokenizer")
-    one.check(draft)
-    return Speculative(tokens, acceptance, EngineStep(draft, gpu, one, tm),
+    w.layout.check(draft, w.layout.dp)
+    return Speculative(tokens, acceptance, EngineStep(draft, gpu, w, tm),
                        f"draft {draft.name}, {tokens} draft tokens, acceptance {acceptance:g}")
 
 
@@ -334,19 +333,18 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     the arrivals when they come from a trace."""
     L = w.layout
     w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
-    w.check(spec)
+    L.check(spec, L.dp)
     weights = require_weights_fit(spec, gpu, w)
     free = usable_bytes(gpu, w.reserve) - weights - activation_workspace(spec, w)
     engines = L.dp * L.pp
     budget = free // L.pp  # each virtual engine of a pipeline holds its share of the KV memory
-    one = w.model_copy(update={"layout": L.model_copy(update={"dp": 1})})
-    block = kv_per_gpu(spec, 1, engine.block_size, one)
+    block = kv_per_gpu(spec, 1, engine.block_size, w)
     if budget < block:
         raise UserError(f"`gpu_memory_utilization`: {engine.gpu_memory_utilization:g} leaves "
                         f"{max(free, 0) / 1e9:.2f} GB per GPU for the KV cache after weights and workspace, less "
                         "than one block; raise it or use more GPUs (`tp`)")
     longest = max(p + o for _, p, o in rows)
-    if kv_per_gpu(spec, 1, ceil_div(longest, engine.block_size) * engine.block_size, one) > budget:
+    if kv_per_gpu(spec, 1, ceil_div(longest, engine.block_size) * engine.block_size, w) > budget:
         raise UserError(f"`prompt` or `output`: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
@@ -355,7 +353,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
                  "extrapolation"]
     else:
         notes = []
-    step = EngineStep(spec, gpu, one, tm)
+    step = EngineStep(spec, gpu, w, tm)
     block_bytes: dict[int, int] = {}
     reqs = [Request(a, p, o, int(engine.prefix_hit * p)) for a, p, o in rows]
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
@@ -364,7 +362,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     sims = []
     for k in range(active):
         sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))
-        sim.kv_of = lambda blocks: kv_per_gpu(spec, 1, blocks * engine.block_size, one)
+        sim.kv_of = lambda blocks: kv_per_gpu(spec, 1, blocks * engine.block_size, w)
         clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
         sim.run([reqs[i] for i in order[k::active]], clients, progress)
         sims.append(sim)

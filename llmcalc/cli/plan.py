@@ -1,0 +1,88 @@
+"""The `llmcalc plan` command: the deployments that meet latency targets under a load, cheapest first."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    GPUS,
+    SERVING,
+    ConfigOpt,
+    FormatOpt,
+    HFOpt,
+    OutputLenOpt,
+    PresetOpt,
+    PromptLenOpt,
+    RateOpt,
+    SLOTPOTOpt,
+    SLOTTFTOpt,
+    TimeModelOpt,
+    UnitsOpt,
+    _count_opt,
+    _opt,
+    emit,
+    load_gpu_named,
+    load_model,
+)
+from llmcalc.errors import UserError
+
+
+@app.command()
+def plan(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    gpu: Annotated[Optional[list[str]], _opt(
+        "--gpu", help="GPU preset or YAML file to consider; repeat for several.", panel=GPUS, metavar="NAME")] = None,
+    max_gpus: Annotated[int, _count_opt("--max-gpus", help="Most GPUs a deployment may use.", panel=GPUS)] = 8,
+    rate: RateOpt = None,
+    prompt: PromptLenOpt = "1024",
+    output: OutputLenOpt = "256",
+    slo_ttft: SLOTTFTOpt = None,
+    slo_tpot: SLOTPOTOpt = None,
+    price: Annotated[Optional[list[str]], _opt(
+        "--price", help="USD per GPU-hour, overriding the GPU's price_per_hour: GPU=USD (repeat).", panel=GPUS,
+        metavar="GPU=USD")] = None,
+    disaggregated: Annotated[bool, _opt(
+        "--disaggregated", help="Also separate prefill and decode pools, the KV cache sent over the link.",
+        panel=SERVING)] = False,
+    top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs.",
+                                        panel=SERVING)] = 400,
+    seed: Annotated[int, _opt("--seed", help="Seed of the simulated arrivals and lengths.", panel=SERVING,
+                              metavar="N")] = 0,
+    time_model: TimeModelOpt = None,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
+    from llmcalc.inputs.requests import parse_lengths
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.views.plan import plan as search
+    from llmcalc.views.serve import SLO
+
+    if rate is None:
+        raise UserError("--rate: give the requests/s to serve, e.g. --rate 10")
+    if slo_ttft is None and slo_tpot is None:
+        raise UserError("--slo-ttft / --slo-tpot: give at least one target, e.g. --slo-ttft 2 --slo-tpot 0.05")
+    if max_gpus < 1 or top < 1:
+        raise UserError("--max-gpus and --top: give at least 1")
+    devices = [load_gpu_named(g, "plan") for g in dict.fromkeys(gpu or ["h100-sxm"])]
+    prices = {d.name: d.price_per_hour for d in devices}
+    for item in price or []:
+        name, _, usd = item.partition("=")
+        try:
+            value = float(usd)
+        except ValueError:
+            value = -1.0
+        if name not in prices or not value > 0:
+            raise UserError(f"--price: {item!r} is not GPU=USD for a --gpu given ({', '.join(prices)}); write e.g. "
+                            f"{next(iter(prices))}=2.5")
+        prices[name] = value
+    lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
+    tms = {d.name: load_time_model(time_model, d, None) for d in devices}
+    report = search(load_model(preset, config, hf_config), devices, tms, max_gpus, rate, *lengths,
+                    *(str(x) for x in lengths), SLO(ttft_s=slo_ttft, tpot_s=slo_tpot), prices,
+                    disaggregated=disaggregated, top=top, requests=requests, seed=seed)
+    emit(report, format, units, of=plan)

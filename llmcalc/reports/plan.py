@@ -1,0 +1,67 @@
+"""Typed results: deployments of a model ranked under a load and latency targets (`llmcalc plan`)."""
+
+from llmcalc.reports.base import Report
+
+
+class PrefillPool(Report):
+    """The prefill GPUs of a disaggregated deployment (its decode GPUs are the candidate's tp/pp/ep/dp)."""
+
+    gpus: int
+    tp: int
+    dp: int
+    kv_transfer_s: float
+    """One mean prompt's KV cache sent to the decode pool: bytes / (link · comm efficiency) + the link's latency."""
+
+
+class PlanCandidate(Report):
+    """One deployment: a layout of one GPU kind, the weights' dtype and the engine's max_seqs."""
+
+    gpu: str
+    gpus: int
+    """GPUs in all (a disaggregated deployment: prefill and decode)."""
+    tp: int
+    pp: int
+    ep: int
+    dp: int
+    weights_dtype: str
+    max_seqs: int
+    disaggregated: bool
+    prefill: PrefillPool | None
+    meets_slo: bool
+    """p99 TTFT and p99 TPOT within the targets: simulated when `simulated`, else estimated in closed form."""
+    simulated: bool
+    """Whether `llmcalc serve`'s simulator confirmed the figures (the finalists), or they are the closed-form
+    first pass."""
+    output_tokens_per_s_per_gpu: float
+    """Output tokens/s the deployment delivers at the load, over its GPUs."""
+    usd_per_million_tokens: float | None
+    """GPUs · price_per_hour / (output tokens per hour) · 10⁶; None without a price."""
+    ttft_p99_s: float
+    tpot_p99_s: float
+    utilization: float
+    """Share of the engines' time the load keeps busy (closed form): prefill and decode steps."""
+
+
+class PlanReport(Report):
+    """Deployments that meet the targets, best first: the cheapest per million output tokens (then the most output
+    tokens/s per GPU). A closed-form pass over every candidate prunes; the simulator confirms the finalists."""
+
+    model: str
+    gpus: list[str]
+    max_gpus: int
+    rate: float
+    """Requests/s offered (Poisson)."""
+    prompt: str
+    output: str
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    searched: int
+    """Candidates the closed-form pass evaluated."""
+    feasible: int
+    """Candidates whose engines keep up with the load and whose estimates meet the targets."""
+    simulated: int
+    search_s: float
+    """Seconds the closed-form pass took."""
+    candidates: list[PlanCandidate]
+    formula: str
+    notes: list[str]

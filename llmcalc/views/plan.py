@@ -1,0 +1,298 @@
+"""`llmcalc plan`: the deployments of a model that meet latency targets under a load, cheapest first. See
+docs/serving.md.
+
+Candidates: for each GPU kind, every layout of at most max_gpus GPUs (tp a power of two within a node, pp of
+PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each weights dtype the GPU computes
+(bf16; fp8 where it has an fp8 peak) and each max_seqs of MAX_SEQS; with `disaggregated`, also a prefill pool
+(tp_p · dp_p GPUs) beside a decode pool. Two passes:
+
+1. Closed form, per engine (a replica's pp virtual engines share its rate λ_e = λ / (dp · pp)), from the engine's
+   step (llmcalc/costs/engine_step.py) at the mean lengths P and O, b sequences at context P + O/2:
+     Δ = t_step(b decodes + a prompt) − t_decode(b)  (what a prompt adds to the step it rides in),
+     ρ_p = λ_e · Δ < 1  (the share of time prompts take),
+     TPOT = t_decode(b) / (1 − ρ_p)  (prompt chunks stretch the decode steps),
+     TTFT = t_decode(b) + Δ + ρ_p / (2 (1 − ρ_p)) · Δ  (the step that runs it, after the prompts ahead: an
+            M/D/1 queue, as the scheduler admits waiting prompts at once),
+     b = λ_e · (TTFT + (O − 1) · TPOT)  (Little's law), solved by iteration; the busy share is
+     ρ = ρ_p + λ_e · (O − 1) · t_decode(b) / b ≤ 1;
+   feasible when the iteration settles (else the batch grows without bound: the engine does not keep up),
+   b ≤ max_seqs and b requests' KV fit. Disaggregated: the prefill pool runs prompts alone (ρ_p = λ·t_prefill(P),
+   TTFT = t_prefill + ρ_p / (2 (1 − ρ_p)) · t_prefill, plus the KV transfer: bytes / link); the decode pool has
+   TPOT = t_decode(b).
+2. The simulator (llmcalc/views/serve.py) runs the cheapest feasible candidates (cost per million output tokens,
+   then GPUs) and keeps those whose p99 TTFT and p99 TPOT meet the targets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from llmcalc.costs.capacity import activation_workspace, require_weights_fit, usable_bytes
+from llmcalc.costs.engine_step import EngineStep
+from llmcalc.costs.kv import kv_bytes
+from llmcalc.costs.shard import kv_per_gpu
+from llmcalc.errors import UserError
+from llmcalc.inputs.requests import Lengths
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import TimeModel
+from llmcalc.reports.plan import PlanCandidate, PlanReport, PrefillPool
+from llmcalc.views.serve import SLO, Engine, Load, make_requests, serve
+from llmcalc.workload import Layout, Workload
+
+MAX_SEQS = (16, 32, 64, 128, 256, 512)
+PIPELINES = (1, 2, 4, 8)
+NODE = 8
+"""GPUs per node where the GPU's spec does not say."""
+FORMULA = ("ρ_p = λ_e·Δ, Δ what a prompt adds to a decode step; TPOT = t_decode(b)/(1 − ρ_p); b = λ_e·(TTFT + (O−1)·TPOT) (Little); "
+           "finalists simulated; $/M tokens = GPUs · price_per_hour / (output tokens/s · 3600) · 10⁶")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The closed-form pass at one engine's rate: the concurrency b it settles at, its latencies and load."""
+
+    b: float
+    ttft: float
+    tpot: float
+    rho: float
+
+
+def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregated: str = "") -> Estimate | None:
+    """The fixed point of the module docstring's pass 1 for one engine at `rate` requests/s; None when it does not
+    keep up. `disaggregated`: "prefill" (a prefill pool: prompts alone) or "decode" (a decode pool: no prompts)."""
+    if disaggregated == "prefill":
+        t_pre = step.time([(prompt, 0)], [])
+        rho_p = rate * t_pre
+        return Estimate(0.0, t_pre + rho_p / (2 * (1 - rho_p)) * t_pre, 0.0, rho_p) if rho_p < 1 else None
+    ctx, decodes = prompt + output // 2, max(output - 1, 0)
+    b = 1.0
+    for _ in range(100):
+        n = max(1, round(b))
+        t_d = step.decode_time(n, ctx)
+        # a prompt rides in a decode step and adds what its tokens cost there (the weights are read anyway)
+        extra = 0.0 if disaggregated == "decode" else step.decode_time(n, ctx, prompt) - t_d
+        rho_p = rate * extra
+        if rho_p >= 1:
+            return None
+        tpot = t_d / (1 - rho_p)
+        ttft = 0.0 if disaggregated else t_d + extra + rho_p / (2 * (1 - rho_p)) * extra
+        nxt = rate * (ttft + decodes * tpot)
+        if nxt > 2 * MAX_SEQS[-1]:  # the batch grows without bound: the engine does not keep up
+            return None
+        if abs(nxt - b) <= 0.005 * b + 0.01:
+            return Estimate(nxt, ttft, tpot, min(1.0, rho_p + rate * decodes * t_d / max(nxt, 1.0)))
+        b = (b + nxt) / 2
+    return None
+
+
+def layouts(spec: ModelSpec, gpu: GPU, max_gpus: int) -> Iterator[Layout]:
+    """Every valid layout of at most max_gpus GPUs (module docstring)."""
+    node = gpu.gpus_per_node or NODE
+    experts = spec.ffn.routed_experts
+    tps = [t for t in (1, 2, 4, 8, 16) if t <= min(node, max_gpus)]
+    for tp in tps:
+        for pp in PIPELINES:
+            for dp in range(1, max_gpus // (tp * pp) + 1):
+                eps = {1} | ({e for e in (tp, tp * dp) if e > 1 and experts % e == 0} if experts else set())
+                for ep in sorted(eps):
+                    L = Layout(tp=tp, pp=pp, dp=dp, ep=ep)
+                    try:
+                        L.check(spec, dp)
+                    except UserError:
+                        continue
+                    yield L
+
+
+def weight_dtypes(gpu: GPU) -> list[str]:
+    """bf16, and fp8 where the GPU has an fp8 peak (its matmuls then run in fp8)."""
+    return ["bf16"] + (["fp8"] if gpu.peak_tflops.fp8 else [])
+
+
+class _Engines:
+    """EngineSteps and KV budgets per (GPU, layout without dp unless ep spans replicas, dtype), built once."""
+
+    def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], utilization: float, chunk: int):
+        self.spec, self.tms, self.utilization, self.chunk = spec, tms, utilization, chunk
+        self.cache: dict[tuple, tuple[EngineStep, int, Workload] | None] = {}
+
+    def get(self, gpu: GPU, L: Layout, dtype: str) -> tuple[EngineStep, int, Workload] | None:
+        """(step, KV bytes per GPU for the engine, workload), or None when the weights do not fit."""
+        key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.ep > L.tp else 0, dtype)
+        if key not in self.cache:
+            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
+                         reserve=1 - self.utilization, prefill_chunk=self.chunk)
+            try:
+                weights = require_weights_fit(self.spec, gpu, w)
+            except UserError:
+                self.cache[key] = None
+            else:
+                free = usable_bytes(gpu, w.reserve) - weights - activation_workspace(self.spec, w)
+                self.cache[key] = (EngineStep(self.spec, gpu, w, self.tms[gpu.name]), free // L.pp, w) \
+                    if free > 0 else None
+        return self.cache[key]
+
+
+def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: int, rate: float, prompt: Lengths,
+         output: Lengths, prompt_text: str, output_text: str, slo: SLO, prices: dict[str, float | None],
+         disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0) -> PlanReport:
+    """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s."""
+    if not rate > 0 or rate == float("inf"):
+        raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
+    P, O = round(prompt.mean), round(output.mean)
+    engine = Engine()
+    engines = _Engines(spec, tms, engine.gpu_memory_utilization, engine.max_batched_tokens)
+    t0 = time.perf_counter()
+    rows: list[PlanCandidate] = []
+    searched = 0
+    per_request = {}  # kv bytes per GPU of one request at full length, by workload key
+    for gpu in gpus:
+        price = prices.get(gpu.name)
+        for dtype in weight_dtypes(gpu):
+            for L in layouts(spec, gpu, max_gpus):
+                searched += len(MAX_SEQS)
+                got = engines.get(gpu, L, dtype)
+                if got is None:
+                    continue
+                step, budget, w = got
+                key = (gpu.name, L.tp, L.pp, dtype)
+                if key not in per_request:
+                    per_request[key] = kv_per_gpu(spec, 1, P + O, w)
+                fit = budget // per_request[key] if per_request[key] else 10**9
+                est = steady(step, P, O, rate / (L.dp * L.pp))
+                if est is None:
+                    continue
+                for m in MAX_SEQS:
+                    if est.b > min(m, fit):
+                        continue
+                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, O, price, slo))
+        if disaggregated:
+            found, tried = _disaggregated(spec, gpu, engines, max_gpus, rate, P, O, price, slo)
+            rows += found
+            searched += tried
+    search_s = time.perf_counter() - t0
+    feasible = [c for c in rows if c.meets_slo]
+    feasible.sort(key=_rank)
+    finalists, kept = [], set()
+    simulated = 0
+    for c in feasible:  # a deployment is listed once, at the smallest max_seqs that meets the targets
+        key = (c.gpu, c.tp, c.pp, c.ep, c.dp, c.weights_dtype, c.prefill)
+        if key in kept:
+            continue
+        if len(finalists) >= top or simulated >= max(3 * top, 10):
+            break
+        simulated += 1
+        checked = _simulate(spec, c, {g.name: g for g in gpus}[c.gpu], tms[c.gpu], engines, rate, prompt, output,
+                            prompt_text, output_text, slo, requests, seed)
+        if checked.meets_slo:
+            finalists.append(checked)
+            kept.add(key)
+    finalists.sort(key=_rank)
+    notes = [f"{searched:,} candidates in {search_s:.2f} s (closed form); {len(feasible):,} met the targets there; "
+             f"the {simulated} cheapest simulated ({requests} Poisson requests each), {len(finalists)} kept",
+             "engine: vLLM-like defaults (chunked prefill, 8,192 tokens per step, memory utilization 0.9); KV in the "
+             "weights' dtype"]
+    if not any(prices.get(g.name) for g in gpus):
+        notes.append("no price_per_hour for these GPUs (give --price GPU=USD): ranked by output tokens/s per GPU")
+    if not finalists:
+        notes.append("no deployment met the targets: raise max_gpus, relax the targets or lower the rate")
+    return PlanReport(model=spec.name, gpus=[g.name for g in gpus], max_gpus=max_gpus, rate=rate, prompt=prompt_text,
+                      output=output_text, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s, searched=searched,
+                      feasible=len(feasible), simulated=simulated, search_s=search_s, candidates=finalists,
+                      formula=FORMULA, notes=notes)
+
+
+def _rank(c: PlanCandidate) -> tuple:
+    """Cheapest per million tokens, then most tokens/s per GPU, then fewest GPUs and the smallest max_seqs."""
+    cost = c.usd_per_million_tokens if c.usd_per_million_tokens is not None else float("inf")
+    return cost, -c.output_tokens_per_s_per_gpu, c.gpus, c.max_seqs
+
+
+SLACK = 1.2
+"""The closed-form pass keeps candidates whose mean estimates are within SLACK × the targets (the simulator then
+judges their p99): estimates of a few tens of percent either way must not prune a deployment that meets them."""
+
+
+def _meets(ttft: float, tpot: float, slo: SLO, slack: float = 1.0) -> bool:
+    return (slo.ttft_s is None or ttft <= slack * slo.ttft_s) and (slo.tpot_s is None or tpot <= slack * slo.tpot_s)
+
+
+def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool | None, est: Estimate,
+               rate: float, O: int, price: float | None, slo: SLO, ttft: float | None = None,
+               gpus: int | None = None) -> PlanCandidate:
+    gpus = gpus or L.gpus
+    tokens = rate * O
+    ttft = est.ttft if ttft is None else ttft
+    return PlanCandidate(
+        gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=dtype, max_seqs=max_seqs,
+        disaggregated=pool is not None, prefill=pool, meets_slo=_meets(ttft, est.tpot, slo, SLACK), simulated=False,
+        output_tokens_per_s_per_gpu=tokens / gpus,
+        usd_per_million_tokens=gpus * price / (tokens * 3600) * 1e6 if price else None,
+        ttft_p99_s=ttft, tpot_p99_s=est.tpot, utilization=est.rho)
+
+
+def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, rate: float, P: int, O: int,
+                   price: float | None, slo: SLO) -> tuple[list[PlanCandidate], int]:
+    """Prefill pools (tp_p · dp_p GPUs, pp 1) beside decode pools (pp 1), within max_gpus together: the candidates
+    that keep up, and how many were tried."""
+    out, tried = [], 0
+    for dtype in weight_dtypes(gpu):
+        pools = []
+        for L in layouts(spec, gpu, max_gpus - 1):
+            if L.pp > 1 or L.ep > L.tp:
+                continue
+            got = engines.get(gpu, L, dtype)
+            est = got and steady(got[0], P, O, rate / L.dp, "prefill")
+            if est:
+                pools.append((L, est))
+        for Lp, pre in pools:
+            link = gpu.link(max_gpus)
+            transfer = kv_bytes(spec, 1, P, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
+            pool = PrefillPool(gpus=Lp.gpus, tp=Lp.tp, dp=Lp.dp, kv_transfer_s=transfer)
+            for L in layouts(spec, gpu, max_gpus - Lp.gpus):
+                if L.pp > 1:
+                    continue
+                tried += len(MAX_SEQS)
+                got = engines.get(gpu, L, dtype)
+                if got is None:
+                    continue
+                step, budget, w = got
+                est = steady(step, P, O, rate / L.dp, "decode")
+                if est is None:
+                    continue
+                fit = budget // max(kv_per_gpu(spec, 1, P + O, w), 1)
+                for m in MAX_SEQS:
+                    if est.b <= min(m, fit):
+                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, O, price, slo,
+                                              ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
+    return out, tried
+
+
+def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engines: _Engines, rate: float,
+              prompt: Lengths, output: Lengths, prompt_text: str, output_text: str, slo: SLO, n: int,
+              seed: int) -> PlanCandidate:
+    """The candidate run through `llmcalc serve`'s simulator: p99 TTFT and TPOT, and whether they meet `slo`."""
+    load = Load(rate=rate)
+    rows = make_requests(n, prompt, output, load, seed)
+    L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
+    w = engines.get(gpu, L, c.weights_dtype)[2].model_copy(update={"layout": L})  # the cached one may differ in dp
+    engine = Engine(max_seqs=c.max_seqs)
+    if c.prefill is None:
+        r = serve(spec, gpu, w, tm, rows, engine, load, prompt_text, output_text, slo, seed)
+        ttft, tpot = r.ttft_s.p99, r.tpot_s.p99
+    else:  # the prefill pool emits the first token; the decode pool gets each request after its KV arrives
+        pool = c.prefill
+        Lp = Layout(tp=pool.tp, dp=pool.dp)
+        wp = engines.get(gpu, Lp, c.weights_dtype)[2].model_copy(update={"layout": Lp})
+        first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], Engine(), load, prompt_text, "1", slo,
+                      seed)
+        ready = [(x.arrival_s + x.ttft_s + pool.kv_transfer_s, x.prompt, o) for x, (_, _, o) in
+                 zip(first.timeline, sorted(rows))]
+        decode = serve(spec, gpu, w, tm, ready, Engine(max_seqs=c.max_seqs, prefix_hit=0.999), load, prompt_text,
+                       output_text, slo, seed)
+        ttft = first.ttft_s.p99 + pool.kv_transfer_s
+        tpot = decode.tpot_s.p99
+    return c.model_copy(update={"simulated": True, "ttft_p99_s": ttft, "tpot_p99_s": tpot,
+                                "meets_slo": _meets(ttft, tpot, slo)})

@@ -1,0 +1,135 @@
+"""`llmcalc plan` (llmcalc/views/plan.py): the closed-form pass against the simulator, the ranking, the
+disaggregated pools, the price override, and the command's exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmcalc.errors import UserError
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.requests import parse_lengths
+from llmcalc.inputs.time_models import load_time_model
+from llmcalc.views.plan import layouts, plan, steady
+from llmcalc.views.serve import SLO, Engine, Load, make_requests, serve
+from llmcalc.workload import Layout, Workload
+
+GPUS = [load_gpu("h100-sxm"), load_gpu("a100-80gb")]
+TMS = {g.name: load_time_model(None, g) for g in GPUS}
+LENGTHS = parse_lengths("1024", "prompt"), parse_lengths("256", "output")
+
+
+def run(spec="llama3-8b", rate=10.0, slo=SLO(2.0, 0.05), prices=None, **kw):
+    return plan(load_preset(spec), GPUS, TMS, kw.pop("max_gpus", 8), rate, *LENGTHS, "1024", "256", slo,
+                prices if prices is not None else {"h100-sxm": 3.0, "a100-80gb": 1.8}, **kw)
+
+
+def test_finalists_meet_the_targets_in_simulation_and_rank_by_cost():
+    r = run(rate=20.0)
+    assert r.candidates and all(c.simulated and c.meets_slo for c in r.candidates)
+    assert all(c.ttft_p99_s <= 2.0 and c.tpot_p99_s <= 0.05 for c in r.candidates)
+    costs = [c.usd_per_million_tokens for c in r.candidates]
+    assert costs == sorted(costs)
+    best = r.candidates[0]  # its cost is GPUs · price / tokens per hour
+    price = {"h100-sxm": 3.0, "a100-80gb": 1.8}[best.gpu]
+    assert best.usd_per_million_tokens == pytest.approx(best.gpus * price / (20.0 * 256 * 3600) * 1e6)
+    assert best.output_tokens_per_s_per_gpu == pytest.approx(20.0 * 256 / best.gpus)
+    assert len({(c.gpu, c.tp, c.pp, c.ep, c.dp, c.weights_dtype) for c in r.candidates}) == len(r.candidates)
+
+
+def test_a_finalist_serves_the_load_as_serve_says():
+    """The best deployment, run again through `llmcalc serve`'s simulator, gives the p99s listed and keeps up:
+    the run ends within one request's latency of the last arrival, no request queues for long."""
+    r = run(rate=20.0)
+    c = r.candidates[0]
+    gpu = {g.name: g for g in GPUS}[c.gpu]
+    w = Workload(weights_dtype=c.weights_dtype, kv_dtype=c.weights_dtype, compute_dtype=c.weights_dtype,
+                 layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep))
+    load = Load(rate=20.0)
+    got = serve(load_preset("llama3-8b"), gpu, w, TMS[c.gpu], make_requests(400, *LENGTHS, load, 0),
+                Engine(max_seqs=c.max_seqs), load, "1024", "256")
+    assert got.ttft_s.p99 == pytest.approx(c.ttft_p99_s) and got.tpot_s.p99 == pytest.approx(c.tpot_p99_s)
+    last = max(x.arrival_s for x in got.timeline)
+    assert got.duration_s <= last + max(x.e2e_s for x in got.timeline) and got.queue_s.p99 < 0.5
+
+
+def test_closed_form_tracks_the_simulator_below_saturation():
+    """Below saturation the closed-form TPOT is within 30% of the simulated mean and its concurrency (Little)
+    within 40% of the simulated one; past it (30 requests/s on one H100) it finds no steady state."""
+    spec, gpu = load_preset("llama3-8b"), GPUS[0]
+    from llmcalc.costs.engine_step import EngineStep
+
+    step = EngineStep(spec, gpu, Workload(), TMS[gpu.name])
+    for rate in (2.0, 10.0, 20.0):
+        est = steady(step, 1024, 256, rate)
+        load = Load(rate=rate)
+        sim = serve(spec, gpu, Workload(), TMS[gpu.name], make_requests(400, *LENGTHS, load, 0), Engine(), load, "", "")
+        assert est.tpot == pytest.approx(sim.tpot_s.mean, rel=0.3)
+        assert est.b == pytest.approx(sim.mean_concurrency, rel=0.4)
+    assert steady(step, 1024, 256, 30.0) is None
+
+
+def test_overload_has_no_steady_state():
+    step_spec = load_preset("llama3-8b")
+    from llmcalc.costs.engine_step import EngineStep
+
+    step = EngineStep(step_spec, GPUS[0], Workload(), TMS["h100-sxm"])
+    assert steady(step, 1024, 256, 1000.0) is None
+
+
+def test_layouts_divide_the_model():
+    spec = load_preset("mixtral-8x7b")
+    found = list(layouts(spec, GPUS[0], 8))
+    assert all(L.gpus <= 8 for L in found) and any(L.ep > 1 for L in found)
+    for L in found:
+        L.check(spec, L.dp)
+
+
+def test_more_gpus_or_looser_targets_never_shrink_the_feasible_set():
+    tight, loose = run(slo=SLO(0.5, 0.02), max_gpus=4), run(slo=SLO(2.0, 0.05), max_gpus=4)
+    assert tight.feasible <= loose.feasible
+    assert run(max_gpus=2).searched < run(max_gpus=8).searched
+
+
+def test_disaggregated_pools():
+    r = run("llama3-8b", rate=20.0, disaggregated=True, max_gpus=6)
+    split = [c for c in r.candidates if c.disaggregated]
+    assert r.searched > run("llama3-8b", rate=20.0, max_gpus=6).searched
+    for c in split:
+        assert c.gpus == c.prefill.gpus + c.tp * c.pp * c.dp and c.prefill.kv_transfer_s > 0
+
+
+def test_without_prices_ranks_by_throughput_per_gpu():
+    r = run(prices={})
+    assert all(c.usd_per_million_tokens is None for c in r.candidates)
+    per_gpu = [c.output_tokens_per_s_per_gpu for c in r.candidates]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    with pytest.raises(UserError, match="rate"):
+        run(rate=float("inf"))
+
+
+def test_cli_json(cli):
+    r = cli("plan", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpu", "a100-80gb", "--max-gpus", "4", "--rate", "10",
+            "--slo-ttft", "2", "--slo-tpot", "0.05", "--price", "a100-80gb=1.5", "--top", "3", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert 1 <= len(data["candidates"]) <= 3
+    for c in data["candidates"]:
+        assert set(c) >= {"gpu", "gpus", "tp", "pp", "ep", "dp", "weights_dtype", "max_seqs", "meets_slo",
+                          "output_tokens_per_s_per_gpu", "usd_per_million_tokens", "ttft_p99_s", "tpot_p99_s"}
+    a100 = [c for c in data["candidates"] if c["gpu"] == "a100-80gb"]
+    for c in a100:
+        assert c["usd_per_million_tokens"] == pytest.approx(c["gpus"] * 1.5 / (10 * 256 * 3600) * 1e6)
+
+
+@pytest.mark.parametrize("args, word", [
+    (("--slo-ttft", "2"), "--rate"), (("--rate", "5"), "--slo-ttft"),
+    (("--rate", "5", "--slo-tpot", "0.05", "--price", "h100-sxm=abc"), "--price"),
+    (("--rate", "5", "--slo-tpot", "0.05", "--price", "b200=2"), "--price"),
+    (("--rate", "5", "--slo-tpot", "0.05", "--gpu", "nope"), "--gpu")])
+def test_cli_bad_input_exits_2(cli, args, word):
+    r = cli("plan", "-p", "llama3-8b", *args)
+    assert r.returncode == 2, r.stderr
+    assert word in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
