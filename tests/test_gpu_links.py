@@ -1,4 +1,5 @@
-"""GPU link tiers: the interconnect within a node, the network between nodes, and how a GPU file states them."""
+"""GPU link tiers: the interconnect within a node, the network between nodes, and how a GPU file states them; and
+the rental price a GPU file may state."""
 
 from __future__ import annotations
 
@@ -108,3 +109,36 @@ def test_latency_charges_a_tensor_parallel_all_reduce_beyond_a_node_at_the_rails
     for a, b in zip(two_nodes["phases"], one_domain["phases"]):
         assert a["comm_s"] == pytest.approx(ratio * b["comm_s"], rel=1e-12) and a["comm_s"] > 0
         assert a["compute_s"] == b["compute_s"] and a["memory_s"] == b["memory_s"]
+
+
+def test_every_preset_prices_a_gpu_hour_positively_or_not_at_all():
+    """price_per_hour is USD per GPU-hour, on-demand; a preset without a public price leaves it out (None)."""
+    prices = {name: load_gpu(name).price_per_hour for name in gpu_names()}
+    assert all(p is None or p > 0 for p in prices.values()), prices
+    assert prices["h100-sxm"] is not None and H100["price_per_hour"] == prices["h100-sxm"]
+    priced = [name for name, p in prices.items() if p is not None]
+    for name in priced:  # each priced preset names where the price comes from, in its comments
+        assert "# price_per_hour:" in (GPU_DIR / f"{name}.yaml").read_text(), name
+
+
+def test_a_gpu_file_without_a_price_has_none(tmp_path):
+    old = {k: v for k, v in H100.items() if k != "price_per_hour"}
+    f = tmp_path / "old.yaml"
+    f.write_text(yaml.safe_dump(old))
+    assert load_gpu(str(f)).price_per_hour is None
+
+
+@pytest.mark.parametrize("price", [-1, 0])
+def test_a_price_that_is_not_positive_names_the_field(tmp_path, price):
+    with pytest.raises(UserError) as e:
+        load_gpu(str(gpu_file(tmp_path, price_per_hour=price)))
+    message = str(e.value)
+    assert "\n" not in message and "price_per_hour" in message and "positive" in message, message
+
+
+def test_gpus_lists_the_price_in_its_json_and_table(cli, cli_json):
+    rows = {r["name"]: r for r in cli_json("gpus")}
+    assert rows["h100-sxm"]["price_per_hour"] == load_gpu("h100-sxm").price_per_hour
+    assert rows["h20"]["price_per_hour"] is None
+    assert cli_json("gpus", "h100-sxm")["price_per_hour"] == load_gpu("h100-sxm").price_per_hour
+    assert "USD/h" in cli("gpus").stdout

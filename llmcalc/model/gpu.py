@@ -61,6 +61,9 @@ class GPU(Frozen):
     unknown, a collective beyond `gpus_per_node` GPUs is costed on the interconnect."""
     network_latency_us: float | None = Field(default=None, gt=0)
     """Microseconds a small collective takes end to end when it spans nodes; null: unknown (0)."""
+    price_per_hour: float | None = Field(default=None, gt=0)
+    """USD per GPU per hour, on-demand cloud rental (the provider, its page and the date read are in the preset's
+    comments); null: no public price is known."""
     notes: str = ""
 
     @model_validator(mode="after")

@@ -113,15 +113,23 @@ def memory_table(r, units: str) -> list:
     ]
 
 
+def _price(usd_per_hour: float | None) -> str:
+    """USD per GPU-hour to the cent, or to a tenth of a cent where the price has one ($1.006); — when unknown."""
+    if usd_per_hour is None:
+        return "—"
+    return f"{usd_per_hour:.2f}" if round(usd_per_hour, 2) == round(usd_per_hour, 3) else f"{usd_per_hour:.3f}"
+
+
 def gpus_table(rows: list, units: str) -> list:
     return [
         table("GPUs (dense peaks, no sparsity)",
-              ["name", "bf16 TFLOP/s", "fp8 TFLOP/s", "GiB", "TB/s", "ridge", "link GB/s"],
+              ["name", "bf16 TFLOP/s", "fp8 TFLOP/s", "GiB", "TB/s", "ridge", "link GB/s", "USD/h"],
               [[g.name, f"{g.bf16_flops / 1e12:,.1f}", f"{g.fp8_flops / 1e12:,.1f}" if g.fp8_flops else "—",
                 f"{g.memory_bytes / 2**30:g}", f"{g.bandwidth_bytes_per_s / 1e12:.2f}", f"{g.ridge_point:.0f}",
-                f"{g.interconnect_bytes_per_s / 1e9:,.1f}"] for g in rows]),
+                f"{g.interconnect_bytes_per_s / 1e9:,.1f}", _price(g.price_per_hour)] for g in rows]),
         "[dim]GiB: memory; TB/s: memory bandwidth; ridge: bf16 FLOPs per byte where a kernel turns "
-        "compute-bound; link: GPU-to-GPU, both directions together; `llmcalc gpus NAME` shows one in full[/dim]",
+        "compute-bound; link: GPU-to-GPU, both directions together; USD/h: on-demand rental per GPU (source "
+        "and date in the preset; — none known); `llmcalc gpus NAME` shows one in full[/dim]",
     ]
 
 
@@ -132,6 +140,8 @@ def gpu_detail_table(g, units: str) -> list:
         f"memory {nbytes_text(g.memory_bytes, units)} · bandwidth {g.bandwidth_bytes_per_s / 1e12:.2f} TB/s · "
         f"ridge {g.ridge_point:.0f} bf16 FLOPs per byte",
         f"interconnect: {esc(g.interconnect)}, {g.interconnect_bytes_per_s / 1e9:,.1f} GB/s both directions",
+        "price: " + (f"{_price(g.price_per_hour)} USD per GPU-hour, on-demand rental (source and date in the preset)"
+                     if g.price_per_hour else "no public on-demand price known"),
         table("Dense peak (no sparsity)", ["dtype", "TFLOP/s (int8: TOPS)"], peaks),
         f"[dim]source: {esc(g.source)}[/dim]", *([f"[dim]note: {esc(g.notes)}[/dim]"] if g.notes else []),
     ]

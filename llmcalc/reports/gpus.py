@@ -15,6 +15,9 @@ class GPUFigures(Report):
     interconnect: str
     interconnect_bytes_per_s: float
     source: str
+    price_per_hour: float | None
+    """USD per GPU per hour, on-demand cloud rental, from the preset (its comments name the provider and the date);
+    None where no public price is known."""
 
 
 class GPURow(GPUFigures):

@@ -12,7 +12,8 @@ def gpu_detail(gpu: GPU) -> GPUReport:
                      peak_flops={k: v * 1e12 if v else None for k, v in gpu.peak_tflops.model_dump().items()},
                      memory_bytes=gpu.memory_bytes, bandwidth_bytes_per_s=gpu.bandwidth,
                      ridge_point=gpu.peak("bf16") / gpu.bandwidth, interconnect=gpu.interconnect,
-                     interconnect_bytes_per_s=gpu.interconnect_gbs * 1e9, source=gpu.source, notes=gpu.notes)
+                     interconnect_bytes_per_s=gpu.interconnect_gbs * 1e9, source=gpu.source,
+                     price_per_hour=gpu.price_per_hour, notes=gpu.notes)
 
 
 def gpu_row(gpu: GPU) -> GPURow:
@@ -22,4 +23,4 @@ def gpu_row(gpu: GPU) -> GPURow:
                   fp8_flops=fp8 * 1e12 if fp8 else None, memory_bytes=gpu.memory_bytes,
                   bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=gpu.peak("bf16") / gpu.bandwidth,
                   interconnect=gpu.interconnect, interconnect_bytes_per_s=gpu.interconnect_gbs * 1e9,
-                  source=gpu.source)
+                  source=gpu.source, price_per_hour=gpu.price_per_hour)
