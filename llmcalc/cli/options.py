@@ -150,8 +150,7 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
 
 LENGTHS = "a length (512) or a distribution: uniform:LO,HI or normal:MEAN,STD"
 RateOpt = Annotated[Optional[float], _opt(
-    "--rate", help="Requests/s arriving (Poisson unless --arrivals constant); inf: all at once.", panel=SERVING,
-    metavar="REQ/S")]
+    "--rate", help="Requests/s arriving (Poisson); serve: inf for all at once.", panel=SERVING, metavar="REQ/S")]
 PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS}.", panel=SERVING,
                                    metavar="LEN")]
 OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,

@@ -436,9 +436,11 @@ def plan_table(r, units: str) -> list:
                            if v is not None)
     rows = []
     for i, c in enumerate(r.candidates, 1):
-        layout = f"tp {c.tp} pp {c.pp} ep {c.ep} dp {c.dp}"
+        layout = ", ".join(f"{k} {v}" for k, v in (("tp", c.tp), ("pp", c.pp), ("ep", c.ep), ("dp", c.dp))
+                           if v > 1 or k == "tp")
         if c.prefill:
-            layout = f"prefill tp {c.prefill.tp} dp {c.prefill.dp} + decode {layout}"
+            layout = f"prefill tp {c.prefill.tp}" + (f", dp {c.prefill.dp}" if c.prefill.dp > 1 else "") + \
+                f"; decode {layout}"
         cost = "—" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.3f}"
         rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs),
                      f"{c.output_tokens_per_s_per_gpu:,.0f}", cost, seconds(c.ttft_p99_s), seconds(c.tpot_p99_s)])
@@ -446,7 +448,7 @@ def plan_table(r, units: str) -> list:
         f"[bold]{esc(r.model)}[/bold] at {r.rate:g} requests/s (prompt {esc(r.prompt)}, output {esc(r.output)}), "
         f"{targets}, on up to {r.max_gpus} × {esc(', '.join(r.gpus))}",
         table("Deployments that meet the targets, best first (simulated)",
-              ["#", "GPU", "GPUs", "layout", "weights", "max seqs", "tok/s/GPU", "$/M tok", "TTFT p99", "TPOT p99"],
+              ["#", "GPU", "GPUs", "layout", "dtype", "max seqs", "tok/s/GPU", "$/M tok", "TTFT p99", "TPOT p99"],
               rows, text=(1, 3, 4)),
         *_footer(r),
     ]

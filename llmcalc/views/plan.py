@@ -175,11 +175,11 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     search_s = time.perf_counter() - t0
     feasible = [c for c in rows if c.meets_slo]
     feasible.sort(key=_rank)
-    finalists, kept = [], set()
+    finalists, done = [], set()
     simulated = 0
     for c in feasible:  # a deployment is listed once, at the smallest max_seqs that meets the targets
         key = (c.gpu, c.tp, c.pp, c.ep, c.dp, c.weights_dtype, c.prefill)
-        if key in kept:
+        if key in done:  # kept, or its TPOT missed: a larger max_seqs only makes the batch larger
             continue
         if len(finalists) >= top or simulated >= max(3 * top, 10):
             break
@@ -188,7 +188,8 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                             prompt_text, output_text, slo, requests, seed)
         if checked.meets_slo:
             finalists.append(checked)
-            kept.add(key)
+        if checked.meets_slo or slo.tpot_s is not None and checked.tpot_p99_s > slo.tpot_s:
+            done.add(key)
     finalists.sort(key=_rank)
     notes = [f"{searched:,} candidates in {search_s:.2f} s (closed form); {len(feasible):,} met the targets there; "
              f"the {simulated} cheapest simulated ({requests} Poisson requests each), {len(finalists)} kept",
