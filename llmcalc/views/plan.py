@@ -46,8 +46,9 @@ MAX_SEQS = (16, 32, 64, 128, 256, 512)
 PIPELINES = (1, 2, 4, 8)
 NODE = 8
 """GPUs per node where the GPU's spec does not say."""
-FORMULA = ("ρ_p = λ_e·Δ, Δ what a prompt adds to a decode step; TPOT = t_decode(b)/(1 − ρ_p); b = λ_e·(TTFT + (O−1)·TPOT) (Little); "
-           "finalists simulated; $/M tokens = GPUs · price_per_hour / (output tokens/s · 3600) · 10⁶")
+FORMULA = ("ρ_p = λ_e·Δ, Δ what a prompt adds to a decode step; TPOT = t_decode(b)/(1 − ρ_p); "
+           "b = λ_e·(TTFT + (O−1)·TPOT) (Little); finalists simulated; $/M tokens = GPUs · price_per_hour / "
+           "(output tokens/s · 3600) · 10⁶")
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s."""
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
-    P, O = round(prompt.mean), round(output.mean)
+    in_len, out_len = round(prompt.mean), round(output.mean)
     engine = Engine()
     engines = _Engines(spec, tms, engine.gpu_memory_utilization, engine.max_batched_tokens)
     t0 = time.perf_counter()
@@ -159,17 +160,17 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                 step, budget, w = got
                 key = (gpu.name, L.tp, L.pp, dtype)
                 if key not in per_request:
-                    per_request[key] = kv_per_gpu(spec, 1, P + O, w)
+                    per_request[key] = kv_per_gpu(spec, 1, in_len + out_len, w)
                 fit = budget // per_request[key] if per_request[key] else 10**9
-                est = steady(step, P, O, rate / (L.dp * L.pp))
+                est = steady(step, in_len, out_len, rate / (L.dp * L.pp))
                 if est is None:
                     continue
                 for m in MAX_SEQS:
                     if est.b > min(m, fit):
                         continue
-                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, O, price, slo))
+                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo))
         if disaggregated:
-            found, tried = _disaggregated(spec, gpu, engines, max_gpus, rate, P, O, price, slo)
+            found, tried = _disaggregated(spec, gpu, engines, max_gpus, rate, in_len, out_len, price, slo)
             rows += found
             searched += tried
     search_s = time.perf_counter() - t0
@@ -221,10 +222,10 @@ def _meets(ttft: float, tpot: float, slo: SLO, slack: float = 1.0) -> bool:
 
 
 def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool | None, est: Estimate,
-               rate: float, O: int, price: float | None, slo: SLO, ttft: float | None = None,
+               rate: float, out_len: int, price: float | None, slo: SLO, ttft: float | None = None,
                gpus: int | None = None) -> PlanCandidate:
     gpus = gpus or L.gpus
-    tokens = rate * O
+    tokens = rate * out_len
     ttft = est.ttft if ttft is None else ttft
     return PlanCandidate(
         gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=dtype, max_seqs=max_seqs,
@@ -234,8 +235,8 @@ def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool
         ttft_p99_s=ttft, tpot_p99_s=est.tpot, utilization=est.rho)
 
 
-def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, rate: float, P: int, O: int,
-                   price: float | None, slo: SLO) -> tuple[list[PlanCandidate], int]:
+def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, rate: float, in_len: int,
+                   out_len: int, price: float | None, slo: SLO) -> tuple[list[PlanCandidate], int]:
     """Prefill pools (tp_p · dp_p GPUs, pp 1) beside decode pools (pp 1), within max_gpus together: the candidates
     that keep up, and how many were tried."""
     out, tried = [], 0
@@ -245,12 +246,12 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, 
             if L.pp > 1 or L.ep > L.tp:
                 continue
             got = engines.get(gpu, L, dtype)
-            est = got and steady(got[0], P, O, rate / L.dp, "prefill")
+            est = got and steady(got[0], in_len, out_len, rate / L.dp, "prefill")
             if est:
                 pools.append((L, est))
         for Lp, pre in pools:
             link = gpu.link(max_gpus)
-            transfer = kv_bytes(spec, 1, P, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
+            transfer = kv_bytes(spec, 1, in_len, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
             pool = PrefillPool(gpus=Lp.gpus, tp=Lp.tp, dp=Lp.dp, kv_transfer_s=transfer)
             for L in layouts(spec, gpu, max_gpus - Lp.gpus):
                 if L.pp > 1:
@@ -260,13 +261,13 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, 
                 if got is None:
                     continue
                 step, budget, w = got
-                est = steady(step, P, O, rate / L.dp, "decode")
+                est = steady(step, in_len, out_len, rate / L.dp, "decode")
                 if est is None:
                     continue
-                fit = budget // max(kv_per_gpu(spec, 1, P + O, w), 1)
+                fit = budget // max(kv_per_gpu(spec, 1, in_len + out_len, w), 1)
                 for m in MAX_SEQS:
                     if est.b <= min(m, fit):
-                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, O, price, slo,
+                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, out_len, price, slo,
                                               ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
     return out, tried
 
