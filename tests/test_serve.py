@@ -189,3 +189,13 @@ def test_cli_bad_input_exits_2(cli, args, word):
     r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "10", *args)
     assert r.returncode == 2, r.stderr
     assert word in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("vs", ["time", "load"])
+def test_plot(cli, tmp_path, vs):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / f"serve-{vs}.png"
+    r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "5", "-n", "40", "--slo-tpot", "0.03",
+            "--plot", str(out), "--plot-vs", vs, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -94,9 +94,14 @@ def plot_serve_load(reports: list[ServeReport], path: Path) -> None:
                     label=q)
         ax.set(xlabel="arrival rate (requests/s)", ylabel=f"{field[:-2].upper()} ({unit})")
     done = right.twinx()
-    done.plot(rates, [r.requests_per_s for r in reports], "C3:", marker="x", label="throughput")
+    done.plot(rates, [r.requests_per_s for r in reports], "C3:", marker="x", label="throughput (right axis)")
     done.set(ylabel="throughput (requests/s)")
+    done.legend(loc="lower right", fontsize="small")
     r = reports[0]
+    if r.slo_ttft_s is not None:
+        left.axhline(r.slo_ttft_s, color="C1", linestyle="--", label="TTFT target")
+    if r.slo_tpot_s is not None:
+        right.axhline(r.slo_tpot_s * 1e3, color="C1", linestyle="--", label="TPOT target")
     left.set(title=f"{r.model} on {r.gpus} × {r.gpu}")
     _finish(fig, (left, right), path)
 

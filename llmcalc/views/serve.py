@@ -431,11 +431,12 @@ LOAD_STEPS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 """Rates, as shares of the given one, that load_curve runs."""
 
 
-def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt: Lengths, output: Lengths,
-               load: Load, seed: int = 0, **args) -> list[ServeReport]:
+def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt_lengths: Lengths,
+               output_lengths: Lengths, load: Load, seed: int = 0, **args) -> list[ServeReport]:
     """serve at LOAD_STEPS × the load's rate (same seed, same lengths): latency against load."""
     out = []
     for share in LOAD_STEPS:
         at = Load(rate=load.rate * share, constant=load.constant)
-        out.append(serve(spec, gpu, w, tm, make_requests(n, prompt, output, at, seed), load=at, seed=seed, **args))
+        rows = make_requests(n, prompt_lengths, output_lengths, at, seed)
+        out.append(serve(spec, gpu, w, tm, rows, load=at, seed=seed, **args))
     return out
