@@ -16,40 +16,72 @@ from pathlib import Path
 
 from llmcalc.errors import UserError
 
-KINDS = ("constant", "uniform", "normal")
 FIELDS = ("arrival", "prompt", "output")
 
 
-@dataclass(frozen=True)
 class Lengths:
-    """A distribution of token counts: constant a; uniform over a..b; normal with mean a and deviation b."""
-
-    kind: str
-    a: float
-    b: float = 0.0
+    """A distribution of token counts: `draw` one from a seeded generator; `mean` is its mean."""
 
     def draw(self, rng: random.Random) -> int:
-        """One length (at least 1)."""
-        if self.kind == "constant":
-            return int(self.a)
-        if self.kind == "uniform":
-            return rng.randint(int(self.a), int(self.b))
-        return max(1, round(rng.gauss(self.a, self.b)))
+        raise NotImplementedError
 
     @property
     def mean(self) -> float:
-        """The mean length (normal: before clipping)."""
-        return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Constant(Lengths):
+    """Always n."""
+
+    n: int
+
+    def draw(self, rng: random.Random) -> int:
+        return self.n
 
     @property
-    def most(self) -> int:
-        """The longest length drawn in practice (normal: mean + 4 deviations)."""
-        return int(self.a) if self.kind == "constant" else int(self.b) if self.kind == "uniform" else \
-            max(1, round(self.a + 4 * self.b))
+    def mean(self) -> float:
+        return self.n
 
     def __str__(self) -> str:
-        return {"constant": f"{int(self.a)}", "uniform": f"uniform {int(self.a)}..{int(self.b)}",
-                "normal": f"normal({self.a:g}, {self.b:g})"}[self.kind]
+        return str(self.n)
+
+
+@dataclass(frozen=True)
+class Uniform(Lengths):
+    """Integers lo..hi, both included, equally likely."""
+
+    lo: int
+    hi: int
+
+    def draw(self, rng: random.Random) -> int:
+        return rng.randint(self.lo, self.hi)
+
+    @property
+    def mean(self) -> float:
+        return (self.lo + self.hi) / 2
+
+    def __str__(self) -> str:
+        return f"uniform {self.lo}..{self.hi}"
+
+
+@dataclass(frozen=True)
+class Normal(Lengths):
+    """round(N(mean, std)), at least 1."""
+
+    mu: float
+    sigma: float
+
+    def draw(self, rng: random.Random) -> int:
+        return max(1, round(rng.gauss(self.mu, self.sigma)))
+
+    @property
+    def mean(self) -> float:
+        """The mean before clipping at 1."""
+        return self.mu
+
+    def __str__(self) -> str:
+        return f"normal({self.mu:g}, {self.sigma:g})"
 
 
 def parse_lengths(text: str, field: str) -> Lengths:
@@ -61,14 +93,14 @@ def parse_lengths(text: str, field: str) -> Lengths:
             n = int(kind)
             if n < 1:
                 raise ValueError
-            return Lengths("constant", n)
+            return Constant(n)
         lo, hi = (float(x) for x in rest.split(","))
     except ValueError:
         raise UserError(f"`{field}`: {text!r} is not a length or distribution; {fix}") from None
     if kind == "uniform" and lo.is_integer() and hi.is_integer() and 1 <= lo <= hi:
-        return Lengths("uniform", lo, hi)
+        return Uniform(int(lo), int(hi))
     if kind == "normal" and lo >= 1 and hi >= 0:
-        return Lengths("normal", lo, hi)
+        return Normal(lo, hi)
     raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, STD ≥ 0 "
                     f"(normal); {fix}")
 

@@ -192,8 +192,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
         if checked.meets_slo or slo.tpot_s is not None and checked.tpot_p99_s > slo.tpot_s:
             done.add(key)
     finalists.sort(key=_rank)
-    notes = [f"{searched:,} candidates in {search_s:.2f} s (closed form); {len(feasible):,} met the targets there; "
-             f"the {simulated} cheapest simulated ({requests} Poisson requests each), {len(finalists)} kept",
+    notes = [f"{searched:,} candidates in closed form ({len(feasible):,} within {SLACK} × the targets there); "
+             f"the {simulated} cheapest of them simulated ({requests} Poisson requests each), {len(finalists)} met "
+             "them",
              "engine: vLLM-like defaults (chunked prefill, 8,192 tokens per step, memory utilization 0.9); KV in the "
              "weights' dtype"]
     if not any(prices.get(g.name) for g in gpus):
