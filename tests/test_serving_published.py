@@ -1,0 +1,41 @@
+"""docs/serving.md's comparison with published serving benchmarks is current for the points under a request rate
+or a fixed number of clients (benchmarks/serving/evaluate.py reruns them: a few seconds; the offline max-load points
+take minutes and are left to the script), and `serve` stays close to the rate-driven measurements."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "benchmarks" / "serving" / "evaluate.py"
+
+
+@functools.cache
+def rows():
+    spec = importlib.util.spec_from_file_location("serving_evaluate", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module, module.evaluate(("rate", "concurrency"))[0]
+
+
+def test_page_rows_are_current():
+    module, got = rows()
+    page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    assert len(got) >= 20
+    stale = [module.row_line(r) for r in got if module.row_line(r) not in page]
+    assert stale == [], "run python benchmarks/serving/evaluate.py --write docs/serving.md"
+
+
+def test_rate_driven_throughput_and_latency_hold():
+    """Under a request rate the engine keeps up, so output tokens/s is within 10% of the measured; the mean TPOT
+    within 25% and the mean TTFT within 40%."""
+    _, got = rows()
+    bounds = {"output_tps": 0.10, "tpot_mean": 0.25, "ttft_mean": 0.40}
+    rate = [r for r in got if r["kind"] == "rate"]
+    assert {r["quantity"] for r in rate} == set(bounds)
+    for r in rate:
+        assert abs(r["ratio"] - 1) <= bounds[r["quantity"]], r
