@@ -208,9 +208,10 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
 
 
 def _rank(c: PlanCandidate) -> tuple:
-    """Cheapest per million tokens, then most tokens/s per GPU, then fewest GPUs and the smallest max_seqs."""
+    """Cheapest per million tokens, then most tokens/s per GPU, then fewest GPUs, then the lowest p99 TPOT and
+    TTFT, then the smallest max_seqs."""
     cost = c.usd_per_million_tokens if c.usd_per_million_tokens is not None else float("inf")
-    return cost, -c.output_tokens_per_s_per_gpu, c.gpus, c.max_seqs
+    return cost, -c.output_tokens_per_s_per_gpu, c.gpus, c.tpot_p99_s, c.ttft_p99_s, c.max_seqs
 
 
 SLACK = 1.2
