@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import site
 import subprocess
 import sys
 import zipfile
@@ -175,8 +176,13 @@ def test_wheel_ships_presets(tmp_path: Path):
     assert packages <= names, packages - names  # every package of the checkout is in the wheel
     # installed in a fresh venv and run from elsewhere, it finds its presets inside the package
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
+    # the dependencies (typer, pydantic, ...) from this interpreter's site-packages, whether it is a venv or not;
+    # a plain path line, so the checkout's editable-install hook there is not run
+    site_dir = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    Path(site_dir, "parent_site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", str(wheel)],
                    check=True, timeout=300)
     r = subprocess.run([py, "-c", "import llmcalc.inputs.files as f, sys; from llmcalc.cli import main; "

@@ -97,6 +97,8 @@ def read_yaml(path: Path, what: str) -> Any:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or "not valid YAML"
+        if "nesting depth" in problem:  # libyaml ≥ 0.2.5 stops at its own depth bound before the events reach ours
+            raise UserError(f"{what} {path}: nested more than {MAX_DEPTH} levels deep; a spec nests 3") from None
         if "constructor" in problem:  # e.g. !!python/object: the safe loader builds no objects
             raise UserError(f"{what} {path}: YAML tag refused{at} ({problem}); write plain values, no tags") from None
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
