@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.base import MAX_SIZE, Frozen
+from llmcalc.model.formats import WeightFormats
 from llmcalc.model.spec import ModelSpec
 
 MAX_GPUS = 2**20
@@ -20,7 +21,7 @@ MAX_GPUS = 2**20
 Whole = Annotated[int, Field(strict=True)]
 """A whole number; bools and floats are refused, never coerced. Ranges are checked by require_sizes."""
 StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
-ComputeDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+ComputeDtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 
 
 def require_sizes(**values: int | None) -> None:
@@ -121,6 +122,9 @@ class Workload(Frozen):
     """The attention core's type; None: the compute dtype, but bf16 under fp8 or int8 matmuls."""
     group_size: Whole = 128
     """int4: weights per fp16 scale along each matrix's input."""
+    weights_format: WeightFormats | None = None
+    """Each component's weight format (llmcalc/model/formats.py); None: `weights_dtype` when it is given, else
+    the checkpoint's own formats (the spec's `checkpoint`), else bf16."""
 
     attention_core: Literal["causal", "dense"] = "causal"
     """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, dense the full S × S."""
@@ -151,6 +155,31 @@ class Workload(Frozen):
     0.10 matches vLLM's default gpu_memory_utilization of 0.9."""
     prefill_chunk: Whole = 8192
     """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unset(cls, data):
+        """A `weights_dtype` or `compute_dtype` of None is one not given: the checkpoint's formats, and the matmul
+        type each format runs in natively, then apply."""
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if not (v is None and k in ("weights_dtype", "compute_dtype"))}
+        return data
+
+    def formats(self, spec: ModelSpec) -> WeightFormats:
+        """The weight format of every component: `weights_format`, else `weights_dtype` when given, else the
+        checkpoint's formats, else bf16 (WeightFormats.of_dtype)."""
+        if self.weights_format is not None:
+            return self.weights_format
+        if spec.checkpoint is not None and "weights_dtype" not in self.model_fields_set:
+            return spec.checkpoint.formats
+        return WeightFormats.of_dtype(self.weights_dtype, self.group_size)
+
+    def native_compute(self, spec: ModelSpec) -> bool:
+        """Whether each matmul runs in its weights' native type (WeightFormat.compute) where the GPU has that unit:
+        formats given (`weights_format` or the checkpoint's) and no `compute_dtype`."""
+        explicit = self.weights_format is not None or (spec.checkpoint is not None
+                                                         and "weights_dtype" not in self.model_fields_set)
+        return explicit and "compute_dtype" not in self.model_fields_set
 
     @model_validator(mode="after")
     def _ranges(self) -> "Workload":

@@ -24,10 +24,12 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _count_opt,
     _opt,
     emit,
     load_gpu_named,
+    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -73,7 +75,8 @@ def compare(
     ep: EPOpt = 1,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
@@ -84,7 +87,8 @@ def compare(
     from llmcalc.views.compare import SwapRule, compare_attention, compare_models
     from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype,
+                 weights_format=weight_formats(weights_format), kv_dtype=kv_dtype,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
     rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
                     window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)

@@ -28,11 +28,13 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _count_opt,
     _opt,
     emit,
     load_gpu_named,
     load_model,
+    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -56,7 +58,8 @@ def explain(
     gen: Annotated[Optional[int], _count_opt(
         "--gen", "-g", help="Generated tokens (default: 1 for flops, 256 for latency).")] = None,
     kv_dtype: KVDtypeOpt = "bf16",
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     attention: AttentionOpt = "causal",
     logits: LogitsOpt = "last",
     mla_decode: MLADecodeOpt = "absorbed",
@@ -85,7 +88,8 @@ def explain(
         got = "no topic" if topic is None else f"unknown topic {topic!r}"
         raise UserError(f"explain: {got}; give one of {', '.join(TOPICS)}, e.g. llmcalc explain kv -p llama2-7b")
     w = Workload(batch=batch, seq=seq, gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1), kv_dtype=kv_dtype,
-                 weights_dtype=weights_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode,
+                 weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+                 attention_core=attention, logits=logits, mla_decode=mla_decode,
                  train=train, optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep))
     device = load_gpu_named(gpu)
     tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time

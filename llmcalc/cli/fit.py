@@ -25,10 +25,12 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _count_opt,
     emit,
     load_gpu_named,
     load_model,
+    weight_formats,
 )
 
 
@@ -48,7 +50,8 @@ def fit(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     reserve: ReserveOpt = 0.10,
@@ -63,7 +66,8 @@ def fit(
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+                 kv_dtype=kv_dtype, group_size=group_size,
                  reserve=reserve, prefill_chunk=prefill_chunk, layout=Layout.of(gpus, tp, pp, dp, ep))
     device = load_gpu_named(gpu, "fit")
     tm = load_time_model(time_model, device, calibration)

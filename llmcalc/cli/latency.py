@@ -28,11 +28,13 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _count_opt,
     _opt,
     emit,
     load_gpu_named,
     load_model,
+    weight_formats,
 )
 
 
@@ -50,12 +52,14 @@ def latency(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
-    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], _opt(
-        "--compute-dtype", help="Matmul type that sets the peak: fp32, tf32, bf16, fp16, fp8 or int8 (weight-only "
-        "quantization still computes in bf16).", panel=PRECISION, metavar="DTYPE")] = "bf16",
+    compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
+        "--compute-dtype", help="Matmul type that sets the peak: fp32, tf32, bf16, fp16, fp8, int8 or fp4 (weight-only "
+        "quantization computes in bf16; default bf16, or with formats given each matmul in its format's native "
+        "type where the GPU has it).", panel=PRECISION, metavar="DTYPE")] = None,
     attention_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16", "fp8"]], _opt(
         "--attention-dtype", help="The attention core's type (default: the compute dtype, but bf16 under fp8 or "
         "int8 matmuls).", panel=PRECISION, metavar="DTYPE")] = None,
@@ -80,7 +84,8 @@ def latency(
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype,
+                 weights_format=weight_formats(weights_format), kv_dtype=kv_dtype, group_size=group_size,
                  compute_dtype=compute_dtype, attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
     device = load_gpu_named(gpu, "latency")

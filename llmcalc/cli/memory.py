@@ -19,11 +19,13 @@ from llmcalc.cli.options import (
     SeqOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     ZeroOpt,
     _count_opt,
     _opt,
     emit,
     load_model,
+    weight_formats,
 )
 
 
@@ -35,7 +37,8 @@ def memory(
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global batch, "
                                      "over --dp GPUs).")] = 1,
     seq: SeqOpt = 4096,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention (no S×S scores).",
@@ -56,7 +59,8 @@ def memory(
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+                 kv_dtype=kv_dtype, group_size=group_size,
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
                  micro_batch=micro_batch, layout=Layout(dp=dp))
     emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)

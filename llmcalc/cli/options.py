@@ -74,8 +74,13 @@ BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the bat
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence: the prompt / context; {COUNT_HELP}.")]
 KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
-WeightsDtypeOpt = Annotated[Dtype, _opt("--weights-dtype", help=f"Weight storage: {DTYPES}.", panel=PRECISION,
-                                        metavar="DTYPE")]
+WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(
+    "--weights-dtype", help=f"Weight storage: {DTYPES} (default: the checkpoint's formats, else bf16).",
+    panel=PRECISION, metavar="DTYPE")]
+WeightsFormatOpt = Annotated[Optional[str], _opt(
+    "--weights-format", help="Each component's weight format, e.g. experts=mxfp4,default=bf16 or q4_k; components: "
+    "embedding, attention, ffn, experts, shared_experts, router, norms, head (docs/formats.md lists the formats).",
+    panel=PRECISION, metavar="SPEC")]
 GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale, along each input.",
                                      panel=PRECISION)]
 AttentionOpt = Annotated[Literal["causal", "dense"], _opt(
@@ -89,6 +94,15 @@ MLADecodeOpt = Annotated[Literal["absorbed", "decompress"], _opt(
     metavar="absorbed|decompress")]
 RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
     "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
+
+
+def weight_formats(text: str | None):
+    """--weights-format parsed (llmcalc/model/formats.py: WeightFormats.parse); None when not given."""
+    if text is None:
+        return None
+    from llmcalc.model.formats import WeightFormats
+
+    return WeightFormats.parse(text)
 
 
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None):

@@ -31,11 +31,13 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _count_opt,
     _opt,
     emit,
     load_gpu_named,
     load_model,
+    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -91,10 +93,12 @@ def serve(
     acceptance: Annotated[float, _opt(
         "--acceptance", help="Chance each draft token is accepted, given the ones before it were.", panel=SERVING,
         metavar="P")] = 0.7,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
-    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8"], _opt(
-        "--compute-dtype", help="Matmul type that sets the peak.", panel=PRECISION, metavar="DTYPE")] = "bf16",
+    compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
+        "--compute-dtype", help="Matmul type that sets the peak (default bf16, or with formats given each matmul in "
+        "its format's native type where the GPU has it).", panel=PRECISION, metavar="DTYPE")] = None,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     plot: Annotated[Optional[Path], _opt(
@@ -143,7 +147,8 @@ def serve(
         rows = make_requests(requests, *lengths, load, seed)
         prompt_text, output_text = (str(x) for x in lengths)
         label = None
-    w = Workload(weights_dtype=weights_dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+    w = Workload(weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+                 kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
     spec = load_model(preset, config, hf_config)
     device = load_gpu_named(gpu, "serve")

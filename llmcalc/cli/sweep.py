@@ -28,10 +28,12 @@ from llmcalc.cli.options import (
     TPOpt,
     UnitsOpt,
     WeightsDtypeOpt,
+    WeightsFormatOpt,
     _opt,
     emit,
     load_gpu_named,
     load_model,
+    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -57,7 +59,8 @@ def sweep(
     ep: EPOpt = 1,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
+    weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     attention: Annotated[Optional[str], _opt(
@@ -88,7 +91,8 @@ def sweep(
     sources += [(None, None, hf_config)] if hf_config else []
     if not sources:
         raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml or --hf-config PATH")
-    w = Workload(weights_dtype=weights_dtype, kv_dtype=kv_dtype, group_size=group_size,
+    w = Workload(weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+                 kv_dtype=kv_dtype, group_size=group_size,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
     specs = [load_model(*s) for s in sources]
     if attention is not None:

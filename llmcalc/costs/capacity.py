@@ -80,7 +80,7 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
     if weights > usable:
         hint = layout_hint(smallest_layout(spec, gpu, w.layout.dp, 1, w, weights_only=True))
         raise UserError(
-            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of {w.weights_dtype} weights per GPU with "
+            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of {w.formats(spec).label} weights per GPU with "
             f"tp={w.layout.tp} pp={w.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
             f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
         )

@@ -62,7 +62,7 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
                  "tpot one decode step at context `seq`; max_batch_tokens_per_s = max_batch / its tpot")
     return FitReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep,
-        weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype, batch=batch, seq=seq,
+        weights_dtype=w.formats(spec).label, kv_dtype=w.kv_dtype, batch=batch, seq=seq,
         capacity_bytes=gpu.memory_bytes, reserve=w.reserve, usable_bytes=usable, weights_bytes=weights,
         activation_bytes=act, kv_budget_bytes=budget, kv_bytes=kv, total_bytes=weights + act + kv,
         fits=fits, max_batch=max_rep * L.dp, max_seq=capped, max_seq_memory=seq_memory,

@@ -213,7 +213,33 @@ def kernels(spec: ModelSpec, absorbed: bool) -> dict[tuple, int]:
 def attention_dtype(w: Workload) -> str:
     """The dtype the attention core computes in: `attention_dtype`, else the compute dtype, but bf16 when
     that is fp8 or int8 (serving stacks run attention in bf16 over fp8 weights and caches)."""
-    return w.attention_dtype or ("bf16" if w.compute_dtype in ("fp8", "int8") else w.compute_dtype)
+    return w.attention_dtype or ("bf16" if w.compute_dtype in ("fp8", "int8", "fp4") else w.compute_dtype)
+
+
+def native_types(spec: ModelSpec, gpu: GPU, w: Workload) -> dict[str, str]:
+    """op → the matmul type its weights' format runs in natively on `gpu` (fp8 formats on fp8 tensor cores, MXFP4
+    and NVFP4 on fp4 ones), for the ops whose every component shares one such type; none unless the workload
+    lets compute follow the format (Workload.native_compute). Elsewhere the compute dtype: a format the GPU has
+    no unit for is dequantised into it (weight-only), its bytes still the format's."""
+    if not w.native_compute(spec):
+        return {}
+    formats, kinds = w.formats(spec), {}
+    for path in matrix_paths(spec):
+        kind = formats.of(path).compute
+        kinds.setdefault(op_name(path), set()).add(kind if kind and getattr(gpu.peak_tflops, kind) else None)
+    return {op: k.pop() for op, k in kinds.items() if len(k) == 1 and None not in k}
+
+
+def matrix_paths(spec: ModelSpec) -> list[str]:
+    """The component paths of every layer matrix (attention/q, ffn/experts, ffn/dense_up, ...)."""
+    d = spec.d_model
+    paths = [f"attention/{k}" for k in spec.attention.matrices(d)]
+    return paths + [spec.ffn_prefix(g) + k for g in spec.layer_groups() for k in g.ffn.matrices(d)]
+
+
+def native_rates(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[str, float]:
+    """op → FLOP/s of the ops that run in their format's native type (native_types)."""
+    return {op: gpu.peak(k) * tm.matmul_efficiency(k) for op, k in native_types(spec, gpu, w).items()}
 
 
 class StepTime:
@@ -228,6 +254,7 @@ class StepTime:
         self.flops = gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype)
         self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
         self.bytes = gpu.bandwidth * tm.memory_efficiency
+        self.native = native_rates(spec, gpu, w, tm)
         self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
         absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
         self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
@@ -246,7 +273,7 @@ class StepTime:
 
     def rate(self, op: str) -> float:
         """FLOP/s of an op: the attention core's, or the matmuls'."""
-        return self.attention if op == "attention/core" else self.flops
+        return self.attention if op == "attention/core" else self.native.get(op, self.flops)
 
     def times(self, key: tuple, cost: Cost) -> tuple[float, float, float, float]:
         """(compute, memory, communication, fixed) seconds of one entry."""
@@ -307,7 +334,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     timed = zip(phases, (prefill, decode_at(seq), decode_at(last)), (pre_time, dec_time, dec_time))
     return LatencyReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
-        gen=gen, compute_dtype=w.compute_dtype, attention_dtype=attention_dtype(w), weights_dtype=w.weights_dtype,
+        gen=gen, compute_dtype=w.compute_dtype, attention_dtype=attention_dtype(w), weights_dtype=w.formats(spec).label,
         kv_dtype=w.kv_dtype, time_model=tm.name, peak_flops=gpu.peak(w.compute_dtype),
         bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge, effective_ridge_point=pre_time.flops / pre_time.bytes,
         compute_efficiency=tm.matmul_efficiency(w.compute_dtype), memory_efficiency=tm.memory_efficiency,
@@ -317,7 +344,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         decode_tokens_per_s=batch / phases[1].time_s,
         experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
         ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],
-        formula=FORMULA, notes=_notes(spec, w, tm, fits),
+        formula=FORMULA, notes=_notes(spec, gpu, w, tm, fits),
     )
 
 
@@ -380,7 +407,7 @@ def _segment(key: tuple, first: Cost, last: Cost, n: int, st: StepTime) -> float
     return (1 - k) * peak + k * n * (c0 + c1 + m0 + m1) / 2 + n * (x0 + x1) / 2 + n * o
 
 
-def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, fits: bool) -> list[str]:
+def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) -> list[str]:
     L = w.layout
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
              "one after another, so a phase sums every stage",
@@ -397,8 +424,15 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, fits: bool) -> list[str]
         notes.append(f"MLA decode {w.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
     if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
-    if w.weights_dtype in ("int4", "int8", "fp8") and w.compute_dtype == "bf16":
-        notes.append(f"{w.weights_dtype} weights dequantized to bf16 matmuls (weight-only quantization)")
+    formats = w.formats(spec)
+    native = native_types(spec, gpu, w)
+    if native:
+        notes.append("compute follows the weights' format: " + ", ".join(f"{op} in {k}" for op, k in native.items())
+                     + f", the rest in {w.compute_dtype}")
+    dequantized = {op_name(p) for p in matrix_paths(spec) if formats.of(p).quantized} - set(native)
+    if dequantized and w.compute_dtype in ("bf16", "fp16"):
+        notes.append(f"{formats.label} weights: {', '.join(sorted(dequantized))} dequantized to {w.compute_dtype} "
+                     "matmuls (weight-only quantization: their bytes are the format's; dequantising is not charged)")
     if attention_dtype(w) != w.compute_dtype:
         notes.append(f"the attention core computes in {attention_dtype(w)} (`attention_dtype`), the matmuls in "
                      f"{w.compute_dtype}")

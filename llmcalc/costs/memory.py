@@ -1,8 +1,9 @@
 """Memory: weights, KV cache, activations, gradients, optimizer states. See docs/formulas.md#memory.
 
-Weights: 16/32-bit dtypes store every parameter at that width. Quantized dtypes (fp8, int8, int4)
-store the transformer layers' parameters quantized and keep the token embedding, LM head and norms
-in bf16, as weight-only quantizers (GPTQ, AWQ, bitsandbytes) do; int4 adds one fp16 scale per group.
+Weights: each component (embedding, attention, FFN, experts, router, norms, head) in its format
+(llmcalc/model/formats.py: codes, scales, zero points, indices). `--weights-dtype` fp8, int8, int4 quantise
+the transformer layers' matrices and keep the token embedding, LM head and norms in bf16, as weight-only
+quantizers (GPTQ, AWQ, bitsandbytes) do; int4 adds one fp16 scale per group.
 Training (mixed precision): bf16 weights and gradients, fp32 master weights and optimizer states;
 ZeRO stage 1/2/3 divides optimizer / +gradients / +weights by the data-parallel size.
 """
@@ -16,6 +17,8 @@ from llmcalc.costs.kv import kv_bytes, nbytes
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.errors import UserError
+from llmcalc.model.embedding import lm_head_params, token_embedding_params
+from llmcalc.model.formats import WeightFormat, WeightFormats
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.reports.memory import MemoryReport, MemoryRow
 from llmcalc.workload import Workload
@@ -30,57 +33,61 @@ LOGIT_BYTES = 4
 """Logits are upcast to fp32 for sampling and the loss."""
 
 
-def stored_bytes(params: int, matrices: list[tuple[int, int]], dtype: str, group_size: int) -> int:
-    """Bytes of one component's `params` parameters stored as `dtype`. 16- and 32-bit dtypes: every parameter
-    at that width. Quantized ones (fp8, int8, int4), as weight-only quantizers store a checkpoint: each of
-    its weight matrices (d_in, d_out) packed and rounded up to whole bytes, int4 with one fp16 scale per
-    group of `group_size` weights along the input dimension (⌈d_in / g⌉ per output, the last group partial
-    when g does not divide d_in); the rest of its parameters (biases, norms) in bf16."""
-    if dtype not in QUANTIZED:
-        return nbytes(params, dtype)
-    packed = quantized = 0
-    for d_in, d_out in matrices:
-        quantized += d_in * d_out
-        packed += nbytes(d_in * d_out, dtype) + (2 * d_out * -(-d_in // group_size) if dtype == "int4" else 0)
-    return packed + nbytes(params - quantized, "bf16")
+def stored_bytes(params: int, matrices: list[tuple[int, int]], fmt: WeightFormat, dense: str) -> int:
+    """Bytes of one component's `params` parameters with its weight matrices (d_in, d_out) in `fmt`. A plain
+    format (fp32, bf16, fp16) stores every parameter at its width; a quantised one stores each matrix as
+    fmt.matrix_bytes counts it (codes, scales, zero points, indices: llmcalc/model/formats.py) and the rest of the
+    component's parameters (biases, norms) in `dense`."""
+    if not fmt.quantized:
+        return nbytes(params, fmt.name)
+    quantized = sum(d_in * d_out for d_in, d_out in matrices)
+    return sum(fmt.matrix_bytes(d_in, d_out, dense) for d_in, d_out in matrices) + nbytes(params - quantized, dense)
 
 
-def packed_matrices(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, int, int]:
-    """Over every layer's weight matrices: their weights N_m, their packed bytes Σ ⌈d_in·d_out·bits / 8⌉, and
-    their int4 scales Σ d_out·⌈d_in / g⌉ (0 for other dtypes), as stored_bytes counts them."""
-    d, bits, weights, packed, scales = spec.d_model, DTYPE_BITS[dtype], 0, 0, 0
-    for g in spec.layer_groups():
-        for mats in (*spec.attention.matrices(d).values(), *g.ffn.matrices(d).values()):
-            for d_in, d_out in mats:
-                weights += g.count * d_in * d_out
-                packed += g.count * -(-d_in * d_out * bits // 8)
-                scales += g.count * d_out * -(-d_in // group_size) if dtype == "int4" else 0
-    return weights, packed, scales
+def edge_parts(spec: ModelSpec) -> dict[str, tuple[int, list[tuple[int, int]]]]:
+    """The parameters outside the layers by component path, with their matrices: the token embedding (a row of d
+    per token: d inputs, V outputs), learned positions, the final norm and the LM head (d → V; none when tied)."""
+    d, v = spec.d_model, spec.vocab_size
+    head = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    return {"embedding/token": (token_embedding_params(v, d), [(d, v)]),
+            "embedding/position": (spec.positions.params(spec.max_seq_len, d), []),
+            "norms/final": (spec.norm.params(d) if spec.norm.final else 0, []),
+            "lm_head": (head, [(d, v)] if head else [])}
 
 
-def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, dtype: str, group_size: int) -> dict[str, int]:
+def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, int]:
+    """Over every matrix whose component `formats` quantises: their weights N_m and their bytes M in their formats
+    (stored_bytes counts the model as M + dense · (N − N_m))."""
+    d, weights, stored = spec.d_model, 0, 0
+    comps = [(g.count, f"attention/{k}", m) for g in spec.layer_groups() for k, m in spec.attention.matrices(d).items()]
+    comps += [(g.count, spec.ffn_prefix(g) + k, m) for g in spec.layer_groups() for k, m in g.ffn.matrices(d).items()]
+    comps += [(1, k, m) for k, (_, m) in edge_parts(spec).items()]
+    for count, path, mats in comps:
+        fmt = formats.of(path)
+        if fmt.quantized:
+            weights += count * sum(i * o for i, o in mats)
+            stored += count * sum(fmt.matrix_bytes(i, o, formats.dense) for i, o in mats)
+    return weights, stored
+
+
+def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormats) -> dict[str, int]:
     """Stored bytes of one layer of `group` by component (all GPUs together): its attention and FFN
-    matrices in `dtype` (see stored_bytes), its norms as every non-matrix parameter."""
+    matrices in their components' formats (see stored_bytes), its norms as every non-matrix parameter."""
     parts, _ = layer_parts(spec, group)
     d = spec.d_model
     mats = {f"attention/{k}": v for k, v in spec.attention.matrices(d).items()}
     mats |= {spec.ffn_prefix(group) + k: v for k, v in group.ffn.matrices(d).items()}
-    return {k: stored_bytes(n, mats.get(k, []), dtype, group_size) for k, n in parts.items()}
+    return {k: stored_bytes(n, mats.get(k, []), formats.of(k), formats.dense) for k, n in parts.items()}
 
 
-def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, str]:
-    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `dtype`, and how: the layers'
-    matrices in `dtype`, the token embedding, LM head and norms in bf16 when it is quantized."""
-    total = count_params(spec).total
-    layers = layer_params = 0
-    for g in spec.layer_groups():
-        layers += g.count * sum(layer_weight_bytes(spec, g, dtype, group_size).values())
-        layer_params += g.count * sum(layer_parts(spec, g)[0].values())
-    stored = layers + stored_bytes(total - layer_params, [], dtype, group_size)  # embedding, head, final norm
-    if dtype not in QUANTIZED:
-        return stored, f"{total:,} params × {DTYPE_BITS[dtype] // 8} B"
-    scales = f" + fp16 scale per {group_size} inputs" if dtype == "int4" else ""
-    return stored, f"layer matrices in {dtype}{scales}; embedding, head, norms, biases bf16"
+def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
+    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `formats`, and how."""
+    layers = sum(g.count * sum(layer_weight_bytes(spec, g, formats).values()) for g in spec.layer_groups())
+    edges = sum(stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in edge_parts(spec).items())
+    if not formats.quantized:
+        return layers + edges, f"{count_params(spec).total:,} params × {DTYPE_BITS[formats.default] // 8} B"
+    label = formats.label
+    return layers + edges, label if formats.dense in label else f"{label}; other parameters {formats.dense}"
 
 
 def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, w: Workload) -> tuple[int, int]:
@@ -107,8 +114,9 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens) or training (+ gradients
     and optimizer states) memory of the whole model; training figures are per data-parallel GPU."""
     batch, seq, dp = w.batch, w.seq, w.layout.dp
-    if w.train and w.weights_dtype in QUANTIZED:
-        raise UserError(f"`weights_dtype`: {w.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+    formats = w.formats(spec)
+    if w.train and formats.quantized:
+        raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32")
     across = next((k for k in ("tp", "pp", "ep") if getattr(w.layout, k) > 1), None)
     if across:
         raise UserError(f"`{across}`: memory is the whole model's (training: per data-parallel GPU); for the "
@@ -125,7 +133,7 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         raise UserError(f"`micro_batch`: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
                         f"(`batch` {batch} / `dp` {dp}); use a divisor of {per_gpu}")
     counts = count_params(spec)
-    weights, w_note = weights_bytes(spec, w.weights_dtype, w.group_size)
+    weights, w_note = weights_bytes(spec, formats)
     rows = []
     if not w.train:
         kv = kv_bytes(spec, batch, seq, w.kv_dtype)

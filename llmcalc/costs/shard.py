@@ -9,9 +9,9 @@ Quantized layer weights as in llmcalc/costs/memory.py; norms, embedding and head
 from __future__ import annotations
 
 from llmcalc.costs.kv import kv_bytes
-from llmcalc.costs.memory import layer_weight_bytes, stored_bytes
+from llmcalc.costs.memory import edge_parts, layer_weight_bytes, stored_bytes
 from llmcalc.costs.parallel import kv_shards
-from llmcalc.model.embedding import lm_head_params, token_embedding_params
+from llmcalc.model.embedding import lm_head_params
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.workload import Layout, Workload
 
@@ -27,17 +27,18 @@ def split_of(component: str, layout: Layout) -> int:
 
 def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, w: Workload) -> dict[str, int]:
     """One layer's stored bytes on one GPU of the workload's layout, by component."""
-    stored = layer_weight_bytes(spec, group, w.weights_dtype, w.group_size)
+    stored = layer_weight_bytes(spec, group, w.formats(spec))
     return {k: ceil_div(b, split_of(k, w.layout)) for k, b in stored.items()}
 
 
 def edge_bytes(spec: ModelSpec, w: Workload) -> tuple[int, int]:
     """Bytes of (token + position embedding, final norm + LM head), all GPUs together. The head
     matrix is counted even when tied: a tied head is the embedding read again (or, under pp, copied)."""
-    d, v = spec.d_model, spec.vocab_size
-    emb = token_embedding_params(v, d) + spec.positions.params(spec.max_seq_len, d)
-    head = lm_head_params(v, d, tied=False, bias=spec.lm_head_bias) + (spec.norm.params(d) if spec.norm.final else 0)
-    return tuple(stored_bytes(n, [], w.weights_dtype, w.group_size) for n in (emb, head))
+    d, v, formats = spec.d_model, spec.vocab_size, w.formats(spec)
+    parts = edge_parts(spec)
+    parts["lm_head"] = (lm_head_params(v, d, tied=False, bias=spec.lm_head_bias), [(d, v)])
+    stored = {k: stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in parts.items()}
+    return (stored["embedding/token"] + stored["embedding/position"], stored["lm_head"] + stored["norms/final"])
 
 
 def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:

@@ -50,7 +50,7 @@ from __future__ import annotations
 from llmcalc.costs.flops import flops
 from llmcalc.costs.form import value
 from llmcalc.costs.latency import Cost, StepTime, step_form, step_vars
-from llmcalc.costs.memory import OPTIMIZER_BYTES, QUANTIZED
+from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
 from llmcalc.errors import UserError
@@ -91,8 +91,8 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     on its layout of `gpu`s under the time model `tm` (the module docstring derives each term)."""
     L = w.layout
     w.check(spec)
-    if w.weights_dtype in QUANTIZED:
-        raise UserError(f"`weights_dtype`: {w.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
+    if w.formats(spec).quantized:
+        raise UserError(f"`weights_dtype`: {w.formats(spec).label} training is not modelled; use bf16, fp16 or fp32")
     b, m = micro_batches(w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
     fwd = rec = layer_comm = send = 0.0

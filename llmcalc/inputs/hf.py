@@ -114,6 +114,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     """The ModelSpec fields for a parsed config.json (a nested `text_config` is used when present)."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
+    outer_raw = raw
     if isinstance(raw.get("text_config"), dict):
         outer = raw.get("model_type")
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
@@ -127,7 +128,89 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
     build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
-    return {"name": name, "source": source} | build(mt, c)
+    spec = {"name": name, "source": source} | build(mt, c)
+    return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
+
+
+_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+KEEP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore", "llm_int8_skip_modules")
+"""Where a quantization_config lists the modules it keeps unquantised."""
+
+
+def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
+    """How the checkpoint stores the model (llmcalc/model/formats.py: Checkpoint), from `torch_dtype` (or
+    `dtype`) and `quantization_config`: gptq, awq, bitsandbytes (8-bit, nf4, fp4, double quantisation), fp8 (block
+    scales), mxfp4, compressed-tensors. What each leaves unquantised follows the quantiser: the embedding, the head
+    and the norms always; the router for gptq, awq, bitsandbytes and fp8; everything but the experts for mxfp4;
+    the modules the config names (KEEP_KEYS) as it names them."""
+    dense = _DTYPES.get(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16", "bf16")
+    version = str(raw.get("transformers_version") or "9")
+    rotary = spec.get("positions", {}).get("kind") == "rope" and _older(version, (4, 31))
+    out: dict[str, Any] = {"rotary_buffers": rotary, "mtp_copies": bool(spec.get("mtp_modules")),
+                           "router_buffers": raw.get("topk_method") == "noaux_tc"}
+    q = raw.get("quantization_config")
+    if not isinstance(q, dict):
+        return out | {"formats": {"default": dense, "dense": dense}}
+    method = str(q.get("quant_method", "")).lower()
+    kept = [str(m) for k in KEEP_KEYS for m in (q.get(k) or [])]
+    edges = {"embedding": dense, "head": dense, "norms": dense, "mtp": dense}
+    if method == "mxfp4":
+        formats = {"default": dense, "components": {"experts": "mxfp4"}}
+    elif method == "fp8":
+        block = q.get("weight_block_size")
+        name = "fp8-block" if block in (None, [128, 128]) else _unsupported(f"fp8 weight_block_size {block}")
+        formats = {"default": name, "components": edges | {"router": dense}}
+    elif method in ("gptq", "awq"):
+        bits, group = q.get("bits", q.get("w_bit", 4)), q.get("group_size", q.get("q_group_size", 128))
+        base = f"gptq-int{bits}" if method == "gptq" else "awq-int4" if bits == 4 else _unsupported(f"awq {bits}-bit")
+        name = f"{base}-g{'row' if group in (-1, None) else group}"
+        formats = {"default": name, "components": edges | {"router": dense}}
+    elif method == "bitsandbytes":
+        if q.get("load_in_8bit"):
+            name = "bnb-int8"
+        elif q.get("load_in_4bit"):
+            kind = q.get("bnb_4bit_quant_type", "fp4")
+            name = {"nf4": "nf4", "fp4": "bnb-fp4"}.get(kind) or _unsupported(f"bnb_4bit_quant_type {kind}")
+            name += "-dq" if q.get("bnb_4bit_use_double_quant") else ""
+        else:
+            return out | {"formats": {"default": dense, "dense": dense}}
+        formats = {"default": name, "components": edges | {"router": dense}}
+    elif method == "compressed-tensors":
+        formats = {"default": _compressed(q), "components": edges}
+    else:
+        _unsupported(f"quant_method {method!r}")
+    head_kept = any(m.split(".")[-1] in ("lm_head", "output") for m in kept)
+    if head_kept:
+        formats["components"]["head"] = dense
+    return out | {"formats": formats | {"dense": dense}, "kept": kept}
+
+
+def _compressed(q: dict) -> str:
+    """The format of a compressed-tensors config's (first) weight scheme."""
+    groups = q.get("config_groups") or {}
+    scheme = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+    w = scheme.get("weights") or {}
+    bits, kind, strategy = w.get("num_bits"), w.get("type"), w.get("strategy")
+    if kind == "float" and bits == 8:
+        return {"tensor": "fp8-tensor", "channel": "fp8-row", "block": "fp8-block"}.get(strategy) or _unsupported(
+            f"compressed-tensors fp8 strategy {strategy!r}")
+    if kind == "float" and bits == 4 and w.get("group_size") == 16:
+        return "nvfp4"
+    return _unsupported(f"compressed-tensors {kind} {bits}-bit {strategy} weights")
+
+
+def _unsupported(what: str) -> str:
+    raise UserError(f"`quantization_config`: {what} is not a known format; remove quantization_config to size the "
+                    "model unquantised, or give --weights-format (docs/formats.md lists the formats)")
+
+
+def _older(version: str, than: tuple[int, int]) -> bool:
+    """Whether a `transformers_version` such as 4.30.0.dev0 is before `than`."""
+    try:
+        major, minor = (int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < than
 
 
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",

@@ -25,6 +25,8 @@ class PeakTflops(Frozen):
     fp16: float = Field(gt=0)
     fp8: float | None = Field(default=None, gt=0)
     int8: float | None = Field(default=None, gt=0)
+    fp4: float | None = Field(default=None, gt=0)
+    """Blackwell's e2m1 (MXFP4 / NVFP4) tensor cores."""
 
 
 @dataclass(frozen=True)

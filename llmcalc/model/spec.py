@@ -12,6 +12,7 @@ from llmcalc.model.attention import Attention
 from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
+from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
 
 AttentionSpec = Annotated[Attention, ByKind()]
@@ -61,6 +62,8 @@ class ModelSpec(Frozen):
     sliding_window: PosInt | None = None
     layer_pattern: list[LayerKind] = Field(default_factory=lambda: ["full"], min_length=1)
     mtp_modules: NonNegInt = 0
+    checkpoint: Checkpoint | None = None
+    """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":
@@ -111,4 +114,4 @@ class ModelSpec(Frozen):
         return groups
 
 
-DTYPE_BITS: dict[str, int] = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+DTYPE_BITS: dict[str, int] = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4}

@@ -84,7 +84,8 @@ class TimeModel(Frozen):
 
     def matmul_efficiency(self, dtype: str) -> float:
         """The share of `dtype`'s peak a matmul in it reaches."""
-        return self.fp8_efficiency or self.compute_efficiency if dtype in ("fp8", "int8") else self.compute_efficiency
+        low = dtype in ("fp8", "int8", "fp4")
+        return self.fp8_efficiency or self.compute_efficiency if low else self.compute_efficiency
 
     @property
     def fixed_costs(self) -> bool:

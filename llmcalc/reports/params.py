@@ -49,5 +49,9 @@ class ParamsReport(Report):
     mtp_breakdown: list[ParamRow]
     layer_types: list[LayerTypeRow]
     """Layers grouped by shape, with the parameters of one layer of each."""
+    checkpoint_bytes: int | None = None
+    """`--bytes`: the tensor bytes of the checkpoint as it ships, in its formats (docs/formats.md); None otherwise."""
+    checkpoint_formats: str | None = None
+    """`--bytes`: the formats and stored buffers checkpoint_bytes counts."""
     formula: str
     notes: list[str]

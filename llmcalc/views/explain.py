@@ -201,18 +201,19 @@ def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[st
 # ---- memory -----------------------------------------------------------------------------------
 
 def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
-    from llmcalc.costs.memory import OPTIMIZER_BYTES, QUANTIZED, layer_peak_per_token, memory, packed_matrices
+    from llmcalc.costs.memory import OPTIMIZER_BYTES, layer_peak_per_token, memory, quantized_matrices
     from llmcalc.costs.params import params
 
     w = w.model_copy(update={"layout": Layout()})  # memory is the whole model's, whatever the layout
     r, counts = memory(spec, w), params(spec)
-    bits, a = DTYPE_BITS[w.weights_dtype], spec.attention
+    formats, a = w.formats(spec), spec.attention
+    bits = DTYPE_BITS[formats.default] if not formats.quantized else DTYPE_BITS[formats.dense]
     env = env_of(spec) | {"B": w.batch, "S": w.seq, "N": counts.total, "bits": bits, "bytes": bits // 8,
-                          "a": DTYPE_BITS[w.act_dtype] // 8, "g": w.group_size}
-    if w.weights_dtype in QUANTIZED:  # layer matrices packed (int4: + an fp16 scale per g inputs), the rest bf16
-        n_m, p_m, scales = packed_matrices(spec, w.weights_dtype, w.group_size)
-        env |= {"N_m": n_m, "P_m": p_m, "G_s": scales}
-        steps = [step("weights", "P_m + 2 · G_s + 2 · (N − N_m)", env, "bytes")]
+                          "a": DTYPE_BITS[w.act_dtype] // 8}
+    if formats.quantized:  # the quantised components' matrices in their formats, the rest in the dense dtype
+        n_m, m = quantized_matrices(spec, formats)
+        env |= {"N_m": n_m, "W_q": m}
+        steps = [step("weights", "W_q + bytes · (N − N_m)", env, "bytes")]
     else:
         steps = [step("weights", "N · bytes", env, "bytes")]
     if not w.train:
@@ -240,7 +241,7 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
                  "states; no ZeRO sharding", "activations per layer: every matmul's input, Q/K/V, the FFN "
                  "intermediates, the norm inputs, and flash attention's fp32 log-sum-exp (4·B·H·S); no recompute, "
                  "no dropout; + the fp32 logits (4·B·S·V)"]
-    conventions = {"mode": r.mode, "weights_dtype": w.weights_dtype, "activations": f"{w.act_dtype}, flash attention"}
+    conventions = {"mode": r.mode, "weights_dtype": formats.label, "activations": f"{w.act_dtype}, flash attention"}
     conventions |= {"optimizer": w.optimizer} if w.train else {"kv_dtype": w.kv_dtype}
     totals = [sum_total("total", steps, "", r.total_bytes, "llmcalc memory: total_bytes")]
     return _report("memory", spec, w, steps, totals, conventions, notes)

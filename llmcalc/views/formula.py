@@ -28,10 +28,8 @@ LEGEND = {
     "n_s": "shared experts", "f_s": "shared expert width", "B": "batch (sequences)",
     "S": "tokens per sequence (prompt / context)", "bytes": "bytes per element", "bits": "bits per element",
     "a": "activation bytes per element", "N": "parameters (`llmcalc params` total)",
-    "N_m": "weights of the layers' matrices (stored quantized)",
-    "P_m": "their packed bytes, Σ over matrices ⌈d_in · d_out · bits / 8⌉",
-    "G_s": "int4 scales, Σ over matrices d_out · ⌈d_in / g⌉ (g inputs per fp16 scale, the last group partial)",
-    "g": "weights per fp16 scale (int4)",
+    "N_m": "weights of the matrices stored quantized",
+    "W_q": "their bytes in their formats: codes, scales, zero points, indices (docs/formats.md)",
     "m": "bytes per token of the largest layer stage beyond the residual and the normed input "
          "(docs/formulas.md#inference-peak)",
     "d_rot": "features RoPE rotates per head (0 without RoPE)",

@@ -20,7 +20,8 @@ def preset_row(spec):
 def preset_detail(spec):
     """`llmcalc presets NAME`: the spec as written, its source and the figures derived from it."""
     r, kv = params(spec), kv_cache(spec, Workload(batch=1, seq=1))
+    unset = {"checkpoint"} if spec.checkpoint is None else set()  # a preset's checkpoint is bf16 unless it says
     return PresetReport(name=spec.name, source=spec.source, total=r.total, active=r.active,
                         kv_bytes_per_token=kv.bytes_per_token,
                         kv_elements_per_token=spec.n_layers * spec.attention.kv_elements(),
-                        spec=spec.model_dump(mode="json", exclude={"name", "source"}))
+                        spec=spec.model_dump(mode="json", exclude={"name", "source"} | unset))

@@ -57,7 +57,7 @@ class Sweeper:
     def __init__(self, spec: ModelSpec, gpu: GPU | None, work: Workload = Workload(), tm: TimeModel = ROOFLINE):
         work.layout.check(spec, work.layout.dp)
         self.spec, self.gpu, self.work, self.tm, self.notes = spec, gpu, work, tm, []
-        self.weights = weights_bytes(spec, work.weights_dtype, work.group_size)[0]
+        self.weights = weights_bytes(spec, work.formats(spec))[0]
         self.weights_per_gpu = None  # None: no time and no fit (no GPU, or the weights do not fit it)
         if gpu is not None:
             try:
