@@ -100,7 +100,7 @@ def load_hf_config(path: str | Path):
         raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face config.json") from None
     except ValueError as e:  # an int of thousands of digits
         raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
-    name = p.parent.name or p.stem
+    name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
     try:
         return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), str(p))
     except UserError as e:
@@ -201,7 +201,7 @@ def _compressed(q: dict) -> str:
 
 def _unsupported(what: str) -> str:
     raise UserError(f"`quantization_config`: {what} is not a known format; remove quantization_config to size the "
-                    "model unquantised, or give --weights-format (docs/formats.md lists the formats)")
+                    "model unquantised, or give `weights_format` (docs/formats.md lists the formats)")
 
 
 def _older(version: str, than: tuple[int, int]) -> bool:

@@ -19,8 +19,7 @@ GGUF's block types store d_in / g blocks of a fixed size per row: their scales a
 block. Every figure is an int; partial groups and blocks count whole.
 """
 
-from __future__ import annotations
-
+import dataclasses
 import functools
 import json
 import re
@@ -34,17 +33,19 @@ from llmcalc.model.base import Frozen
 Scale = Literal["none", "tensor", "row", "group", "block", "flat"]
 
 
-class WeightFormat(Frozen):
-    """One storage format of a weight matrix (the module docstring has the byte formula)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WeightFormat:
+    """One storage format of a weight matrix (the module docstring has the byte formula). Plain data, built once
+    per process (a dataclass: no validation cost at start-up)."""
 
     name: str
     description: str
-    bits: int = Field(gt=0, le=32)
+    bits: int
     """Bits per weight code."""
     scale: Scale = "none"
-    group: int | None = Field(default=None, gt=0)
+    group: int | None = None
     """Weights per scale along each row's input (group, block, flat)."""
-    group_rows: int = Field(default=1, gt=0)
+    group_rows: int = 1
     """Rows (outputs) sharing one scale (block: DeepSeek-V3's 128 × 128)."""
     scale_bits: int = 0
     zero_bits: int = 0
@@ -78,14 +79,14 @@ class WeightFormat(Frozen):
         if self.scale not in ("group", "flat"):
             raise UserError(f"`weights_format`: {self.name} has no group size; drop the -g{group}")
         base = re.sub(r"-g\d+$", "", self.name)
-        return self.model_copy(update={"name": f"{base}-g{group}", "group": group})
+        return dataclasses.replace(self, name=f"{base}-g{group}", group=group)
 
     def per_row(self) -> "WeightFormat":
         """The same format with one group per row (GPTQ's group_size -1), named NAME-grow."""
         if self.scale != "group":
             raise UserError(f"`weights_format`: {self.name} has no groups; drop the -grow")
         base = re.sub(r"-g\d+$", "", self.name)
-        return self.model_copy(update={"name": f"{base}-grow", "scale": "row", "group": None})
+        return dataclasses.replace(self, name=f"{base}-grow", scale="row", group=None)
 
     def n_scales(self, d_in: int, d_out: int) -> int:
         g = self.group or 1
@@ -307,7 +308,7 @@ class Checkpoint(Frozen):
     """How a published checkpoint stores the model, for its size (`llmcalc params --bytes`); memory and time use
     the workload's formats, which default to these."""
 
-    formats: WeightFormats = WeightFormats()
+    formats: WeightFormats = Field(default_factory=WeightFormats)  # built when used, not at import
     rotary_buffers: bool = False
     """Each layer stores RoPE's inv_freq (fp32, d_rot / 2): transformers before 4.31 saved it as a buffer."""
     router_buffers: bool = False
