@@ -103,7 +103,7 @@ def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     without flash attention the softmax output (plus dropout mask and output) over S×S per head.
     """
     a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
-    if w.lora:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A
+    if w.lora is not None:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A
         saved = (attn.lora_saved_elements(d, w.lora) + g.ffn.lora_saved_elements(d, w.lora)
                  + adapter_saved_elements(spec, g, w))
     else:
@@ -157,7 +157,7 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         grads = opt = 0
     else:
         kv = 0
-        act, act_note = _training_activations(spec, micro, seq, w)
+        act, act_note = training_activations(spec, micro, seq, w)
         shard = lambda x, stage: -(-x // dp) if w.zero >= stage else x  # noqa: E731
         split = lambda stage: f" ÷ {dp} (ZeRO-{w.zero})" if w.zero >= stage else ""  # noqa: E731
         weights = shard(weights, 3)
@@ -265,7 +265,9 @@ def inference_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) ->
     return total, "prefill peak: residual + " + ("logits" if at_head else what)
 
 
-def _training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
+def training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
+    """Bytes a training step keeps for the backward pass (every layer under the recompute mode, + fp32 logits) for
+    `batch` sequences of `seq` tokens, and how; under LoRA (`lora_targets` may be empty: the frozen base alone)."""
     a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
     per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, w)) for g in spec.layer_groups()]
     if w.recompute == "full":  # keep each layer's input; recompute one layer at a time

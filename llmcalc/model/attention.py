@@ -358,8 +358,9 @@ class GQA(Attention):
         return d_model + 2 * self.q_width + 2 * self.kv_width
 
     def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
-        """The q/k/v input (d) and the o input (H·h)."""
-        return [(("q", "k", "v"), d_model), (("o",), self.q_width)]
+        """The q/k/v input (d). The o input (H·h) stays kept either way: it is the attention's output, which a
+        flash kernel keeps for its own backward."""
+        return [(("q", "k", "v"), d_model)]
 
     @property
     def cache_heads(self) -> int | None:
@@ -571,8 +572,8 @@ class MLA(Attention):
                 + 2 * h * self.qk_head_dim)
 
     def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
-        """The layer input (d, read by q or q_down and kv_down), the query latent (r_q), the KV latent (r_kv)
-        and the o input (H·d_v)."""
+        """The layer input (d, read by q or q_down and kv_down), the query latent (r_q), the KV latent (r_kv) and
+        the o input (H·d_v: the heads' outputs cut to d_v and laid out per token, a copy only o reads)."""
         first = ("q_down", "kv_down") if self.q_lora_rank else ("q", "kv_down")
         out = [(first, d_model), (("kv_up",), self.kv_lora_rank), (("o",), self.heads * self.v_head_dim)]
         return out + ([(("q_up",), self.q_lora_rank)] if self.q_lora_rank else [])
