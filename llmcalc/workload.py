@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from llmcalc.errors import UserError
 from llmcalc.model.base import MAX_SIZE, Frozen
 from llmcalc.model.formats import WeightFormats
+from llmcalc.model.lora import TARGETS
 from llmcalc.model.spec import ModelSpec
 
 MAX_GPUS = 2**20
@@ -148,6 +149,12 @@ class Workload(Frozen):
     """Training: ZeRO stage, sharding optimizer states (1), + gradients (2), + weights (3) over dp."""
     micro_batch: Whole | None = None
     """Training: sequences one GPU runs at a time; None: its whole share, batch / dp."""
+    lora_rank: Whole | None = None
+    """Training: LoRA adapters of this rank on the `lora_targets` matrices, the base weights frozen; None: full
+    training (docs/formulas.md#lora)."""
+    lora_targets: tuple[str, ...] = TARGETS
+    """Training with LoRA: the matrices adapted, by target name (q, k, v, o, gate, up, down; llmcalc/model/lora.py
+    maps them onto each variant's matrices); default all seven, every linear of the layers, as QLoRA trains."""
 
     layout: Layout = Layout()
     reserve: float = 0.10
@@ -184,10 +191,21 @@ class Workload(Frozen):
     @model_validator(mode="after")
     def _ranges(self) -> "Workload":
         require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, group_size=self.group_size,
-                      micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk)
+                      micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk, lora_rank=self.lora_rank)
+        if "lora_targets" in self.model_fields_set and self.lora_rank is None:
+            raise UserError("`lora_targets`: LoRA is off; add `lora_rank` (the adapters' rank), or drop the targets")
+        unknown = [t for t in self.lora_targets if t not in TARGETS]
+        if unknown or not self.lora_targets:
+            what = f"unknown target {unknown[0]!r}" if unknown else "no target given"
+            raise UserError(f"`lora_targets`: {what}; use a comma-separated list of {', '.join(TARGETS)}")
         if not 0 <= self.reserve < 1:
             raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
         return self
+
+    @property
+    def lora(self) -> frozenset[str] | None:
+        """The LoRA targets when LoRA is on (`lora_rank` given), else None."""
+        return frozenset(self.lora_targets) if self.lora_rank else None
 
     def check(self, spec: ModelSpec) -> None:
         """The layout must divide `spec` and the batch (Layout.check)."""

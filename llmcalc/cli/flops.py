@@ -13,6 +13,8 @@ from llmcalc.cli.options import (
     FormatOpt,
     HFOpt,
     LogitsOpt,
+    LoraOpt,
+    LoraTargetsOpt,
     MLADecodeOpt,
     PresetOpt,
     RecomputeOpt,
@@ -22,6 +24,7 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
+    lora_fields,
 )
 
 
@@ -38,6 +41,8 @@ def flops(
     mla_decode: MLADecodeOpt = "absorbed",
     recompute: RecomputeOpt = "none",
     mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
+    lora_rank: LoraOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -46,5 +51,5 @@ def flops(
     from llmcalc.workload import Workload
 
     w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
-                 recompute=recompute, mtp=mtp)
+                 recompute=recompute, mtp=mtp, **lora_fields(lora_rank, lora_targets))
     emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

@@ -13,6 +13,8 @@ from llmcalc.cli.options import (
     GroupOpt,
     HFOpt,
     KVDtypeOpt,
+    LoraOpt,
+    LoraTargetsOpt,
     OptimizerOpt,
     PresetOpt,
     RecomputeOpt,
@@ -25,8 +27,10 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
+    lora_fields,
     weight_formats,
 )
+from llmcalc.errors import UserError
 
 
 @app.command()
@@ -52,6 +56,11 @@ def memory(
                                   panel=TRAINING)] = 1,
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences one GPU runs at a time (default: batch / dp).", panel=TRAINING)] = None,
+    lora_rank: LoraOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA, the base in NF4 with double quantisation "
+                                "(nf4-dq), embedding, head and norms bf16, computing in bf16.",
+                                panel=TRAINING)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -59,8 +68,17 @@ def memory(
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout, Workload
 
+    if qlora:
+        if lora_rank is None:
+            raise UserError("--qlora: QLoRA trains LoRA adapters on the 4-bit base; add --lora RANK")
+        if weights_format or weights_dtype:
+            raise UserError("--qlora: it sets the base format itself (nf4-dq, embedding and head bf16); drop "
+                            "--weights-format and --weights-dtype, or drop --qlora")
+        from llmcalc.model.lora import QLORA_FORMATS
+
+        weights_format = QLORA_FORMATS
     w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
                  kv_dtype=kv_dtype, group_size=group_size,
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
-                 micro_batch=micro_batch, layout=Layout(dp=dp))
+                 micro_batch=micro_batch, layout=Layout(dp=dp), **lora_fields(lora_rank, lora_targets))
     emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)

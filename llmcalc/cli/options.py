@@ -142,6 +142,24 @@ TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="A calibration profile YAML to use instead (`llmcalc calibrate` writes one).", panel=GPUS,
     metavar="FILE")]
+LoraOpt = Annotated[Optional[int], _count_opt(
+    "--lora", help="Train LoRA adapters of rank N on the frozen base (--lora-targets; docs/formulas.md#lora).",
+    panel=TRAINING)]
+LoraTargetsOpt = Annotated[Optional[str], _opt(
+    "--lora-targets", help="With --lora: the matrices adapted, comma-separated from q,k,v,o,gate,up,down "
+    "(default: all, every linear of the layers; MLA's latent projections and MoE experts included).",
+    panel=TRAINING, metavar="LIST")]
+
+
+def lora_fields(lora: int | None, targets: str | None) -> dict:
+    """The Workload fields of --lora and --lora-targets (the targets only when given)."""
+    if targets is None:
+        return {"lora_rank": lora}
+    from llmcalc.model.lora import parse_targets
+
+    return {"lora_rank": lora, "lora_targets": parse_targets(targets)}
+
+
 OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
     "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
 ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",

@@ -9,10 +9,13 @@ import typer
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     MODEL,
+    TRAINING,
     WORKLOAD,
     ConfigOpt,
     FormatOpt,
     HFOpt,
+    LoraOpt,
+    LoraTargetsOpt,
     MLADecodeOpt,
     SeqOpt,
     UnitsOpt,
@@ -20,7 +23,9 @@ from llmcalc.cli.options import (
     _opt,
     emit,
     load_model,
+    lora_fields,
 )
+from llmcalc.errors import UserError
 
 
 @app.command()
@@ -39,6 +44,10 @@ def validate(
                                                 panel=MODEL)] = None,
     scale: Annotated[int, _count_opt("--scale", help="Divide every width by this (real runs).", panel=MODEL)] = 1,
     mla_decode: MLADecodeOpt = "absorbed",
+    train: Annotated[bool, _opt("--train", help="Check a LoRA training step instead (with --lora): params, FLOPs "
+                                "and memory of the adapted model.", panel=TRAINING)] = False,
+    lora_rank: LoraOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -53,6 +62,16 @@ def validate(
     from llmcalc.workload import require_sizes
 
     require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
+    lora = None
+    if train or lora_rank is not None:
+        from llmcalc.workload import Workload
+
+        if not train:
+            raise UserError("--lora: LoRA adapters are trained; add --train")
+        if lora_rank is None:
+            raise UserError("--train: validate's training step is a LoRA one (full training's FLOPs are in the "
+                            "default rows); add --lora RANK")
+        lora = Workload(train=True, **lora_fields(lora_rank, lora_targets))
     if all_presets:
         from llmcalc.inputs.presets import load_preset, preset_names
 
@@ -80,9 +99,9 @@ def validate(
             def step(spec):
                 bar.update(task, advance=1, description=spec.name)
 
-            report = run(specs, batch, seq, device, mla_decode, progress=step)
+            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=lora)
     else:
-        report = run(specs, batch, seq, device, mla_decode)
+        report = run(specs, batch, seq, device, mla_decode, lora=lora)
     emit(report, format, units, of=validate)
     if not report.ok:
         raise typer.Exit(1)

@@ -8,12 +8,15 @@ biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode.
   decode   = Σ_layers [2·B·W_layer + B·keys·c_pair] + 2·B·d·V,   keys = min(S+1, window)
   generate = Σ_{t<G} decode(context S+t)
   train    = 3 · forward(B·S tokens, all logits) + recomputed forward work
+  LoRA     = 2 · frozen matmuls + 3 · attention core + 3 · adapters' forward (+ recompute)
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
+from llmcalc.costs.lora import adapters
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
 from llmcalc.model.attention import Parts
@@ -28,6 +31,10 @@ MAC = 2
 """FLOPs per multiply-add."""
 FWD_BWD = 3
 """Forward + backward: the backward pass costs two forwards (gradients for inputs and weights)."""
+FROZEN = 2
+"""Forward + backward of a frozen weight's matmul whose input gradient flows (LoRA): the input gradient only."""
+LORA_FORMULA = ("train (LoRA) = 2·forward(frozen matmuls) + 3·attention core + 3·forward(adapters) + recompute; "
+                "adapter forward = 2·tokens·r·(d_in + d_out) per adapted matrix")
 
 
 def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, latents: int,
@@ -77,6 +84,16 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
     return dict(total)
 
 
+def adapter_forward(spec: ModelSpec, w: Workload) -> dict[str, int]:
+    """Forward FLOPs of the LoRA adapters over the B·S tokens of a training step, by component (lora/attention/q,
+    lora/ffn/experts): 2 · tokens · used · r · (d_in + d_out) per adapted matrix kind (A, then B)."""
+    out: dict[str, int] = defaultdict(int)
+    tokens = w.batch * w.seq
+    for count, path, a in adapters(spec, w):
+        out[f"lora/{path}"] += count * MAC * tokens * a.weights_per_token(w.lora_rank)
+    return dict(out)
+
+
 def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
     by component, under the workload's conventions (attention, logits, mla_decode, recompute, mtp)."""
@@ -96,18 +113,24 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
     fwd = prefill_like(seq)
-    train = {k: _passes(spec, k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
+    passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
+    lora = adapter_forward(spec, w) if w.lora else {}
+    train = {k: passes(k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
+    train |= {k: FWD_BWD * v + _recomputed(k, v, w.recompute) for k, v in lora.items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
                      generate=generate.get(k, 0), train=train[k]) for k in fwd]
     rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
              for k in decode if k not in fwd]
+    rows += [FlopsRow(component=k, prefill=0, decode=0, generate=0, train=train[k]) for k in lora]
     p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
     return FlopsReport(
         model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core, logits=w.logits,
         mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute, mtp=w.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
-        train_flops_per_token=t // (batch * seq), breakdown=rows, formula=FORMULA,
+        train_flops_per_token=t // (batch * seq), breakdown=rows,
+        formula=FORMULA + ("; " + LORA_FORMULA if w.lora else ""),
+        lora_rank=w.lora_rank, lora_targets=list(w.lora_targets) if w.lora else [],
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
         notes=_notes(spec, w) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
                                     if seq + gen > spec.max_seq_len else []),
@@ -120,6 +143,16 @@ def _passes(spec: ModelSpec, component: str) -> int:
     if "attention/" not in component:
         return FWD_BWD
     return spec.attention.train_passes(component.rsplit("attention/", 1)[1])
+
+
+def _frozen_passes(spec: ModelSpec, component: str) -> int:
+    """Forward + backward passes of a component under LoRA, every base weight frozen and the input gradient
+    flowing through every layer: FROZEN (2) for a weight's matmul, what the attention block says for its own
+    (the core keeps its 3: its operands are activations)."""
+    if "attention/" not in component:
+        return FROZEN
+    name = component.rsplit("attention/", 1)[1]
+    return spec.attention.frozen_passes(name, name in spec.attention.matmuls(spec.d_model))
 
 
 def _recomputed(component: str, fwd: int, recompute: str) -> int:
@@ -139,6 +172,12 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
         f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
     notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
+    if w.lora:
+        notes.append(f"train: LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: frozen weights cost forward + "
+                     "input gradient (2×), adapters 3×, the attention core 3×; the input gradient is taken to "
+                     "flow through every layer (PEFT's enable_input_require_grads, on under gradient checkpointing "
+                     "and prepare_model_for_kbit_training); prefill and decode are the base model's (adapters "
+                     "merged)")
     if spec.mtp_modules and not w.mtp:
         notes.append("the MTP module is not counted (use `mtp`)")
     return notes

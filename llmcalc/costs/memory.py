@@ -6,6 +6,10 @@ the transformer layers' matrices and keep the token embedding, LM head and norms
 quantizers (GPTQ, AWQ, bitsandbytes) do; int4 adds one fp16 scale per group.
 Training (mixed precision): bf16 weights and gradients, fp32 master weights and optimizer states;
 ZeRO stage 1/2/3 divides optimizer / +gradients / +weights by the data-parallel size.
+LoRA (docs/formulas.md#lora): the base frozen in its format (quantised allowed: QLoRA), the adapters in the
+dense dtype with their gradients, fp32 master and optimizer states; activations without the inputs that only
+frozen matmuls read (autograd keeps a frozen F.linear's weight, never its input), plus each adapter's r-wide
+intermediate.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 
 from llmcalc.costs.kv import kv_bytes, nbytes
+from llmcalc.costs.lora import adapter_params, adapter_saved_elements
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.errors import UserError
@@ -98,9 +103,13 @@ def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     without flash attention the softmax output (plus dropout mask and output) over S×S per head.
     """
     a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
-    ffn_saved = d + g.ffn.saved_elements()  # the FFN's input and its intermediates
+    if w.lora is not None:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A
+        saved = (attn.lora_saved_elements(d, w.lora) + g.ffn.lora_saved_elements(d, w.lora)
+                 + adapter_saved_elements(spec, g, w))
+    else:
+        saved = attn.saved_elements(d) + d + g.ffn.saved_elements()  # the FFN's input and its intermediates
     norms = spec.norm.per_layer * d
-    linear = a * sb * (attn.saved_elements(d) + ffn_saved + norms) + (2 * sb * d if w.dropout else 0)
+    linear = a * sb * (saved + norms) + (2 * sb * d if w.dropout else 0)
     window = attn.keys_window(g.window)
     keys = min(seq, window) if (window and w.flash) else seq
     if w.flash:
@@ -115,8 +124,11 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     and optimizer states) memory of the whole model; training figures are per data-parallel GPU."""
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     formats = w.formats(spec)
-    if w.train and formats.quantized:
-        raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32")
+    if w.lora and not w.train:
+        raise UserError("`lora_rank`: LoRA adapters are trained; add `train` (inference merges them into the weights)")
+    if w.train and formats.quantized and not w.lora:
+        raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32, or "
+                        "train LoRA adapters on the quantised base (`lora_rank`)")
     across = next((k for k in ("tp", "pp", "ep") if getattr(w.layout, k) > 1), None)
     if across:
         raise UserError(f"`{across}`: memory is the whole model's (training: per data-parallel GPU); for the "
@@ -135,6 +147,7 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     counts = count_params(spec)
     weights, w_note = weights_bytes(spec, formats)
     rows = []
+    trainable, adapters = (counts.total if w.train else 0), 0
     if not w.train:
         kv = kv_bytes(spec, batch, seq, w.kv_dtype)
         act, act_note = inference_activations(spec, batch, seq, w)
@@ -144,18 +157,29 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         grads = opt = 0
     else:
         kv = 0
-        n = counts.total
-        act, act_note = _training_activations(spec, micro, seq, w)
+        act, act_note = training_activations(spec, micro, seq, w)
         shard = lambda x, stage: -(-x // dp) if w.zero >= stage else x  # noqa: E731
-        weights = shard(weights, 3)
-        grads = shard(nbytes(n, w.weights_dtype), 2)
-        master = 4 * n if w.weights_dtype != "fp32" else 0
-        opt = shard(master + OPTIMIZER_BYTES[w.optimizer] * n, 1)
         split = lambda stage: f" ÷ {dp} (ZeRO-{w.zero})" if w.zero >= stage else ""  # noqa: E731
-        rows += [MemoryRow(component="weights", bytes=weights, note=w_note + split(3)),
-                 MemoryRow(component="gradients", bytes=grads, note=f"{w.weights_dtype} gradients" + split(2)),
+        weights = shard(weights, 3)
+        if w.lora:  # the base frozen in its formats; the adapters trained in the dense dtype
+            trainable, dtype = sum(adapter_params(spec, w).values()), formats.dense
+            adapters = shard(nbytes(trainable, dtype), 3)
+            w_note = "frozen base: " + w_note
+        else:
+            trainable, dtype = counts.total, w.weights_dtype
+        grads = shard(nbytes(trainable, dtype), 2)
+        master = 4 * trainable if dtype != "fp32" else 0
+        opt = shard(master + OPTIMIZER_BYTES[w.optimizer] * trainable, 1)
+        what = f"LoRA adapters' {dtype} gradients" if w.lora else f"{dtype} gradients"
+        rows += [MemoryRow(component="weights", bytes=weights, note=w_note + split(3))]
+        if w.lora:
+            rows.append(MemoryRow(component="adapters", bytes=adapters,
+                                  note=f"LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: {trainable:,} "
+                                       f"params × {DTYPE_BITS[dtype] // 8} B ({dtype})" + split(3)))
+        rows += [MemoryRow(component="gradients", bytes=grads, note=what + split(2)),
                  MemoryRow(component="optimizer", bytes=opt,
-                           note=(f"{w.optimizer}: fp32 master + states" if master else w.optimizer) + split(1)),
+                           note=(f"{w.optimizer}: fp32 master + states" if master else w.optimizer)
+                           + (" of the adapters" if w.lora else "") + split(1)),
                  MemoryRow(component="activations", bytes=act, note=act_note)]
     dominant = max(rows, key=lambda r: r.bytes).component
     notes = []
@@ -171,6 +195,8 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         model=spec.name, mode="train" if w.train else "inference", batch=batch, seq=seq, dp=dp,
         per_gpu_batch=per_gpu, micro_batch=micro,
         weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
+        trainable_params=trainable, adapter_bytes=adapters, lora_rank=w.lora_rank,
+        lora_targets=list(w.lora_targets) if w.lora else [],
         total_bytes=sum(r.bytes for r in rows), dominant=dominant, breakdown=rows,
         formula=FORMULA, notes=notes,
     )
@@ -239,7 +265,9 @@ def inference_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) ->
     return total, "prefill peak: residual + " + ("logits" if at_head else what)
 
 
-def _training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
+def training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
+    """Bytes a training step keeps for the backward pass (every layer under the recompute mode, + fp32 logits) for
+    `batch` sequences of `seq` tokens, and how; under LoRA (`lora_targets` may be empty: the frozen base alone)."""
     a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
     per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, w)) for g in spec.layer_groups()]
     if w.recompute == "full":  # keep each layer's input; recompute one layer at a time
@@ -250,4 +278,5 @@ def _training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) ->
         kept = sum(n * (lin + core) for n, lin, core in per_group)
     logits = LOGIT_BYTES * batch * seq * spec.vocab_size
     kernel = "flash" if w.flash else "no flash"
-    return kept + logits, f"{spec.n_layers} layers, recompute {w.recompute}, {kernel}, + fp32 logits"
+    lora = ", inputs of frozen matmuls not kept" if w.lora else ""
+    return kept + logits, f"{spec.n_layers} layers, recompute {w.recompute}, {kernel}{lora}, + fp32 logits"

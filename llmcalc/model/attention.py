@@ -12,6 +12,12 @@ from pydantic import model_validator
 
 from llmcalc.model import terms
 from llmcalc.model.base import Parts, PosInt, Variant
+from llmcalc.model.lora import Adaptable
+
+LORA_TARGETS_OF = {"q": ("q",), "k": ("k",), "v": ("v",), "o": ("o",), "q_down": ("q",), "q_up": ("q",),
+                   "kv_down": ("k", "v"), "kv_up": ("k", "v")}
+"""The LoRA targets that adapt each attention projection (llmcalc/model/lora.py); other matrices (DSA's indexer,
+Linformer's sequence projections) are never adapted."""
 
 
 def linear(n_in: int, n_out: int, bias: bool) -> int:
@@ -138,6 +144,30 @@ class Attention(Variant):
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
         return 3
+
+    def frozen_passes(self, name: str, projection: bool) -> int:
+        """Forward + backward cost of component `name` in forwards when every weight is frozen and the input
+        gradient flows through it (LoRA): a `projection` drops its weight gradient (train_passes − 1: 2), the
+        core keeps train_passes (its operands are activations)."""
+        return self.train_passes(name) - (1 if projection else 0)
+
+    def adaptable(self, d_model: int) -> list[Adaptable]:
+        """The projections a LoRA adapter can go on, with the targets that adapt each (LORA_TARGETS_OF)."""
+        return [Adaptable(name, LORA_TARGETS_OF[name], d_in, d_out)
+                for name, shapes in self.matrices(d_model).items() if name in LORA_TARGETS_OF
+                for d_in, d_out in shapes]
+
+    def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
+        """The projections' inputs that saved_elements counts, per token, each with the projections that read it
+        (a frozen projection does not keep its input: only an adapter on it does)."""
+        return []
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        """Elements per token a LoRA training layer keeps for the backward pass, the adapters' own r-wide
+        intermediates aside: saved_elements less every projection input that no adapted projection reads."""
+        adapted = {a.component for a in self.adaptable(d_model) if a.adapted(targets)}
+        unread = sum(n for readers, n in self.saved_inputs(d_model) if adapted.isdisjoint(readers))
+        return self.saved_elements(d_model) - unread
 
     def knee(self, window: int | None) -> int | None:
         """Context from which a decode step's cost stops growing linearly as before (None: never)."""
@@ -326,6 +356,11 @@ class GQA(Attention):
         """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input
         and Q (H·h each), K and V (2·H_kv·h)."""
         return d_model + 2 * self.q_width + 2 * self.kv_width
+
+    def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
+        """The q/k/v input (d). The o input (H·h) stays kept either way: it is the attention's output, which a
+        flash kernel keeps for its own backward."""
+        return [(("q", "k", "v"), d_model)]
 
     @property
     def cache_heads(self) -> int | None:
@@ -535,6 +570,13 @@ class MLA(Attention):
         h = self.heads
         return (d_model + (self.q_lora_rank or 0) + self.kv_lora_rank + 2 * h * self.v_head_dim
                 + 2 * h * self.qk_head_dim)
+
+    def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
+        """The layer input (d, read by q or q_down and kv_down), the query latent (r_q), the KV latent (r_kv) and
+        the o input (H·d_v: the heads' outputs cut to d_v and laid out per token, a copy only o reads)."""
+        first = ("q_down", "kv_down") if self.q_lora_rank else ("q", "kv_down")
+        out = [(first, d_model), (("kv_up",), self.kv_lora_rank), (("o",), self.heads * self.v_head_dim)]
+        return out + ([(("q_up",), self.q_lora_rank)] if self.q_lora_rank else [])
 
     def decode_note(self, mla_decode: str) -> str | None:
         return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "

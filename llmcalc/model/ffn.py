@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from llmcalc.model import terms
 from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
+from llmcalc.model.lora import Adaptable
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
 
@@ -31,6 +32,20 @@ def mlp_params(d_model: int, d_ff: int, *, gated: bool, bias: bool) -> Parts:
 def mlp_matrices(d_model: int, d_ff: int, *, gated: bool) -> list[tuple[int, int]]:
     """One MLP's weight matrices (d_in, d_out): gate and up d → f (up only when not gated), down f → d."""
     return [(d_model, d_ff)] * (2 if gated else 1) + [(d_ff, d_model)]
+
+
+def mlp_adaptable(component: str, d_model: int, d_ff: int, *, gated: bool, stored: int = 1,
+                  used: int = 1) -> list[Adaptable]:
+    """One MLP's matrices as LoRA adapts them: gate (gated only) and up d → f, down f → d."""
+    names = ("gate", "up") if gated else ("up",)
+    return [Adaptable(component if component else n, (n,), d_model, d_ff, stored, used) for n in names] + [
+        Adaptable(component if component else "down", ("down",), d_ff, d_model, stored, used)]
+
+
+def mlp_lora_saved(d_ff: int, targets: frozenset[str], *, gated: bool) -> int:
+    """Elements per token one MLP keeps for the backward pass under LoRA, its input aside (saved_elements less
+    down's input, the activation's output or the gated product, unless down is adapted)."""
+    return (2 if gated else 1) * d_ff + (d_ff if "down" in targets else 0)
 
 
 def mlp_io(d_model: int, d_ff: int, *, gated: bool) -> Parts:
@@ -98,6 +113,15 @@ class FFN(Variant):
         """inactive_parts of one layer, summed, as text (None: every parameter is used)."""
         return None
 
+    def adaptable(self, d_model: int) -> list[Adaptable]:
+        """The matrices a LoRA adapter can go on (llmcalc/model/lora.py): none unless the variant says."""
+        return []
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        """Elements per token kept for the backward pass under LoRA, input included: as in full training unless
+        the variant says (`saved_elements`, the input d)."""
+        return d_model + self.saved_elements()
+
 
 class Dense(FFN):
     """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
@@ -142,6 +166,15 @@ class Dense(FFN):
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: up output and activation output, 2·d_ff."""
         return 2 * self.d_ff
+
+    def adaptable(self, d_model: int) -> list[Adaptable]:
+        """up and down (llmcalc/model/lora.py); gate names nothing here."""
+        return mlp_adaptable("", d_model, self.d_ff, gated=False)
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        """Under LoRA, per token: the input (d) when up is adapted, up's output (f), the activation's (f)
+        when down is adapted; the adapters' r-wide intermediates aside."""
+        return (d_model if "up" in targets else 0) + mlp_lora_saved(self.d_ff, targets, gated=False)
 
     def explain_parts(self) -> dict[str, tuple[str, str]]:
         """Per layer: (parameters, weights one token is multiplied by) of up and down."""
@@ -197,6 +230,15 @@ class Gated(FFN):
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: gate, up and their product, 3·d_ff."""
         return 3 * self.d_ff
+
+    def adaptable(self, d_model: int) -> list[Adaptable]:
+        """gate, up and down (llmcalc/model/lora.py)."""
+        return mlp_adaptable("", d_model, self.d_ff, gated=True)
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        """Under LoRA, per token: the input (d) when gate or up is adapted, gate's and up's outputs (2·f), their
+        product (f) when down is adapted; the adapters' r-wide intermediates aside."""
+        return (d_model if {"gate", "up"} & targets else 0) + mlp_lora_saved(self.d_ff, targets, gated=True)
 
     def explain_parts(self) -> dict[str, tuple[str, str]]:
         """Per layer: (parameters, weights one token is multiplied by) of gate, up and down."""
@@ -337,6 +379,24 @@ class MoE(FFN):
         input copy each routed expert receives is not counted (a view), plus the router logits."""
         per = 3 if self.gated else 2
         return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.experts
+
+    def adaptable(self, d_model: int) -> list[Adaptable]:
+        """Every routed expert's gate (gated), up and down (E stored, top_k used per token) and every shared
+        expert's; the router and the shared gate are not LoRA targets."""
+        out = mlp_adaptable("experts", d_model, self.d_ff, gated=self.gated, stored=self.experts, used=self.top_k)
+        if self.shared_experts:
+            n = self.shared_experts
+            out += mlp_adaptable("shared_experts", d_model, self.shared_d_ff, gated=self.gated, stored=n, used=n)
+        return out
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        """Under LoRA, per token: as saved_elements (the routed copies of the input not counted, the router
+        logits E kept), each expert's down input only when down is adapted, and the input (d) when an expert's
+        first matrix (gate or up) is adapted; the adapters' r-wide intermediates aside."""
+        per = mlp_lora_saved(1, targets, gated=self.gated)
+        first = {"gate", "up"} if self.gated else {"up"}
+        return ((d_model if first & targets else 0) + self.experts
+                + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff))
 
     def prefill_activation_bytes(self, d_model: int, act: int) -> int:
         """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),

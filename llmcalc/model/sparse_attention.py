@@ -170,6 +170,10 @@ class Linformer(GQA):
     def knee(self, window: int | None) -> int | None:
         return None
 
+    def frozen_passes(self, name: str, projection: bool) -> int:
+        """E and F are weights: frozen, their products keep K's and V's gradient only (2)."""
+        return 2 if name.startswith("seq_proj_") else super().frozen_passes(name, projection)
+
     def layer_type(self, window: int | None) -> str:
         return f"linformer k={self.proj_len}"
 
@@ -420,6 +424,16 @@ class DSA(MLA):
         """MLA's, and what the indexer keeps for the backward pass per token: its q, k and head weights."""
         indexer = self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
         return super().saved_elements(d_model) + indexer
+
+    def saved_inputs(self, d_model: int) -> list[tuple[tuple[str, ...], int]]:
+        """MLA's, and the indexer's q, k and head weights, which nothing reads once the indexer is frozen (its
+        input is detached)."""
+        indexer = self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads
+        return super().saved_inputs(d_model) + [((), indexer)]
+
+    def frozen_passes(self, name: str, projection: bool) -> int:
+        """The indexer frozen, its input detached: its projections and its scoring run forward only (1)."""
+        return 1 if name.startswith("index_") else super().frozen_passes(name, projection)
 
     def keys_window(self, window: int | None) -> int | None:
         return min(self.index_topk, window) if window else self.index_topk

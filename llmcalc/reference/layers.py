@@ -449,6 +449,7 @@ class Experts(nn.Module):
     def __init__(self, n: int, d: int, f: int, *, gated: bool, activation: str, bias: bool):
         super().__init__()
         self.n, self.gated, self.act = n, gated, ACTIVATIONS[activation]
+        self.lora = None  # LoRA adapters per matrix (llmcalc/reference/lora.py: ExpertsLoRA)
         shapes = ({"gate": (d, f)} if gated else {}) | {"up": (d, f), "down": (f, d)}
         for name, (i, o) in shapes.items():
             setattr(self, name, nn.Parameter(torch.empty(n, i, o)))
@@ -463,6 +464,8 @@ class Experts(nn.Module):
     def _bmm(self, x: Tensor, name: str, idx: Tensor | None) -> Tensor:
         w, b = getattr(self, name), getattr(self, f"{name}_bias")
         out = torch.bmm(x, w if idx is None else w[idx])  # [R, m, d_in] @ [R, d_in, d_out] → [R, m, d_out]
+        if self.lora is not None and (delta := self.lora.delta(x, name, idx)) is not None:
+            out = out + delta
         return out if b is None else add(out, (b if idx is None else b[idx])[:, None])
 
     def forward(self, x: Tensor, idx: Tensor | None = None) -> Tensor:

@@ -157,6 +157,74 @@ def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
     )
 
 
+@dataclass
+class LoraMeasured:
+    """A LoRA training step of the reference decoder (llmcalc/reference/lora.py) at batch × seq, all logits."""
+
+    trainable_params: int  # sum of numel over parameters with requires_grad (the adapters)
+    params_total: int  # every parameter, base and adapters
+    train_flops: int  # FlopCounterMode: forward + cross-entropy backward, SDPA math backend (as measure's)
+    saved_bytes: int | None  # storage autograd keeps for the backward at the end of the forward, parameters aside
+    frozen_saved_bytes: int | None  # the same for the frozen base without adapters (input gradient flowing)
+    static_bytes: int | None  # live after the step: weights, adapters, their gradients, fp32 master + Adam m and v
+    peak_bytes: int | None  # peak live bytes over the step: weights, adapters, fp32 master + Adam m and v,
+    #                         activations, gradients (None: routed experts, whose counted kernels gather weights)
+
+
+def measure_lora(spec: ModelSpec, batch: int, seq: int, rank: int, targets: frozenset[str], device: str = "fake",
+                 dtype: str = "bf16") -> LoraMeasured:
+    """Build the reference model of `spec` with rank-`rank` adapters on `targets` (base frozen) and measure one
+    training step on `batch` sequences of `seq` tokens: device "fake" (full size, no memory) or "cpu"."""
+    if device not in ("fake", "cpu"):
+        raise ValueError(f"device {device!r}: LoRA runs on fake or cpu")
+    with FakeTensorMode() if device == "fake" else contextlib.nullcontext():
+        return _measure_lora(spec, batch, seq, rank, targets, DTYPES[dtype])
+
+
+def _measure_lora(spec, batch, seq, rank, targets, dtype) -> LoraMeasured:
+    from llmcalc.reference.lora import add_lora
+
+    tokens = torch.zeros(batch, seq, dtype=torch.long)
+
+    def step(model, saved=None):
+        with torch.autograd.graph.saved_tensors_hooks(*saved) if saved else contextlib.nullcontext():
+            logits = model(tokens, None, 0, "all")
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
+        loss.backward()
+
+    def kept_bytes(model) -> int:
+        """Run a step; the storage autograd kept for the backward (each storage once, parameters aside)."""
+        params = {p.untyped_storage()._cdata for p in model.parameters()}
+        kept: dict[int, int] = {}
+
+        def pack(t):
+            key = t.untyped_storage()._cdata
+            if key not in params:
+                kept[key] = t.untyped_storage().nbytes()
+            return t
+
+        step(model, (pack, lambda t: t))
+        return sum(kept.values())
+
+    model = add_lora(Decoder(spec, dtype=dtype), rank, targets)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    flops = count_flops(lambda m=model: step(m))
+    del model
+    if spec.ffn.routed_experts:
+        return LoraMeasured(trainable, total, flops, None, None, None, None)
+    with LiveBytes() as mem:
+        model = add_lora(Decoder(spec, dtype=dtype), rank, targets)
+        states = [torch.zeros(p.shape, dtype=torch.float32) for p in model.parameters() if p.requires_grad
+                  for _ in range(3)]  # fp32 master, Adam m and v
+        saved = kept_bytes(model)
+        # after the step: weights, adapters, their gradients and optimizer states (and the token ids, not counted)
+        static = mem.now - mem.live.get(tokens.untyped_storage()._cdata, 0)
+    del states, model
+    frozen = kept_bytes(add_lora(Decoder(spec, dtype=dtype), rank, frozenset()))
+    return LoraMeasured(trainable, total, flops, saved, frozen, static, mem.peak)
+
+
 def _cuda_run(spec, batch, seq, mla_decode, dtype) -> dict:
     """Peak memory of the prefill (torch.cuda.max_memory_allocated) and median prefill / decode times.
     The decode step runs at position S over a zeroed cache of S + 1 positions (time does not depend on

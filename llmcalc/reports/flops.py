@@ -64,6 +64,10 @@ class FlopsReport(Report):
     decode_flops_per_token: int
     train_flops_per_token: int
     breakdown: list[FlopsRow]
+    lora_rank: int | None = None
+    """LoRA rank of the training step (None: full training); its adapters are the lora/ rows."""
+    lora_targets: list[str] = []
+    """The LoRA targets adapted (empty without LoRA)."""
     positions: PositionFlops | None = None
     """Position-encoding FLOPs (element-wise), reported apart: not in prefill_flops or the breakdown."""
     formula: str

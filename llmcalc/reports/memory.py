@@ -30,6 +30,14 @@ class MemoryReport(Report):
     activation_bytes: int
     gradient_bytes: int
     optimizer_bytes: int
+    trainable_params: int = 0
+    """Parameters the training step updates: every one (full training), the LoRA adapters' (LoRA), 0 (inference)."""
+    adapter_bytes: int = 0
+    """LoRA adapter weights, in the dense dtype (0 without LoRA); weights_bytes is then the frozen base alone."""
+    lora_rank: int | None = None
+    """LoRA rank (None: full training or inference)."""
+    lora_targets: list[str] = []
+    """The LoRA targets adapted (empty without LoRA)."""
     total_bytes: int
     """Sum of the breakdown rows, bytes (per GPU under ZeRO)."""
     dominant: str
