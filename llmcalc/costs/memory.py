@@ -15,19 +15,20 @@ from functools import partial
 from llmcalc.costs.kv import kv_bytes, nbytes
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
+from llmcalc.costs.train_memory import (  # noqa: F401 (layer_activation_bytes, OPTIMIZER_BYTES: used from here)
+    FORMULA,
+    LOGIT_BYTES,
+    OPTIMIZER_BYTES,
+    layer_activation_bytes,
+    layer_activation_parts,
+    training_memory,
+)
 from llmcalc.errors import UserError
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.reports.memory import MemoryReport, MemoryRow
 from llmcalc.workload import Workload
 
-FORMULA = ("inference: weights + KV cache + prefill activation peak; "
-           "train: weights + gradients + optimizer states (+ fp32 master) + activations of every layer")
 QUANTIZED = ("fp8", "int8", "int4")
-OPTIMIZER_BYTES = {"adamw": 8, "adamw-8bit": 2, "sgd": 4}
-"""Optimizer state bytes per parameter, master weights excluded: Adam m and v in fp32 (8) or 8-bit
-(2); SGD momentum in fp32 (4)."""
-LOGIT_BYTES = 4
-"""Logits are upcast to fp32 for sampling and the loss."""
 
 
 def stored_bytes(params: int, matrices: list[tuple[int, int]], dtype: str, group_size: int) -> int:
@@ -83,88 +84,33 @@ def weights_bytes(spec: ModelSpec, dtype: str, group_size: int) -> tuple[int, st
     return stored, f"layer matrices in {dtype}{scales}; embedding, head, norms, biases bf16"
 
 
-def layer_activation_bytes(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, w: Workload) -> tuple[int, int]:
-    """Bytes one training layer keeps for its backward pass: (linear in S part, attention-core part).
-
-    Generalises Korthikanti et al. 2022 (per layer s·b·h·(34 + 5·a·s/h) for GPT with dropout): the
-    inputs of every matmul, Q/K/V, the FFN intermediates, the norm inputs, dropout masks (1 byte), and
-    without flash attention the softmax output (plus dropout mask and output) over S×S per head.
-    """
-    a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
-    ffn_saved = d + g.ffn.saved_elements()  # the FFN's input and its intermediates
-    norms = spec.norm.per_layer * d
-    linear = a * sb * (attn.saved_elements(d) + ffn_saved + norms) + (2 * sb * d if w.dropout else 0)
-    window = attn.keys_window(g.window)
-    keys = min(seq, window) if (window and w.flash) else seq
-    if w.flash:
-        core = 4 * batch * attn.heads * seq  # fp32 log-sum-exp per query and head
-    else:
-        core = batch * attn.heads * seq * keys * (a + (1 + a if w.dropout else 0))
-    return linear, core
-
-
 def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
-    """Inference (weights + KV + activations of `batch` sequences of `seq` tokens) or training (+ gradients
-    and optimizer states) memory of the whole model; training figures are per data-parallel GPU."""
+    """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
+    (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     if w.train and w.weights_dtype in QUANTIZED:
         raise UserError(f"`weights_dtype`: {w.weights_dtype} training is not modelled; use bf16, fp16 or fp32")
-    across = next((k for k in ("tp", "pp", "ep") if getattr(w.layout, k) > 1), None)
+    if w.train:
+        return training_memory(spec, w)
+    layout = w.layout
+    across = next((k for k in ("tp", "pp", "ep", "cp") if getattr(layout, k) > 1), None)
     if across:
-        raise UserError(f"`{across}`: memory is the whole model's (training: per data-parallel GPU); for the "
-                        "figures per GPU of a tensor, pipeline or expert split see `llmcalc fit` and `llmcalc latency`")
-    if not w.train and (dp > 1 or w.zero or w.micro_batch):
+        raise UserError(f"`{across}`: inference memory is the whole model's; for the figures per GPU of a tensor, "
+                        "pipeline or expert split see `llmcalc fit` and `llmcalc latency` (training: add `train`)")
+    if dp > 1 or w.zero or w.micro_batch:
         raise UserError("`dp`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for serving "
                         "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
-    if batch % dp:
-        raise UserError(f"`batch`: the global batch of {batch} sequences does not split over `dp` {dp}; "
-                        f"use a multiple of {dp}")
-    per_gpu = batch // dp
-    micro = w.micro_batch or per_gpu
-    if per_gpu % micro:
-        raise UserError(f"`micro_batch`: {micro} does not divide the {per_gpu} sequences each GPU runs per step "
-                        f"(`batch` {batch} / `dp` {dp}); use a divisor of {per_gpu}")
-    counts = count_params(spec)
     weights, w_note = weights_bytes(spec, w.weights_dtype, w.group_size)
-    rows = []
-    if not w.train:
-        kv = kv_bytes(spec, batch, seq, w.kv_dtype)
-        act, act_note = inference_activations(spec, batch, seq, w)
-        rows += [MemoryRow(component="weights", bytes=weights, note=w_note),
-                 MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"),
-                 MemoryRow(component="activations", bytes=act, note=act_note)]
-        grads = opt = 0
-    else:
-        kv = 0
-        n = counts.total
-        act, act_note = _training_activations(spec, micro, seq, w)
-        shard = lambda x, stage: -(-x // dp) if w.zero >= stage else x  # noqa: E731
-        weights = shard(weights, 3)
-        grads = shard(nbytes(n, w.weights_dtype), 2)
-        master = 4 * n if w.weights_dtype != "fp32" else 0
-        opt = shard(master + OPTIMIZER_BYTES[w.optimizer] * n, 1)
-        split = lambda stage: f" ÷ {dp} (ZeRO-{w.zero})" if w.zero >= stage else ""  # noqa: E731
-        rows += [MemoryRow(component="weights", bytes=weights, note=w_note + split(3)),
-                 MemoryRow(component="gradients", bytes=grads, note=f"{w.weights_dtype} gradients" + split(2)),
-                 MemoryRow(component="optimizer", bytes=opt,
-                           note=(f"{w.optimizer}: fp32 master + states" if master else w.optimizer) + split(1)),
-                 MemoryRow(component="activations", bytes=act, note=act_note)]
-    dominant = max(rows, key=lambda r: r.bytes).component
-    notes = []
-    if w.train:
-        notes.append(f"`batch` {batch} is the global batch: each of the {dp} data-parallel GPU(s) runs {per_gpu} "
-                     f"sequence(s) per step, {micro} at a time" + (f" ({per_gpu // micro} micro-batches)"
-                                                                    if micro < per_gpu else ""))
-    if w.zero and dp == 1:
-        notes.append(f"ZeRO-{w.zero} over one GPU (`dp` 1) divides nothing; give `dp`, the data-parallel GPUs")
-    elif w.zero:
-        notes.append(f"ZeRO-{w.zero} over {dp} data-parallel GPUs: figures are per GPU")
+    kv = kv_bytes(spec, batch, seq, w.kv_dtype)
+    act, act_note = inference_activations(spec, batch, seq, w)
+    rows = [MemoryRow(component="weights", bytes=weights, note=w_note),
+            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"),
+            MemoryRow(component="activations", bytes=act, note=act_note)]
     return MemoryReport(
-        model=spec.name, mode="train" if w.train else "inference", batch=batch, seq=seq, dp=dp,
-        per_gpu_batch=per_gpu, micro_batch=micro,
-        weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=grads, optimizer_bytes=opt,
-        total_bytes=sum(r.bytes for r in rows), dominant=dominant, breakdown=rows,
-        formula=FORMULA, notes=notes,
+        model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
+        weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=0, optimizer_bytes=0,
+        total_bytes=sum(r.bytes for r in rows), dominant=max(rows, key=lambda r: r.bytes).component, breakdown=rows,
+        formula=FORMULA, notes=[],
     )
 
 
@@ -229,17 +175,3 @@ def inference_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) ->
     per_token, what = layer_peak_per_token(spec, seq, w)
     total, at_head = PrefillPeak(spec, w)(batch, seq, per_token)
     return total, "prefill peak: residual + " + ("logits" if at_head else what)
-
-
-def _training_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) -> tuple[int, str]:
-    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
-    per_group = [(g.count, *layer_activation_bytes(spec, g, batch, seq, w)) for g in spec.layer_groups()]
-    if w.recompute == "full":  # keep each layer's input; recompute one layer at a time
-        kept = spec.n_layers * a * seq * batch * d + max(lin + core for _, lin, core in per_group)
-    elif w.recompute == "selective":  # drop the attention core's S×S tensors, recompute them
-        kept = sum(n * lin for n, lin, _ in per_group) + max(core for _, _, core in per_group)
-    else:
-        kept = sum(n * (lin + core) for n, lin, core in per_group)
-    logits = LOGIT_BYTES * batch * seq * spec.vocab_size
-    kernel = "flash" if w.flash else "no flash"
-    return kept + logits, f"{spec.n_layers} layers, recompute {w.recompute}, {kernel}, + fp32 logits"

@@ -149,6 +149,20 @@ class Attention(Variant):
         all of it)."""
         return None
 
+    tp_whole: ClassVar[tuple[str, ...]] = ()
+    """Components (params() keys) every tensor-parallel rank holds whole: none here."""
+
+    def tp_shards(self, component: str, tp: int) -> int:
+        """Tensor-parallel ranks the parameters of `component` (a params() key) are split over in training
+        (Megatron's column/row-parallel layers): tp, or 1 for the tp_whole ones."""
+        return 1 if component in self.tp_whole else tp
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Of saved_elements, the elements per token one of `tp` tensor-parallel ranks keeps of the tensors it
+        splits by head: all but the layer's input (d), which every rank holds whole (sequence parallelism
+        splits that one over the sequence instead)."""
+        return -(-(self.saved_elements(d_model) - d_model) // tp)
+
     def layer_type(self, window: int | None) -> str:
         """A layer kind's name in the KV report: full, or sliding W."""
         return f"sliding {window}" if window else "full"
@@ -326,6 +340,15 @@ class GQA(Attention):
         """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input
         and Q (H·h each), K and V (2·H_kv·h)."""
         return d_model + 2 * self.q_width + 2 * self.kv_width
+
+    def tp_shards(self, component: str, tp: int) -> int:
+        """k and v split by kv head: over min(tp, H_kv) ranks (a kv head is copied when tp exceeds H_kv);
+        the rest over tp."""
+        return min(tp, self.kv_heads) if component in ("k", "v") else tp
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Q and the o input (H·h each) split over tp, K and V (H_kv·h each) over min(tp, H_kv)."""
+        return -(-2 * self.q_width // tp) + 2 * self.kv_width // min(tp, self.kv_heads)
 
     @property
     def cache_heads(self) -> int | None:
@@ -535,6 +558,14 @@ class MLA(Attention):
         h = self.heads
         return (d_model + (self.q_lora_rank or 0) + self.kv_lora_rank + 2 * h * self.v_head_dim
                 + 2 * h * self.qk_head_dim)
+
+    tp_whole: ClassVar[tuple[str, ...]] = ("q_down", "q_norm", "kv_down", "kv_norm")
+    """The down-projections and the latents' norms, which Megatron-Core builds 'duplicated' on every rank."""
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Q and K (H·(d_n + d_r) each), V and the o input (H·d_v each) split by head over tp; the latents
+        r_q and r_kv whole on every rank."""
+        return -(-2 * self.heads * (self.qk_head_dim + self.v_head_dim) // tp)
 
     def decode_note(self, mla_decode: str) -> str | None:
         return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "
