@@ -220,7 +220,7 @@ def check_parallel_training(spec: ModelSpec, w: Workload, micro_batches: int) ->
         raise UserError(f"`cp`: {layout.cp} does not divide `seq` {seq}; use a divisor of {seq}")
     if layout.cp > 1 and not w.flash:
         raise UserError("`cp`: context parallelism runs ring flash attention, which keeps no S×S scores; "
-                        "drop `flash` off (--no-flash) or `cp`")
+                        "give `flash` or drop `cp`")
     if layout.sp and (seq // layout.cp) % layout.tp:
         raise UserError(f"`sp`: sequence parallelism splits each GPU's {seq // layout.cp} tokens over `tp` "
                         f"{layout.tp}; use a `seq` that is a multiple of tp · cp = {layout.tp * layout.cp}")
