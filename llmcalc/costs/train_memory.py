@@ -265,7 +265,9 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
             MemoryRow(component="optimizer", bytes=r.optimizer,
                       note=(f"{w.optimizer}: fp32 master + states" if dtype != "fp32" else w.optimizer) + split(1)),
             MemoryRow(component="activations", bytes=r.activations, note=act_note)]
-    notes = [f"`batch` {batch} is the global batch: each of the {dp} data-parallel GPU(s) runs {per_gpu} "
+    who = (f"{dp} data-parallel GPU(s)" if trivial else
+           f"{dp} data-parallel replica(s) of {layout.gpus // dp} GPUs")
+    notes = [f"`batch` {batch} is the global batch: each of the {who} runs {per_gpu} "
              f"sequence(s) per step, {micro} at a time" + (f" ({m} micro-batches)" if micro < per_gpu else "")]
     if not trivial:
         notes.append(_layout_note(spec, layout, r, m))
