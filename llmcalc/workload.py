@@ -33,15 +33,16 @@ def require_sizes(**values: int | None) -> None:
             continue
         if v <= 0:
             raise UserError(f"`{name}`: must be > 0 (got {v}); give a positive whole number")
-        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep") else MAX_SIZE
+        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep", "cp", "vpp") else MAX_SIZE
         if v > bound:
             raise UserError(f"`{name}`: {v} is more than {bound:,}, beyond any real "
                             f"{'cluster' if bound == MAX_GPUS else 'workload'}; give a smaller number")
 
 
 class Layout(Frozen):
-    """GPUs and how the model splits over them: gpus = tp · pp · dp; ep spreads whole routed experts over ep
-    GPUs of the tp · dp group (docs/roofline.md#parallel-layouts)."""
+    """GPUs and how the model splits over them: gpus = tp · pp · dp · cp; ep spreads whole routed experts over
+    ep GPUs of the tp · dp · cp group (docs/roofline.md#parallel-layouts). cp, sp and vpp are read by training
+    memory only (docs/formulas.md#training-memory-per-gpu); every default leaves a layout as it was."""
 
     tp: Whole = 1
     """Tensor parallel: every layer's heads and FFN width split over tp GPUs."""
@@ -51,10 +52,23 @@ class Layout(Frozen):
     """Data parallel: dp replicas, each running batch / dp sequences."""
     ep: Whole = 1
     """Expert parallel degree."""
+    cp: Whole = 1
+    """Context parallel: each sequence split into cp parts, one per GPU (ring attention over the parts)."""
+    sp: bool = False
+    """Sequence parallel (Megatron): the activations tensor parallelism keeps whole are split over the tp GPUs
+    along the sequence instead."""
+    vpp: Whole = 1
+    """Virtual pipeline stages per pipeline GPU: 1 runs the 1F1B schedule, 2 or more Megatron's interleaved
+    1F1B over pp · vpp model chunks."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "Layout":
-        require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+        require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep, cp=self.cp, vpp=self.vpp)
+        if self.sp and self.tp == 1:
+            raise UserError("`sp`: sequence parallelism splits activations over the tensor-parallel GPUs; "
+                            "give `tp` > 1 or drop `sp`")
+        if self.vpp > 1 and self.pp == 1:
+            raise UserError(f"`vpp`: {self.vpp} virtual stages interleave a pipeline; give `pp` > 1 or drop `vpp`")
         return self
 
     @classmethod
@@ -72,14 +86,15 @@ class Layout(Frozen):
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
 
     def check(self, spec: ModelSpec, batch: int) -> None:
         """The layout must divide the model and the batch: heads and FFN width by tp, layers by pp, experts
         by ep, the batch by dp."""
-        attn, tp = spec.attention, self.tp
-        if (tp * self.dp) % self.ep:
-            raise UserError(f"`ep`: {self.ep} must divide tp · dp = {tp * self.dp}; use a divisor of it")
+        attn, tp, group = spec.attention, self.tp, self.tp * self.dp * self.cp
+        if group % self.ep:
+            what = "tp · dp · cp" if self.cp > 1 else "tp · dp"
+            raise UserError(f"`ep`: {self.ep} must divide {what} = {group}; use a divisor of it")
         if attn.heads % tp:
             raise UserError(f"`tp`: {tp} does not divide the {attn.heads} attention heads; use a divisor of {attn.heads}")
         kv_heads = attn.cache_heads
@@ -92,6 +107,9 @@ class Layout(Frozen):
                 raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
         if spec.n_layers % self.pp:
             raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
+        if spec.n_layers % (self.pp * self.vpp):
+            raise UserError(f"`vpp`: pp {self.pp} × vpp {self.vpp} = {self.pp * self.vpp} model chunks do not divide "
+                            f"the {spec.n_layers} layers; use a vpp that makes them divide")
         if self.ep > 1:
             experts = spec.ffn.routed_experts
             if not experts:
@@ -146,7 +164,11 @@ class Workload(Frozen):
     dropout: bool = False
     """Training: dropout masks are kept (1 byte per element)."""
     zero: Literal[0, 1, 2, 3] = 0
-    """Training: ZeRO stage, sharding optimizer states (1), + gradients (2), + weights (3) over dp."""
+    """Training: ZeRO stage, sharding optimizer states (1), + gradients (2), + weights (3) over dp (· cp, as
+    Megatron's distributed optimizer shards over its data-parallel group with context parallelism)."""
+    grad_dtype: Literal["fp32", "bf16", "fp16"] | None = None
+    """Training: the gradients' type; None: the weights' (fp32: Megatron's main gradients, 18 bytes per
+    parameter with Adam, 6 + 12 / dp with its distributed optimizer)."""
     micro_batch: Whole | None = None
     """Training: sequences one GPU runs at a time; None: its whole share, batch / dp."""
     lora_rank: Whole | None = None

@@ -12,7 +12,8 @@ import pytest
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.lora import adapter_params
-from llmcalc.costs.memory import memory, weights_bytes
+from llmcalc.costs.memory import memory
+from llmcalc.costs.weights import weights_bytes
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.formats import WeightFormats, weight_format
 from llmcalc.model.lora import QLORA_FORMATS, TARGETS

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     CONVENTIONS,
+    GPUS,
     TRAINING,
     ConfigOpt,
     FormatOpt,
@@ -61,10 +62,26 @@ def memory(
     qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA, the base in NF4 with double quantisation "
                                 "(nf4-dq), embedding, head and norms bf16, computing in bf16.",
                                 panel=TRAINING)] = False,
+    tp: Annotated[int, _count_opt("--tp", help="Training: tensor-parallel GPUs.", panel=GPUS)] = 1,
+    pp: Annotated[int, _count_opt("--pp", help="Training: pipeline stages (1F1B).", panel=GPUS)] = 1,
+    ep: Annotated[int, _count_opt("--ep", help="Training: expert-parallel GPUs (whole experts over ep).",
+                                  panel=GPUS)] = 1,
+    cp: Annotated[int, _count_opt("--cp", help="Training: context-parallel GPUs (seq / cp tokens each).",
+                                  panel=GPUS)] = 1,
+    sp: Annotated[bool, _opt("--sp/--no-sp", help="Training: sequence parallelism over the --tp GPUs.",
+                             panel=GPUS)] = False,
+    vpp: Annotated[int, _count_opt("--vpp", help="Training: virtual stages per pipeline GPU (interleaved "
+                                   "schedule; 1: 1F1B).", panel=GPUS)] = 1,
+    dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Training: keep dropout masks (1 byte each).",
+                                  panel=TRAINING)] = False,
+    grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
+        "--grad-dtype", help="Training: gradients' type (default: the weights'; fp32: Megatron's main gradients).",
+        panel=TRAINING, metavar="DTYPE")] = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Memory: weights, KV cache, activations (and gradients, optimizer states with --train)."""
+    """Memory: weights, KV cache, activations (and gradients, optimizer states with --train: on the most-loaded GPU
+    of a --tp/--pp/--cp/--ep/--dp layout)."""
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout, Workload
 
@@ -79,6 +96,8 @@ def memory(
         weights_format = QLORA_FORMATS
     w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
                  kv_dtype=kv_dtype, group_size=group_size,
-                 train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
-                 micro_batch=micro_batch, layout=Layout(dp=dp), **lora_fields(lora_rank, lora_targets))
+                 train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
+                 grad_dtype=grad_dtype, micro_batch=micro_batch,
+                 layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp),
+                 **lora_fields(lora_rank, lora_targets))
     emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)

@@ -11,8 +11,8 @@ index counts it; a file's size adds its header (8 bytes and the JSON listing eve
 
 from __future__ import annotations
 
-from llmcalc.costs.memory import edge_parts, stored_bytes, weights_bytes
 from llmcalc.costs.params import mtp_parts
+from llmcalc.costs.weights import edge_parts, stored_bytes, weights_bytes
 from llmcalc.model.formats import WeightFormats
 from llmcalc.model.spec import ModelSpec
 

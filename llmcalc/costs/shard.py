@@ -9,8 +9,8 @@ Quantized layer weights as in llmcalc/costs/memory.py; norms, embedding and head
 from __future__ import annotations
 
 from llmcalc.costs.kv import kv_bytes
-from llmcalc.costs.memory import edge_parts, layer_weight_bytes, stored_bytes
 from llmcalc.costs.parallel import kv_shards
+from llmcalc.costs.weights import edge_parts, layer_weight_bytes, stored_bytes
 from llmcalc.model.embedding import lm_head_params
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.workload import Layout, Workload

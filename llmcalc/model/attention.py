@@ -179,6 +179,20 @@ class Attention(Variant):
         all of it)."""
         return None
 
+    tp_whole: ClassVar[tuple[str, ...]] = ()
+    """Components (params() keys) every tensor-parallel rank holds whole: none here."""
+
+    def tp_shards(self, component: str, tp: int) -> int:
+        """Tensor-parallel ranks the parameters of `component` (a params() key) are split over in training
+        (Megatron's column/row-parallel layers): tp, or 1 for the tp_whole ones."""
+        return 1 if component in self.tp_whole else tp
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Of saved_elements, the elements per token one of `tp` tensor-parallel ranks keeps of the tensors it
+        splits by head: all but the layer's input (d), which every rank holds whole (sequence parallelism
+        splits that one over the sequence instead)."""
+        return -(-(self.saved_elements(d_model) - d_model) // tp)
+
     def layer_type(self, window: int | None) -> str:
         """A layer kind's name in the KV report: full, or sliding W."""
         return f"sliding {window}" if window else "full"
@@ -361,6 +375,15 @@ class GQA(Attention):
         """The q/k/v input (d). The o input (H·h) stays kept either way: it is the attention's output, which a
         flash kernel keeps for its own backward."""
         return [(("q", "k", "v"), d_model)]
+
+    def tp_shards(self, component: str, tp: int) -> int:
+        """k and v split by kv head: over min(tp, H_kv) ranks (a kv head is copied when tp exceeds H_kv);
+        the rest over tp."""
+        return min(tp, self.kv_heads) if component in ("k", "v") else tp
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Q and the o input (H·h each) split over tp, K and V (H_kv·h each) over min(tp, H_kv)."""
+        return -(-2 * self.q_width // tp) + 2 * self.kv_width // min(tp, self.kv_heads)
 
     @property
     def cache_heads(self) -> int | None:
@@ -577,6 +600,14 @@ class MLA(Attention):
         first = ("q_down", "kv_down") if self.q_lora_rank else ("q", "kv_down")
         out = [(first, d_model), (("kv_up",), self.kv_lora_rank), (("o",), self.heads * self.v_head_dim)]
         return out + ([(("q_up",), self.q_lora_rank)] if self.q_lora_rank else [])
+
+    tp_whole: ClassVar[tuple[str, ...]] = ("q_down", "q_norm", "kv_down", "kv_norm")
+    """The down-projections and the latents' norms, which Megatron-Core builds 'duplicated' on every rank."""
+
+    def tp_saved_elements(self, d_model: int, tp: int) -> int:
+        """Q and K (H·(d_n + d_r) each), V and the o input (H·d_v each) split by head over tp; the latents
+        r_q and r_kv whole on every rank."""
+        return -(-2 * self.heads * (self.qk_head_dim + self.v_head_dim) // tp)
 
     def decode_note(self, mla_decode: str) -> str | None:
         return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "

@@ -93,6 +93,16 @@ class FFN(Variant):
         """The width tensor parallelism splits, d_ff, when experts are spread over `ep` GPUs (None: nothing)."""
         return self.d_ff
 
+    def tp_shards(self, component: str, tp: int, ep: int) -> int:
+        """Ranks the parameters of `component` (a params() key) are split over in training, under tensor
+        parallelism `tp` and expert parallelism `ep`: tp (column- then row-parallel matrices)."""
+        return tp
+
+    def tp_saved_elements(self, tp: int) -> int:
+        """Of saved_elements, the elements per token one of `tp` tensor-parallel ranks keeps: all of them,
+        split over tp."""
+        return -(-self.saved_elements() // tp)
+
     def check_spec(self, spec: Any) -> None:
         """Raise ValueError (naming the field and the fix) when this FFN does not fit the rest of `spec` (a
         ModelSpec); any FFN fits."""
@@ -397,6 +407,18 @@ class MoE(FFN):
         first = {"gate", "up"} if self.gated else {"up"}
         return ((d_model if first & targets else 0) + self.experts
                 + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff))
+
+    def tp_shards(self, component: str, tp: int, ep: int) -> int:
+        """The router and the shared gate whole on every rank; routed experts whole over ep ranks (ep > 1),
+        else tensor-split like the shared experts over tp."""
+        if component in ("router", "shared_gate"):
+            return 1
+        return ep if component == "experts" and ep > 1 else tp
+
+    def tp_saved_elements(self, tp: int) -> int:
+        """The experts' intermediates split over tp (with ep > 1, balanced routing gives each rank its share
+        of the copies); the router logits (E) whole."""
+        return -(-(self.saved_elements() - self.experts) // tp)
 
     def prefill_activation_bytes(self, d_model: int, act: int) -> int:
         """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),

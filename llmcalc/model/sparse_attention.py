@@ -420,6 +420,9 @@ class DSA(MLA):
         return (-(-tokens * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
                 + -(-tokens * self.index_head_dim * index_bits // 8))
 
+    tp_whole: ClassVar[tuple[str, ...]] = MLA.tp_whole + ("index_q", "index_k", "index_k_norm", "index_w")
+    """MLA's, and the indexer (one small head set every rank runs whole)."""
+
     def saved_elements(self, d_model: int) -> int:
         """MLA's, and what the indexer keeps for the backward pass per token: its q, k and head weights."""
         indexer = self.index_heads * self.index_head_dim + self.index_head_dim + self.index_heads

@@ -99,13 +99,16 @@ class ModelSpec(Frozen):
         """Component path of a group's FFN: "ffn/", or "ffn/dense_" for an MoE model's dense layers."""
         return "ffn/" if group.ffn.kind == self.ffn.kind else "ffn/dense_"
 
-    def layer_groups(self) -> list[LayerGroup]:
-        """The distinct layer shapes with their counts; MoE dense layers are the first ones."""
+    def layer_groups(self, start: int = 0, stop: int | None = None) -> list[LayerGroup]:
+        """The distinct layer shapes with their counts, among layers start..stop-1 (default: all); MoE dense
+        layers are the first ones."""
+        stop = self.n_layers if stop is None else stop
         n_dense = self.ffn.leading_dense_layers
-        spans = [(0, n_dense, self.ffn.dense_ffn() if n_dense else None), (n_dense, self.n_layers, self.ffn)]
+        spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None),
+                 (max(start, n_dense), stop, self.ffn)]
         groups = []
         for start, stop, ffn in spans:
-            if ffn is None or stop == start:
+            if ffn is None or stop <= start:
                 continue
             sliding = self.sliding_layers(start, stop)
             for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):

@@ -103,9 +103,13 @@ def flops_table(r, units: str) -> list:
 def memory_table(r, units: str) -> list:
     rows = [[x.component, f"{x.bytes:,}", *sizes(x.bytes, units), x.note] for x in r.breakdown]
     rows.append(["total", f"{r.total_bytes:,}", *sizes(r.total_bytes, units), f"dominant: {r.dominant}"])
-    if r.mode == "train":
+    if r.mode == "train" and r.tp * r.pp * r.cp == 1:
         who = (f"global batch {r.batch} over {r.dp} GPU(s): {r.per_gpu_batch} per GPU, {r.micro_batch} at a time, "
                f"× {r.seq:,} tokens; per GPU")
+    elif r.mode == "train":
+        who = (f"global batch {r.batch} over {r.dp} replica(s) of {r.tp * r.pp * r.cp} GPUs: {r.per_gpu_batch} "
+               f"per replica, {r.micro_batch} at a time, × {r.seq:,} tokens; per GPU of stage {r.stage}, the "
+               "most loaded")
     else:
         who = f"batch {r.batch} × {r.seq:,} tokens"
     return [

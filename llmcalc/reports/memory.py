@@ -10,9 +10,10 @@ class MemoryRow(Report):
 
 
 class MemoryReport(Report):
-    """Memory for inference (weights + KV cache + activations) or a training step (+ gradients and
-    optimizer states), per GPU of a data-parallel group when ZeRO shards them; a training step's
-    activations are one micro-batch's, on one GPU."""
+    """Memory for inference (weights + KV cache + activations, the whole model) or a training step (+ gradients
+    and optimizer states) on the most-loaded GPU of the layout: its pipeline stage's share of the model split
+    over tp / ep, ZeRO's shards over dp · cp, and the activations of the micro-batches its stage holds in flight
+    (without a pipeline: one micro-batch's)."""
 
     model: str
     mode: str
@@ -39,9 +40,40 @@ class MemoryReport(Report):
     lora_targets: list[str] = []
     """The LoRA targets adapted (empty without LoRA)."""
     total_bytes: int
-    """Sum of the breakdown rows, bytes (per GPU under ZeRO)."""
+    """Sum of the breakdown rows, bytes (training: of the most-loaded GPU)."""
     dominant: str
     """The largest component."""
     breakdown: list[MemoryRow]
     formula: str
     notes: list[str]
+    tp: int = 1
+    """Training: tensor-parallel GPUs."""
+    pp: int = 1
+    """Training: pipeline stages."""
+    cp: int = 1
+    """Training: context-parallel GPUs (each holds seq / cp tokens of every sequence)."""
+    ep: int = 1
+    """Training: expert-parallel GPUs."""
+    sp: bool = False
+    """Training: sequence parallelism (over the tp GPUs)."""
+    vpp: int = 1
+    """Training: virtual stages per pipeline GPU (1: the 1F1B schedule; more: interleaved)."""
+    grad_dtype: str | None = None
+    """Training: the gradients' type."""
+    micro_batches: int = 1
+    """Training: micro-batches each GPU runs per step, per_gpu_batch / micro_batch."""
+    stage: int = 0
+    """Training: the pipeline stage (0 = first) of the most-loaded GPU, whose figures these are."""
+    stage_layers: int = 0
+    """Training: transformer layers that stage holds (all its model chunks)."""
+    stage_params: int = 0
+    """Training: parameters on that GPU (its layers' shares, its embedding or head), before ZeRO."""
+    in_flight: int = 0
+    """Training: forward passes of one micro-batch through one of its model chunks whose activations the stage
+    holds at its peak (1F1B: micro-batches; interleaved: chunk passes)."""
+    activation_bytes_per_layer: int = 0
+    """Training: bytes the stage's largest layer keeps for the backward, per micro-batch on that GPU (Korthikanti
+    et al. 2022, Table 2, under the recompute mode)."""
+    stage_totals: list[int] = []
+    """Training: total_bytes of one GPU of each pipeline stage, first to last."""
+

@@ -201,8 +201,9 @@ def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[st
 # ---- memory -----------------------------------------------------------------------------------
 
 def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
-    from llmcalc.costs.memory import OPTIMIZER_BYTES, layer_peak_per_token, memory, quantized_matrices
+    from llmcalc.costs.memory import OPTIMIZER_BYTES, layer_peak_per_token, memory
     from llmcalc.costs.params import params
+    from llmcalc.costs.weights import quantized_matrices
 
     w = w.model_copy(update={"layout": Layout()})  # memory is the whole model's, whatever the layout
     r, counts = memory(spec, w), params(spec)

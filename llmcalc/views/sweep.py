@@ -25,9 +25,10 @@ from llmcalc.costs.capacity import activation_workspace, holds, require_weights_
 from llmcalc.costs.form import Lin, source, var
 from llmcalc.costs.kv import cache_layers
 from llmcalc.costs.latency import StepTime, step_form
-from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key, weights_bytes
+from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key
 from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.costs.step_source import time_source
+from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec

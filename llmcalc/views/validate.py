@@ -75,8 +75,6 @@ def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: s
 def compare_lora(spec: ModelSpec, batch: int, seq: int, m, w: Workload) -> list[ValidationRow]:
     """Rows for one LoRA training step `m` (llmcalc.reference.measure.LoraMeasured) against the estimates of the
     LoRA workload `w` (train, attention dense)."""
-    from llmcalc.costs.memory import training_activations
-
     n, lora = spec.name, f"rank {w.lora_rank} on {','.join(w.lora_targets)}"
     mem = memory(spec, w)
     rows = [
@@ -86,8 +84,9 @@ def compare_lora(spec: ModelSpec, batch: int, seq: int, m, w: Workload) -> list[
             m.train_flops, EXACT),
     ]
     if m.saved_bytes is not None:
-        frozen = w.model_copy(update={"lora_targets": ()})
-        added = (training_activations(spec, batch, seq, w)[0] - training_activations(spec, batch, seq, frozen)[0])
+        at = {"batch": batch, "seq": seq, "micro_batch": None}
+        frozen = w.model_copy(update=at | {"lora_targets": ()})
+        added = memory(spec, w.model_copy(update=at)).activation_bytes - memory(spec, frozen).activation_bytes
         static = mem.weights_bytes + mem.adapter_bytes + mem.gradient_bytes + mem.optimizer_bytes
         rows += [row(n, "adapter activation bytes", "kept for the backward, LoRA − frozen base", added,
                      m.saved_bytes - m.frozen_saved_bytes, EXACT),

@@ -1,0 +1,72 @@
+"""Weight bytes: each component's parameters stored in its format. See docs/formats.md.
+
+A component's matrices (d_in, d_out) in their format (llmcalc/model/formats.py: WeightFormat.matrix_bytes: codes,
+scales, zero points, indices), its other parameters (biases, norms) in the dense dtype; a plain format stores every
+parameter at its width. weights = Σ_layers Σ_components stored + the embedding, final norm and head.
+"""
+
+from __future__ import annotations
+
+from llmcalc.costs.kv import nbytes
+from llmcalc.costs.params import layer_parts
+from llmcalc.costs.params import params as count_params
+from llmcalc.model.embedding import lm_head_params, token_embedding_params
+from llmcalc.model.formats import WeightFormat, WeightFormats
+from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
+
+
+def stored_bytes(params: int, matrices: list[tuple[int, int]], fmt: WeightFormat, dense: str) -> int:
+    """Bytes of one component's `params` parameters with its weight matrices (d_in, d_out) in `fmt`. A plain
+    format (fp32, bf16, fp16) stores every parameter at its width; a quantised one stores each matrix as
+    fmt.matrix_bytes counts it (codes, scales, zero points, indices: llmcalc/model/formats.py) and the rest of the
+    component's parameters (biases, norms) in `dense`."""
+    if not fmt.quantized:
+        return nbytes(params, fmt.name)
+    quantized = sum(d_in * d_out for d_in, d_out in matrices)
+    return sum(fmt.matrix_bytes(d_in, d_out, dense) for d_in, d_out in matrices) + nbytes(params - quantized, dense)
+
+
+def edge_parts(spec: ModelSpec) -> dict[str, tuple[int, list[tuple[int, int]]]]:
+    """The parameters outside the layers by component path, with their matrices: the token embedding (a row of d
+    per token: d inputs, V outputs), learned positions, the final norm and the LM head (d → V; none when tied)."""
+    d, v = spec.d_model, spec.vocab_size
+    head = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    return {"embedding/token": (token_embedding_params(v, d), [(d, v)]),
+            "embedding/position": (spec.positions.params(spec.max_seq_len, d), []),
+            "norms/final": (spec.norm.params(d) if spec.norm.final else 0, []),
+            "lm_head": (head, [(d, v)] if head else [])}
+
+
+def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, int]:
+    """Over every matrix whose component `formats` quantises: their weights N_m and their bytes M in their formats
+    (stored_bytes counts the model as M + dense · (N − N_m))."""
+    d, weights, stored = spec.d_model, 0, 0
+    comps = [(g.count, f"attention/{k}", m) for g in spec.layer_groups() for k, m in spec.attention.matrices(d).items()]
+    comps += [(g.count, spec.ffn_prefix(g) + k, m) for g in spec.layer_groups() for k, m in g.ffn.matrices(d).items()]
+    comps += [(1, k, m) for k, (_, m) in edge_parts(spec).items()]
+    for count, path, mats in comps:
+        fmt = formats.of(path)
+        if fmt.quantized:
+            weights += count * sum(i * o for i, o in mats)
+            stored += count * sum(fmt.matrix_bytes(i, o, formats.dense) for i, o in mats)
+    return weights, stored
+
+
+def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormats) -> dict[str, int]:
+    """Stored bytes of one layer of `group` by component (all GPUs together): its attention and FFN
+    matrices in their components' formats (see stored_bytes), its norms as every non-matrix parameter."""
+    parts, _ = layer_parts(spec, group)
+    d = spec.d_model
+    mats = {f"attention/{k}": v for k, v in spec.attention.matrices(d).items()}
+    mats |= {spec.ffn_prefix(group) + k: v for k, v in group.ffn.matrices(d).items()}
+    return {k: stored_bytes(n, mats.get(k, []), formats.of(k), formats.dense) for k, n in parts.items()}
+
+
+def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
+    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `formats`, and how."""
+    layers = sum(g.count * sum(layer_weight_bytes(spec, g, formats).values()) for g in spec.layer_groups())
+    edges = sum(stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in edge_parts(spec).items())
+    if not formats.quantized:
+        return layers + edges, f"{count_params(spec).total:,} params × {DTYPE_BITS[formats.default] // 8} B"
+    label = formats.label
+    return layers + edges, label if formats.dense in label else f"{label}; other parameters {formats.dense}"
