@@ -41,8 +41,8 @@ def params_table(r, units: str) -> list:
         out.append(table(f"MTP modules (not in total): {r.mtp:,} ({short(r.mtp)})",
                          ["component", "params", "active", "% of main total"], _param_rows(r.mtp_breakdown)))
     if r.checkpoint_bytes is not None:
-        out.append(f"checkpoint as shipped: [bold]{nbytes_text(r.checkpoint_bytes, units)}[/bold] "
-                   f"({r.checkpoint_bytes:,} bytes; {esc(r.checkpoint_formats or '')})")
+        out.append(f"checkpoint as shipped: [bold]{nbytes_text(r.checkpoint_bytes, units)}[/bold]: "
+                   f"{esc(r.checkpoint_formats or '')}")
     return out + _footer(r)
 
 
