@@ -1,5 +1,5 @@
 """Speed of `llmcalc serve` and `llmcalc plan`: simulated steps per second, and the seconds plan's closed-form
-pass takes over its candidates (the issue's bar: 10,000 candidate layouts in under 10 s on the 2-core machine).
+pass takes over its candidates (the target: 10,000 candidate layouts in under 10 s on a 2-core machine).
 
 Run: python benchmarks/serve_speed.py [RUNS]. Each figure is the best of RUNS runs (on a shared machine other
 processes only ever slow a run down).

@@ -142,8 +142,8 @@ class Workload(Frozen):
     group_size: Whole = 128
     """int4: weights per fp16 scale along each matrix's input."""
     weights_format: WeightFormats | None = None
-    """Each component's weight format (llmcalc/model/formats.py); None: `weights_dtype` when it is given, else
-    the checkpoint's own formats (the spec's `checkpoint`), else bf16."""
+    """Each component's weight format (llmcalc/model/formats.py); None: a quantised checkpoint's own formats (the
+    spec's `checkpoint`) unless `weights_dtype` is given, else `weights_dtype`."""
 
     attention_core: Literal["causal", "dense"] = "causal"
     """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, dense the full S × S."""
@@ -194,21 +194,31 @@ class Workload(Frozen):
             data = {k: v for k, v in data.items() if not (v is None and k in ("weights_dtype", "compute_dtype"))}
         return data
 
+    def shipped(self, spec: ModelSpec) -> bool:
+        """Whether the checkpoint's own formats apply: it ships quantised, and neither `weights_format` nor
+        `weights_dtype` is given (an unquantised checkpoint, fp32 or bf16, is run in `weights_dtype`)."""
+        ckpt = spec.checkpoint
+        return (self.weights_format is None and "weights_dtype" not in self.model_fields_set
+                and ckpt is not None and ckpt.formats.quantized)
+
+    def formats_given(self, spec: ModelSpec) -> bool:
+        """Whether the weights come as formats (`weights_format`, or a quantised checkpoint's) rather than as
+        `weights_dtype`."""
+        return self.weights_format is not None or self.shipped(spec)
+
     def formats(self, spec: ModelSpec) -> WeightFormats:
-        """The weight format of every component: `weights_format`, else `weights_dtype` when given, else the
-        checkpoint's formats, else bf16 (WeightFormats.of_dtype)."""
+        """The weight format of every component: `weights_format`, else a quantised checkpoint's formats unless
+        `weights_dtype` is given, else `weights_dtype` (WeightFormats.of_dtype; bf16 by default)."""
         if self.weights_format is not None:
             return self.weights_format
-        if spec.checkpoint is not None and "weights_dtype" not in self.model_fields_set:
+        if self.shipped(spec):
             return spec.checkpoint.formats
         return WeightFormats.of_dtype(self.weights_dtype, self.group_size)
 
     def native_compute(self, spec: ModelSpec) -> bool:
         """Whether each matmul runs in its weights' native type (WeightFormat.compute) where the GPU has that unit:
-        formats given (`weights_format` or the checkpoint's) and no `compute_dtype`."""
-        explicit = self.weights_format is not None or (spec.checkpoint is not None
-                                                         and "weights_dtype" not in self.model_fields_set)
-        return explicit and "compute_dtype" not in self.model_fields_set
+        formats given (formats_given) and no `compute_dtype`."""
+        return self.formats_given(spec) and "compute_dtype" not in self.model_fields_set
 
     @model_validator(mode="after")
     def _ranges(self) -> "Workload":

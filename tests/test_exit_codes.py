@@ -42,6 +42,14 @@ def test_validate_exits_one_when_a_row_fails():
     assert "1 row(s) fail" in failing.stdout
 
 
+def test_validate_lora_exits_one_when_a_row_fails():
+    pytest.importorskip("torch")
+    args = ("validate", "-p", "gpt2", "--train", "--lora", "4", "--batch", "1", "--seq", "16")
+    failing = run_patched("import llmcalc.views.validate as v; v.TRAIN_PEAK_TOLERANCE = -1.0", *args)
+    assert failing.returncode == 1, (failing.stdout, failing.stderr)
+    assert "1 row(s) fail" in failing.stdout
+
+
 def test_explain_exits_one_when_a_total_does_not_match():
     ok = run_patched("", "explain", "kv", "-p", "gpt2")
     assert ok.returncode == 0, ok.stderr

@@ -235,8 +235,7 @@ def rank_memory(spec: ModelSpec, w: Workload, stage: int, micro: int, micro_batc
 def train_dtype(spec: ModelSpec, w: Workload) -> str:
     """The type trained parameters are held in: the weights dtype, or the dense dtype of the formats given (a
     LoRA base in a quantised format trains its adapters in it)."""
-    given = w.weights_format is not None or (spec.checkpoint is not None and "weights_dtype" not in w.model_fields_set)
-    return w.formats(spec).dense if given else w.weights_dtype
+    return w.formats(spec).dense if w.formats_given(spec) else w.weights_dtype
 
 
 def check_parallel_training(spec: ModelSpec, w: Workload, micro_batches: int) -> None:

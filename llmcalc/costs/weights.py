@@ -38,8 +38,8 @@ def edge_parts(spec: ModelSpec) -> dict[str, tuple[int, list[tuple[int, int]]]]:
 
 
 def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, int]:
-    """Over every matrix whose component `formats` quantises: their weights N_m and their bytes M in their formats
-    (stored_bytes counts the model as M + dense · (N − N_m))."""
+    """Over every matrix whose component `formats` quantises: their weights N_m and their bytes W_q in their
+    formats (stored_bytes counts the model as W_q + dense · (N − N_m))."""
     d, weights, stored = spec.d_model, 0, 0
     comps = [(g.count, f"attention/{k}", m) for g in spec.layer_groups() for k, m in spec.attention.matrices(d).items()]
     comps += [(g.count, spec.ffn_prefix(g) + k, m) for g in spec.layer_groups() for k, m in g.ffn.matrices(d).items()]
