@@ -30,6 +30,7 @@ ARGS = {
     "serve": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--rate", "10", "--requests", "50"],
     "plan": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--rate", "5", "--slo-tpot", "0.05",
              "--top", "2"],
+    "scale": ["--flops", "1e21", "--gpu", "h100-sxm"],
 }
 
 

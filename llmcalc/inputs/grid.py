@@ -82,3 +82,21 @@ def check_size(batches: list[int], seqs: list[int]) -> None:
     if len(batches) * len(seqs) > MAX_POINTS:
         raise UserError(f"`seq`/`batch`: {len(batches):,} batches × {len(seqs):,} lengths is more than "
                         f"{MAX_POINTS:,} points; give fewer values or a larger step")
+
+
+AMOUNT_SUFFIX = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+"""Decimal multipliers of a model size, token count or FLOP budget as papers print them (70B, 1.4T)."""
+
+
+def parse_amount(text: str) -> float:
+    """'70B' → 7e10, '1.4T' → 1.4e12, '5.76e23' → 5.76e23: a positive number, with an optional decimal suffix
+    K, M, B or T (10^3 … 10^12, either case) or an exponent; anything else is a ValueError saying what to write."""
+    t = text.strip()
+    scale = AMOUNT_SUFFIX.get(t[-1:].lower(), 1)
+    try:
+        value = float(t[:-1] if scale > 1 else t) * scale
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; give e.g. 1e21, 70B or 1.4T (decimal K, M, B, T)") from None
+    if not (value > 0 and value < 1e40):
+        raise ValueError(f"{text!r} is not a positive amount below 1e40; give e.g. 1e21, 70B or 1.4T")
+    return value

@@ -461,12 +461,30 @@ def plan_table(r, units: str) -> list:
     ]
 
 
+def scale_table(r, units: str) -> list:
+    given = {"flops": f"a budget of {r.value:.3g} FLOPs", "params": f"{short(r.value)} parameters",
+             "tokens": f"{short(r.value)} training tokens"}[r.given]
+    timed = r.gpu is not None
+    rows = [[x.method, short(x.params), short(x.tokens), f"{x.flops:.2e}", f"{x.tokens_per_param:.1f}",
+             f"{x.loss:.3f}", *([short(round(x.gpu_hours)), f"{x.days:,.1f}",
+                                 "—" if x.cost_usd is None else f"${short(round(x.cost_usd))}"] if timed else
+                                [f"{x.exponent:.4g}"])] for x in r.rows]
+    heads = ["method", "params N", "tokens D", "FLOPs C", "D/N", "loss",
+             *(["GPU-hours", "days", "USD"] if timed else ["a"])]
+    lines = [f"Compute-optimal training for {given} (C = 6·N·D; N_opt ∝ C^a)"]
+    if timed:
+        lines.append(f"days on {r.gpus} × {esc(r.gpu)}: {r.compute_dtype} peak {r.peak_flops / 1e12:,.1f} TFLOP/s "
+                     f"at MFU {r.mfu:.1%} ({esc(r.mfu_source)})"
+                     + (f", {_price(r.price_per_hour)} USD per GPU-hour" if r.price_per_hour else ""))
+    return [*lines, table("Compute-optimal points", heads, rows), *_footer(r)]
+
+
 TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
           "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
           "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table,
-          "ServeReport": serve_table, "PlanReport": plan_table}
+          "ServeReport": serve_table, "PlanReport": plan_table, "ScaleReport": scale_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 
 

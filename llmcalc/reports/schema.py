@@ -13,6 +13,7 @@ from llmcalc.reports.moe import MoEReport
 from llmcalc.reports.params import ParamsReport
 from llmcalc.reports.plan import PlanReport
 from llmcalc.reports.presets import PresetReport, PresetRow
+from llmcalc.reports.scaling import ScaleReport
 from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
 from llmcalc.reports.training import TrainReport
@@ -30,6 +31,7 @@ COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
     "train": (TrainReport, False, None),
     "serve": (ServeReport, False, None),
     "plan": (PlanReport, False, None),
+    "scale": (ScaleReport, False, None),
 }
 """What each command's --format json prints: a report model, or a list of rows (True); and the report of
 its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""

@@ -1,0 +1,71 @@
+"""The `llmcalc scale` command: compute-optimal model size and training tokens under Chinchilla's and Kaplan's
+scaling laws, and the training time and cost on a GPU."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, emit, load_gpu_named
+from llmcalc.errors import UserError
+
+AMOUNT = "decimal K, M, B, T or an exponent"
+
+def amount(text: str | float) -> float:
+    """A model size, token count or budget as papers print them (70B, 1.4T, 5.76e23)."""
+    if isinstance(text, float):
+        return text
+    from llmcalc.inputs.grid import parse_amount
+
+    try:
+        return parse_amount(text)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+def _amount_opt(name: str, help: str):
+    return _opt(name, help=help, panel=WORKLOAD, metavar="N", parser=amount)
+
+@app.command()
+def scale(
+    flops: Annotated[Optional[float], _amount_opt(
+        "--flops", f"Training compute budget C in FLOPs ({AMOUNT}: 5.76e23).")] = None,
+    params: Annotated[Optional[float], _amount_opt(
+        "--params", f"Model size N in parameters ({AMOUNT}: 70B).")] = None,
+    tokens: Annotated[Optional[float], _amount_opt(
+        "--tokens", f"Training tokens D ({AMOUNT}: 1.4T).")] = None,
+    method: Annotated[Literal["all", "chinchilla-1", "chinchilla-2", "chinchilla-3", "kaplan"], _opt(
+        "--method", help="Scaling law: chinchilla-1, chinchilla-2, chinchilla-3 (Hoffmann et al. 2022, approaches "
+        "1-3), kaplan (Kaplan et al. 2020), or all in one table.", panel=WORKLOAD, metavar="NAME")] = "all",
+    gpu: Annotated[Optional[str], _opt(
+        "--gpu", help="Add training GPU-hours and days on this GPU (a preset or a GPU YAML file).", panel=GPUS,
+        metavar="NAME")] = None,
+    gpus: Annotated[Optional[int], _opt("--gpus", help="GPUs training together: days = GPU-hours / gpus / 24 "
+                                        "(default 1).", panel=GPUS, metavar="N")] = None,
+    mfu: Annotated[Optional[float], _opt(
+        "--mfu", help="Model FLOPs utilisation, in (0, 1] (default: the GPU's calibrated dense-matmul efficiency, "
+        "else the roofline's).", panel=GPUS, metavar="SHARE")] = None,
+    price: Annotated[Optional[float], _opt(
+        "--price", help="USD per GPU-hour for the cost (default: the GPU preset's on-demand price).", panel=GPUS,
+        metavar="USD")] = None,
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
+        "--compute-dtype", help="Matmul type whose dense peak sets the time: fp32, tf32, bf16, fp16 or fp8.",
+        panel=PRECISION, metavar="DTYPE")] = "bf16",
+    format: FormatOpt = "table",
+) -> None:
+    """Compute-optimal model size, training tokens and FLOPs (C = 6·N·D) from any one of them, under
+    Chinchilla's approaches 1-3 and Kaplan's law; with --gpu, the training time and cost."""
+    from llmcalc.costs.scaling import scale as compute
+
+    given = {k: v for k, v in (("flops", flops), ("params", params), ("tokens", tokens)) if v is not None}
+    if len(given) != 1:
+        raise UserError("give exactly one of --flops C, --params N or --tokens D")
+    (what, value), = given.items()
+    device = load_gpu_named(gpu)
+    tm = None
+    if device is not None and mfu is None:
+        from llmcalc.inputs.time_models import load_time_model
+
+        tm = load_time_model(None, device)
+    emit(compute(what, value, method, device, tm, gpus, mfu, price, compute_dtype), format, of=scale)
