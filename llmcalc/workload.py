@@ -155,6 +155,10 @@ class Workload(Frozen):
     """Count DeepSeek's multi-token-prediction module."""
     flash: bool = True
     """Flash attention: no S × S scores are held."""
+    elementwise: bool = False
+    """Count the element-wise FLOPs (norms, softmax, activations, residual adds, positions) as FLOPs rows."""
+    embedding_matmul: bool = False
+    """Count the input embedding as a one-hot matmul, 2·V·d per token (Kaplan et al. 2020, Hoffmann et al. 2022)."""
 
     train: bool = False
     """A training step (weights, gradients, optimizer states, activations) instead of inference."""

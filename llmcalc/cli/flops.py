@@ -41,6 +41,12 @@ def flops(
     mla_decode: MLADecodeOpt = "absorbed",
     recompute: RecomputeOpt = "none",
     mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
+    elementwise: Annotated[bool, _opt(
+        "--elementwise/--no-elementwise", help="Add element-wise FLOPs as rows: norms, softmax, activations, "
+        "residual adds, positions (docs/formulas.md#element-wise-flops).", panel=CONVENTIONS)] = False,
+    embedding_matmul: Annotated[bool, _opt(
+        "--embedding-matmul/--no-embedding-matmul", help="Count the input embedding as a one-hot matmul, 2·V·d "
+        "per token (Kaplan, Chinchilla).", panel=CONVENTIONS)] = False,
     lora_rank: LoraOpt = None,
     lora_targets: LoraTargetsOpt = None,
     format: FormatOpt = "table",
@@ -51,5 +57,6 @@ def flops(
     from llmcalc.workload import Workload
 
     w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
-                 recompute=recompute, mtp=mtp, **lora_fields(lora_rank, lora_targets))
+                 recompute=recompute, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,
+                 **lora_fields(lora_rank, lora_targets))
     emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

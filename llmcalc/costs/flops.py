@@ -2,7 +2,8 @@
 
 A multiply-add is 2 FLOPs. Matmuls: 2 · tokens · weights. Attention core: (query, key) pairs ·
 per-pair cost (scores and weighted values). Element-wise work (norms, softmax, activations, RoPE,
-biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode.
+biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode, unless asked for (`elementwise`,
+`embedding_matmul`: llmcalc/costs/elementwise.py adds its rows).
 
   prefill  = Σ_layers [2·B·S·W_layer + pairs(S)·c_pair] + 2·B·n_logits·d·V
   decode   = Σ_layers [2·B·W_layer + B·keys·c_pair] + 2·B·d·V,   keys = min(S+1, window)
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from functools import partial
 
+from llmcalc.costs.elementwise import elementwise_flops
 from llmcalc.costs.lora import adapters
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
@@ -113,6 +115,11 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
     fwd = prefill_like(seq)
+    if w.elementwise or w.embedding_matmul:
+        extra = partial(elementwise_flops, spec, batch, elementwise=w.elementwise, embedding=w.embedding_matmul)
+        for phase, (new, context, conv) in ((prefill, (seq, 0, w.attention_core)), (fwd, (seq, 0, w.attention_core)),
+                                            (decode, (1, seq, "causal")), (generate, (gen, seq, "causal"))):
+            phase.update(extra(new, context, conv))
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
     lora = adapter_forward(spec, w) if w.lora else {}
     train = {k: passes(k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
@@ -132,9 +139,15 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
         formula=FORMULA + ("; " + LORA_FORMULA if w.lora else ""),
         lora_rank=w.lora_rank, lora_targets=list(w.lora_targets) if w.lora else [],
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
-        notes=_notes(spec, w) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
-                                    if seq + gen > spec.max_seq_len else []),
+        notes=_notes(spec, w) + [ELEMENTWISE_NOTE if w.elementwise else POSITIONS_NOTE]
+        + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"] if seq + gen > spec.max_seq_len else []),
     )
+
+
+ELEMENTWISE_NOTE = ("element-wise FLOPs counted (`elementwise`) as the elementwise/ rows, in the totals: norms per "
+                    "element (RMSNorm 4, LayerNorm 6, +1 bias), softmax 3·H per (query, key) pair, activations per "
+                    "element (SiLU 4, GELU 5, tanh-GELU 9, ReLU 1; gated +1), residual adds 2·d per layer, positions "
+                    "as under `positions`; train 3× forward for each; docs/formulas.md#element-wise-flops")
 
 
 def _passes(spec: ModelSpec, component: str) -> int:
@@ -178,6 +191,9 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
                      "flow through every layer (PEFT's enable_input_require_grads, on under gradient checkpointing "
                      "and prepare_model_for_kbit_training); prefill and decode are the base model's (adapters "
                      "merged)")
+    if w.embedding_matmul:
+        notes.append("the input embedding counted as a one-hot matmul (`embedding_matmul`): 2·V·d per token, the "
+                     "embedding row")
     if spec.mtp_modules and not w.mtp:
         notes.append("the MTP module is not counted (use `mtp`)")
     return notes

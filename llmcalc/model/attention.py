@@ -44,7 +44,7 @@ class Attention(Variant):
     attributes; a variant overrides what differs. Defaults: query i (1-based) sees min(i, W) keys, W the
     layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
     also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
-    kv_elements, kv_formula, core_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
+    kv_elements, kv_formula, core_per_pair, softmax_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
     prefill_activation_bytes (with its activation_key), gqa_shape, scaled_fields and the explain terms
     explain_symbols, explain_parts, explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs,
     explain_rotated, explain_saved.
@@ -74,6 +74,11 @@ class Attention(Variant):
         if attention == "dense" and context == 0:
             return self.dense_pairs(new, self.keys_window(window))
         return sum_min(context + 1, context + new, self.keys_window(window))
+
+    def softmax_per_pair(self) -> int:
+        """Element-wise FLOPs of the softmax per (query, key) pair: 3 per head (exp, sum, divide; Hoffmann et al.
+        2022, Appendix F: 3·H per score)."""
+        return 3 * self.heads
 
     def dense_pairs(self, seq: int, window: int | None) -> int:
         """Pairs a masked dense kernel computes in a prefill of `seq` tokens: S×S."""

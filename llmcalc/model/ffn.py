@@ -17,6 +17,12 @@ from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.lora import Adaptable
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
+ACTIVATION_FLOPS: dict[str, int] = {"relu": 1, "silu": 4, "swish": 4, "gelu": 5, "gelu_tanh": 9, "quick_gelu": 5,
+                                    "swiglu_oai": 9}
+"""Element-wise FLOPs of one activation per element, an exp, erf or tanh counted as 1 like an add: relu max(x, 0)
+1; silu x/(1 + e^−x) 4 (exp, add, divide, multiply); gelu ½x(1 + erf(x/√2)) 5; gelu_tanh
+½x(1 + tanh(√(2/π)(x + 0.044715x³))) 9; quick_gelu x·σ(1.702x) 5; swiglu_oai (gpt-oss: the gate clamped, x·σ(1.702x),
+up clamped both ways, + 1) 9. A gated FFN adds 1 for the gate × up product."""
 
 
 def weights(parts: Parts) -> int:
@@ -70,7 +76,7 @@ class FFN(Variant):
     """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
-    prefill_activation_bytes, saved_elements, and the explain terms explain_parts and explain_saved;
+    prefill_activation_bytes, saved_elements, activation_flops, and the explain terms explain_parts and explain_saved;
     the defaults here are an FFN without routed experts whose one width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
@@ -164,6 +170,10 @@ class Dense(FFN):
     def io(self, d_model: int) -> Parts:
         return mlp_io(d_model, self.d_ff, gated=False)
 
+    def activation_flops(self, d_model: int) -> int:
+        """Element-wise FLOPs per token: the activation on d_ff elements (ACTIVATION_FLOPS)."""
+        return ACTIVATION_FLOPS[self.activation] * self.d_ff
+
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
         return self.d_ff
@@ -226,6 +236,11 @@ class Gated(FFN):
 
     def io(self, d_model: int) -> Parts:
         return mlp_io(d_model, self.d_ff, gated=True)
+
+    def activation_flops(self, d_model: int) -> int:
+        """Element-wise FLOPs per token: the activation on the gate's d_ff elements and the gate × up product,
+        (ACTIVATION_FLOPS + 1)·d_ff."""
+        return (ACTIVATION_FLOPS[self.activation] + 1) * self.d_ff
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""
@@ -344,6 +359,14 @@ class MoE(FFN):
         if self.shared_gate:
             parts["shared_gate"] = d_model
         return parts
+
+    def activation_flops(self, d_model: int) -> int:
+        """Element-wise FLOPs per token: the router's softmax over the E experts (3·E: exp, sum, divide), the
+        activation (and the gate × up product) in each of its top_k experts and the shared experts, and the
+        top_k outputs weighted and summed (2·top_k·d). The shared gate's sigmoid is not counted."""
+        per = ACTIVATION_FLOPS[self.activation] + self.gated
+        return (3 * self.experts + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+                + 2 * self.top_k * d_model)
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights one token is multiplied by: router d·E, its top_k experts, the shared experts."""

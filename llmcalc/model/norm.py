@@ -51,6 +51,19 @@ class Norm(Frozen):
             return 2 * self.params(head)
         return self.params(q) + self.params(k) if self.qk_norm == "full" else 0
 
+    @property
+    def flops_per_element(self) -> int:
+        """Element-wise FLOPs of one norm per element normalised: RMSNorm 4 (square, sum, scale by 1/rms, gain);
+        LayerNorm 6 (sum for the mean, subtract it, square, sum, scale by 1/σ, gain), 7 with a bias. The few
+        per-vector scalars (÷n, + ε, rsqrt) are not counted."""
+        return 4 if self.kind == "rmsnorm" else 6 + self.bias
+
+    def layer_flops(self, d_model: int, q: int, k: int) -> int:
+        """Element-wise FLOPs of one layer's norms per token: per_layer norms of d_model, and the QK norms over
+        the q and k elements (q = H·h, k = H_kv·h: a per-head norm covers every head)."""
+        qk = q + k if self.qk_norm != "none" else 0
+        return self.flops_per_element * (self.per_layer * d_model + qk)
+
     def explain_params(self, n: str) -> str:
         """params as text, over n features."""
         return terms.prod("2", n) if self.bias else n

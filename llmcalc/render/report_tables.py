@@ -95,7 +95,8 @@ def flops_table(r, units: str) -> list:
         *([f"position encoding ({r.positions.kind}, element-wise, not in the totals): prefill "
            f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
            f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
-          if r.positions and r.positions.kind != "none" else []),
+          if r.positions and r.positions.kind != "none"
+          and not any(x.component == "elementwise/positions" for x in r.breakdown) else []),
         *_footer(r),
     ]
 
