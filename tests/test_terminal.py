@@ -36,6 +36,8 @@ COMMANDS = [
     ["sweep", "-p", "llama3-8b", "--seq", "1k..32k", "--batch", "1,64", *GPU, "--bars"],
     ["sweep", "-p", "gemma2-9b", "--seq", "4k,8k", "--attention", "mha,gqa,mla,mqa"],
     ["moe", "-p", "mixtral-8x7b"],
+    ["flops", "-p", "qwen3-30b-a3b", "--elementwise", "--embedding-matmul"],
+    ["scale", "--params", "70B", *GPU, "--gpus", "1024"],
 ]
 
 

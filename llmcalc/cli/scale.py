@@ -27,7 +27,9 @@ def amount(text: str | float) -> float:
 def _amount_opt(name: str, help: str):
     return _opt(name, help=help, panel=WORKLOAD, metavar="N", parser=amount)
 
-@app.command()
+@app.command(help=(
+    "Compute-optimal model size, training tokens and FLOPs (C = 6·N·D) from any one of them, under Chinchilla's "
+    "approaches 1-3 and Kaplan's law; with --gpu, the training time and cost."))
 def scale(
     flops: Annotated[Optional[float], _amount_opt(
         "--flops", f"Training compute budget C in FLOPs ({AMOUNT}: 5.76e23).")] = None,
@@ -54,8 +56,7 @@ def scale(
         panel=PRECISION, metavar="DTYPE")] = "bf16",
     format: FormatOpt = "table",
 ) -> None:
-    """Compute-optimal model size, training tokens and FLOPs (C = 6·N·D) from any one of them, under
-    Chinchilla's approaches 1-3 and Kaplan's law; with --gpu, the training time and cost."""
+    """Parse the one given amount and the GPU, compute (llmcalc/costs/scaling.py), render."""
     from llmcalc.costs.scaling import scale as compute
 
     given = {k: v for k, v in (("flops", flops), ("params", params), ("tokens", tokens)) if v is not None}
