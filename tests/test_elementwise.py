@@ -96,6 +96,11 @@ def test_each_variant_answers_its_own_count():
            .breakdown}
     L, d, f = 32, 4096, 14336
     assert mix["elementwise/activation"].prefill == L * s * (3 * 8 + 2 * 5 * f + 2 * 2 * d)
+    # DeepSeek-V2-Lite: MLA's kv latent norm (512, no query latent) beside the two RMSNorms of each layer
+    ds = {x.component: x for x in flops(load_preset("deepseek-v2-lite"), Workload(batch=b, seq=s, elementwise=True))
+          .breakdown}
+    L, d = 27, 2048
+    assert ds["elementwise/norm"].prefill == s * (L * 4 * (2 * d + 512) + 4 * d)
 
 
 def test_cli_flags(cli):

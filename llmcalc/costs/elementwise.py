@@ -4,7 +4,8 @@ docs/formulas.md#element-wise-flops.
 
 Per forward, for t new tokens (whole batch) and P (query, key) pairs per layer, each variant answering its own:
 
-  norm        Σ_layers t · norm.layer_flops (per element: RMSNorm 4, LayerNorm 6, +1 bias) + t · d · final norm
+  norm        Σ_layers t · norm.layer_flops (per element: RMSNorm 4, LayerNorm 6, +1 bias; the residual stream's,
+              the QK norms', MLA's latents') + t · d · final norm
   softmax     Σ_layers P · attention.softmax_per_pair  (3·H per pair: exp, sum, divide)
   activation  Σ_layers t · ffn.activation_flops        (per element of d_ff; gated +1; MoE router softmax 3·E)
   residual    layers · t · 2 · d                       (the attention's and the FFN's outputs added to the stream)
@@ -40,7 +41,7 @@ def elementwise_flops(spec: ModelSpec, batch: int, new: int, context: int, atten
         return out
     attn, groups = spec.attention, spec.layer_groups()
     _, q, k = attn.qk_norm_widths()
-    out["elementwise/norm"] = (spec.n_layers * tokens * spec.norm.layer_flops(d, q, k)
+    out["elementwise/norm"] = (spec.n_layers * tokens * spec.norm.layer_flops(d, q, k, attn.normed_elements())
                                + (tokens * d * spec.norm.flops_per_element if spec.norm.final else 0))
     out["elementwise/softmax"] = sum(g.count * batch * attn.pairs(new, context, g.window, attention)
                                      for g in groups) * attn.softmax_per_pair()

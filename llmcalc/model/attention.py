@@ -44,7 +44,7 @@ class Attention(Variant):
     attributes; a variant overrides what differs. Defaults: query i (1-based) sees min(i, W) keys, W the
     layer's window (None: all earlier tokens); a layer caches min(S, W − 1) tokens per sequence. A variant
     also gives: `heads`, `label`, `kind_label`, params, matmuls, matrices, io, query_io, key_value_io,
-    kv_elements, kv_formula, core_per_pair, softmax_per_pair, rope_dim, rope_elements, qk_norm_widths, saved_elements,
+    kv_elements, kv_formula, core_per_pair, softmax_per_pair, normed_elements, rope_dim, rope_elements, qk_norm_widths, saved_elements,
     prefill_activation_bytes (with its activation_key), gqa_shape, scaled_fields and the explain terms
     explain_symbols, explain_parts, explain_qk_norm, explain_kv, explain_kv_note, explain_pair_costs,
     explain_rotated, explain_saved.
@@ -74,6 +74,10 @@ class Attention(Variant):
         if attention == "dense" and context == 0:
             return self.dense_pairs(new, self.keys_window(window))
         return sum_min(context + 1, context + new, self.keys_window(window))
+
+    def normed_elements(self) -> int:
+        """Elements per token the attention's own norms normalise, besides the QK norms (MLA: its latents); 0."""
+        return 0
 
     def softmax_per_pair(self) -> int:
         """Element-wise FLOPs of the softmax per (query, key) pair: 3 per head (exp, sum, divide; Hoffmann et al.
@@ -587,6 +591,10 @@ class MLA(Attention):
     def rope_elements(self) -> int:
         """Elements RoPE rotates per token: the RoPE part of each query head and the one shared key, (H + 1)·d_r."""
         return (self.heads + 1) * self.qk_rope_head_dim
+
+    def normed_elements(self) -> int:
+        """The latents' norms: q_lora_rank (with a query latent) + kv_lora_rank elements per token."""
+        return (self.q_lora_rank or 0) + self.kv_lora_rank
 
     def qk_norm_widths(self) -> tuple[int, int, int]:
         """Widths a QK norm spans: one head (d_n + d_r), all query heads and all key heads (H·(d_n + d_r))."""

@@ -58,11 +58,12 @@ class Norm(Frozen):
         per-vector scalars (÷n, + ε, rsqrt) are not counted."""
         return 4 if self.kind == "rmsnorm" else 6 + self.bias
 
-    def layer_flops(self, d_model: int, q: int, k: int) -> int:
-        """Element-wise FLOPs of one layer's norms per token: per_layer norms of d_model, and the QK norms over
-        the q and k elements (q = H·h, k = H_kv·h: a per-head norm covers every head)."""
+    def layer_flops(self, d_model: int, q: int, k: int, own: int = 0) -> int:
+        """Element-wise FLOPs of one layer's norms per token: per_layer norms of d_model, the QK norms over the q
+        and k elements (q = H·h, k = H_kv·h: a per-head norm covers every head) and the attention's `own` normed
+        elements (MLA's latents)."""
         qk = q + k if self.qk_norm != "none" else 0
-        return self.flops_per_element * (self.per_layer * d_model + qk)
+        return self.flops_per_element * (self.per_layer * d_model + qk + own)
 
     def explain_params(self, n: str) -> str:
         """params as text, over n features."""
