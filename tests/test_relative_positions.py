@@ -19,6 +19,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.views.explain import explain
 from llmcalc.workload import Workload
 
 TABLE_A9 = json.loads((Path(__file__).parent / "fixtures" / "chinchilla_table_a9.json").read_text())
@@ -94,6 +95,14 @@ def test_flops_conventions():
     assert causal["attention/position_projection"].decode == L * 2 * (S + 1) * d * width
     assert causal["attention/position_projection"].train == 2 * causal["attention/position_projection"].prefill
     assert causal["attention/core_position_scores"].train == 3 * causal["attention/core_position_scores"].prefill
+    element_wise = flops(spec, Workload(batch=B, seq=S)).positions  # q + u, q + v per token; AC + BD per pair
+    assert element_wise.prefill == L * (B * S * 2 * width + spec.attention.heads * B * S * (S + 1) // 2)
+
+
+@pytest.mark.parametrize("topic", ["params", "flops"])
+def test_explain_works_out_relative_terms(topic):
+    r = explain(topic, load_preset("gopher-280b"), Workload(batch=2, seq=1000))
+    assert r.matches and any("position" in s.component for s in r.steps)
 
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")

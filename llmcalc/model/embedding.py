@@ -158,8 +158,8 @@ class Relative(Positions):
 
     Score of query i and key j, per head: (q_i + u)·k_j + (q_i + v)·W_r R_{i−j}, R the d-wide sinusoid of the
     distance i − j. Parameters per layer: W_r, d × H·h (the relative keys), and the biases u and v, H·h each;
-    `shared_biases`: one u and one v for all layers (Transformer-XL's `untie_r` false) instead of one pair per
-    layer (`untie_r` true, the setting of its released training scripts and of transformers' TransfoXL).
+    `shared_biases`: one u and one v for all layers (Transformer-XL's `untie_r` false, its flag's default) instead
+    of one pair per layer (`untie_r` true; XLNet's layers always).
 
     Matmul FLOPs, in the totals: the projection W_r R of the `distances` a forward attends over, shared by the
     batch (2·distances·d·H·h per layer; its backward computes only W_r's gradient, R is fixed: 2 × forward in
