@@ -99,8 +99,8 @@ class Decoder(nn.Module):
             self.embed = nn.Embedding(V, d)
             self.pos_embed = nn.Embedding(spec.max_seq_len, d) if spec.positions.kind == "learned" else None
             shared = getattr(spec.positions, "shared_biases", False)  # relative positions' u and v, all layers
-            heads, head_dim = spec.attention.heads, spec.attention.head_dim
-            self.pos_biases = nn.Parameter(torch.empty(2, heads, head_dim)) if shared else None
+            a = spec.attention
+            self.pos_biases = nn.Parameter(torch.empty(2, a.heads, a.head_dim)) if shared else None  # [2, H, h]
             self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i)) for i in range(spec.n_layers))
             self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
             tied = spec.tie_embeddings
