@@ -19,6 +19,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.views.compare import compare_attention
 from llmcalc.views.explain import explain
 from llmcalc.workload import Workload
 
@@ -97,6 +98,12 @@ def test_flops_conventions():
     assert causal["attention/core_position_scores"].train == 3 * causal["attention/core_position_scores"].prefill
     element_wise = flops(spec, Workload(batch=B, seq=S)).positions  # q + u, q + v per token; AC + BD per pair
     assert element_wise.prefill == L * (B * S * 2 * width + spec.attention.heads * B * S * (S + 1) // 2)
+
+
+def test_compare_leaves_out_what_relative_positions_refuse():
+    r = compare_attention(load_preset("chinchilla-70b"), ["gqa", "mla"], Workload(batch=1, seq=1024))
+    assert [row.name for row in r.rows] == ["mha", "gqa"]
+    assert any(n.startswith("mla: left out: positions.kind") for n in r.notes)
 
 
 @pytest.mark.parametrize("topic", ["params", "flops"])
