@@ -96,6 +96,7 @@ def test_flops_conventions():
     assert causal["attention/position_projection"].decode == L * 2 * (S + 1) * d * width
     assert causal["attention/position_projection"].train == 2 * causal["attention/position_projection"].prefill
     assert causal["attention/core_position_scores"].train == 3 * causal["attention/core_position_scores"].prefill
+    assert any(n.startswith("relative positions: each forward projects") for n in flops(spec, Workload()).notes)
     element_wise = flops(spec, Workload(batch=B, seq=S)).positions  # q + u, q + v per token; AC + BD per pair
     assert element_wise.prefill == L * (B * S * 2 * width + spec.attention.heads * B * S * (S + 1) // 2)
 

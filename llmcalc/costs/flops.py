@@ -187,7 +187,8 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
            else "the full S×S product per layer, masked or not"),
         f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
-    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
+    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode),
+                          spec.positions.flops_note) if n]
     if w.lora:
         notes.append(f"train: LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: frozen weights cost forward + "
                      "input gradient (2×), adapters 3×, the attention core 3×; the input gradient is taken to "

@@ -38,6 +38,8 @@ class Positions(Variant):
     """The element-wise FLOPs formula of this kind, for the FLOPs report."""
     matmul_names: ClassVar[tuple[str, ...]] = ()
     """The names layer_matmuls gives its FLOPs under."""
+    flops_note: ClassVar[str | None] = None
+    """What the FLOPs report should say about the encoding's matmuls (None: nothing)."""
 
     def check_spec(self, spec: Any) -> None:
         """Refuse a spec this encoding cannot be costed for (ValueError naming the field and the fix)."""
@@ -173,6 +175,10 @@ class Relative(Positions):
     per_pair: ClassVar[bool] = True
     flops_formula: ClassVar[str] = "L · tokens · 2 · H · h + H · Σ_layers pairs"
     matmul_names: ClassVar[tuple[str, ...]] = ("position_projection", "core_position_scores")
+    flops_note: ClassVar[str | None] = (
+        "relative positions: each forward projects the distances it attends over (a decode step all S + 1 of "
+        "them), as Transformer-XL's code does; an engine that keeps the projected table (S·H·h per layer, shared "
+        "by the batch) pays 2·d·H·h per layer per step instead")
 
     def check_spec(self, spec: Any) -> None:
         if spec.attention.kind != "gqa":
