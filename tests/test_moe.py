@@ -211,7 +211,7 @@ def test_reference_model_drops_match_the_expectation_on_random_routing():
 # ---- position encoding FLOPs --------------------------------------------------------------------
 
 def with_positions(name: str, kind: str):
-    return load_preset(name).model_copy(update={"positions": Positions(kind=kind)})
+    return load_preset(name).model_copy(update={"positions": Positions.variant(kind)()})
 
 
 def test_rope_flops_of_llama2_7b_by_hand():

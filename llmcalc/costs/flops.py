@@ -3,7 +3,9 @@
 A multiply-add is 2 FLOPs. Matmuls: 2 · tokens · weights. Attention core: (query, key) pairs ·
 per-pair cost (scores and weighted values). Element-wise work (norms, softmax, activations, RoPE,
 biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode, unless asked for (`elementwise`,
-`embedding_matmul`: llmcalc/costs/elementwise.py adds its rows).
+`embedding_matmul`: llmcalc/costs/elementwise.py adds its rows). A position encoding's own matmuls
+(Transformer-XL relative: the projection of the distances, the position scores per pair) are in the
+totals under attention/ (docs/formulas.md#relative-positions).
 
   prefill  = Σ_layers [2·B·S·W_layer + pairs(S)·c_pair] + 2·B·n_logits·d·V
   decode   = Σ_layers [2·B·W_layer + B·keys·c_pair] + 2·B·d·V,   keys = min(S+1, window)
@@ -61,14 +63,20 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 
 
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
-            logits: int, mtp: bool) -> dict[str, int]:
+            logits: int, mtp: bool, pairs_of=None) -> dict[str, int]:
     """Whole-model forward FLOPs by component. core_of(window) gives one sequence's attention-core
-    FLOPs by component and latents_of(window) its cached latents the attention re-projects."""
+    FLOPs by component, latents_of(window) its cached latents the attention re-projects, and
+    pairs_of(window) its (query, key) pairs and the distances a relative position encoding projects
+    (shared by the batch), for the encoding's layer_matmuls (None: the encoding has none)."""
     total: dict[str, int] = defaultdict(int)
     tokens = batch * new
 
     def core(w: int | None) -> Parts:
-        return {k: batch * v for k, v in core_of(w).items()}
+        out = {k: batch * v for k, v in core_of(w).items()}
+        if pairs_of is not None and spec.positions.matmul_names:
+            pairs, distances = pairs_of(w)
+            out |= spec.positions.layer_matmuls(spec.d_model, spec.attention, batch * pairs, distances)
+        return out
 
     for g in spec.layer_groups():
         for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed,
@@ -105,15 +113,18 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
 
     def prefill_like(logits: int) -> dict[str, int]:
         return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, w.attention_core),
-                       latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp)
+                       latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp,
+                       pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq))
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
     decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, "causal", absorbed),
-                     latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp)
+                     latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp,
+                     pairs_of=lambda win: (keys(win), keys(win)))  # one query: a distance per key
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
     generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
-                       latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
+                       latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp,
+                       pairs_of=lambda win: (steps(win), steps(win)))  # Σ over the steps of each step's keys
     fwd = prefill_like(seq)
     if w.elementwise or w.embedding_matmul:
         extra = partial(elementwise_flops, spec, batch, elementwise=w.elementwise, embedding=w.embedding_matmul)
@@ -155,7 +166,10 @@ def _passes(spec: ModelSpec, component: str) -> int:
     (DSA's indexer projections: forward + weight gradients only, its input is detached)."""
     if "attention/" not in component:
         return FWD_BWD
-    return spec.attention.train_passes(component.rsplit("attention/", 1)[1])
+    name = component.rsplit("attention/", 1)[1]
+    if name in spec.positions.matmul_names:
+        return spec.positions.layer_passes(name)
+    return spec.attention.train_passes(name)
 
 
 def _frozen_passes(spec: ModelSpec, component: str) -> int:
@@ -165,6 +179,8 @@ def _frozen_passes(spec: ModelSpec, component: str) -> int:
     if "attention/" not in component:
         return FROZEN
     name = component.rsplit("attention/", 1)[1]
+    if name in spec.positions.matmul_names:
+        return spec.positions.layer_passes(name, frozen=True)
     return spec.attention.frozen_passes(name, name in spec.attention.matmuls(spec.d_model))
 
 
@@ -184,7 +200,8 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
            else "the full S×S product per layer, masked or not"),
         f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
-    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
+    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode),
+                          spec.positions.flops_note) if n]
     if w.lora:
         notes.append(f"train: LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: frozen weights cost forward + "
                      "input gradient (2×), adapters 3×, the attention core 3×; the input gradient is taken to "

@@ -1,6 +1,7 @@
 """Parameter counts: total, active per token, and a per-component breakdown.
 
-total = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms] + final norm + LM head.
+total = V·d (token embedding) + positions + Σ_layers [attention (with a position encoding's per-layer
+parameters) + FFN + norms] + final norm + LM head.
 Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips.
 See docs/formulas.md#parameters.
 """
@@ -25,6 +26,7 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     parts = {f"attention/{k}": v for k, v in attn.params(d).items()}
     prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
+    parts |= {f"attention/{k}": v for k, v in spec.positions.layer_params(d, attn).items()}
     parts["norms/layer"] = norm.per_layer * norm.params(d)
     if qk := norm.qk_params(*attn.qk_norm_widths()):
         parts["norms/qk"] = qk
@@ -51,7 +53,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     """Exact parameter counts of `spec` (ints), with the breakdown and layer types."""
     d, v = spec.d_model, spec.vocab_size
     emb = {"embedding/token": token_embedding_params(v, d)}
-    if pos := spec.positions.params(spec.max_seq_len, d):
+    if pos := spec.positions.params(spec.max_seq_len, d, spec.attention):
         emb["embedding/position"] = pos
     totals: dict[str, int] = defaultdict(int, emb)
     actives: dict[str, int] = defaultdict(int, emb)

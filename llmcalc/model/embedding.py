@@ -1,91 +1,227 @@
-"""Token embedding, position encoding and LM head.
+"""Token embedding, position encodings and LM head.
 
-token embedding V·d; learned positions max_seq_len·d (RoPE, ALiBi, sinusoidal and none have no
-parameters); LM head d·V (+V bias), shared with the token embedding when tied.
-See docs/formulas.md#embeddings.
+token embedding V·d; LM head d·V (+V bias), shared with the token embedding when tied. Each position
+encoding is one class (a `Positions` kind): learned positions max_seq_len·d; Transformer-XL relative
+positions d·H·h per layer (W_r) plus the 2·H·h biases u and v (per layer, or once when shared); RoPE,
+ALiBi, sinusoidal and none have no parameters. See docs/formulas.md#embeddings and #relative-positions.
 """
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from llmcalc.model import terms
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import Parts, Variant
 
 
-class Positions(Frozen):
-    """Position encoding. Only `learned` has parameters: a table of max_seq_len × d_model."""
+class Positions(Variant):
+    """A position encoding: what it adds to the model's parameters and FLOPs, and how `explain` writes it.
+    Subclassing registers a new `kind` (llmcalc/model/base.py); the defaults are an encoding with no
+    parameters and no work.
 
-    kind: Literal["rope", "none", "learned", "sinusoidal", "alibi"]
+    Asked by the costs: params (model-level), layer_params, layer_matmuls (matmul FLOPs per layer, in the
+    totals) with layer_passes, positions (element-wise FLOPs, reported apart) with train_passes, and the
+    flags rotary, learned, per_pair, adds_flops; by explain: explain_params, explain_layer_params,
+    explain_layer_matmuls, explain_flops."""
 
-    def params(self, max_seq_len: int, d_model: int) -> int:
-        return max_seq_len * d_model if self.kind == "learned" else 0
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+    rotary: ClassVar[bool] = False
+    """Whether q and k are rotated (RoPE), which keeps cos and sin tables per position."""
+    learned: ClassVar[bool] = False
+    """Whether positions come from a learned table, which has no row past max_seq_len."""
+    per_pair: ClassVar[bool] = False
+    """Whether the encoding's element-wise work is per (query, key) pair rather than per token."""
+    adds_flops: ClassVar[bool] = True
+    """Whether the encoding does any element-wise work."""
+    train_passes: ClassVar[int] = 1
+    """Forward + backward cost of its element-wise work in forwards: additions 1 (their gradient passes through
+    unchanged)."""
+    flops_formula: ClassVar[str] = "0"
+    """The element-wise FLOPs formula of this kind, for the FLOPs report."""
+    matmul_names: ClassVar[tuple[str, ...]] = ()
+    """The names layer_matmuls gives its FLOPs under."""
+    flops_note: ClassVar[str | None] = None
+    """What the FLOPs report should say about the encoding's matmuls (None: nothing)."""
 
-    @property
-    def rotary(self) -> bool:
-        """Whether q and k are rotated (RoPE), which keeps cos and sin tables per position."""
-        return self.kind == "rope"
+    def check_spec(self, spec: Any) -> None:
+        """Refuse a spec this encoding cannot be costed for (ValueError naming the field and the fix)."""
 
-    @property
-    def learned(self) -> bool:
-        """Whether positions come from a learned table, which has no row past max_seq_len."""
-        return self.kind == "learned"
+    def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
+        """Parameters held once for the whole model: none."""
+        return 0
 
-    @property
-    def per_pair(self) -> bool:
-        """Whether the encoding's work is per (query, key) pair (ALiBi) rather than per token."""
-        return self.kind == "alibi"
+    def layer_params(self, d_model: int, attention: Any) -> Parts:
+        """Parameters each layer adds, by name (attention/<name> in the breakdown): none."""
+        return {}
 
-    @property
-    def adds_flops(self) -> bool:
-        """Whether the encoding does any element-wise work (every kind but none)."""
-        return self.kind != "none"
+    def layer_matmuls(self, d_model: int, attention: Any, pairs: int, distances: int) -> Parts:
+        """Matmul FLOPs of one layer of one forward, by name (attention/<name>): `pairs` (query, key) pairs of
+        the whole batch, `distances` relative distances the forward projects (shared by the batch): none."""
+        return {}
 
-    @property
-    def train_passes(self) -> int:
-        """Forward + backward cost of its work in forwards: RoPE 2 (the backward rotates the gradient back);
-        additions 1 (their gradient passes through unchanged)."""
-        return 2 if self.rotary else 1
+    def layer_passes(self, name: str, frozen: bool = False) -> int:
+        """Forward + backward cost of layer_matmuls' `name` in forwards: 3 (the backward costs two); `frozen`:
+        every weight frozen, the input gradient flowing (LoRA)."""
+        return 3
 
-    @property
-    def flops_formula(self) -> str:
-        """The FLOPs formula of this kind, for the FLOPs report."""
-        return {"rope": "3 · L · tokens · (H + H_kv) · d_rot (MLA: (H + 1) · d_r)", "alibi": "H · Σ_layers pairs",
-                "learned": "d · tokens", "sinusoidal": "d · tokens", "none": "0"}[self.kind]
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        """Element-wise FLOPs apart from the matmuls (docs/formulas.md#positions): layer_token per new token
+        per layer, layer_pair per (query, key) pair per layer, token per new token once: none."""
+        return {"layer_token": 0, "layer_pair": 0, "token": 0}
 
     def explain_params(self) -> str:
-        """params as text."""
-        return "S_max · d" if self.learned else "0"
+        """Model-level params as text."""
+        return "0"
+
+    def explain_layer_params(self) -> dict[str, str]:
+        """layer_params as text, one layer's."""
+        return {}
+
+    def explain_layer_matmuls(self, phase: str, pairs: str) -> dict[str, str]:
+        """layer_matmuls of one layer of `phase` (prefill, decode, train's forward) as text, `pairs` the
+        pairs of one sequence."""
+        return {}
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
-        """FLOPs of a phase as text, as positions(): RoPE 3 · L · tokens · rotated (the attention's rotated
-        elements per token); ALiBi layers · B · pairs · H for one layer kind (`pairs` per sequence); added
-        vectors tokens · d."""
-        if self.rotary:
-            return terms.prod("3", layers, *tokens, rotated)
-        if self.per_pair:
-            return terms.prod(layers, "B", pairs, "H")
+        """Element-wise FLOPs of a phase as text: tokens · d for an added vector."""
         return terms.prod(*tokens, "d")
 
-    def positions(self, attention, d_model: int) -> dict[str, int]:
-        """Element-wise FLOPs of the position encoding, apart from the matmuls (docs/formulas.md#positions):
 
-        layer_token: per new token per layer. RoPE rotates q and k: 3 FLOPs (2 multiplies, 1 add) per
-          rotated element, the attention's rope_elements(): (H + H_kv)·d_rot for GQA, d_rot the head dim
-          rounded down to even; MLA rotates the RoPE part of each query head and the one shared RoPE key,
-          (H + 1)·d_r. cos/sin tables are computed once and not counted.
-        layer_pair: per (query, key) pair per layer. ALiBi adds slope·distance to every head's score:
-          H adds per pair (the slope·distance products are a precomputed table, not counted).
-        token: per new token, once (not per layer). Learned and sinusoidal add a d-vector to the
-          embedding: d adds (the sinusoidal table is computed once, not counted).
-        none: no FLOPs.
-        """
-        out = {"layer_token": 0, "layer_pair": 0, "token": 0}
-        if self.kind == "rope":
-            out["layer_token"] = 3 * attention.rope_elements()
-        elif self.kind == "alibi":
-            out["layer_pair"] = attention.heads
-        elif self.kind in ("learned", "sinusoidal"):
-            out["token"] = d_model
-        return out
+class NoPositions(Positions):
+    """No position encoding (NoPE): nothing to count."""
+
+    kind: Literal["none"] = "none"
+    adds_flops: ClassVar[bool] = False
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        return "0"
+
+
+class Rope(Positions):
+    """Rotary embeddings: q and k rotated, 3 FLOPs (2 multiplies, 1 add) per rotated element, the attention's
+    rope_elements() per token per layer ((H + H_kv)·d_rot for GQA, d_rot the head dim rounded down to even; MLA
+    (H + 1)·d_r). cos/sin tables are computed once and not counted. Train 2 × forward (the backward rotates
+    the gradient back)."""
+
+    kind: Literal["rope"] = "rope"
+    rotary: ClassVar[bool] = True
+    train_passes: ClassVar[int] = 2
+    flops_formula: ClassVar[str] = "3 · L · tokens · (H + H_kv) · d_rot (MLA: (H + 1) · d_r)"
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 3 * attention.rope_elements(), "layer_pair": 0, "token": 0}
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        return terms.prod("3", layers, *tokens, rotated)
+
+
+class Alibi(Positions):
+    """ALiBi: slope·distance added to every head's score, H adds per (query, key) pair per layer (the
+    slope·distance products are a precomputed table, not counted)."""
+
+    kind: Literal["alibi"] = "alibi"
+    per_pair: ClassVar[bool] = True
+    flops_formula: ClassVar[str] = "H · Σ_layers pairs"
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 0, "layer_pair": attention.heads, "token": 0}
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        return terms.prod(layers, "B", pairs, "H")
+
+
+class Learned(Positions):
+    """A learned table of max_seq_len × d, its row added to each token's embedding: d adds per token."""
+
+    kind: Literal["learned"] = "learned"
+    learned: ClassVar[bool] = True
+    flops_formula: ClassVar[str] = "d · tokens"
+
+    def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
+        return max_seq_len * d_model
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 0, "layer_pair": 0, "token": d_model}
+
+    def explain_params(self) -> str:
+        return "S_max · d"
+
+
+class Sinusoidal(Positions):
+    """Fixed sinusoids added to each token's embedding: d adds per token (the table is computed once)."""
+
+    kind: Literal["sinusoidal"] = "sinusoidal"
+    flops_formula: ClassVar[str] = "d · tokens"
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 0, "layer_pair": 0, "token": d_model}
+
+
+class Relative(Positions):
+    """Transformer-XL relative positions (Dai et al. 2019, §3.3), as Gopher and Chinchilla use them.
+
+    Score of query i and key j, per head: (q_i + u)·k_j + (q_i + v)·W_r R_{i−j}, R the d-wide sinusoid of the
+    distance i − j. Parameters per layer: W_r, d × H·h (the relative keys), and the biases u and v, H·h each;
+    `shared_biases`: one u and one v for all layers (Transformer-XL's `untie_r` false, its flag's default) instead
+    of one pair per layer (`untie_r` true; XLNet's layers always).
+
+    Matmul FLOPs, in the totals: the projection W_r R of the `distances` a forward attends over, shared by the
+    batch (2·distances·d·H·h per layer; its backward computes only W_r's gradient, R is fixed: 2 × forward in
+    training), and the position scores (q + v)·W_r R, 2·H·h per (query, key) pair per layer like the content
+    scores (3 × forward; recomputed with the core under selective recompute). The relative shift that aligns
+    distance i − j with key j moves elements only: no FLOPs. Element-wise, reported apart: the two bias adds,
+    2·H·h per token per layer, and AC + BD, H per pair per layer."""
+
+    kind: Literal["relative"] = "relative"
+    shared_biases: bool = False
+    per_pair: ClassVar[bool] = True
+    flops_formula: ClassVar[str] = "L · tokens · 2 · H · h + H · Σ_layers pairs"
+    matmul_names: ClassVar[tuple[str, ...]] = ("position_projection", "core_position_scores")
+    flops_note: ClassVar[str | None] = (
+        "relative positions: each forward projects the distances it attends over (a decode step all S + 1 of "
+        "them), as Transformer-XL's code does; an engine that keeps the projected table (S·H·h per layer, shared "
+        "by the batch) pays 2·d·H·h per layer per step instead")
+
+    def check_spec(self, spec: Any) -> None:
+        if spec.attention.kind != "gqa":
+            raise ValueError(f"positions.kind: relative positions are defined for multi-head attention (gqa), not "
+                             f"{spec.attention.kind}; use kind gqa or another position kind")
+        if spec.sliding_window is not None:
+            raise ValueError("positions.kind: relative positions are costed for full-attention layers; drop "
+                             "sliding_window or use another position kind")
+
+    def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
+        return 2 * attention.q_width if self.shared_biases else 0
+
+    def layer_params(self, d_model: int, attention: Any) -> Parts:
+        width = attention.q_width
+        return {"position_projection": d_model * width} | ({} if self.shared_biases else {"position_biases": 2 * width})
+
+    def layer_matmuls(self, d_model: int, attention: Any, pairs: int, distances: int) -> Parts:
+        return {"position_projection": 2 * distances * d_model * attention.q_width,
+                "core_position_scores": 2 * pairs * attention.q_width}
+
+    def layer_passes(self, name: str, frozen: bool = False) -> int:
+        """The projection's input R is fixed: its backward is W_r's gradient alone (2), nothing when W_r is
+        frozen (1); the position scores' operands are activations (3)."""
+        if name == "position_projection":
+            return 1 if frozen else 2
+        return 3
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 2 * attention.q_width, "layer_pair": attention.heads, "token": 0}
+
+    def explain_params(self) -> str:
+        return "2 · H · h" if self.shared_biases else "0"
+
+    def explain_layer_params(self) -> dict[str, str]:
+        return {"position_projection": "d · H · h"} | ({} if self.shared_biases else {"position_biases": "2 · H · h"})
+
+    def explain_layer_matmuls(self, phase: str, pairs: str) -> dict[str, str]:
+        distances = "(S + 1)" if phase == "decode" else "S"
+        return {"position_projection": terms.prod("2", distances, "d", "H", "h"),
+                "core_position_scores": terms.prod("2", "B", pairs, "H", "h")}
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        return f"{terms.prod('2', layers, *tokens, 'H', 'h')} + {terms.prod(layers, 'B', pairs, 'H')}"
 
 
 def token_embedding_params(vocab: int, d_model: int) -> int:

@@ -20,6 +20,8 @@ AttentionSpec = Annotated[Attention, ByKind()]
 `kind`."""
 FFNSpec = Annotated[FFN, ByKind()]
 """Any FFN variant (FFN.all_kinds()), picked by its `kind`."""
+PositionsSpec = Annotated[Positions, ByKind()]
+"""Any position encoding (Positions.all_kinds()), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
@@ -56,7 +58,7 @@ class ModelSpec(Frozen):
     tie_embeddings: bool
     lm_head_bias: bool = False
     norm: Norm
-    positions: Positions
+    positions: PositionsSpec
     attention: AttentionSpec
     ffn: FFNSpec
     sliding_window: PosInt | None = None
@@ -82,6 +84,7 @@ class ModelSpec(Frozen):
                 "give at most n_layers entries"
             )
         self.ffn.check_spec(self)
+        self.positions.check_spec(self)
         return self
 
     def sliding_layers(self, start: int, stop: int) -> int:

@@ -59,6 +59,7 @@ class Step:
     absorbed: bool  # MLA attends in the latent space (a step that extends a cache)
     serving: bool = False  # serving kernels (see Decoder.use_kernels), else counted ones
     scratch: int = MIN_SCRATCH  # bytes one block of a serving kernel may hold (see MIN_SCRATCH)
+    relative: Tensor | None = None  # relative positions' biases u and v [2, H, h] when shared across layers
 
 
 class RMSNorm(nn.RMSNorm):

@@ -91,7 +91,7 @@ def part_of(name: str) -> str:
     if head == "layers":
         return "layers.norms" if ".qk_norms." in name else {
             "attn": "layers.attention", "ffn": "layers.ffn", "norms": "layers.norms"}[name.split(".")[2]]
-    return {"embed": "embedding", "pos_embed": "embedding", "final_norm": "final_norm",
+    return {"embed": "embedding", "pos_embed": "embedding", "pos_biases": "embedding", "final_norm": "final_norm",
             "lm_head": "lm_head", "lm_head_bias": "lm_head"}[head]
 
 

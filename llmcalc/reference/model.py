@@ -31,6 +31,7 @@ from llmcalc.reference.layers import (
     rope_tables,
     sinusoidal,
 )
+from llmcalc.reference.relative import RelativeAttention
 from llmcalc.reference.sparse import (
     DSAttention,
     LinformerAttention,
@@ -48,7 +49,8 @@ class Layer(nn.Module):
         super().__init__()
         if spec.norm.per_layer > 4:
             raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
-        self.attn = attention_module(spec.attention.kind)(spec, window)
+        relative = spec.positions.kind == "relative"
+        self.attn = (RelativeAttention if relative else attention_module(spec.attention.kind))(spec, window)
         self.ffn = MoEFFN(ffn, spec.d_model) if ffn.routed_experts else MLP(
             spec.d_model, ffn.d_ff, gated=ffn.kind == "gated", activation=ffn.activation, bias=ffn.bias)
         self.norms = nn.ModuleList(make_norm(spec.norm, spec.d_model) for _ in range(spec.norm.per_layer))
@@ -96,6 +98,9 @@ class Decoder(nn.Module):
         with torch.device("meta"):
             self.embed = nn.Embedding(V, d)
             self.pos_embed = nn.Embedding(spec.max_seq_len, d) if spec.positions.kind == "learned" else None
+            shared = getattr(spec.positions, "shared_biases", False)  # relative positions' u and v, all layers
+            a = spec.attention
+            self.pos_biases = nn.Parameter(torch.empty(2, a.heads, a.head_dim)) if shared else None  # [2, H, h]
             self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i)) for i in range(spec.n_layers))
             self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
             tied = spec.tie_embeddings
@@ -179,7 +184,7 @@ class Decoder(nn.Module):
         rope_dim = a.qk_rope_head_dim if a.kind in ("mla", "dsa") else a.head_dim
         step = Step(start, rope_tables(pos, rope_dim, x.dtype) if kind == "rope" else None,
                     alibi_slopes(a.heads, x.device) if kind == "alibi" else None, absorbed, self.kernels == "serving",
-                    max(MIN_SCRATCH, x.nbytes // 16, self.weight_bytes // 128))
+                    max(MIN_SCRATCH, x.nbytes // 16, self.weight_bytes // 128), self.pos_biases)
         for layer, kv in zip(self.layers, cache or [None] * len(self.layers), strict=True):
             x = layer(x, kv, step)
         if logits == "last":

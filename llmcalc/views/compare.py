@@ -205,10 +205,18 @@ def _variant_notes(spec: ModelSpec, o: SwapRule) -> dict[str, str]:
 def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: SwapRule = SwapRule(),
                       gpu: GPU | None = None, tm: TimeModel = ROOFLINE) -> CompareReport:
     """`spec` under each attention variant (swapped by `rule`) on the workload, MHA first as the reference
-    for every ratio; latency rows on `gpu` under the time model `tm`."""
+    for every ratio; latency rows on `gpu` under the time model `tm`. A variant the model's other parts refuse
+    (relative positions under MLA) is left out with a note."""
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
-    specs = {v: attention_variant(spec, v, rule) for v in wanted}
-    notes: list[str] = []
+    specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
+    for v in wanted[1:]:
+        try:
+            specs[v] = attention_variant(spec, v, rule)
+        except UserError as e:
+            refusal = str(e).partition(": ")[2]
+            if not refusal.startswith("positions."):  # a bad rule or variant stays an error
+                raise
+            notes.append(f"{v}: left out: {refusal}")
     ref = _row(specs["mha"], "mha", w, gpu, tm, None, notes)
     rows = [ref] + [_row(s, v, w, gpu, tm, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
     explained = _variant_notes(spec, rule)

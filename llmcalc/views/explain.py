@@ -77,6 +77,8 @@ def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
     add("embedding/position", spec.positions.explain_params())
     for name, (p, _) in spec.attention.explain_parts().items():
         add(f"attention/{name}", prod("L", p))
+    for name, p in spec.positions.explain_layer_params().items():
+        add(f"attention/{name}", prod("L", p))
     for prefix, (n, ffn) in ffn_groups(spec).items():
         for name, (p, _) in ffn.explain_parts().items():
             add(prefix + name, prod("L", p), env_of(spec, ffn) | {"L": n})
@@ -164,6 +166,9 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
         for name, term in a.explain_extra_core(phase, conv.attention_core).items():
             passes = [str(a.train_passes(name))] if lead else []
             add(f"attention/{name}", prod(*passes, "L", "B", term))
+        for name, term in spec.positions.explain_layer_matmuls(phase, pairs(False)).items():
+            passes = [str(spec.positions.layer_passes(name))] if lead else []
+            add(f"attention/{name}", prod(*passes, "L", term))
         for prefix, (n, ffn) in ffn_groups(spec).items():
             for name, (_, w) in ffn.explain_parts().items():
                 add(prefix + name, prod(*lead, "2", "L", *tokens, w), env | env_of(spec, ffn) | {"L": n})
