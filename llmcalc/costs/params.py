@@ -1,7 +1,8 @@
 """Parameter counts: total, active per token, and a per-component breakdown.
 
-total = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms] + final norm + LM head.
-Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips.
+total = language + vision; language = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms]
++ final norm + LM head; vision = the image encoder and its projector (llmcalc/model/vision.py, docs/vision.md).
+Active subtracts, in every MoE layer, the (E − k) routed experts a token skips (the vision tower has none).
 See docs/formulas.md#parameters.
 """
 
@@ -14,7 +15,7 @@ from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.params import LayerTypeRow, ParamRow, ParamsReport
 
 FORMULA = (
-    "total = V·d + positions + Σ_layers(attention + ffn + norms) + final norm + LM head (0 if tied); "
+    "total = V·d + positions + Σ_layers(attention + ffn + norms) + final norm + LM head (0 if tied) + vision; "
     "active = total − Σ_MoE layers (E − top_k)·P_expert"
 )
 
@@ -74,12 +75,17 @@ def params(spec: ModelSpec) -> ParamsReport:
     for k, n in tail.items():
         totals[k] += n
         actives[k] += n
-    total, active = sum(totals.values()), sum(actives.values())
+    language = sum(totals.values())
+    vision = spec.vision.params(d) if spec.vision else {}
+    total, active = language + sum(vision.values()), sum(actives.values()) + sum(vision.values())
     mtp, mtp_active = mtp_parts(spec)
     embedding = sum(emb.values())
     return ParamsReport(
         model=spec.name,
         total=total,
+        language=language,
+        vision=sum(vision.values()),
+        vision_breakdown=_rows(vision, vision, total),
         active=active,
         active_excluding_embedding=active - embedding,
         embedding=embedding,
@@ -119,4 +125,7 @@ def _notes(spec: ModelSpec) -> list[str]:
             "MTP modules are excluded from total and active; they share the embedding and LM head "
             "(a checkpoint that stores copies of both adds 2·V·d per module)."
         )
+    if spec.vision:
+        notes.append(f"vision tower ({spec.vision.label}) and projector: {spec.vision.n_layers} encoder layers run "
+                     "once per image; all of them are active (no routing)")
     return notes

@@ -37,6 +37,11 @@ def params_table(r, units: str) -> list:
            table("Layer types", ["layer type", "layers", "params / layer", "active / layer"],
                  [[t.layer_type, str(t.layers), f"{t.params_per_layer:,}", f"{t.active_per_layer:,}"]
                   for t in r.layer_types], text=(0,))]
+    if r.vision_breakdown:
+        out.insert(1, f"language model {r.language:,} ({short(r.language)}) + vision tower and projector "
+                      f"{r.vision:,} ({short(r.vision)})")
+        out.append(table(f"Vision tower and projector: {r.vision:,} ({short(r.vision)})",
+                         ["component", "params", "used per image", "% of total"], _param_rows(r.vision_breakdown)))
     if r.mtp_breakdown:
         out.append(table(f"MTP modules (not in total): {r.mtp:,} ({short(r.mtp)})",
                          ["component", "params", "active", "% of main total"], _param_rows(r.mtp_breakdown)))
@@ -96,7 +101,23 @@ def flops_table(r, units: str) -> list:
            f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
            f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
           if r.positions and r.positions.kind != "none" else []),
+        *(vision_lines(r.vision) if r.vision else []),
         *_footer(r),
+    ]
+
+
+def vision_lines(v) -> list:
+    """A vision-language model's images: one image through the tower, the images' share of the prompt."""
+    return [
+        f"images: {v.images} per sequence of {v.image_height}×{v.image_width} px → {v.grid_height}×{v.grid_width} "
+        f"patches, {v.encoder_tokens:,} encoder tokens, {v.tokens_per_image:,} image tokens each; "
+        f"{v.image_tokens:,} image tokens per sequence = {100 * v.image_share:.1f}% of the prompt "
+        "(and of its KV cache)",
+        f"vision tower + projector: {v.flops_per_image:,} FLOPs ({short(v.flops_per_image)}) per image, "
+        f"{short(v.flops)} for the batch; prefill with the images encoded {short(v.prefill_flops_with_images)}",
+        table("Vision tower and projector, one image (FLOPs)", ["component", "FLOPs"],
+              [[x.component, short(x.flops_per_image)] for x in v.breakdown]),
+        f"[dim]vision formula: {esc(v.formula)}[/dim]",
     ]
 
 
