@@ -11,8 +11,6 @@ f its MLP width, D the language model's width, m the patch merger's side.
   pairs    = n² (full attention, bidirectional), or Σ over windows of (window tokens)² (window attention)
 """
 
-from __future__ import annotations
-
 import math
 from typing import Annotated, ClassVar, Literal
 
