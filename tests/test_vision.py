@@ -157,3 +157,20 @@ def test_flops_report_images_share_and_prefill():
 def test_bad_image_input_is_two(args):
     r = run_cli(*args)
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("name,size", [("llava-1.5-7b", (336, 336)), ("gemma3-4b", (896, 896)),
+                                       ("qwen2.5-vl-7b", (333, 517))])
+def test_reference_tower_on_the_meta_device(name, size):
+    """The reference tower (llmcalc/reference/vision.py) built at full size on the meta device: its parameters,
+    FlopCounterMode's FLOPs and its output tokens. Qwen2.5-VL at 333 × 517 px: a 24 × 36 grid, 3 × 5 windows, the
+    last column of windows 4 patches wide."""
+    pytest.importorskip("torch")
+    from llmcalc.reference.vision import measure_image
+
+    spec = load_preset(name)
+    tower = spec.vision
+    n_params, n_flops, tokens = measure_image(tower, spec.d_model, *size)
+    assert n_params == sum(tower.params(spec.d_model).values())
+    assert n_flops == sum(tower.flops(*size, spec.d_model).values())
+    assert tokens == tower.tokens(*size)
