@@ -174,3 +174,30 @@ def test_reference_tower_on_the_meta_device(name, size):
     assert n_params == sum(tower.params(spec.d_model).values())
     assert n_flops == sum(tower.flops(*size, spec.d_model).values())
     assert tokens == tower.tokens(*size)
+
+
+def test_kv_image_share():
+    """LLaVA-1.5's language model is Llama-2-7B's shape: 2 · 32 layers · 4096 · 2 bytes = 524,288 bytes per token
+    (shared/REFERENCES.md's KV formula); 576 image tokens hold 576 of them. Gemma 3 4B with the images first in a
+    2048-token prompt: only its 5 full-attention layers (of 34; 5 sliding per full) still hold them, its sliding
+    layers keep the last 1023 tokens; a full layer holds 2 · 4 kv heads · 256 · 2 bytes per token."""
+    from llmcalc.costs.kv import kv_cache
+
+    r = kv_cache(load_preset("llava-1.5-7b"), Workload(seq=2048, images=1, batch=3))
+    assert (r.image_tokens, r.image_bytes) == (576, 3 * 576 * 524_288)
+    g = kv_cache(load_preset("gemma3-4b"), Workload(seq=2048, images=2))
+    assert (g.image_tokens, g.image_bytes) == (512, 5 * 512 * 2 * 4 * 256 * 2)
+
+
+def test_latency_adds_each_image_to_the_first_token():
+    """Roofline on an H100 SXM (989.4 TFLOP/s bf16 dense: the datasheet's 1,979 with sparsity / 2): an image is
+    compute-bound, its tower FLOPs at the roofline's 0.8 matmul efficiency; the first token waits for batch × images of them."""
+    from llmcalc.costs.latency import latency
+    from llmcalc.inputs.gpus import load_gpu
+
+    spec, gpu = load_preset("llava-1.5-7b"), load_gpu("h100-sxm")
+    plain = latency(spec, gpu, Workload(batch=2, seq=1024, gen=8))
+    with_images = latency(spec, gpu, Workload(batch=2, seq=1024, gen=8, images=1))
+    assert with_images.image_s == pytest.approx(406_077_407_232 / (989.4e12 * 0.8))
+    assert with_images.ttft_s - plain.ttft_s == pytest.approx(2 * with_images.image_s)
+    assert with_images.tpot_s == plain.tpot_s

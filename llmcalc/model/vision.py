@@ -53,6 +53,14 @@ class Projector(Variant):
         """Weights each image token is multiplied by, per matmul (its FLOPs: 2 · tokens · weights)."""
         raise NotImplementedError
 
+    def explain_params(self) -> dict[str, str]:
+        """params as text over d_img (the tower's width), d (the language model's) and the projector's symbols."""
+        raise NotImplementedError
+
+    def explain_symbols(self) -> dict[str, int]:
+        """The projector's own explain symbols (none)."""
+        return {}
+
 
 class MLPProjector(Projector):
     """LLaVA-1.5: Linear(d → D) + activation + Linear(D → D), with biases, on every patch (the class token is
@@ -72,6 +80,9 @@ class MLPProjector(Projector):
 
     def matmuls(self, d_vision: int, d_text: int) -> Parts:
         return {"linear_1": d_vision * d_text, "linear_2": d_text * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"linear_1": "d_img · d + d", "linear_2": "d · d + d"}
 
 
 class PoolProjector(Projector):
@@ -109,6 +120,9 @@ class PoolProjector(Projector):
     def matmuls(self, d_vision: int, d_text: int) -> Parts:
         return {"linear": d_vision * d_text}
 
+    def explain_params(self) -> dict[str, str]:
+        return {"norm": "d_img", "linear": "d_img · d"}
+
 
 class MergerProjector(Projector):
     """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
@@ -134,6 +148,13 @@ class MergerProjector(Projector):
     def matmuls(self, d_vision: int, d_text: int) -> Parts:
         wide = self.merge**2 * d_vision
         return {"fc1": wide * wide, "fc2": wide * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        wide = "(m_img · m_img · d_img)"
+        return {"norm": "d_img", "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge}
 
 
 ProjectorSpec = Annotated[Projector, ByKind()]
@@ -173,6 +194,10 @@ class VisionTower(Frozen):
     window: PosInt | None = None
     full_layers: list[int] = Field(default_factory=list)
     projector: ProjectorSpec
+    explain_legend: ClassVar[dict[str, str]] = {
+        "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
+        "px": "pixel values per patch: channels · frames per patch · patch_size²",
+        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side"}
 
     @model_validator(mode="after")
     def _consistent(self) -> "VisionTower":
@@ -274,6 +299,30 @@ class VisionTower(Frozen):
         if norms:
             parts["vision/norms/outer"] = norms
         return parts | {f"projector/{k}": v for k, v in self.projector.params(d, d_text).items()}
+
+    def explain_symbols(self) -> dict[str, int]:
+        """The tower's explain symbols (explain_legend) and its projector's."""
+        native = (self.image_size // self.patch_size) ** 2 + self.class_token
+        return {"L_img": self.n_layers, "d_img": self.d_model, "f_img": self.d_ff, "px": self.patch_inputs,
+                "n_pos": native} | self.projector.explain_symbols()
+
+    def explain_params(self) -> dict[str, str]:
+        """params as text, component by component (d: the language model's width)."""
+        bias = " + d_img" if self.bias else ""
+        out = {"vision/patch_embedding": "px · d_img" + (" + d_img" if self.patch_bias else "")}
+        if self.class_token:
+            out["vision/class_embedding"] = "d_img"
+        if self.learned_positions:
+            out["vision/position_embedding"] = "n_pos · d_img"
+        out |= {f"vision/layers/attention/{k}": f"L_img · (d_img · d_img{bias})" for k in ("q", "k", "v", "o")}
+        ins = ("gate", "up") if self.gated else ("up",)
+        out |= {f"vision/layers/mlp/{k}": f"L_img · (d_img · f_img{' + f_img' if self.bias else ''})" for k in ins}
+        out["vision/layers/mlp/down"] = f"L_img · (f_img · d_img{bias})"
+        per_norm = "2 · d_img" if self.norm == "layernorm" else "d_img"
+        out["vision/layers/norms/layer"] = f"L_img · 2 · {per_norm}"
+        if self.pre_norm + self.post_norm:
+            out["vision/norms/outer"] = f"{self.pre_norm + self.post_norm} · {per_norm}"
+        return out | {f"projector/{k}": v for k, v in self.projector.explain_params().items()}
 
     # ── FLOPs ────────────────────────────────────────────────────────────────────────────────────
     def flops(self, height: int, width: int, d_text: int) -> Parts:

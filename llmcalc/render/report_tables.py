@@ -78,6 +78,9 @@ def kv_table(r, units: str) -> list:
         f"[bold]{nbytes_text(r.total_bytes, units)}[/bold]",
         f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
         f"per layer: {' + '.join(nbytes_text(t.bytes_per_layer, units) for t in r.per_layer)}",
+        *([f"image tokens: {r.image_tokens:,} per sequence hold {nbytes_text(r.image_bytes, units)} "
+           f"({100 * r.image_bytes / r.total_bytes:.1f}% of the cache; images first in the prompt)"]
+          if r.image_tokens else []),
         table("Per layer type", ["layer type", "layers", "tokens", "elem/token", "one layer",
                                  *size_heads(units, "all")], rows),
         *_footer(r),
@@ -198,6 +201,8 @@ def latency_table(r, units: str) -> list:
         f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
         f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
         f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
+        *([f"one image through the vision tower and projector: {seconds(r.image_s)} (in the time to first token "
+           "for each image of the prompt)"] if r.image_s is not None else []),
         f"tokens/s: {r.tokens_per_s:,.1f} overall · {r.tokens_per_s_per_seq:,.1f} per sequence · "
         f"{r.decode_tokens_per_s:,.1f} while decoding",
         f"{r.time_model} time model: peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · "
