@@ -201,3 +201,14 @@ def test_latency_adds_each_image_to_the_first_token():
     assert with_images.image_s == pytest.approx(406_077_407_232 / (989.4e12 * 0.8))
     assert with_images.ttft_s - plain.ttft_s == pytest.approx(2 * with_images.image_s)
     assert with_images.tpot_s == plain.tpot_s
+
+
+def test_validate_measures_the_tower():
+    """`validate` on a vision-language model: the decoder against the language model's count, and the vision
+    tower and projector against the reference tower (meta device), every row within its tolerance (exit 0)."""
+    pytest.importorskip("torch")
+    r = run_cli("validate", "-p", "gemma3-4b", "--layers", "2", "--seq", "16", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["quantity"]: x for x in json.loads(r.stdout)["rows"]}
+    assert rows["vision params"]["measured"] == 419_816_304
+    assert rows["vision FLOPs per image"]["measured"] == rows["vision FLOPs per image"]["estimate"]
