@@ -191,7 +191,8 @@ def test_kv_image_share():
 
 def test_latency_adds_each_image_to_the_first_token():
     """Roofline on an H100 SXM (989.4 TFLOP/s bf16 dense: the datasheet's 1,979 with sparsity / 2): an image is
-    compute-bound, its tower FLOPs at the roofline's 0.8 matmul efficiency; the first token waits for batch × images of them."""
+    compute-bound, its tower FLOPs at the roofline's 0.8 matmul efficiency; the first token waits for batch × images
+    of them."""
     from llmcalc.costs.latency import latency
     from llmcalc.inputs.gpus import load_gpu
 
