@@ -15,7 +15,7 @@ from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.params import LayerTypeRow, ParamRow, ParamsReport
 
 FORMULA = (
-    "total = V·d + positions + Σ_layers(attention + ffn + norms) + final norm + LM head (0 if tied) + vision; "
+    "total = V·d + positions + Σ_layers(attention + ffn + norms) + final norm + LM head (0 if tied); "
     "active = total − Σ_MoE layers (E − top_k)·P_expert"
 )
 
@@ -93,7 +93,7 @@ def params(spec: ModelSpec) -> ParamsReport:
         breakdown=_rows(totals, actives, total),
         mtp_breakdown=_rows(mtp, mtp_active, total),
         layer_types=layer_rows,
-        formula=FORMULA,
+        formula=FORMULA + ("; + vision tower and projector (docs/vision.md)" if spec.vision else ""),
         notes=_notes(spec),
     )
 
