@@ -213,3 +213,14 @@ def test_validate_measures_the_tower():
     rows = {x["quantity"]: x for x in json.loads(r.stdout)["rows"]}
     assert rows["vision params"]["measured"] == 419_816_304
     assert rows["vision FLOPs per image"]["measured"] == rows["vision FLOPs per image"]["estimate"]
+
+
+@pytest.mark.parametrize("field,value", [("hidden_size", "wide"), ("window_size", None), ("fullatt_block_indexes", 7),
+                                         ("depth", 0)])
+def test_bad_vision_config_is_two(tmp_path, field, value):
+    raw = json.loads((FIXTURES_DIR / "qwen2.5-vl-7b" / "config.json").read_text())
+    raw["vision_config"][field] = value
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert field in r.stderr

@@ -172,12 +172,17 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
     if given is not None and not isinstance(given, dict):
         raise UserError("config.json: vision_config: give a JSON object, or leave it out")
     v = c["vision"] | (given or {})
-    keys = ("depth", "num_heads", "in_channels") if mt == "qwen2_5_vl" else (
-        "num_hidden_layers", "num_attention_heads", "num_channels")
+    keys = ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size", "window_size") if (
+        mt == "qwen2_5_vl") else ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size")
     for key in (*keys, "hidden_size", "intermediate_size", "patch_size"):
         if type(v.get(key)) is not int or v[key] <= 0:
             raise UserError(f"config.json: vision_config.{key} is {repr(v.get(key))[:40]}, not a whole number > 0; "
                             f"fix vision_config.{key}")
+    full = v.get("fullatt_block_indexes", [])
+    if not (isinstance(full, list | tuple) and all(type(i) is int for i in full)):
+        raise UserError("config.json: vision_config.fullatt_block_indexes: give a list of layer indices")
+    if mt == "gemma3" and (type(c["mm_tokens_per_image"]) is not int or c["mm_tokens_per_image"] <= 0):
+        raise UserError("config.json: mm_tokens_per_image: give a whole number > 0 (Gemma 3: 256)")
     if mt == "qwen2_5_vl":
         p, merge = v["patch_size"], v["spatial_merge_size"]
         return dict(image_size=QWEN_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN_PIXELS[0], max_pixels=QWEN_PIXELS[1],
