@@ -140,7 +140,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
     outer_raw = raw
-    vlm = VISION_DEFAULTS.get(raw.get("model_type"))
+    vlm = VISION_DEFAULTS.get(raw["model_type"]) if isinstance(raw.get("model_type"), str) else None
     if vlm is not None:
         nested = isinstance(raw.get("text_config"), dict)  # else Qwen2.5-VL's flat form: the text fields on top
         text = raw["text_config"] if nested else {k: v for k, v in raw.items() if k != "vision_config"}
