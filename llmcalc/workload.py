@@ -182,6 +182,11 @@ class Workload(Frozen):
     """Training with LoRA: the matrices adapted, by target name (q, k, v, o, gate, up, down; llmcalc/model/lora.py
     maps them onto each variant's matrices); default all seven, every linear of the layers, as QLoRA trains."""
 
+    images: Annotated[int, Field(ge=0, le=MAX_SIZE, strict=True)] = 0
+    """Images per sequence, each run through the model's vision tower; their image tokens are part of `seq`."""
+    image_size: tuple[Whole, Whole] | None = None
+    """One image's (height, width) in pixels before the processor resizes it; None: the tower's native size."""
+
     layout: Layout = Layout()
     reserve: float = 0.10
     """Share of GPU memory kept back for the CUDA context, allocator fragmentation and kernels' workspaces;
@@ -234,6 +239,8 @@ class Workload(Frozen):
         if unknown or not self.lora_targets:
             what = f"unknown target {unknown[0]!r}" if unknown else "no target given"
             raise UserError(f"`lora_targets`: {what}; use a comma-separated list of {', '.join(TARGETS)}")
+        for side in self.image_size or ():
+            require_sizes(image_size=side)
         if not 0 <= self.reserve < 1:
             raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
         return self
@@ -244,5 +251,33 @@ class Workload(Frozen):
         return frozenset(self.lora_targets) if self.lora_rank else None
 
     def check(self, spec: ModelSpec) -> None:
-        """The layout must divide `spec` and the batch (Layout.check)."""
+        """The layout must divide `spec` and the batch (Layout.check); images need a vision tower and fit in `seq`
+        (check_images)."""
         self.layout.check(spec, self.batch)
+        self.check_images(spec)
+
+    def image_pixels(self, spec: ModelSpec) -> tuple[int, int]:
+        """(height, width) of one image: `image_size`, else the vision tower's native side squared."""
+        if spec.vision is None:
+            raise UserError(f"`image_size`: {spec.name} has no vision tower; drop `images` and `image_size`, or pick "
+                            "a vision-language model")
+        return self.image_size or (spec.vision.image_size, spec.vision.image_size)
+
+    def image_tokens(self, spec: ModelSpec) -> int:
+        """Image tokens in one sequence: `images` × the tower's tokens per image (0 without images)."""
+        if not self.images and (spec.vision is None or self.image_size is None):
+            return 0
+        try:
+            return self.images * spec.vision.tokens(*self.image_pixels(spec))
+        except ValueError as e:
+            raise UserError(f"`image_size`: {e}") from None
+
+    def check_images(self, spec: ModelSpec) -> None:
+        """`images` need a vision tower, and their tokens must fit in the prompt of `seq` tokens."""
+        if self.images and spec.vision is None:
+            raise UserError(f"`images`: {spec.name} has no vision tower; drop `images`, or pick a vision-language "
+                            "model (llava-1.5-7b, gemma3-4b, qwen2.5-vl-7b)")
+        tokens = self.image_tokens(spec)
+        if tokens > self.seq:
+            raise UserError(f"`images`: {self.images} images × {tokens // self.images:,} tokens = {tokens:,} image "
+                            f"tokens exceed the {self.seq:,}-token prompt (`seq`); raise `seq` or use fewer images")

@@ -26,9 +26,10 @@ Notes on what is built:
 * ``auto_map`` is dropped so the in-library implementation is used (no remote
   code).  For DeepSeek-V3 this means the MTP layer
   (``num_nextn_predict_layers``) is not built, as in transformers.
-* A multimodal config with a nested ``text_config`` (e.g. gemma3) is counted
-  as its text-only causal LM (``Gemma3ForCausalLM``); the vision tower and
-  projector are not included.
+* A vision-language config (one with a ``vision_config``: llava, gemma3,
+  qwen2_5_vl) is counted whole, vision tower and projector included, as
+  ``AutoModelForImageTextToText`` builds it (``LlavaForConditionalGeneration``,
+  ``Gemma3ForConditionalGeneration``, ``Qwen2_5_VLForConditionalGeneration``).
 """
 
 from __future__ import annotations
@@ -56,15 +57,16 @@ def load_config_dict(config_path: str | os.PathLike) -> dict[str, Any]:
 
 
 def build_config(d: dict[str, Any]):
-    """Turn a raw config dict into the transformers config of the text LM."""
+    """Turn a raw config dict into the transformers config of the model: the text LM's, or a
+    vision-language model's whole config."""
     from transformers import AutoConfig
 
     d = {k: v for k, v in d.items() if k not in _DROP_KEYS}
     model_type = d.pop("model_type")
     cfg = AutoConfig.for_model(model_type, **d)
-    # Multimodal wrapper (gemma3, ...): count the text model only.
+    # A text model nested in a wrapper without a vision tower: count the text model.
     text_cfg = getattr(cfg, "text_config", None)
-    if text_cfg is not None and "text_config" in d:
+    if text_cfg is not None and "text_config" in d and "vision_config" not in d:
         cfg = text_cfg
     return cfg
 
@@ -125,12 +127,13 @@ def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
     Returns ``{"total", "active", "model_type"}`` (plus ``moe_layers``).
     """
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     raw = load_config_dict(config_path)
     cfg = build_config(raw)
+    auto = AutoModelForImageTextToText if "vision_config" in raw else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(cfg)
     counts = count_model(model, cfg)
     counts["model_type"] = raw["model_type"]
     return counts

@@ -76,6 +76,13 @@ def _make_config(config_path_or_dict):
     else:
         raw = load_config_dict(config_path_or_dict)
     cfg = build_config(raw)
+    if "vision_config" in raw:  # a vision-language model: the language model's FLOPs (its tower: test_vision.py)
+        cfg = cfg.text_config
+        if cfg.model_type == "qwen2_5_vl_text":  # Qwen2's decoder (M-RoPE is element-wise), with no causal-LM class
+            from transformers import Qwen2Config
+
+            skip = ("model_type", "rope_scaling", "rope_parameters", "architectures")
+            cfg = Qwen2Config(**{k: v for k, v in cfg.to_dict().items() if k not in skip})
     # Special-token ids are irrelevant for counting and some fixture values
     # trip config validation (e.g. ids >= vocab_size); drop them.
     for name in ("pad_token_id", "bos_token_id", "eos_token_id"):

@@ -61,7 +61,9 @@ def test_hf_config_file_and_folder(cli_json):
 
 def test_nested_text_config(cli_json):
     out = cli_json("params", "--hf-config", str(FIXTURES / "hf" / "gemma3-4b"))
-    assert out["total"] == 3_880_263_168  # transformers' Gemma3ForCausalLM on the same text_config
+    # transformers' Gemma3ForCausalLM on the same text_config, and Gemma3ForConditionalGeneration on the whole
+    assert out["language"] == 3_880_263_168
+    assert out["total"] == 4_300_079_472 == out["language"] + out["vision"]
 
 
 def test_python_dash_m_and_console_script_agree():

@@ -86,5 +86,6 @@ def test_every_preset_has_a_source_and_consistent_active(name):
     r = params(spec)
     assert spec.source
     assert 0 < r.active_excluding_embedding < r.active <= r.total
-    assert sum(row.params for row in r.breakdown) == r.total
+    assert sum(row.params for row in r.breakdown) == r.language == r.total - r.vision
+    assert sum(row.params for row in r.vision_breakdown) == r.vision
     assert sum(t.layers for t in r.layer_types) == spec.n_layers

@@ -44,7 +44,7 @@ def cut(spec):
 def expected(spec, batch: int, seq: int, mla_decode: str = "absorbed") -> dict[str, int]:
     f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last", mla_decode=mla_decode))
     kv = kv_cache(spec, Workload(batch=batch, seq=seq, kv_dtype="bf16"))
-    return dict(params_total=params(spec).total, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
+    return dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
                 train_flops=f.train_flops, kv_bytes=kv.total_bytes)
 
 

@@ -12,6 +12,8 @@ from llmcalc.cli.options import (
     ConfigOpt,
     FormatOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     LogitsOpt,
     LoraOpt,
     LoraTargetsOpt,
@@ -23,6 +25,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
+    image_fields,
     load_model,
     lora_fields,
 )
@@ -36,6 +39,8 @@ def flops(
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate after the prompt.")] = 1,
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     attention: AttentionOpt = "causal",
     logits: LogitsOpt = "last",
     mla_decode: MLADecodeOpt = "absorbed",
@@ -58,5 +63,5 @@ def flops(
 
     w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
                  recompute=recompute, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,
-                 **lora_fields(lora_rank, lora_targets))
+                 **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size))
     emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

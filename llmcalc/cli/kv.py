@@ -8,11 +8,14 @@ from llmcalc.cli.options import (
     ConfigOpt,
     FormatOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     KVDtypeOpt,
     PresetOpt,
     SeqOpt,
     UnitsOpt,
     emit,
+    image_fields,
     load_model,
 )
 
@@ -25,6 +28,8 @@ def kv(
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
     kv_dtype: KVDtypeOpt = "bf16",
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -32,5 +37,5 @@ def kv(
     from llmcalc.costs.kv import kv_cache
     from llmcalc.workload import Workload
 
-    w = Workload(batch=batch, seq=seq, kv_dtype=kv_dtype)
+    w = Workload(batch=batch, seq=seq, kv_dtype=kv_dtype, **image_fields(images, image_size))
     emit(kv_cache(load_model(preset, config, hf_config), w), format, units, of=kv)

@@ -18,6 +18,8 @@ from llmcalc.cli.options import (
     GPUsOpt,
     GroupOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     KVDtypeOpt,
     MLADecodeOpt,
     PPOpt,
@@ -32,6 +34,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
+    image_fields,
     load_gpu_named,
     load_model,
     weight_formats,
@@ -46,6 +49,8 @@ def latency(
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (the first comes from prefill).")] = 256,
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     gpu: GPUOpt = None,
     gpus: GPUsOpt = None,
     tp: TPOpt = None,
@@ -87,7 +92,7 @@ def latency(
     w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype,
                  weights_format=weight_formats(weights_format), kv_dtype=kv_dtype, group_size=group_size,
                  compute_dtype=compute_dtype, attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve,
-                 layout=Layout.of(gpus, tp, pp, dp, ep))
+                 layout=Layout.of(gpus, tp, pp, dp, ep), **image_fields(images, image_size))
     device = load_gpu_named(gpu, "latency")
     tm = load_time_model(time_model, device, calibration, compute_efficiency=compute_efficiency,
                          memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)

@@ -72,6 +72,23 @@ UnitsOpt = Annotated[Units, _opt("--units", help="Byte labels in tables: both GB
                                  panel=OUTPUT, metavar="UNITS")]
 BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all (over every replica).")]
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence: the prompt / context; {COUNT_HELP}.")]
+ImagesOpt = Annotated[int, _count_opt(
+    "--images", help="Images per sequence for a vision-language model; their image tokens are part of --seq.")]
+ImageSizeOpt = Annotated[Optional[str], _opt(
+    "--image-size", help="One image's HEIGHTxWIDTH in pixels, e.g. 1080x1920 (default: the vision tower's native "
+    "size).", panel=WORKLOAD, metavar="HxW")]
+
+
+def image_fields(images: int, size: str | None) -> dict:
+    """The Workload fields of --images and --image-size (HEIGHTxWIDTH, the size only when given)."""
+    if size is None:
+        return {"images": images}
+    parts = size.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UserError(f"--image-size: {size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
+    return {"images": images, "image_size": (int(parts[0]), int(parts[1]))}
+
+
 KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
 WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(

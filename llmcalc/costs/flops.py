@@ -23,6 +23,7 @@ from llmcalc.costs.elementwise import elementwise_flops
 from llmcalc.costs.lora import adapters
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
+from llmcalc.costs.vision import vision_cost
 from llmcalc.model.attention import Parts
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
@@ -150,6 +151,7 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
         formula=FORMULA + ("; " + LORA_FORMULA if w.lora else ""),
         lora_rank=w.lora_rank, lora_targets=list(w.lora_targets) if w.lora else [],
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
+        vision=vision_cost(spec, w, p),
         notes=_notes(spec, w) + [ELEMENTWISE_NOTE if w.elementwise else POSITIONS_NOTE]
         + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"] if seq + gen > spec.max_seq_len else []),
     )

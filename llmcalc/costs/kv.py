@@ -64,9 +64,17 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
             f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {spec.n_layers} layers of it "
             "(a per-layer figure quoted as the whole cache forgets the layer count)"
         )
+    w.check_images(spec)
+    images = w.image_tokens(spec) if w.images else 0
     return KVReport(
-        model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype,
+        model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype, image_tokens=images,
+        image_bytes=sum(r.bytes * _first_kept(images, seq, r.tokens_cached) // r.tokens_cached for r in rows if images),
         total_bytes=sum(r.bytes for r in rows),
         bytes_per_token=attn.cache_bytes(spec.n_layers, DTYPE_BITS[w.kv_dtype]),
         per_layer=rows, formula=FORMULA, notes=notes,
     )
+
+
+def _first_kept(first: int, seq: int, kept: int) -> int:
+    """Of the first `first` tokens of a `seq`-token prompt, how many a layer that keeps the last `kept` still holds."""
+    return max(0, first - (seq - kept))

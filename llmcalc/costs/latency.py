@@ -15,12 +15,29 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from functools import cache
 
-from llmcalc.costs.capacity import activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import (
+    activation_workspace,
+    holds,
+    require_weights_fit,
+    usable_bytes,
+)
 from llmcalc.costs.flops import MAC, layer_flops
 from llmcalc.costs.form import Lin, Whole, value, var
 from llmcalc.costs.memory import LOGIT_BYTES
-from llmcalc.costs.parallel import allreduce_bytes, alltoall_bytes, collective_link, kv_shards
-from llmcalc.costs.shard import ceil_div, edge_bytes, kv_per_gpu, layer_bytes_per_gpu, split_of
+from llmcalc.costs.parallel import (
+    allreduce_bytes,
+    alltoall_bytes,
+    collective_link,
+    kv_shards,
+)
+from llmcalc.costs.shard import (
+    ceil_div,
+    edge_bytes,
+    kv_per_gpu,
+    layer_bytes_per_gpu,
+    split_of,
+)
+from llmcalc.costs.vision import image_seconds
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
@@ -324,7 +341,9 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
               _phase("decode first", seq, rep, decode_at(seq), dec_time),
               _phase("decode last", last, rep, decode_at(last), dec_time)]
     decode_s = _decode_sum(spec, decode_at, seq, gen - 1, dec_time)
-    ttft, total = phases[0].time_s, phases[0].time_s + decode_s
+    per_image = image_seconds(spec, gpu, w, tm)
+    ttft = phases[0].time_s + (rep * w.images * per_image if w.images else 0.0)
+    total = ttft + decode_s
     kv = kv_per_gpu(spec, rep, seq + gen - 1, w)
     act = activation_workspace(spec, w)
     fits = holds(weights, act, kv, usable_bytes(gpu, w.reserve))
@@ -339,7 +358,8 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge, effective_ridge_point=pre_time.flops / pre_time.bytes,
         compute_efficiency=tm.matmul_efficiency(w.compute_dtype), memory_efficiency=tm.memory_efficiency,
         comm_efficiency=tm.comm_efficiency,
-        ttft_s=ttft, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s, total_s=total,
+        ttft_s=ttft, image_s=per_image, tpot_s=phases[1].time_s, tpot_end_s=phases[2].time_s, decode_s=decode_s,
+        total_s=total,
         tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total,
         decode_tokens_per_s=batch / phases[1].time_s,
         experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,

@@ -1,8 +1,9 @@
 """Parameter counts: total, active per token, and a per-component breakdown.
 
-total = V·d (token embedding) + positions + Σ_layers [attention (with a position encoding's per-layer
-parameters) + FFN + norms] + final norm + LM head.
-Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips.
+total = language + vision; language = V·d (token embedding) + positions + Σ_layers [attention (with a
+position encoding's per-layer parameters) + FFN + norms] + final norm + LM head; vision = the image encoder and
+its projector (llmcalc/model/vision.py, docs/vision.md).
+Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips (the vision tower has none).
 See docs/formulas.md#parameters.
 """
 
@@ -76,12 +77,17 @@ def params(spec: ModelSpec) -> ParamsReport:
     for k, n in tail.items():
         totals[k] += n
         actives[k] += n
-    total, active = sum(totals.values()), sum(actives.values())
+    language = sum(totals.values())
+    vision = spec.vision.params(d) if spec.vision else {}
+    total, active = language + sum(vision.values()), sum(actives.values()) + sum(vision.values())
     mtp, mtp_active = mtp_parts(spec)
     embedding = sum(emb.values())
     return ParamsReport(
         model=spec.name,
         total=total,
+        language=language,
+        vision=sum(vision.values()),
+        vision_breakdown=_rows(vision, vision, total),
         active=active,
         active_excluding_embedding=active - embedding,
         embedding=embedding,
@@ -89,7 +95,7 @@ def params(spec: ModelSpec) -> ParamsReport:
         breakdown=_rows(totals, actives, total),
         mtp_breakdown=_rows(mtp, mtp_active, total),
         layer_types=layer_rows,
-        formula=FORMULA,
+        formula=FORMULA + ("; + vision tower and projector (docs/vision.md)" if spec.vision else ""),
         notes=_notes(spec),
     )
 
@@ -121,4 +127,7 @@ def _notes(spec: ModelSpec) -> list[str]:
             "MTP modules are excluded from total and active; they share the embedding and LM head "
             "(a checkpoint that stores copies of both adds 2·V·d per module)."
         )
+    if spec.vision:
+        notes.append(f"vision tower ({spec.vision.label}) and projector: {spec.vision.n_layers} encoder layers run "
+                     "once per image; all of them are active (no routing)")
     return notes

@@ -63,10 +63,15 @@ def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormat
 
 
 def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
-    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `formats`, and how."""
+    """Bytes of the model's weights (as `llmcalc params` counts them) stored in `formats`, and how. A vision tower
+    and its projector are stored in the plain format, or, when the language model is quantised, in the dense dtype
+    (quantisers of vision-language checkpoints leave the tower as it was)."""
     layers = sum(g.count * sum(layer_weight_bytes(spec, g, formats).values()) for g in spec.layer_groups())
     edges = sum(stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in edge_parts(spec).items())
+    vision = sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
     if not formats.quantized:
-        return layers + edges, f"{count_params(spec).total:,} params × {DTYPE_BITS[formats.default] // 8} B"
+        return (layers + edges + nbytes(vision, formats.default),
+                f"{count_params(spec).total:,} params × {DTYPE_BITS[formats.default] // 8} B")
     label = formats.label
-    return layers + edges, label if formats.dense in label else f"{label}; other parameters {formats.dense}"
+    label = label if formats.dense in label else f"{label}; other parameters {formats.dense}"
+    return layers + edges + nbytes(vision, formats.dense), label + (f"; vision tower {formats.dense}" if vision else "")

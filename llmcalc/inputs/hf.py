@@ -61,6 +61,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": dict(_GEMMA2, vocab_size=262208, max_position_embeddings=131072, sliding_window_pattern=6),
     "phi3": dict(_LLAMA, vocab_size=32064, hidden_size=3072, intermediate_size=8192,
                  max_position_embeddings=4096, sliding_window=None),
+    "qwen2_5_vl_text": dict(_QWEN, vocab_size=152064, hidden_size=8192, intermediate_size=29568,
+                            num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8, max_window_layers=80),
     "olmo2": dict(_LLAMA, vocab_size=50304),
     "falcon": dict(vocab_size=65024, hidden_size=4544, num_hidden_layers=32, num_attention_heads=71,
                    max_position_embeddings=2048, tie_word_embeddings=True, new_decoder_architecture=False,
@@ -70,7 +72,30 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                     num_attention_heads=64, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
                     attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
 }
-SUPPORTED = sorted(DEFAULTS)
+_SAME_AS = {"qwen2_5_vl_text": "qwen2"}
+"""Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
+VISION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llava": dict(text_model_type="llama", projector_hidden_act="gelu", vision_feature_select_strategy="default",
+                  multimodal_projector_bias=True,
+                  vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                              image_size=224, patch_size=32, num_channels=3, hidden_act="quick_gelu")),
+    "gemma3": dict(text_model_type="gemma3_text", mm_tokens_per_image=256,
+                   vision=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                               image_size=224, patch_size=16, num_channels=3, hidden_act="gelu_pytorch_tanh",
+                               vision_use_head=True)),
+    "qwen2_5_vl": dict(text_model_type="qwen2_5_vl_text",
+                       vision=dict(depth=32, hidden_size=3584, intermediate_size=3420, num_heads=16, in_channels=3,
+                                   patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
+                                   out_hidden_size=3584, fullatt_block_indexes=[7, 15, 23, 31], hidden_act="silu")),
+}
+"""Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
+with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig)."""
+QWEN_PIXELS = (3136, 12845056)
+"""Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
+(https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/preprocessor_config.json); config.json has none."""
+QWEN_IMAGE_SIZE = 448
+"""The default image side for a dynamic-resolution tower, which has no native size: 448 px = 16 × 28, 256 tokens."""
+SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
              "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
              "attention.kv_heads": "num_key_value_heads", "attention.head_dim": "head_dim",
@@ -115,7 +140,13 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
     outer_raw = raw
-    if isinstance(raw.get("text_config"), dict):
+    vlm = VISION_DEFAULTS.get(raw["model_type"]) if isinstance(raw.get("model_type"), str) else None
+    if vlm is not None:
+        nested = isinstance(raw.get("text_config"), dict)  # else Qwen2.5-VL's flat form: the text fields on top
+        text = raw["text_config"] if nested else {k: v for k, v in raw.items() if k != "vision_config"}
+        raw = {k: raw[k] for k in ("tie_word_embeddings",) if k in raw} | text | {
+            "model_type": (text.get("model_type") if nested else None) or vlm["text_model_type"]}
+    elif isinstance(raw.get("text_config"), dict):
         outer = raw.get("model_type")
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
@@ -127,9 +158,53 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
+    mt = _SAME_AS.get(mt, mt)
     build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
     spec = {"name": name, "source": source} | build(mt, c)
+    if vlm is not None:
+        spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
     return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
+
+
+def _vision(mt: str, c: dict) -> dict[str, Any]:
+    """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config."""
+    given = c.get("vision_config")
+    if given is not None and not isinstance(given, dict):
+        raise UserError("config.json: vision_config: give a JSON object, or leave it out")
+    v = c["vision"] | (given or {})
+    keys = ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size", "window_size") if (
+        mt == "qwen2_5_vl") else ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size")
+    for key in (*keys, "hidden_size", "intermediate_size", "patch_size"):
+        if type(v.get(key)) is not int or v[key] <= 0:
+            raise UserError(f"config.json: vision_config.{key} is {repr(v.get(key))[:40]}, not a whole number > 0; "
+                            f"fix vision_config.{key}")
+    full = v.get("fullatt_block_indexes", [])
+    if not (isinstance(full, list | tuple) and all(type(i) is int for i in full)):
+        raise UserError("config.json: vision_config.fullatt_block_indexes: give a list of layer indices")
+    if mt == "gemma3" and (type(c["mm_tokens_per_image"]) is not int or c["mm_tokens_per_image"] <= 0):
+        raise UserError("config.json: mm_tokens_per_image: give a whole number > 0 (Gemma 3: 256)")
+    if mt == "qwen2_5_vl":
+        p, merge = v["patch_size"], v["spatial_merge_size"]
+        return dict(image_size=QWEN_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN_PIXELS[0], max_pixels=QWEN_PIXELS[1],
+                    patch_size=p, channels=v["in_channels"], frames_per_patch=v["temporal_patch_size"],
+                    patch_bias=False, learned_positions=False, norm="rmsnorm", post_norm=False,
+                    d_model=v["hidden_size"], n_layers=v["depth"], heads=v["num_heads"], d_ff=v["intermediate_size"],
+                    gated=True, activation=_act(v["hidden_act"]), window=v["window_size"] // p,
+                    full_layers=list(v["fullatt_block_indexes"]),
+                    projector=dict(kind="merger", merge=merge))
+    tower = dict(image_size=v["image_size"], patch_size=v["patch_size"], channels=v["num_channels"],
+                 d_model=v["hidden_size"], n_layers=v["num_hidden_layers"], heads=v["num_attention_heads"],
+                 d_ff=v["intermediate_size"], activation=_act(v["hidden_act"]))
+    if mt == "gemma3":
+        if v.get("vision_use_head"):
+            raise UserError("config.json: vision_config.vision_use_head: Gemma 3 runs its SigLIP tower without the "
+                            "pooling head; set it to false")
+        return tower | dict(patch_bias=True, projector=dict(kind="pool", tokens_per_image=c["mm_tokens_per_image"]))
+    if c["vision_feature_select_strategy"] != "default" or not c["multimodal_projector_bias"]:
+        raise UserError("config.json: vision_feature_select_strategy and multimodal_projector_bias: only LLaVA-1.5's "
+                        '"default" (class token dropped) with biases is known; set them so or write a llmcalc spec')
+    return tower | dict(patch_bias=False, class_token=True, pre_norm=True,
+                        projector=dict(kind="mlp", activation=_act(c["projector_hidden_act"])))
 
 
 _DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}

@@ -14,6 +14,7 @@ from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
 from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
+from llmcalc.model.vision import VisionTower
 
 AttentionSpec = Annotated[Attention, ByKind()]
 """Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
@@ -66,6 +67,8 @@ class ModelSpec(Frozen):
     mtp_modules: NonNegInt = 0
     checkpoint: Checkpoint | None = None
     """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
+    vision: VisionTower | None = None
+    """A vision-language model's image encoder and projector (llmcalc/model/vision.py); None: text only."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":

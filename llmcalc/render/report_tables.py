@@ -37,6 +37,11 @@ def params_table(r, units: str) -> list:
            table("Layer types", ["layer type", "layers", "params / layer", "active / layer"],
                  [[t.layer_type, str(t.layers), f"{t.params_per_layer:,}", f"{t.active_per_layer:,}"]
                   for t in r.layer_types], text=(0,))]
+    if r.vision_breakdown:
+        out.insert(1, f"language model {r.language:,} ({short(r.language)}) + vision tower and projector "
+                      f"{r.vision:,} ({short(r.vision)})")
+        out.append(table(f"Vision tower and projector: {r.vision:,} ({short(r.vision)})",
+                         ["component", "params", "used per image", "% of total"], _param_rows(r.vision_breakdown)))
     if r.mtp_breakdown:
         out.append(table(f"MTP modules (not in total): {r.mtp:,} ({short(r.mtp)})",
                          ["component", "params", "active", "% of main total"], _param_rows(r.mtp_breakdown)))
@@ -73,6 +78,9 @@ def kv_table(r, units: str) -> list:
         f"[bold]{nbytes_text(r.total_bytes, units)}[/bold]",
         f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
         f"per layer: {' + '.join(nbytes_text(t.bytes_per_layer, units) for t in r.per_layer)}",
+        *([f"image tokens: {r.image_tokens:,} per sequence hold {nbytes_text(r.image_bytes, units)} "
+           f"({100 * r.image_bytes / r.total_bytes:.1f}% of the cache; images first in the prompt)"]
+          if r.image_tokens else []),
         table("Per layer type", ["layer type", "layers", "tokens", "elem/token", "one layer",
                                  *size_heads(units, "all")], rows),
         *_footer(r),
@@ -97,7 +105,23 @@ def flops_table(r, units: str) -> list:
            f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
           if r.positions and r.positions.kind != "none"
           and not any(x.component == "elementwise/positions" for x in r.breakdown) else []),
+        *(vision_lines(r.vision) if r.vision else []),
         *_footer(r),
+    ]
+
+
+def vision_lines(v) -> list:
+    """A vision-language model's images: one image through the tower, the images' share of the prompt."""
+    return [
+        f"images: {v.images} per sequence of {v.image_height}×{v.image_width} px → {v.grid_height}×{v.grid_width} "
+        f"patches, {v.encoder_tokens:,} encoder tokens, {v.tokens_per_image:,} image tokens each; "
+        f"{v.image_tokens:,} image tokens per sequence = {100 * v.image_share:.1f}% of the prompt "
+        "(and of its KV cache)",
+        f"vision tower + projector: {v.flops_per_image:,} FLOPs ({short(v.flops_per_image)}) per image, "
+        f"{short(v.flops)} for the batch; prefill with the images encoded {short(v.prefill_flops_with_images)}",
+        table("Vision tower and projector, one image (FLOPs)", ["component", "FLOPs"],
+              [[x.component, short(x.flops_per_image)] for x in v.breakdown]),
+        f"[dim]vision formula: {esc(v.formula)}[/dim]",
     ]
 
 
@@ -178,6 +202,8 @@ def latency_table(r, units: str) -> list:
         f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
         f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
         f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
+        *([f"one image through the vision tower and projector: {seconds(r.image_s)} (in the time to first token "
+           "for each image of the prompt)"] if r.image_s is not None else []),
         f"tokens/s: {r.tokens_per_s:,.1f} overall · {r.tokens_per_s_per_seq:,.1f} per sequence · "
         f"{r.decode_tokens_per_s:,.1f} while decoding",
         f"{r.time_model} time model: peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · "

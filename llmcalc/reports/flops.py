@@ -1,6 +1,7 @@
 """Typed results: FLOPs of prefill, decode and training (`llmcalc flops`). Counts are ints."""
 
 from llmcalc.reports.base import Report
+from llmcalc.reports.vision import VisionCost
 
 
 class FlopsRow(Report):
@@ -70,5 +71,8 @@ class FlopsReport(Report):
     """The LoRA targets adapted (empty without LoRA)."""
     positions: PositionFlops | None = None
     """Position-encoding FLOPs (element-wise), reported apart: not in prefill_flops or the breakdown."""
+    vision: VisionCost | None = None
+    """A vision-language model: one image through the tower and projector, and the images' share of the prompt
+    (not in prefill_flops, the language model's); None for a text-only model."""
     formula: str
     notes: list[str]

@@ -31,6 +31,11 @@ class KVReport(Report):
     """Bytes of the whole cache: all layers, all sequences."""
     bytes_per_token: int
     """Bytes of one token of one sequence across all layers."""
+    image_tokens: int = 0
+    """A vision-language model's image tokens per sequence (`images` × tokens per image), part of seq."""
+    image_bytes: int = 0
+    """Of total_bytes, what the image tokens hold, the images first in the prompt: all of their entries in a
+    full-attention layer, those still within the window in a sliding one."""
     per_layer: list[KVLayerRow]
     formula: str
     notes: list[str]

@@ -76,6 +76,9 @@ class LatencyReport(Placement):
     memory_efficiency: float
     comm_efficiency: float
     ttft_s: float
+    image_s: float | None = None
+    """A vision-language model: seconds to encode one image (tower + projector) on the tensor-parallel group; the
+    prefill's ttft_s includes batch / dp × images of them (None: a text-only model)."""
     tpot_s: float
     tpot_end_s: float
     decode_s: float

@@ -35,7 +35,11 @@ class ParamsReport(Report):
 
     model: str
     total: int
-    """Every parameter of the main model; tied matrices once, MTP modules excluded."""
+    """Every parameter of the main model; tied matrices once, MTP modules excluded; language + vision."""
+    language: int = 0
+    """The language model's parameters (all of total for a text-only model)."""
+    vision: int = 0
+    """A vision-language model's image encoder and projector (0: text only)."""
     active: int
     """Parameters one token's forward uses: total − the routed experts it skips."""
     active_excluding_embedding: int
@@ -47,6 +51,8 @@ class ParamsReport(Report):
     breakdown: list[ParamRow]
     """One row per component path (embedding/…, attention/…, ffn/…, norms/…, lm_head), all layers."""
     mtp_breakdown: list[ParamRow]
+    vision_breakdown: list[ParamRow] = []
+    """The vision tower (vision/…) and projector (projector/…) rows, in total; empty for a text-only model."""
     layer_types: list[LayerTypeRow]
     """Layers grouped by shape, with the parameters of one layer of each."""
     checkpoint_bytes: int | None = None

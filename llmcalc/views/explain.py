@@ -88,6 +88,9 @@ def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
     add("norms/final", norm.explain_params("d") if norm.final else "0")
     add("lm_head", ("V" if spec.lm_head_bias else "0") if spec.tie_embeddings else linear("d", "V", spec.lm_head_bias),
         keep=True)
+    if spec.vision:
+        for name, formula in spec.vision.explain_params().items():
+            add(name, formula, env | spec.vision.explain_symbols())
     totals = [sum_total("total", steps, "", r.total, "llmcalc params: total")]
     n, ffn = ffn_groups(spec).get("ffn/", (0, spec.ffn))
     if n and (idle := ffn.explain_inactive()):

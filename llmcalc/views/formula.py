@@ -112,7 +112,8 @@ def env_of(spec: ModelSpec, ffn=None) -> dict[str, Number]:
 
 def legend(spec: ModelSpec) -> dict[str, str]:
     """Every symbol's meaning: LEGEND, then the spec's variants' own."""
-    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend
+    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend | (
+        spec.vision.explain_legend if spec.vision else {})
 
 
 def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:

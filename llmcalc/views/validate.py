@@ -10,7 +10,7 @@ FLOPs, KV bytes) must agree to the unit; peak memory and time are models and get
 from __future__ import annotations
 
 from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_cache
+from llmcalc.costs.kv import kv_cache, nbytes
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
@@ -56,8 +56,10 @@ def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: s
     w = Workload(batch=batch, seq=seq, attention_core="dense", logits="last", mla_decode=mla_decode)
     f = flops(spec, w)
     mla = f", MLA decode {mla_decode}" if spec.attention.latent_cache else ""
+    counts = params(spec)
     rows = [
-        row(n, "params", "every parameter, tied once", params(spec).total, m.params_total, EXACT),
+        row(n, "params", "every parameter, tied once" + (" (language model)" if spec.vision else ""),
+            counts.language, m.params_total, EXACT),
         row(n, "prefill FLOPs", "matmuls, full S×S attention, last logits", f.prefill_flops, m.prefill_flops, EXACT),
         row(n, "decode FLOPs", "one step at context S" + mla, f.decode_flops, m.decode_flops, EXACT),
         row(n, "KV cache bytes", "bf16 cache tensors after prefill", kv_cache(spec, w).total_bytes,
@@ -65,11 +67,26 @@ def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: s
     ]
     if m.train_flops is not None:
         rows.insert(3, row(n, "train FLOPs", "forward + backward, all logits", f.train_flops, m.train_flops, EXACT))
+    if spec.vision:
+        rows += vision_rows(spec, counts.vision)
     if m.peak_bytes is not None:  # the reference's serving kernels: flash attention, grouped GEMM experts
-        est = memory(spec, w).total_bytes
+        est = memory(spec, w).total_bytes - nbytes(counts.vision, "bf16")  # the reference decoder has no tower
         rows.append(row(n, "peak memory", "prefill: weights + KV + activation peak (flash)", est, m.peak_bytes,
                         PEAK_TOLERANCE))
     return rows
+
+
+def vision_rows(spec: ModelSpec, vision_params: int) -> list[ValidationRow]:
+    """The vision tower and projector against the reference tower (llmcalc/reference/vision.py) built on the meta
+    device: its parameters and one native-size image's FLOPs under FlopCounterMode."""
+    from llmcalc.reference.vision import measure_image
+
+    tower, n = spec.vision, spec.name
+    side = tower.image_size
+    measured_params, measured_flops, _ = measure_image(tower, spec.d_model, side, side)
+    return [row(n, "vision params", "vision tower + projector", vision_params, measured_params, EXACT),
+            row(n, "vision FLOPs per image", f"{side}×{side} px, matmuls, every pair",
+                sum(tower.flops(side, side, spec.d_model).values()), measured_flops, EXACT)]
 
 
 def compare_lora(spec: ModelSpec, batch: int, seq: int, m, w: Workload) -> list[ValidationRow]:

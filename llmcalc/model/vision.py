@@ -1,0 +1,355 @@
+"""The vision tower of a vision-language model: a ViT encoder over image patches and the projector that turns
+its output into the language model's image tokens. See docs/vision.md.
+
+Letters: p patch side (pixels), C channels, t frames per patch (Qwen2.5-VL repeats an image into t = 2 frames),
+g_h × g_w the patch grid, n = g_h·g_w (+1 with a class token) the tokens the encoder runs on, d its width,
+f its MLP width, D the language model's width, m the patch merger's side.
+
+  params   = C·t·p²·d (+d bias) + class d + positions (n_native·d) + norms + L·(4·d² + 4·d + MLP + 2 norms)
+             + projector
+  FLOPs    = 2·n_p·C·t·p²·d + Σ_layers [2·n·4·d² + 2·n·(2|3)·d·f + 4·pairs·d] + projector   (per image)
+  pairs    = n² (full attention, bidirectional), or Σ over windows of (window tokens)² (window attention)
+"""
+
+import math
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from llmcalc.model.attention import linear
+from llmcalc.model.base import ByKind, Frozen, Parts, PosInt, Variant
+from llmcalc.model.ffn import Activation, mlp_params
+
+MAC = 2
+"""FLOPs per multiply-add."""
+
+
+def norm_params(kind: str, n: int) -> int:
+    """One norm over n features: LayerNorm with a bias 2n, RMSNorm n."""
+    return 2 * n if kind == "layernorm" else n
+
+
+class Projector(Variant):
+    """How the encoder's patch features become image tokens of the language model's width D. Subclassing
+    registers a new `kind` (llmcalc/model/base.py). A variant gives grid_multiple, tokens, params and matmuls."""
+
+    kinds: ClassVar[dict[str, type[Variant]]] = {}
+    label: ClassVar[str] = ""
+
+    @property
+    def grid_multiple(self) -> int:
+        """The patch grid's sides must be multiples of this (1: any grid)."""
+        return 1
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """Image tokens one image of a g_h × g_w patch grid gives the language model."""
+        raise NotImplementedError
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """Parameters by component."""
+        raise NotImplementedError
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        """Weights each image token is multiplied by, per matmul (its FLOPs: 2 · tokens · weights)."""
+        raise NotImplementedError
+
+    def explain_params(self) -> dict[str, str]:
+        """params as text over d_img (the tower's width), d (the language model's) and the projector's symbols."""
+        raise NotImplementedError
+
+    def explain_symbols(self) -> dict[str, int]:
+        """The projector's own explain symbols (none)."""
+        return {}
+
+
+class MLPProjector(Projector):
+    """LLaVA-1.5: Linear(d → D) + activation + Linear(D → D), with biases, on every patch (the class token is
+    dropped: vision_feature_select_strategy "default")."""
+
+    kind: Literal["mlp"] = "mlp"
+    activation: Activation = "gelu"
+    label: ClassVar[str] = "2-layer MLP"
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """g_h · g_w: one token per patch."""
+        return grid_h * grid_w
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """linear_1 d·D + D, linear_2 D·D + D."""
+        return {"linear_1": linear(d_vision, d_text, True), "linear_2": linear(d_text, d_text, True)}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"linear_1": d_vision * d_text, "linear_2": d_text * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"linear_1": "d_img · d + d", "linear_2": "d · d + d"}
+
+
+class PoolProjector(Projector):
+    """Gemma 3: the patch grid average-pooled to √T × √T tokens (kernel g / √T), an RMSNorm over d, then one
+    Linear(d → D) without a bias."""
+
+    kind: Literal["pool"] = "pool"
+    tokens_per_image: PosInt
+    label: ClassVar[str] = "average pool + linear"
+
+    @model_validator(mode="after")
+    def _square(self) -> "PoolProjector":
+        if math.isqrt(self.tokens_per_image) ** 2 != self.tokens_per_image:
+            raise ValueError(f"vision.projector.tokens_per_image: {self.tokens_per_image} is not a square; give "
+                             "one (256 = 16 × 16)")
+        return self
+
+    @property
+    def side(self) -> int:
+        return math.isqrt(self.tokens_per_image)
+
+    @property
+    def grid_multiple(self) -> int:
+        """The grid pools by a whole kernel: its sides are multiples of √T."""
+        return self.side
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """T, whatever the grid (the pooling kernel is g / √T)."""
+        return self.tokens_per_image
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """RMSNorm d, projection d·D."""
+        return {"norm": d_vision, "linear": d_vision * d_text}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"linear": d_vision * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"norm": "d_img", "linear": "d_img · d"}
+
+
+class MergerProjector(Projector):
+    """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
+    Linear(m²d → m²d) + GELU + Linear(m²d → D), with biases."""
+
+    kind: Literal["merger"] = "merger"
+    merge: PosInt = 2
+    label: ClassVar[str] = "m×m patch merger + MLP"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """norm d, fc1 (m²d)² + m²d, fc2 m²d·D + D."""
+        wide = self.merge**2 * d_vision
+        return {"norm": d_vision, "fc1": linear(wide, wide, True), "fc2": linear(wide, d_text, True)}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        wide = self.merge**2 * d_vision
+        return {"fc1": wide * wide, "fc2": wide * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        wide = "(m_img · m_img · d_img)"
+        return {"norm": "d_img", "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge}
+
+
+ProjectorSpec = Annotated[Projector, ByKind()]
+
+
+class VisionTower(Frozen):
+    """A ViT encoder (pre-norm blocks: attention with 4 d×d projections, an MLP) and its projector.
+
+    resize: fixed (the processor resizes every image to image_size², LLaVA and Gemma 3) or dynamic (Qwen2.5-VL's
+    smart_resize: each side rounded to a multiple of p·m, the area kept within [min_pixels, max_pixels]);
+    image_size is then the default side. window: the side, in patches, of the attention windows of every layer
+    not in full_layers (Qwen2.5-VL: 112 px / 14 = 8); None: every layer attends to the whole image.
+    """
+
+    image_size: PosInt
+    resize: Literal["fixed", "dynamic"] = "fixed"
+    min_pixels: PosInt | None = None
+    max_pixels: PosInt | None = None
+    patch_size: PosInt
+    channels: PosInt = 3
+    frames_per_patch: PosInt = 1
+    patch_bias: bool
+    class_token: bool = False
+    learned_positions: bool = True
+    """A learned table of (native patches + class token) × d; False: rotary positions (no parameters)."""
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    pre_norm: bool = False
+    post_norm: bool = True
+    d_model: PosInt
+    n_layers: Annotated[int, Field(gt=0, le=10_000, strict=True)]
+    heads: PosInt
+    d_ff: PosInt
+    gated: bool = False
+    activation: Activation = "gelu"
+    bias: bool = True
+    """Biases on the attention projections and the MLP."""
+    window: PosInt | None = None
+    full_layers: list[int] = Field(default_factory=list)
+    projector: ProjectorSpec
+    explain_legend: ClassVar[dict[str, str]] = {
+        "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
+        "px": "pixel values per patch: channels · frames per patch · patch_size²",
+        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side"}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "VisionTower":
+        if self.d_model % self.heads:
+            raise ValueError(f"vision.heads: {self.heads} does not divide vision.d_model {self.d_model}; "
+                             "give a divisor")
+        if self.image_size % self.patch_size:
+            raise ValueError(f"vision.image_size: {self.image_size} is not a multiple of vision.patch_size "
+                             f"{self.patch_size}; give a multiple")
+        if self.resize == "dynamic" and (self.min_pixels is None or self.max_pixels is None):
+            raise ValueError("vision.resize: dynamic resizing needs vision.min_pixels and vision.max_pixels; add them")
+        if any(not 0 <= i < self.n_layers for i in self.full_layers):
+            raise ValueError(f"vision.full_layers: give layer indices in 0..{self.n_layers - 1}")
+        if self.full_layers and self.window is None:
+            raise ValueError("vision.full_layers: only window attention has full layers apart; set vision.window")
+        self.grid(self.image_size, self.image_size)
+        return self
+
+    # ── the image ────────────────────────────────────────────────────────────────────────────────
+    def grid(self, height: int, width: int) -> tuple[int, int]:
+        """The patch grid (g_h, g_w) of an image of height × width pixels after the processor's resize.
+
+        fixed: (image_size / p)², whatever the input. dynamic (Qwen2-VL's smart_resize, factor F = p·m): each
+        side rounded to the nearest multiple of F (Python's round, ties to even); above max_pixels both shrink by
+        β = √(H·W / max_pixels) and floor to F, below min_pixels both grow by β = √(min_pixels / (H·W)) and
+        ceil to F."""
+        p = self.patch_size
+        if self.resize == "fixed":
+            side = self.image_size // p
+            if side % self.projector.grid_multiple:
+                raise ValueError(f"vision.image_size: a {side}×{side} patch grid does not divide into the "
+                                 f"projector's {self.projector.grid_multiple}×{self.projector.grid_multiple} blocks")
+            return side, side
+        f = p * self.projector.grid_multiple
+        if max(height, width) / min(height, width) > 200:
+            raise ValueError(f"image_size: {height}×{width} has an aspect ratio above 200, which the processor "
+                             "refuses; give a squarer image")
+        h, w = round(height / f) * f, round(width / f) * f
+        if h * w > self.max_pixels:
+            beta = math.sqrt(height * width / self.max_pixels)
+            h, w = max(f, math.floor(height / beta / f) * f), max(f, math.floor(width / beta / f) * f)
+        elif h * w < self.min_pixels:
+            beta = math.sqrt(self.min_pixels / (height * width))
+            h, w = math.ceil(height * beta / f) * f, math.ceil(width * beta / f) * f
+        return h // p, w // p
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image tokens the language model receives for one image (the projector's count over the grid)."""
+        return self.projector.tokens(*self.grid(height, width))
+
+    def sequence(self, height: int, width: int) -> int:
+        """Tokens the encoder runs on: g_h · g_w patches, +1 class token."""
+        gh, gw = self.grid(height, width)
+        return gh * gw + self.class_token
+
+    def pairs(self, height: int, width: int) -> dict[str, int]:
+        """(query, key) pairs of one layer by attention kind: full n²; window Σ_windows (h_i·w_j)² =
+        (Σ h_i²)(Σ w_j²), the grid cut into window × window tiles from the top-left (the last row and column
+        of tiles keep the remainder)."""
+        n = self.sequence(height, width)
+        out = {"full": n * n}
+        if self.window is not None:
+            gh, gw = self.grid(height, width)
+            out["window"] = _squares(gh, self.window) * _squares(gw, self.window)
+        return out
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.heads
+
+    @property
+    def window_layers(self) -> int:
+        """Layers that attend within windows (the rest attend to the whole image)."""
+        return 0 if self.window is None else self.n_layers - len(set(self.full_layers))
+
+    @property
+    def patch_inputs(self) -> int:
+        """Pixel values one patch embeds: C · t · p²."""
+        return self.channels * self.frames_per_patch * self.patch_size**2
+
+    # ── parameters ───────────────────────────────────────────────────────────────────────────────
+    def layer_params(self) -> Parts:
+        """One encoder layer by component: q, k, v, o (d² each, +d with biases), the MLP, two norms."""
+        d = self.d_model
+        parts = {f"attention/{k}": linear(d, d, self.bias) for k in ("q", "k", "v", "o")}
+        parts |= {f"mlp/{k}": v for k, v in mlp_params(d, self.d_ff, gated=self.gated, bias=self.bias).items()}
+        return parts | {"norms/layer": 2 * norm_params(self.norm, d)}
+
+    def params(self, d_text: int) -> Parts:
+        """Every parameter of the tower and its projector, by component path (vision/…, projector/…)."""
+        d, native = self.d_model, (self.image_size // self.patch_size) ** 2
+        parts = {"vision/patch_embedding": self.patch_inputs * d + (d if self.patch_bias else 0)}
+        if self.class_token:
+            parts["vision/class_embedding"] = d
+        if self.learned_positions:
+            parts["vision/position_embedding"] = (native + self.class_token) * d
+        parts |= {f"vision/layers/{k}": self.n_layers * v for k, v in self.layer_params().items()}
+        norms = (self.pre_norm + self.post_norm) * norm_params(self.norm, d)
+        if norms:
+            parts["vision/norms/outer"] = norms
+        return parts | {f"projector/{k}": v for k, v in self.projector.params(d, d_text).items()}
+
+    def explain_symbols(self) -> dict[str, int]:
+        """The tower's explain symbols (explain_legend) and its projector's."""
+        native = (self.image_size // self.patch_size) ** 2 + self.class_token
+        return {"L_img": self.n_layers, "d_img": self.d_model, "f_img": self.d_ff, "px": self.patch_inputs,
+                "n_pos": native} | self.projector.explain_symbols()
+
+    def explain_params(self) -> dict[str, str]:
+        """params as text, component by component (d: the language model's width)."""
+        bias = " + d_img" if self.bias else ""
+        out = {"vision/patch_embedding": "px · d_img" + (" + d_img" if self.patch_bias else "")}
+        if self.class_token:
+            out["vision/class_embedding"] = "d_img"
+        if self.learned_positions:
+            out["vision/position_embedding"] = "n_pos · d_img"
+        out |= {f"vision/layers/attention/{k}": f"L_img · (d_img · d_img{bias})" for k in ("q", "k", "v", "o")}
+        ins = ("gate", "up") if self.gated else ("up",)
+        out |= {f"vision/layers/mlp/{k}": f"L_img · (d_img · f_img{' + f_img' if self.bias else ''})" for k in ins}
+        out["vision/layers/mlp/down"] = f"L_img · (f_img · d_img{bias})"
+        per_norm = "2 · d_img" if self.norm == "layernorm" else "d_img"
+        out["vision/layers/norms/layer"] = f"L_img · 2 · {per_norm}"
+        if self.pre_norm + self.post_norm:
+            out["vision/norms/outer"] = f"{self.pre_norm + self.post_norm} · {per_norm}"
+        return out | {f"projector/{k}": v for k, v in self.projector.explain_params().items()}
+
+    # ── FLOPs ────────────────────────────────────────────────────────────────────────────────────
+    def flops(self, height: int, width: int, d_text: int) -> Parts:
+        """Matmul FLOPs (a multiply-add is 2) of one image through the tower and the projector, by component:
+        patch embedding 2·n_p·C·t·p²·d; per layer 2·n·d² for each of q, k, v, o, 2·n·d·f per MLP matrix, the
+        core 2·pairs·d for QKᵀ and again for AV (bidirectional: every pair, no causal halving); the projector
+        2 · its tokens · its weights. Norms, activations, softmax and pooling are element-wise, not counted."""
+        gh, gw = self.grid(height, width)
+        d, n, pairs = self.d_model, self.sequence(height, width), self.pairs(height, width)
+        out = {"vision/patch_embedding": MAC * gh * gw * self.patch_inputs * d}
+        for k in ("q", "k", "v", "o"):
+            out[f"vision/layers/attention/{k}"] = self.n_layers * MAC * n * d * d
+        core = (self.n_layers - self.window_layers) * pairs["full"] + self.window_layers * pairs.get("window", 0)
+        out["vision/layers/attention/core_qk"] = MAC * core * d
+        out["vision/layers/attention/core_av"] = MAC * core * d
+        for k in mlp_params(d, self.d_ff, gated=self.gated, bias=False):
+            out[f"vision/layers/mlp/{k}"] = self.n_layers * MAC * n * d * self.d_ff
+        tokens = self.projector.tokens(gh, gw)
+        return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
+
+    @property
+    def label(self) -> str:
+        attn = f"window {self.window} + {len(self.full_layers)} full layers" if self.window else "full attention"
+        return f"ViT {self.n_layers}×{self.d_model}, patch {self.patch_size}, {attn}, {self.projector.label}"
+
+
+def _squares(side: int, window: int) -> int:
+    """Σ of the squared tile sizes when `side` is cut into tiles of `window` from the start: q·w² + r²."""
+    q, r = divmod(side, window)
+    return q * window * window + r * r

@@ -1,0 +1,226 @@
+"""Vision towers of vision-language models (llava, gemma3, qwen2_5_vl), each figure against an independent source:
+
+- parameters: transformers' own model built from the real config.json on the meta device, split into the
+  vision tower + projector and the language model by the modules' own names;
+- tokens per image: published figures (LLaVA-1.5: 576 at 336 px; Gemma 3: 256) and Qwen2-VL's smart_resize in
+  transformers (the processor's own arithmetic);
+- FLOPs per image: torch's FlopCounterMode around transformers' own get_image_features on CPU, tiny configs
+  of the same model types (eager attention, so the attention core's matmuls are counted too).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from conftest import run_cli
+from hf_counts import FIXTURES_DIR
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import load_hf_config, spec_dict_from_hf
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.spec import ModelSpec
+from llmcalc.workload import Workload
+
+VLMS = ["llava-1.5-7b", "gemma3-4b", "qwen2.5-vl-7b"]
+
+
+@pytest.fixture(scope="module")
+def transformers_split():
+    """{fixture: (language, vision)} from transformers' models on the meta device."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    out = {}
+    for name in VLMS:
+        raw = json.loads((FIXTURES_DIR / name / "config.json").read_text())
+        mt = raw.pop("model_type")
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            m = AutoModelForImageTextToText.from_config(AutoConfig.for_model(mt, **raw))
+        language = sum(p.numel() for n, p in m.named_parameters() if "language_model" in n or n.startswith("lm_head"))
+        out[name] = (language, sum(p.numel() for p in m.parameters()) - language)
+    return out
+
+
+@pytest.mark.parametrize("name", VLMS)
+def test_params_split_equals_transformers(name, transformers_split):
+    r = params(load_hf_config(FIXTURES_DIR / name))
+    assert (r.language, r.vision) == transformers_split[name]
+    assert r.total == r.language + r.vision
+    assert params(load_preset(name)).model_dump(exclude={"model"}) == r.model_dump(exclude={"model"})
+
+
+def test_published_totals():
+    """Model cards: LLaVA-1.5-7B 7.06B, Gemma 3 4B 4.30B, Qwen2.5-VL-7B 8.29B parameters; the language models
+    are Vicuna-7B (Llama-2-7B with 64 more vocabulary rows) and Qwen2.5-7B (7,615,616,512, shared/REFERENCES.md)."""
+    got = {n: params(load_preset(n)) for n in VLMS}
+    assert [round(got[n].total / 1e9, 2) for n in VLMS] == [7.06, 4.30, 8.29]
+    assert got["qwen2.5-vl-7b"].language == 7_615_616_512
+    assert got["llava-1.5-7b"].language == 6_738_415_616 + 64 * 4096 * 2
+
+
+def test_published_tokens_per_image():
+    """LLaVA-1.5 (Liu et al. 2023, arXiv:2310.03744): 336 px CLIP ViT-L/14, 24² = 576 tokens; Gemma 3 Technical
+    Report (arXiv:2503.19786, section 2.1): 256 soft tokens at 896 px, any input resized to it."""
+    llava, gemma = load_preset("llava-1.5-7b").vision, load_preset("gemma3-4b").vision
+    assert llava.tokens(336, 336) == llava.tokens(1080, 1920) == 576
+    assert llava.sequence(336, 336) == 577  # the class token runs through the encoder, then is dropped
+    assert gemma.tokens(896, 896) == gemma.tokens(480, 640) == 256
+
+
+@pytest.mark.parametrize("size", [(1080, 1920), (448, 448), (10, 2000), (28, 28), (5000, 7000), (333, 517),
+                                  (14000, 14000), (70, 42)])
+def test_qwen_tokens_follow_the_processor(size):
+    pytest.importorskip("transformers")
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    tower = load_preset("qwen2.5-vl-7b").vision
+    h, w = smart_resize(*size, factor=28, min_pixels=tower.min_pixels, max_pixels=tower.max_pixels)
+    assert tower.grid(*size) == (h // 14, w // 14)
+    assert tower.tokens(*size) == (h // 28) * (w // 28)
+
+
+TEXT = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+            vocab_size=300)
+TINY = {
+    "llava": dict(model_type="llava", image_token_index=299, text_config=dict(model_type="llama", **TEXT),
+                  vision_config=dict(model_type="clip_vision_model", hidden_size=32, intermediate_size=48,
+                                     num_hidden_layers=3, num_attention_heads=4, image_size=56, patch_size=14)),
+    "gemma3": dict(model_type="gemma3", image_token_index=299, boi_token_index=297, eoi_token_index=298,
+                   mm_tokens_per_image=4, text_config=dict(model_type="gemma3_text", head_dim=16, **TEXT),
+                   vision_config=dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=48,
+                                      num_hidden_layers=2, num_attention_heads=4, image_size=112, patch_size=14,
+                                      vision_use_head=False)),
+    "qwen2_5_vl": dict(model_type="qwen2_5_vl", image_token_id=299, video_token_id=298, vision_start_token_id=297,
+                       vision_end_token_id=296, bos_token_id=1, eos_token_id=2,
+                       text_config=dict(model_type="qwen2_5_vl_text", bos_token_id=1, eos_token_id=2,
+                                        rope_scaling={"rope_type": "default", "mrope_section": [2, 3, 3]}, **TEXT),
+                       vision_config=dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=4,
+                                          out_hidden_size=64, patch_size=14, spatial_merge_size=2,
+                                          temporal_patch_size=2, window_size=56, fullatt_block_indexes=[1])),
+}
+"""Tiny configs of each model type: 3 CLIP layers; 2 SigLIP layers with a 8×8 grid pooled to 2×2; 3 Qwen layers,
+windows of 4 patches with layer 1 attending to the whole image (run on a 140×196 image: a 10×14 grid, partial
+windows at the edges)."""
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_flops_per_image_equal_flop_counter_on_transformers(name):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    raw = dict(TINY[name])
+    tower = ModelSpec.model_validate(spec_dict_from_hf(raw, name=name)).vision
+    mt = raw.pop("model_type")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModelForImageTextToText.from_config(AutoConfig.for_model(mt, **raw),
+                                                        attn_implementation="eager").eval()
+    assert sum(tower.params(64).values()) == sum(
+        p.numel() for n, p in model.named_parameters() if "language_model" not in n and not n.startswith("lm_head"))
+    if mt == "qwen2_5_vl":
+        height, width = 140, 196
+        gh, gw = tower.grid(height, width)
+        inputs = dict(pixel_values=torch.randn(gh * gw, tower.patch_inputs), image_grid_thw=torch.tensor([[1, gh, gw]]))
+    else:
+        height = width = tower.image_size
+        inputs = dict(pixel_values=torch.randn(1, 3, height, width))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model.model.get_image_features(**inputs)
+    features = out.pooler_output if hasattr(out, "pooler_output") else out
+    features = torch.cat(list(features)) if isinstance(features, (list, tuple)) else features
+    assert features.reshape(-1, 64).shape[0] == tower.tokens(height, width)
+    assert sum(tower.flops(height, width, 64).values()) == counter.get_total_flops()
+
+
+def test_flops_report_images_share_and_prefill():
+    spec = load_preset("llava-1.5-7b")
+    r = flops(spec, Workload(batch=2, seq=2048, images=2))
+    v = r.vision
+    assert (v.tokens_per_image, v.image_tokens, v.encoder_tokens) == (576, 1152, 577)
+    assert v.image_share == 1152 / 2048
+    assert v.flops == 2 * 2 * v.flops_per_image
+    assert v.prefill_flops_with_images == r.prefill_flops + v.flops
+    assert r.prefill_flops == flops(spec, Workload(batch=2, seq=2048)).prefill_flops  # the prompt's length is seq
+
+
+@pytest.mark.parametrize("args", [["flops", "-p", "llama2-7b", "--images", "1"],
+                                  ["flops", "-p", "llava-1.5-7b", "--images", "4", "--seq", "1000"],
+                                  ["flops", "-p", "llava-1.5-7b", "--images", "1", "--image-size", "336by336"],
+                                  ["flops", "-p", "qwen2.5-vl-7b", "--images", "1", "--image-size", "1x300"]])
+def test_bad_image_input_is_two(args):
+    r = run_cli(*args)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("name,size", [("llava-1.5-7b", (336, 336)), ("gemma3-4b", (896, 896)),
+                                       ("qwen2.5-vl-7b", (333, 517))])
+def test_reference_tower_on_the_meta_device(name, size):
+    """The reference tower (llmcalc/reference/vision.py) built at full size on the meta device: its parameters,
+    FlopCounterMode's FLOPs and its output tokens. Qwen2.5-VL at 333 × 517 px: a 24 × 36 grid, 3 × 5 windows, the
+    last column of windows 4 patches wide."""
+    pytest.importorskip("torch")
+    from llmcalc.reference.vision import measure_image
+
+    spec = load_preset(name)
+    tower = spec.vision
+    n_params, n_flops, tokens = measure_image(tower, spec.d_model, *size)
+    assert n_params == sum(tower.params(spec.d_model).values())
+    assert n_flops == sum(tower.flops(*size, spec.d_model).values())
+    assert tokens == tower.tokens(*size)
+
+
+def test_kv_image_share():
+    """LLaVA-1.5's language model is Llama-2-7B's shape: 2 · 32 layers · 4096 · 2 bytes = 524,288 bytes per token
+    (shared/REFERENCES.md's KV formula); 576 image tokens hold 576 of them. Gemma 3 4B with the images first in a
+    2048-token prompt: only its 5 full-attention layers (of 34; 5 sliding per full) still hold them, its sliding
+    layers keep the last 1023 tokens; a full layer holds 2 · 4 kv heads · 256 · 2 bytes per token."""
+    from llmcalc.costs.kv import kv_cache
+
+    r = kv_cache(load_preset("llava-1.5-7b"), Workload(seq=2048, images=1, batch=3))
+    assert (r.image_tokens, r.image_bytes) == (576, 3 * 576 * 524_288)
+    g = kv_cache(load_preset("gemma3-4b"), Workload(seq=2048, images=2))
+    assert (g.image_tokens, g.image_bytes) == (512, 5 * 512 * 2 * 4 * 256 * 2)
+
+
+def test_latency_adds_each_image_to_the_first_token():
+    """Roofline on an H100 SXM (989.4 TFLOP/s bf16 dense: the datasheet's 1,979 with sparsity / 2): an image is
+    compute-bound, its tower FLOPs at the roofline's 0.8 matmul efficiency; the first token waits for batch × images
+    of them."""
+    from llmcalc.costs.latency import latency
+    from llmcalc.inputs.gpus import load_gpu
+
+    spec, gpu = load_preset("llava-1.5-7b"), load_gpu("h100-sxm")
+    plain = latency(spec, gpu, Workload(batch=2, seq=1024, gen=8))
+    with_images = latency(spec, gpu, Workload(batch=2, seq=1024, gen=8, images=1))
+    assert with_images.image_s == pytest.approx(406_077_407_232 / (989.4e12 * 0.8))
+    assert with_images.ttft_s - plain.ttft_s == pytest.approx(2 * with_images.image_s)
+    assert with_images.tpot_s == plain.tpot_s
+
+
+def test_validate_measures_the_tower():
+    """`validate` on a vision-language model: the decoder against the language model's count, and the vision
+    tower and projector against the reference tower (meta device), every row within its tolerance (exit 0)."""
+    pytest.importorskip("torch")
+    r = run_cli("validate", "-p", "gemma3-4b", "--layers", "2", "--seq", "16", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["quantity"]: x for x in json.loads(r.stdout)["rows"]}
+    assert rows["vision params"]["measured"] == 419_816_304
+    assert rows["vision FLOPs per image"]["measured"] == rows["vision FLOPs per image"]["estimate"]
+
+
+@pytest.mark.parametrize("field,value", [("hidden_size", "wide"), ("window_size", None), ("fullatt_block_indexes", 7),
+                                         ("depth", 0)])
+def test_bad_vision_config_is_two(tmp_path, field, value):
+    raw = json.loads((FIXTURES_DIR / "qwen2.5-vl-7b" / "config.json").read_text())
+    raw["vision_config"][field] = value
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert field in r.stderr
