@@ -145,8 +145,15 @@ class Workload(Frozen):
     """Each component's weight format (llmcalc/model/formats.py); None: a quantised checkpoint's own formats (the
     spec's `checkpoint`) unless `weights_dtype` is given, else `weights_dtype`."""
 
-    attention_core: Literal["causal", "dense"] = "causal"
-    """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, dense the full S × S."""
+    attention_core: Literal["causal", "causal-half", "dense"] = "causal"
+    """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, S(S+1)/2 per full layer;
+    causal-half the area under the mask, S²/2 (Megatron-LM, FlashAttention's benchmarks); dense the full S × S."""
+
+    @property
+    def step_attention(self) -> str:
+        """The convention of decode steps and chunks (new tokens over a cache): causal-half stays causal-half,
+        dense is causal there (a query over cached keys has no masked key)."""
+        return "causal-half" if self.attention_core == "causal-half" else "causal"
     logits: Literal["last", "all"] = "last"
     """Prefill logits of the last position (inference) or of every position (scoring)."""
     mla_decode: Literal["absorbed", "decompress"] = "absorbed"

@@ -83,9 +83,10 @@ WeightsFormatOpt = Annotated[Optional[str], _opt(
     panel=PRECISION, metavar="SPEC")]
 GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale, along each input.",
                                      panel=PRECISION)]
-AttentionOpt = Annotated[Literal["causal", "dense"], _opt(
-    "--attention", help="causal: only unmasked pairs (FlashAttention, Megatron); dense: the full S×S "
-    "(FlopCounterMode).", panel=CONVENTIONS, metavar="causal|dense")]
+AttentionOpt = Annotated[Literal["causal", "causal-half", "dense"], _opt(
+    "--attention", help="Attention-core FLOPs. causal: the unmasked pairs, S(S+1)/2; causal-half: S²/2 "
+    "(Megatron-LM, FlashAttention's benchmarks); dense: the full S×S (FlopCounterMode, PaLM).", panel=CONVENTIONS,
+    metavar="causal|causal-half|dense")]
 LogitsOpt = Annotated[Literal["last", "all"], _opt(
     "--logits", help="Prefill logits of the last position (inference) or all (scoring).", panel=CONVENTIONS,
     metavar="last|all")]

@@ -27,6 +27,13 @@ from llmcalc.workload import Workload
 FORMULA = ("prefill = Σ_layers[2·B·S·W + B·pairs(S)·c_pair] + 2·B·n_logits·d·V; "
            "decode = Σ_layers[2·B·W + B·min(S+1, window)·c_pair] + 2·B·d·V; generate = Σ_{t<G} decode(S+t); "
            "train = 3·forward(all logits) + recompute")
+ATTENTION_CONVENTIONS = {
+    "causal": "only unmasked (query, key) pairs, S(S+1)/2 per full layer",
+    "causal-half": "the area under the causal mask, S²/2 pairs per full layer (Megatron-LM, FlashAttention's "
+                   "benchmarks); decode and generate likewise, S + ½ keys per step",
+    "dense": "the full S×S product per layer, masked or not",
+}
+"""What each attention-core convention counts, as the notes say it."""
 MAC = 2
 """FLOPs per multiply-add."""
 FWD_BWD = 3
@@ -107,10 +114,10 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
-    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, "causal", absorbed),
+    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, w.step_attention, absorbed),
                      latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp)
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
-    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
+    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, w.step_attention, absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
     fwd = prefill_like(seq)
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
@@ -166,9 +173,7 @@ def _recomputed(component: str, fwd: int, recompute: str) -> int:
 
 def _notes(spec: ModelSpec, w: Workload) -> list[str]:
     notes = [
-        f"attention core counted {w.attention_core}: "
-        + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if w.attention_core == "causal"
-           else "the full S×S product per layer, masked or not"),
+        f"attention core counted {w.attention_core}: " + ATTENTION_CONVENTIONS[w.attention_core],
         f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
     notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
