@@ -112,3 +112,64 @@ def test_explain_writes_causal_half(name):
     for seq in (4097, 100):
         r = explain("flops", load_preset(name), Workload(batch=3, seq=seq, attention_core="causal-half"), None)
         assert all(t.matches for t in r.totals), [(t.component, t.value, t.check) for t in r.totals]
+
+
+# ---- hardware FLOPs: the attention kernel's backward and the recomputed ops ----------------------------------
+
+def core(report, field: str) -> int:
+    return sum(getattr(x, field) for x in report.breakdown if "/core_" in x.component)
+
+
+@pytest.mark.parametrize("name,seq", [("llama2-7b", 4096), ("gpt2", 1023)])
+def test_flash_attention_benchmark_backward(name, seq):
+    """flash-attn's benchmark counts the backward as 2.5 × the forward (fwd_bwd 3.5 ×), causal or not."""
+    spec, b = load_preset(name), 2
+    a = spec.attention
+    for conv, causal in (("causal-half", True), ("dense", False)):
+        r = flops(spec, Workload(batch=b, seq=seq, attention_core=conv))
+        assert 2 * core(r, "train_hardware") == 7 * spec.n_layers * flash_benchmark_fwd(b, seq, a.head_dim,
+                                                                                        a.heads, causal)
+        assert core(r, "train") == 3 * core(r, "prefill")  # model FLOPs: 3 × forward whatever the kernel
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "deepseek-v2-lite"])
+def test_flash_backward_is_flop_counter_sdpa_backward(name):
+    """torch's FlopCounterMode counts a fused SDPA backward (flash or memory-efficient) by its formula: the scores
+    recomputed, then dV, dP, dQ, dK; MLA's unequal q/k and v head widths included. It never halves: dense."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+    spec, b, s = load_preset(name), 2, 1024
+    a = spec.attention
+    d_qk, d_v = (a.head_dim, a.head_dim) if not a.latent_cache else (a.qk_nope_head_dim + a.qk_rope_head_dim,
+                                                                    a.v_head_dim)
+    q, k, v, out = (b, a.heads, s, d_qk), (b, a.heads, s, d_qk), (b, a.heads, s, d_v), (b, a.heads, s, d_v)
+    r = flops(spec, Workload(batch=b, seq=s, attention_core="dense"))
+    assert core(r, "prefill") == spec.n_layers * sdpa_flop_count(q, k, v)
+    assert core(r, "train_hardware") - core(r, "prefill") == spec.n_layers * sdpa_backward_flop_count(out, q, k, v)
+
+
+def test_eager_backward_is_flop_counter_on_the_reference_model():
+    """The reference decoder's training step under FlopCounterMode (SDPA's math backend: the backward's four
+    bmm, no recompute) is the eager hardware figure with nothing recomputed."""
+    from llmcalc.reference.measure import measure
+    spec = load_preset("tiny-decoder-example")
+    w = Workload(batch=2, seq=256, attention_core="dense", attention_kernel="eager")
+    assert flops(spec, w).train_hardware_flops == measure(spec, 2, 256).train_flops
+
+
+def test_recompute_policies_add_their_ops_forward():
+    """selective = the core (Korthikanti et al. 2022), full = every layer op; a custom list redoes those ops."""
+    spec = load_preset("llama3-8b")
+    base = flops(spec, Workload(seq=2048, attention_kernel="eager"))
+    fwd = {x.component: x.train // 3 for x in base.breakdown}
+    by_op = {"attention": ["core_scores", "core_values"], "qkv": ["q", "k", "v"], "attention_out": ["o"],
+             "ffn": ["gate", "up", "down"]}
+
+    def extra(ops):
+        return sum(fwd[("attention/" if n in ("q", "k", "v", "o", "core_scores", "core_values") else "ffn/") + n]
+                   for op in ops for n in by_op[op])
+
+    for kw, ops in ((dict(recompute="selective"), ["attention"]), (dict(recompute="full"), list(by_op)),
+                    (dict(recompute_ops=("ffn", "attention_out")), ["ffn", "attention_out"])):
+        r = flops(spec, Workload(seq=2048, attention_kernel="eager", **kw))
+        assert r.train_flops == base.train_flops
+        assert r.train_hardware_flops == base.train_flops + extra(ops)

@@ -95,6 +95,18 @@ MLADecodeOpt = Annotated[Literal["absorbed", "decompress"], _opt(
     metavar="absorbed|decompress")]
 RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
     "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
+RecomputeOpsOpt = Annotated[Optional[str], _opt(
+    "--recompute-ops", help="Training: a custom recompute policy, the ops redone in the backward, comma-separated: "
+    "qkv (input projections), attention (the core: scores, softmax, values), attention_out (o), ffn (the FFN's "
+    "matmuls). selective = attention; full = all four.", panel=TRAINING, metavar="OPS")]
+AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
+    "--attention-kernel", help="Training's hardware FLOPs: flash recomputes the scores in its backward (2.5× the "
+    "core's forward), eager does not (2×).", panel=TRAINING, metavar="flash|eager")]
+
+
+def parse_recompute_ops(text: str | None) -> tuple[str, ...] | None:
+    """--recompute-ops parsed: the ops, in order, blanks dropped; None when not given."""
+    return None if text is None else tuple(op.strip() for op in text.split(",") if op.strip())
 
 
 def weight_formats(text: str | None):

@@ -36,6 +36,10 @@ def sum_min(a: int, b: int, window: int | None) -> int:
     return (a + window) * (window - a + 1) // 2 + (b - window) * window
 
 
+FLASH_PASSES = {"core_scores": 4, "core_values": 3}
+"""Forward + backward of the core's two matmul kinds under a flash kernel, in forwards (Attention.kernel_passes)."""
+
+
 class Attention(Variant):
     """Which keys a query sees, what that costs, and how `llmcalc explain` writes it: the one place a layer's
     attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
@@ -164,6 +168,22 @@ class Attention(Variant):
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
         return 3
+
+    def kernel_passes(self, name: str, kernel: str) -> int:
+        """Forward + backward work of component `name` in forwards as the attention kernel runs it (hardware FLOPs).
+        flash recomputes the scores in its backward (FlashAttention; torch's FlopCounterMode counts its SDPA
+        backward so): core_scores 4 (forward, QKᵀ again, dQ = dS·K, dK = dSᵀ·Q), core_values 3 (forward,
+        dV = Pᵀ·dO, dP = dO·Vᵀ), 3.5 × the core's forward when the two are equal; eager keeps train_passes."""
+        if kernel == "flash" and name in FLASH_PASSES:
+            return FLASH_PASSES[name]
+        return self.train_passes(name)
+
+    def recompute_op(self, name: str, d_model: int) -> str:
+        """The recompute op (llmcalc/workload.py RECOMPUTE_OPS) component `name` belongs to: `attention_out` for the
+        output projection o, `qkv` for every other projection of the layer's input, `attention` for the core."""
+        if name == "o":
+            return "attention_out"
+        return "qkv" if name in self.matmuls(d_model) else "attention"
 
     def frozen_passes(self, name: str, projection: bool) -> int:
         """Forward + backward cost of component `name` in forwards when every weight is frozen and the input

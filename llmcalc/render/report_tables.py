@@ -80,18 +80,22 @@ def kv_table(r, units: str) -> list:
 
 
 def flops_table(r, units: str) -> list:
-    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train)] for x in r.breakdown]
-    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops)])
+    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train), short(x.train_hardware)]
+            for x in r.breakdown]
+    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops),
+                 short(r.train_hardware_flops)])
     mla = f", MLA decode {r.mla_decode}" if r.mla_decode != "n/a" else ""
     return [
         f"[bold]{esc(r.model)}[/bold] FLOPs, batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
         f"(attention {r.attention}, logits {r.logits}{mla}, recompute {r.recompute})",
         f"prefill {r.prefill_flops:,} · decode step {r.decode_flops:,} · generate {r.generate_flops:,} · "
-        f"train step {r.train_flops:,}",
+        f"train step {r.train_flops:,} (hardware {r.train_hardware_flops:,}: {r.attention_kernel} attention "
+        f"kernel, recompute {r.recompute})",
         f"per token: prefill {short(r.prefill_flops_per_token)} · decode {short(r.decode_flops_per_token)} · "
-        f"train {short(r.train_flops_per_token)}",
+        f"train {short(r.train_flops_per_token)} · train hardware {short(r.train_hardware_flops_per_token)}",
         table("Breakdown (all layers, whole batch; FLOPs)", ["component", "prefill", "decode step",
-                                                             f"generate {r.gen}", "train step"], rows),
+                                                             f"generate {r.gen}", "train step", "train hardware"],
+              rows),
         *([f"position encoding ({r.positions.kind}, element-wise, not in the totals): prefill "
            f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
            f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
