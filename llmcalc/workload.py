@@ -19,6 +19,19 @@ from llmcalc.model.spec import ModelSpec
 MAX_GPUS = 2**20
 """Sanity bound on the GPU count and each parallel degree (the largest clusters hold ~10^5 GPUs)."""
 
+RECOMPUTE_OPS = {
+    "qkv": "the attention's input projections (q, k, v; MLA's down and up projections; DSA's indexer "
+           "projections; MTP's 2d→d input projection)",
+    "attention": "the attention core: scores, softmax and the weighted values (DSA's indexer scores, Linformer's "
+                 "sequence projections, Reformer's hashing)",
+    "attention_out": "the attention's output projection o",
+    "ffn": "the FFN's matmuls (dense or gated; MoE: router, routed and shared experts)",
+}
+"""Ops a recompute policy can name (`recompute_ops`), each with what it redoes in the backward pass."""
+RECOMPUTE_MODES = {"none": (), "selective": ("attention",), "full": tuple(RECOMPUTE_OPS)}
+"""The ops each `recompute` mode redoes: selective the attention core (Korthikanti et al. 2022), full every op of
+every layer (the LM head is not recomputed)."""
+
 Whole = Annotated[int, Field(strict=True)]
 """A whole number; bools and floats are refused, never coerced. Ranges are checked by require_sizes."""
 StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -145,8 +158,15 @@ class Workload(Frozen):
     """Each component's weight format (llmcalc/model/formats.py); None: a quantised checkpoint's own formats (the
     spec's `checkpoint`) unless `weights_dtype` is given, else `weights_dtype`."""
 
-    attention_core: Literal["causal", "dense"] = "causal"
-    """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, dense the full S × S."""
+    attention_core: Literal["causal", "causal-half", "dense"] = "causal"
+    """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, S(S+1)/2 per full layer;
+    causal-half the area under the mask, S²/2 (Megatron-LM, FlashAttention's benchmarks); dense the full S × S."""
+
+    @property
+    def step_attention(self) -> str:
+        """The convention of decode steps and chunks (new tokens over a cache): causal-half stays causal-half,
+        dense is causal there (a query over cached keys has no masked key)."""
+        return "causal-half" if self.attention_core == "causal-half" else "causal"
     logits: Literal["last", "all"] = "last"
     """Prefill logits of the last position (inference) or of every position (scoring)."""
     mla_decode: Literal["absorbed", "decompress"] = "absorbed"
@@ -164,7 +184,13 @@ class Workload(Frozen):
     """A training step (weights, gradients, optimizer states, activations) instead of inference."""
     optimizer: Literal["adamw", "adamw-8bit", "sgd"] = "adamw"
     recompute: Literal["none", "selective", "full"] = "none"
-    """Training: activation recomputation."""
+    """Training: activation recomputation (RECOMPUTE_MODES names the ops each redoes)."""
+    recompute_ops: tuple[str, ...] | None = None
+    """Training: a custom recompute policy, the ops redone in the backward pass (RECOMPUTE_OPS); None: those of
+    `recompute`."""
+    attention_kernel: Literal["flash", "eager"] = "flash"
+    """Training's hardware FLOPs: flash recomputes the attention scores in its backward (2.5 × the core's forward),
+    eager keeps them (2 ×)."""
     dropout: bool = False
     """Training: dropout masks are kept (1 byte per element)."""
     zero: Literal[0, 1, 2, 3] = 0
@@ -241,9 +267,27 @@ class Workload(Frozen):
             raise UserError(f"`lora_targets`: {what}; use a comma-separated list of {', '.join(TARGETS)}")
         for side in self.image_size or ():
             require_sizes(image_size=side)
+        if self.recompute_ops is not None:
+            unknown = [op for op in self.recompute_ops if op not in RECOMPUTE_OPS]
+            if unknown:
+                raise UserError(f"`recompute_ops`: unknown op {unknown[0]!r}; use a comma-separated list of "
+                                f"{', '.join(RECOMPUTE_OPS)}")
+            if self.recompute != "none":
+                raise UserError(f"`recompute_ops`: a custom policy replaces `recompute` {self.recompute}; give one "
+                                "of the two")
         if not 0 <= self.reserve < 1:
             raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
         return self
+
+    @property
+    def recomputed(self) -> frozenset[str]:
+        """The ops redone in the backward pass: `recompute_ops`, else those of the `recompute` mode."""
+        return frozenset(RECOMPUTE_MODES[self.recompute] if self.recompute_ops is None else self.recompute_ops)
+
+    @property
+    def recompute_label(self) -> str:
+        """The policy as reports name it: the mode, or the custom ops comma-separated."""
+        return self.recompute if self.recompute_ops is None else ",".join(self.recompute_ops) or "none"
 
     @property
     def lora(self) -> frozenset[str] | None:

@@ -167,9 +167,10 @@ def test_moe_with_one_expert_is_dense_plus_router(data, batch, seq, gen, conv, d
     assert g.prefill_flops == f.prefill_flops + router * 2 * batch * seq
     assert g.decode_flops == f.decode_flops + router * 2 * batch
     assert g.generate_flops == f.generate_flops + router * 2 * batch * gen
-    # training: forward and backward (3 passes) over every position; recompute redoes layers too
+    # training: forward and backward (3 passes) over every position; recompute redoes layers too (hardware)
+    assert g.train_flops == f.train_flops + 3 * router * 2 * batch * seq
     passes = 3 + (conv["recompute"] == "full")
-    assert g.train_flops == f.train_flops + passes * router * 2 * batch * seq
+    assert g.train_hardware_flops == f.train_hardware_flops + passes * router * 2 * batch * seq
 
     o = Workload(batch=batch, seq=seq, weights_dtype=dtype)
     m, n = memory(dense, o), memory(moe, o)

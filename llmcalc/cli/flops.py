@@ -7,6 +7,7 @@ from typing import Annotated
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     CONVENTIONS,
+    AttentionKernelOpt,
     AttentionOpt,
     BatchOpt,
     ConfigOpt,
@@ -19,6 +20,7 @@ from llmcalc.cli.options import (
     LoraTargetsOpt,
     MLADecodeOpt,
     PresetOpt,
+    RecomputeOpsOpt,
     RecomputeOpt,
     SeqOpt,
     UnitsOpt,
@@ -28,6 +30,7 @@ from llmcalc.cli.options import (
     image_fields,
     load_model,
     lora_fields,
+    parse_recompute_ops,
 )
 
 
@@ -45,6 +48,8 @@ def flops(
     logits: LogitsOpt = "last",
     mla_decode: MLADecodeOpt = "absorbed",
     recompute: RecomputeOpt = "none",
+    recompute_ops: RecomputeOpsOpt = None,
+    attention_kernel: AttentionKernelOpt = "flash",
     mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
     elementwise: Annotated[bool, _opt(
         "--elementwise/--no-elementwise", help="Add element-wise FLOPs as rows: norms, softmax, activations, "
@@ -57,11 +62,13 @@ def flops(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """FLOPs of prefill, one decode step, GEN decode steps and one training step."""
+    """FLOPs of prefill, one decode step, GEN decode steps and one training step (model FLOPs, and the hardware
+    FLOPs of what runs: the attention kernel's backward and the recomputed ops)."""
     from llmcalc.costs.flops import flops as count_flops
     from llmcalc.workload import Workload
 
     w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
-                 recompute=recompute, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,
+                 recompute=recompute, recompute_ops=parse_recompute_ops(recompute_ops),
+                 attention_kernel=attention_kernel, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,
                  **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size))
     emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

@@ -100,9 +100,10 @@ WeightsFormatOpt = Annotated[Optional[str], _opt(
     panel=PRECISION, metavar="SPEC")]
 GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale, along each input.",
                                      panel=PRECISION)]
-AttentionOpt = Annotated[Literal["causal", "dense"], _opt(
-    "--attention", help="causal: only unmasked pairs (FlashAttention, Megatron); dense: the full S×S "
-    "(FlopCounterMode).", panel=CONVENTIONS, metavar="causal|dense")]
+AttentionOpt = Annotated[Literal["causal", "causal-half", "dense"], _opt(
+    "--attention", help="Attention-core FLOPs. causal: the unmasked pairs, S(S+1)/2; causal-half: S²/2 "
+    "(Megatron-LM, FlashAttention's benchmarks); dense: the full S×S (FlopCounterMode, PaLM).", panel=CONVENTIONS,
+    metavar="causal|causal-half|dense")]
 LogitsOpt = Annotated[Literal["last", "all"], _opt(
     "--logits", help="Prefill logits of the last position (inference) or all (scoring).", panel=CONVENTIONS,
     metavar="last|all")]
@@ -111,6 +112,18 @@ MLADecodeOpt = Annotated[Literal["absorbed", "decompress"], _opt(
     metavar="absorbed|decompress")]
 RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
     "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
+RecomputeOpsOpt = Annotated[Optional[str], _opt(
+    "--recompute-ops", help="Training: a custom recompute policy, the ops redone in the backward, comma-separated: "
+    "qkv (input projections), attention (the core: scores, softmax, values), attention_out (o), ffn (the FFN's "
+    "matmuls). selective = attention; full = all four.", panel=TRAINING, metavar="OPS")]
+AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
+    "--attention-kernel", help="Training's hardware FLOPs: flash recomputes the scores in its backward (2.5× the "
+    "core's forward), eager does not (2×).", panel=TRAINING, metavar="flash|eager")]
+
+
+def parse_recompute_ops(text: str | None) -> tuple[str, ...] | None:
+    """--recompute-ops parsed: the ops, in order, blanks dropped; None when not given."""
+    return None if text is None else tuple(op.strip() for op in text.split(",") if op.strip())
 
 
 def weight_formats(text: str | None):

@@ -10,8 +10,10 @@ totals under attention/ (docs/formulas.md#relative-positions).
   prefill  = Σ_layers [2·B·S·W_layer + pairs(S)·c_pair] + 2·B·n_logits·d·V
   decode   = Σ_layers [2·B·W_layer + B·keys·c_pair] + 2·B·d·V,   keys = min(S+1, window)
   generate = Σ_{t<G} decode(context S+t)
-  train    = 3 · forward(B·S tokens, all logits) + recomputed forward work
-  LoRA     = 2 · frozen matmuls + 3 · attention core + 3 · adapters' forward (+ recompute)
+  train    = 3 · forward(B·S tokens, all logits)                       (model FLOPs)
+  LoRA     = 2 · frozen matmuls + 3 · attention core + 3 · adapters' forward
+  hardware = train with the core's backward as its kernel runs it (flash: scores 4×, values 3× forward;
+             eager: 3×) + the forward of every recomputed op (docs/formulas.md#hardware-flops)
 """
 
 from __future__ import annotations
@@ -31,14 +33,21 @@ from llmcalc.workload import Workload
 
 FORMULA = ("prefill = Σ_layers[2·B·S·W + B·pairs(S)·c_pair] + 2·B·n_logits·d·V; "
            "decode = Σ_layers[2·B·W + B·min(S+1, window)·c_pair] + 2·B·d·V; generate = Σ_{t<G} decode(S+t); "
-           "train = 3·forward(all logits) + recompute")
+           "train = 3·forward(all logits); train_hardware = train + flash's score recompute + recomputed ops")
+ATTENTION_CONVENTIONS = {
+    "causal": "only unmasked (query, key) pairs, S(S+1)/2 per full layer",
+    "causal-half": "the area under the causal mask, S²/2 pairs per full layer (Megatron-LM, FlashAttention's "
+                   "benchmarks); decode and generate likewise, S + ½ keys per step",
+    "dense": "the full S×S product per layer, masked or not",
+}
+"""What each attention-core convention counts, as the notes say it."""
 MAC = 2
 """FLOPs per multiply-add."""
 FWD_BWD = 3
 """Forward + backward: the backward pass costs two forwards (gradients for inputs and weights)."""
 FROZEN = 2
 """Forward + backward of a frozen weight's matmul whose input gradient flows (LoRA): the input gradient only."""
-LORA_FORMULA = ("train (LoRA) = 2·forward(frozen matmuls) + 3·attention core + 3·forward(adapters) + recompute; "
+LORA_FORMULA = ("train (LoRA) = 2·forward(frozen matmuls) + 3·attention core + 3·forward(adapters); "
                 "adapter forward = 2·tokens·r·(d_in + d_out) per adapted matrix")
 
 
@@ -107,7 +116,8 @@ def adapter_forward(spec: ModelSpec, w: Workload) -> dict[str, int]:
 
 def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
-    by component, under the workload's conventions (attention, logits, mla_decode, recompute, mtp)."""
+    by component, under the workload's conventions (attention, logits, mla_decode, mtp); the training step's
+    hardware FLOPs under its attention_kernel and recompute policy (recompute, recompute_ops)."""
     attn, batch, seq, gen = spec.attention, w.batch, w.seq, w.gen
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
@@ -119,35 +129,40 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
-    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, "causal", absorbed),
+    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, w.step_attention, absorbed),
                      latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp,
                      pairs_of=lambda win: (keys(win), keys(win)))  # one query: a distance per key
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
-    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
+    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, w.step_attention, absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp,
                        pairs_of=lambda win: (steps(win), steps(win)))  # Σ over the steps of each step's keys
     fwd = prefill_like(seq)
     if w.elementwise or w.embedding_matmul:
         extra = partial(elementwise_flops, spec, batch, elementwise=w.elementwise, embedding=w.embedding_matmul)
+        step = w.step_attention
         for phase, (new, context, conv) in ((prefill, (seq, 0, w.attention_core)), (fwd, (seq, 0, w.attention_core)),
-                                            (decode, (1, seq, "causal")), (generate, (gen, seq, "causal"))):
+                                            (decode, (1, seq, step)), (generate, (gen, seq, step))):
             phase.update(extra(new, context, conv))
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
     lora = adapter_forward(spec, w) if w.lora else {}
-    train = {k: passes(k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
-    train |= {k: FWD_BWD * v + _recomputed(k, v, w.recompute) for k, v in lora.items()}
+    model_passes = {k: passes(k) for k in fwd} | {k: FWD_BWD for k in lora}
+    train = {k: model_passes[k] * v for k, v in (fwd | lora).items()}
+    hardware = {k: _hardware_passes(spec, k, w.attention_kernel, model_passes[k]) * v
+                + (v if _recompute_op(spec, k) in w.recomputed else 0) for k, v in (fwd | lora).items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
-                     generate=generate.get(k, 0), train=train[k]) for k in fwd]
-    rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
+                     generate=generate.get(k, 0), train=train[k], train_hardware=hardware[k]) for k in fwd]
+    rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0, train_hardware=0)
              for k in decode if k not in fwd]
-    rows += [FlopsRow(component=k, prefill=0, decode=0, generate=0, train=train[k]) for k in lora]
-    p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
+    rows += [FlopsRow(component=k, prefill=0, decode=0, generate=0, train=train[k], train_hardware=hardware[k])
+             for k in lora]
+    p, dcd, t, hw = sum(prefill.values()), sum(decode.values()), sum(train.values()), sum(hardware.values())
     return FlopsReport(
         model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core, logits=w.logits,
-        mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute, mtp=w.mtp,
+        mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute_label,
+        attention_kernel=w.attention_kernel, mtp=w.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
-        prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
-        train_flops_per_token=t // (batch * seq), breakdown=rows,
+        train_hardware_flops=hw, prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
+        train_flops_per_token=t // (batch * seq), train_hardware_flops_per_token=hw // (batch * seq), breakdown=rows,
         formula=FORMULA + ("; " + LORA_FORMULA if w.lora else ""),
         lora_rank=w.lora_rank, lora_targets=list(w.lora_targets) if w.lora else [],
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
@@ -186,21 +201,38 @@ def _frozen_passes(spec: ModelSpec, component: str) -> int:
     return spec.attention.frozen_passes(name, name in spec.attention.matmuls(spec.d_model))
 
 
-def _recomputed(component: str, fwd: int, recompute: str) -> int:
-    """Forward work redone in the backward pass: every layer (full) or the attention core (selective)."""
-    if recompute == "full":
-        return 0 if component.endswith("lm_head") else fwd
-    if recompute == "selective":
-        return fwd if "/core_" in component else 0
-    return 0
+def _recompute_op(spec: ModelSpec, component: str) -> str | None:
+    """The recompute op (llmcalc/workload.py RECOMPUTE_OPS) a component belongs to, MTP's and adapters' as the
+    op they sit in; the LM heads belong to none (never recomputed)."""
+    path = component.removeprefix("lora/").removeprefix("mtp/")
+    if path.startswith("attention/"):
+        return spec.attention.recompute_op(path.removeprefix("attention/"), spec.d_model)
+    if path.startswith("ffn/"):
+        return "ffn"
+    return "qkv" if path == "projection" else None
+
+
+def _hardware_passes(spec: ModelSpec, component: str, kernel: str, model: int) -> int:
+    """Forward + backward work of a component in forwards as it runs: the attention core's as its kernel runs
+    it (Attention.kernel_passes), every other component's (a position encoding's matmuls included) as in the
+    model FLOPs (`model`)."""
+    path = component.removeprefix("mtp/")
+    if not path.startswith("attention/"):
+        return model
+    name = path.removeprefix("attention/")
+    if name in spec.attention.matmuls(spec.d_model) or name in spec.positions.matmul_names:
+        return model
+    return spec.attention.kernel_passes(name, kernel)
 
 
 def _notes(spec: ModelSpec, w: Workload) -> list[str]:
     notes = [
-        f"attention core counted {w.attention_core}: "
-        + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if w.attention_core == "causal"
-           else "the full S×S product per layer, masked or not"),
+        f"attention core counted {w.attention_core}: " + ATTENTION_CONVENTIONS[w.attention_core],
         f"prefill logits: {w.logits} positions; training always projects all positions",
+        f"train: model FLOPs (forward + backward, nothing redone); train_hardware: what runs, the {w.attention_kernel}"
+        " attention kernel's backward (" + ("flash recomputes the scores: 2.5 × the core's forward" if
+                                            w.attention_kernel == "flash" else "eager: 2 × the core's forward")
+        + ") and the forward of the recomputed ops (" + (", ".join(sorted(w.recomputed)) or "none") + ")",
     ]
     notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode),
                           spec.positions.flops_note) if n]

@@ -21,18 +21,25 @@ def position_flops(spec: ModelSpec, batch: int, seq: int, gen: int, attention: s
     per = spec.positions.positions(spec.attention, spec.d_model)
     layers, attn = spec.n_layers, spec.attention
 
+    def per_sequence(new: int, context: int, window: int | None, conv: str) -> int:
+        """One sequence's per-pair FLOPs in one layer; causal-half: the doubled count halved, rounded down."""
+        if conv == "causal-half":
+            return attn.half_counts(new, context, window)["pairs"] * per["layer_pair"] // 2
+        return attn.pairs(new, context, window, conv) * per["layer_pair"]
+
     def forward(new: int, context: int, conv: str) -> int:
         tokens = batch * new
-        pairs = sum(g.count * batch * attn.pairs(new, context, g.window, conv) for g in spec.layer_groups()) \
+        pairs = sum(g.count * batch * per_sequence(new, context, g.window, conv) for g in spec.layer_groups()) \
             if per["layer_pair"] else 0
-        return tokens * (layers * per["layer_token"] + per["token"]) + pairs * per["layer_pair"]
+        return tokens * (layers * per["layer_token"] + per["token"]) + pairs
 
+    step = "causal-half" if attention == "causal-half" else "causal"
     prefill = forward(seq, 0, attention)
     pos = spec.positions
     return PositionFlops(
         kind=pos.kind, per_token_per_layer=per["layer_token"], per_pair_per_layer=per["layer_pair"],
-        per_token=per["token"], prefill=prefill, decode=forward(1, seq, "causal"),
-        generate=forward(gen, seq, "causal"), train=pos.train_passes * prefill,
+        per_token=per["token"], prefill=prefill, decode=forward(1, seq, step),
+        generate=forward(gen, seq, step), train=pos.train_passes * prefill,
         formula=f"{pos.kind}: {pos.flops_formula}",
     )
 

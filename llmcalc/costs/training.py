@@ -36,8 +36,9 @@ can reach, so the roofline stays a lower bound.
      memory_efficiency).
 
   step = (m + pp − 1) · slot + exposed D + O + step_s of the time model
-  MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops --train` with recompute
-  none (3 × forward with all logits: 6·N·D plus attention); HFU the same with the recomputation counted.
+  MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops`' train_flops (3 × forward
+  with all logits: 6·N·D plus attention, nothing redone); HFU the same with `flops`' train_hardware_flops (the
+  recomputed ops' forward again, and the attention kernel's backward: flash recomputes the scores).
 
 The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
 modelled: interleaved (virtual) pipeline stages, context parallelism, sequence parallelism's own
@@ -135,8 +136,8 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     step = m * slot + bubble + exposed + optimizer + tm.step_s
     tokens = w.batch * w.seq
     peak = gpu.peak(w.compute_dtype)
-    model_flops = flops(spec, w.model_copy(update={"recompute": "none", "gen": 1})).train_flops
-    hardware_flops = flops(spec, w.model_copy(update={"gen": 1})).train_flops
+    counted = flops(spec, w.model_copy(update={"gen": 1}))
+    model_flops, hardware_flops = counted.train_flops, counted.train_hardware_flops
     return TrainReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=w.batch, seq=w.seq,
         micro_batch=b, micro_batches=m, compute_dtype=w.compute_dtype, attention=w.attention_core,

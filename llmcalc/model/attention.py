@@ -36,6 +36,10 @@ def sum_min(a: int, b: int, window: int | None) -> int:
     return (a + window) * (window - a + 1) // 2 + (b - window) * window
 
 
+FLASH_PASSES = {"core_scores": 4, "core_values": 3}
+"""Forward + backward of the core's two matmul kinds under a flash kernel, in forwards (Attention.kernel_passes)."""
+
+
 class Attention(Variant):
     """Which keys a query sees, what that costs, and how `llmcalc explain` writes it: the one place a layer's
     attention lives. Subclassing registers a new `kind` (llmcalc/model/base.py).
@@ -88,6 +92,21 @@ class Attention(Variant):
         """Pairs a masked dense kernel computes in a prefill of `seq` tokens: S×S."""
         return seq * seq
 
+    def diagonal(self, new: int, context: int, window: int | None) -> int:
+        """Queries among `new` after `context` whose keys the window does not cap yet (query i ≤ W): those whose
+        own key sits on the causal mask's diagonal, counted as half a pair under causal-half.
+        min(c + n, W) − min(c, W), or n without a cap."""
+        w = self.keys_window(window)
+        return new if w is None else min(context + new, w) - min(context, w)
+
+    def half_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """Twice the counts under causal-half (docs/formulas.md#causal-half): the area under the causal mask
+        rather than its squares, so a full-layer prefill has S²/2 pairs. pairs: 2 · causal − diagonal (each
+        uncapped query's own key counts half); the other counts doubled. Doubled so they stay whole numbers."""
+        out = {k: 2 * v for k, v in self.counts(new, context, window).items()}
+        out["pairs"] -= self.diagonal(new, context, window)
+        return out
+
     def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
         """What one sequence's attention costs are linear in, at a point: `new` queries after `context` cached
         tokens. pairs: (query, key) pairs; keys (a decode step, context > 0): the cached tokens it reads and
@@ -109,7 +128,12 @@ class Attention(Variant):
 
     def core(self, new: int, context: int, window: int | None, attention: str = "causal",
              absorbed: bool = False) -> Parts:
-        """Attention-core FLOPs of one sequence by component (core_from of its counts)."""
+        """Attention-core FLOPs of one sequence by component (core_from of its counts). causal-half: core_from of
+        the doubled half_counts and 2·new, halved and rounded down per component (exact when the per-pair cost is
+        even, as every matmul's is)."""
+        if attention == "causal-half":
+            return {k: v // 2 for k, v in self.core_from(self.half_counts(new, context, window), 2 * new,
+                                                         absorbed).items()}
         return self.core_from(self.counts(new, context, window, attention), new, absorbed)
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
@@ -153,6 +177,22 @@ class Attention(Variant):
     def train_passes(self, name: str) -> int:
         """Forward + backward cost of component `name` in forwards: 3 (the backward costs two)."""
         return 3
+
+    def kernel_passes(self, name: str, kernel: str) -> int:
+        """Forward + backward work of component `name` in forwards as the attention kernel runs it (hardware FLOPs).
+        flash recomputes the scores in its backward (FlashAttention; torch's FlopCounterMode counts its SDPA
+        backward so): core_scores 4 (forward, QKᵀ again, dQ = dS·K, dK = dSᵀ·Q), core_values 3 (forward,
+        dV = Pᵀ·dO, dP = dO·Vᵀ), 3.5 × the core's forward when the two are equal; eager keeps train_passes."""
+        if kernel == "flash" and name in FLASH_PASSES:
+            return FLASH_PASSES[name]
+        return self.train_passes(name)
+
+    def recompute_op(self, name: str, d_model: int) -> str:
+        """The recompute op (llmcalc/workload.py RECOMPUTE_OPS) component `name` belongs to: `attention_out` for the
+        output projection o, `qkv` for every other projection of the layer's input, `attention` for the core."""
+        if name == "o":
+            return "attention_out"
+        return "qkv" if name in self.matmuls(d_model) else "attention"
 
     def frozen_passes(self, name: str, projection: bool) -> int:
         """Forward + backward cost of component `name` in forwards when every weight is frozen and the input
@@ -244,6 +284,12 @@ class Attention(Variant):
         if attention == "dense":
             return "S · S"
         return "min(S, W) · (min(S, W) + 1) // 2 + (S − min(S, W)) · W" if sliding else "S · (S + 1) // 2"
+
+    def explain_diagonal(self, phase: str, sliding: bool) -> str:
+        """Queries whose own key causal-half counts as half a pair, as diagonal()."""
+        if phase == "decode":
+            return "min(S + 1, W) − min(S, W)" if sliding else "1"
+        return "min(S, W)" if sliding else "S"
 
     def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
         """Core components beyond the scores and values, per layer and sequence (as core())."""

@@ -34,6 +34,11 @@ def capped_pairs(cap: str, phase: str, attention: str) -> str:
     return f"min(S, {x}) · (min(S, {x}) + 1) // 2 + (S − min(S, {x})) · {x}"
 
 
+def capped_diagonal(cap: str, phase: str) -> str:
+    """Explain text: queries whose own key causal-half counts half when a query sees at most `cap` keys."""
+    return f"min(S + 1, {cap}) − min(S, {cap})" if phase == "decode" else f"min(S, {cap})"
+
+
 class Longformer(GQA):
     """GQA heads with Longformer's pattern in causal decoder form (Beltagy et al. 2020, arXiv:2004.05150).
 
@@ -94,6 +99,9 @@ class Longformer(GQA):
     def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
         return capped_pairs("W_l + N_g", phase, attention)
 
+    def explain_diagonal(self, phase: str, sliding: bool) -> str:
+        return capped_diagonal("W_l + N_g", phase)
+
 
 class Linformer(GQA):
     """GQA heads whose keys and values are projected along the sequence to `proj_len` rows (Wang et al. 2020,
@@ -139,8 +147,15 @@ class Linformer(GQA):
         return self.proj_len
 
     def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
-        """Every query sees the k projected rows, masked by nothing: the same under both conventions."""
+        """Every query sees the k projected rows, masked by nothing: the same under every convention."""
         return new * self.proj_len
+
+    def diagonal(self, new: int, context: int, window: int | None) -> int:
+        """No causal mask over the projected rows: no pair counts half."""
+        return 0
+
+    def explain_diagonal(self, phase: str, sliding: bool) -> str:
+        return "0"
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
         out = super().core_from(counts, new, absorbed)
@@ -280,6 +295,13 @@ class Reformer(GQA):
         if context == 0:
             return self.n_hashes * new * min(new, span)
         return self.n_hashes * sum_min(context + 1, context + new, span)
+
+    def diagonal(self, new: int, context: int, window: int | None) -> int:
+        """Every key slot of a round is computed, masked or not: no pair counts half."""
+        return 0
+
+    def explain_diagonal(self, phase: str, sliding: bool) -> str:
+        return "0"
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
         out = super().core_from(counts, new, absorbed)
@@ -457,6 +479,12 @@ class DSA(MLA):
     def index_per_pair(self) -> Parts:
         return {"index_scores": 2 * self.index_heads * self.index_head_dim, "index_weights": 2 * self.index_heads}
 
+    def half_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """MLA's, and the indexer's scored pairs likewise: 2 · causal − its own diagonal (window-capped only)."""
+        out = super().half_counts(new, context, window)
+        out["index_pairs"] -= new if window is None else min(context + new, window) - min(context, window)
+        return out
+
     def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
         """MLA's, the indexer's scored pairs, and in a decode step the latents it selects: min(keys, top-k)."""
         out = super().counts(new, context, window, attention)
@@ -547,8 +575,14 @@ class DSA(MLA):
     def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
         return capped_pairs("k_I", phase, attention)
 
+    def explain_diagonal(self, phase: str, sliding: bool) -> str:
+        return capped_diagonal("k_I", phase)
+
     def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
         """The indexer scores every earlier key: 2·H_I·d_I per pair for the scores, 2·H_I for the head sum."""
+        if attention == "causal-half":  # twice the area under the mask, halved per sequence
+            twice = "2 · S + 1" if phase == "decode" else "S · S"
+            return {"index_scores": f"(({twice}) · 2 · H_I · d_I // 2)", "index_weights": f"(({twice}) · 2 · H_I // 2)"}
         every = "S + 1" if phase == "decode" else "S · S" if attention == "dense" else "S · (S + 1) // 2"
         return {"index_scores": f"({every}) · 2 · H_I · d_I", "index_weights": f"({every}) · 2 · H_I"}
 

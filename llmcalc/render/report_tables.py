@@ -88,18 +88,22 @@ def kv_table(r, units: str) -> list:
 
 
 def flops_table(r, units: str) -> list:
-    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train)] for x in r.breakdown]
-    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops)])
+    rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train), short(x.train_hardware)]
+            for x in r.breakdown]
+    rows.append(["total", short(r.prefill_flops), short(r.decode_flops), short(r.generate_flops), short(r.train_flops),
+                 short(r.train_hardware_flops)])
     mla = f", MLA decode {r.mla_decode}" if r.mla_decode != "n/a" else ""
     return [
         f"[bold]{esc(r.model)}[/bold] FLOPs, batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
         f"(attention {r.attention}, logits {r.logits}{mla}, recompute {r.recompute})",
         f"prefill {r.prefill_flops:,} · decode step {r.decode_flops:,} · generate {r.generate_flops:,} · "
-        f"train step {r.train_flops:,}",
+        f"train step {r.train_flops:,} (hardware {r.train_hardware_flops:,}: {r.attention_kernel} attention "
+        f"kernel, recompute {r.recompute})",
         f"per token: prefill {short(r.prefill_flops_per_token)} · decode {short(r.decode_flops_per_token)} · "
-        f"train {short(r.train_flops_per_token)}",
+        f"train {short(r.train_flops_per_token)} · train hardware {short(r.train_hardware_flops_per_token)}",
         table("Breakdown (all layers, whole batch; FLOPs)", ["component", "prefill", "decode step",
-                                                             f"generate {r.gen}", "train step"], rows),
+                                                             f"generate {r.gen}", "train step", "train hardware"],
+              rows),
         *([f"position encoding ({r.positions.kind}, element-wise, not in the totals): prefill "
            f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
            f"{short(r.positions.generate)} · train step {short(r.positions.train)}"]
@@ -437,6 +441,22 @@ def train_table(r, units: str) -> list:
     ]
 
 
+def mfu_table(r, units: str) -> list:
+    peak = f"{r.gpus:,} × {esc(r.gpu) if r.gpu else 'accelerator'} at {r.peak_flops_per_gpu / 1e12:,.1f} TFLOP/s"
+    rows = [["model", f"{r.model_flops_per_token:,}", f"{r.model_flops_per_step:,}", f"{r.mfu:.2%}"],
+            ["hardware", f"{r.hardware_flops_per_token:,}", f"{r.hardware_flops_per_step:,}", f"{r.hfu:.2%}"]]
+    return [
+        f"[bold]{esc(r.model)}[/bold] training, batch {r.batch} × {r.seq:,} tokens on {peak} ({r.compute_dtype})",
+        f"{r.tokens_per_s:,.1f} tokens/s · step {seconds(r.step_s)} · {r.model_tflops_per_gpu:,.1f} model TFLOP/s "
+        f"per GPU",
+        f"MFU [bold]{r.mfu:.1%}[/bold] · HFU {r.hfu:.1%} (attention {r.attention}, {r.attention_kernel} kernel, "
+        f"recompute {r.recompute})",
+        table("FLOPs (a multiply-add is 2)", ["count", "per token", "per step", "utilisation"], rows, text=(0,)),
+        f"[dim]convention: {esc(r.convention)}[/dim]",
+        *_footer(r),
+    ]
+
+
 def serve_table(r, units: str) -> list:
     layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
     spreads = [("time to first token", r.ttft_s), ("time per output token", r.tpot_s), ("end to end", r.e2e_s),
@@ -510,7 +530,7 @@ TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetRepor
           "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
-          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table,
+          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table, "MfuReport": mfu_table,
           "ServeReport": serve_table, "PlanReport": plan_table, "ScaleReport": scale_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 

@@ -12,6 +12,10 @@ class FlopsRow(Report):
     decode: int
     generate: int
     train: int
+    """Model FLOPs of a training step: forward + backward, nothing redone."""
+    train_hardware: int
+    """Hardware FLOPs of a training step: what runs, the attention kernel's backward and the recomputed forward
+    included."""
 
 
 class PositionFlops(Report):
@@ -40,8 +44,9 @@ class FlopsReport(Report):
 
     prefill: B sequences of S prompt tokens. decode: one new token per sequence with S cached (it
     attends to S+1 keys, or the window). generate: G decode steps at contexts S … S+G−1 (prefill not
-    included). train: forward + backward (2× forward) on B·S tokens with all logits, plus the
-    recomputed forward work.
+    included). train: forward + backward (2× forward) on B·S tokens with all logits, the model FLOPs;
+    train_hardware: what runs, the attention kernel's backward (flash recomputes the scores) and the recomputed
+    forward work included.
     """
 
     model: str
@@ -52,6 +57,9 @@ class FlopsReport(Report):
     logits: str
     mla_decode: str
     recompute: str
+    """The recompute policy of train_hardware_flops: none, selective, full, or the custom ops comma-separated."""
+    attention_kernel: str = "flash"
+    """The attention kernel of train_hardware_flops: flash (the scores recomputed in the backward) or eager."""
     mtp: bool
     prefill_flops: int
     """B sequences of S prompt tokens, whole model."""
@@ -60,10 +68,14 @@ class FlopsReport(Report):
     generate_flops: int
     """G decode steps at contexts S … S+G−1 (prefill excluded)."""
     train_flops: int
-    """One training step on B·S tokens: forward + backward (+ recompute)."""
+    """Model FLOPs of one training step on B·S tokens: forward + backward (MFU's numerator), no recompute."""
+    train_hardware_flops: int
+    """Hardware FLOPs of the same step (HFU's numerator): as the attention kernel runs its backward, plus the
+    forward of the recomputed ops."""
     prefill_flops_per_token: int
     decode_flops_per_token: int
     train_flops_per_token: int
+    train_hardware_flops_per_token: int
     breakdown: list[FlopsRow]
     lora_rank: int | None = None
     """LoRA rank of the training step (None: full training); its adapters are the lora/ rows."""

@@ -9,6 +9,7 @@ from llmcalc.reports.gpus import GPUReport, GPURow
 from llmcalc.reports.kv import KVReport
 from llmcalc.reports.latency import LatencyReport
 from llmcalc.reports.memory import MemoryReport
+from llmcalc.reports.mfu import MfuReport
 from llmcalc.reports.moe import MoEReport
 from llmcalc.reports.params import ParamsReport
 from llmcalc.reports.plan import PlanReport
@@ -29,6 +30,7 @@ COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
     "sweep": (SweepReport, False, None),
     "moe": (MoEReport, False, None),
     "train": (TrainReport, False, None),
+    "mfu": (MfuReport, False, None),
     "serve": (ServeReport, False, None),
     "plan": (PlanReport, False, None),
     "scale": (ScaleReport, False, None),

@@ -18,8 +18,8 @@ class TrainReport(Placement):
     """Micro-batches per replica per step: batch / (dp · micro_batch)."""
     compute_dtype: str
     attention: str
-    """The attention-core FLOPs convention of model_flops and hardware_flops (causal or dense); the time
-    counts the work a causal kernel does either way."""
+    """The attention-core FLOPs convention of model_flops and hardware_flops (causal, causal-half or dense); the
+    time counts the work a causal kernel does either way."""
     recompute: str
     optimizer: str
     zero: int
@@ -35,7 +35,8 @@ class TrainReport(Placement):
     """FLOPs of the step without recomputation (forward + backward, all logits), as `llmcalc flops` counts the
     training step with recompute none: the MFU numerator (6·N·D plus attention)."""
     hardware_flops: int
-    """FLOPs of the step with the workload's recomputation: the HFU numerator."""
+    """FLOPs of the step as it runs (`llmcalc flops`' train_hardware_flops): the workload's recomputation and a
+    flash kernel's backward, which recomputes the attention scores: the HFU numerator."""
     model_tflops_per_gpu: float
     """model_flops / (step_s · gpus), in TFLOP/s: the figure training frameworks print."""
     mfu: float

@@ -147,8 +147,22 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
         tokens = ["B"] if phase == "decode" else ["B", "S"]
         absorbed = phase == "decode" and a.latent_cache and conv.mla_decode == "absorbed"
 
+        half = conv.attention_core == "causal-half" or (phase == "decode" and conv.step_attention == "causal-half")
+
         def pairs(sliding: bool) -> str:
-            return a.explain_pairs(phase, conv.attention_core, sliding)
+            return a.explain_pairs(phase, "causal" if half else conv.attention_core, sliding)
+
+        def twice_half(sliding: bool) -> str:
+            """causal-half: twice the area under the mask, 2 · causal − diagonal (Attention.half_counts)."""
+            return f"2 · ({pairs(sliding)}) − ({a.explain_diagonal(phase, sliding)})"
+
+        def core_pairs(L: str, sliding: bool, cost: str) -> str:
+            if half:  # halved and rounded down per sequence and layer, as Attention.core
+                return prod(*lead, L, "B", f"(({twice_half(sliding)}) · {cost} // 2)")
+            return prod(*lead, L, "B", pairs(sliding), cost)
+
+        def position_pairs(sliding: bool) -> str:
+            return f"({twice_half(sliding)}) / 2" if half else pairs(sliding)
 
         def add(component: str, formula: str, at: dict = env) -> None:
             steps.append(step(f"{phase}/{component}", formula, at, "FLOPs"))
@@ -165,8 +179,8 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
             for name, w in a.explain_absorbed().items():
                 add(f"attention/{name}", prod("2", "L", "B", w))
         for name, cost in a.explain_pair_costs(absorbed).items():
-            add(f"attention/{name}", *per_window(spec, lambda L, s: prod(*lead, L, "B", pairs(s), cost), env))
-        for name, term in a.explain_extra_core(phase, conv.attention_core).items():
+            add(f"attention/{name}", *per_window(spec, lambda L, s: core_pairs(L, s, cost), env))
+        for name, term in a.explain_extra_core(phase, "causal-half" if half else conv.attention_core).items():
             passes = [str(a.train_passes(name))] if lead else []
             add(f"attention/{name}", prod(*passes, "L", "B", term))
         for name, term in spec.positions.explain_layer_matmuls(phase, pairs(False)).items():
@@ -178,7 +192,7 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
         logits = tokens if phase == "train" or conv.logits == "all" else ["B"]
         add("lm_head", prod(*lead, "2", *logits, "d", "V"))
         if phase != "train" and spec.positions.adds_flops:  # element-wise, apart from the totals above
-            steps.append(step(f"positions/{phase}", *_positions(spec, tokens, pairs, env), "FLOPs"))
+            steps.append(step(f"positions/{phase}", *_positions(spec, tokens, position_pairs, env), "FLOPs"))
     totals = [sum_total(p, steps, f"{p}/", getattr(r, f"{p}_flops"), f"llmcalc flops: {p}_flops")
               for p in ("prefill", "decode", "train")]
     totals += [sum_total(f"positions/{p}", steps, f"positions/{p}", getattr(r.positions, p),
@@ -188,9 +202,11 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
                    "mla_decode": conv.mla_decode if a.latent_cache else "n/a", "train": "3 × forward, all logits"}
     notes = ["a multiply-add is 2 FLOPs: a matmul costs 2 · tokens · weights; element-wise work is not counted "
              "in these totals (positions/*: the position encoding's, reported apart)",
-             "attention core: (query, key) pairs × per-pair cost; " + (
-                 "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer"
-                 if conv.attention_core == "causal" else "dense: the full S × S, masked or not"),
+             "attention core: (query, key) pairs × per-pair cost; " + {
+                 "causal": "causal: query i sees min(i, W) keys, S(S+1)/2 pairs in a full layer",
+                 "causal-half": "causal-half: the area under the mask, S²/2 pairs in a full layer (written as "
+                                "twice it, 2 · causal − the queries whose own key counts half, halved)",
+                 "dense": "dense: the full S × S, masked or not"}[conv.attention_core],
              "decode: one new token per sequence, attending to S + 1 keys (min(S + 1, W) in a sliding layer)"]
     if note := a.explain_decode_note(conv.mla_decode):
         notes.append(note)

@@ -1,0 +1,80 @@
+"""The `llmcalc mfu` command: MFU and HFU of a training run from its measured throughput."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional
+
+from llmcalc.cli.app import app
+from llmcalc.cli.options import (
+    GPUS,
+    PRECISION,
+    WORKLOAD,
+    AttentionKernelOpt,
+    AttentionOpt,
+    ConfigOpt,
+    FormatOpt,
+    GPUOpt,
+    HFOpt,
+    PresetOpt,
+    RecomputeOpsOpt,
+    RecomputeOpt,
+    SeqOpt,
+    UnitsOpt,
+    _count_opt,
+    _opt,
+    emit,
+    load_model,
+    parse_recompute_ops,
+)
+from llmcalc.errors import UserError
+
+
+@app.command()
+def mfu(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFOpt = None,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step, over every "
+                                     "data-parallel replica.")] = 1,
+    seq: SeqOpt = 4096,
+    tokens_per_s: Annotated[Optional[float], _opt(
+        "--tokens-per-s", help="Measured training throughput, tokens/s over all GPUs.", panel=WORKLOAD,
+        metavar="TOK/S")] = None,
+    step_time: Annotated[Optional[float], _opt(
+        "--step-time", help="Measured seconds per step of batch × seq tokens (instead of --tokens-per-s).",
+        panel=WORKLOAD, metavar="SECONDS")] = None,
+    gpus: Annotated[int, _count_opt("--gpus", help="Accelerators the run used, in all.", panel=GPUS)] = 1,
+    gpu: GPUOpt = None,
+    peak_tflops: Annotated[Optional[float], _opt(
+        "--peak-tflops", help="Dense peak TFLOP/s of one accelerator (instead of --gpu), e.g. 275 for a TPU v4.",
+        panel=GPUS, metavar="TFLOP/S")] = None,
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
+        "--compute-dtype", help="Matmul type whose --gpu peak is the denominator: fp32, tf32, bf16, fp16 or fp8.",
+        panel=PRECISION, metavar="DTYPE")] = "bf16",
+    attention: AttentionOpt = "causal",
+    attention_kernel: AttentionKernelOpt = "flash",
+    recompute: RecomputeOpt = "none",
+    recompute_ops: RecomputeOpsOpt = None,
+    format: FormatOpt = "table",
+    units: UnitsOpt = "both",
+) -> None:
+    """MFU and HFU of a training run: its measured throughput times the model's (and the hardware's) FLOPs per
+    token, over the peak of every GPU."""
+    from llmcalc.costs.mfu import utilisation
+    from llmcalc.workload import Workload
+
+    if (gpu is None) == (peak_tflops is None):
+        raise UserError("--gpu: give the accelerator as a preset (--gpu NAME, see `llmcalc gpus`) or its peak "
+                        "(--peak-tflops N), one of the two")
+    w = Workload(batch=batch, seq=seq, compute_dtype=compute_dtype, attention_core=attention, logits="all",
+                 attention_kernel=attention_kernel, recompute=recompute,
+                 recompute_ops=parse_recompute_ops(recompute_ops))
+    if gpu is not None:
+        from llmcalc.inputs.gpus import load_gpu
+
+        device = load_gpu(gpu)
+        peak, name = device.peak(compute_dtype), device.name
+    else:
+        peak, name = peak_tflops * 1e12, None
+    emit(utilisation(load_model(preset, config, hf_config), w, gpus=gpus, peak_flops=peak, tokens_per_s=tokens_per_s,
+                     step_s=step_time, gpu=name), format, units, of=mfu)

@@ -1,0 +1,109 @@
+"""`llmcalc mfu` against published utilisation figures: PaLM's Appendix B (Chowdhery et al. 2022) and the model
+and hardware FLOPs formulas of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+Models", Section 6 and its appendix); bad input exits 2 in a real process."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction as F
+
+import pytest
+from conftest import run_cli
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.mfu import utilisation
+from llmcalc.costs.params import params
+from llmcalc.model.spec import ModelSpec
+from llmcalc.workload import Workload
+
+# PaLM 540B, Table 1 of Chowdhery et al. 2022: 118 layers, d_model 18432, 48 heads of 256, multi-query attention,
+# SwiGLU of 4·d, a 256k vocabulary shared by the input and output embeddings, sequences of 2048 tokens.
+PALM = ModelSpec.model_validate(dict(
+    name="palm-540b", source="Chowdhery et al. 2022, PaLM, Table 1", vocab_size=256000, d_model=18432, n_layers=118,
+    max_seq_len=2048, tie_embeddings=True, lm_head_bias=False,
+    norm=dict(kind="layernorm", bias=False, per_layer=1, final=True, qk_norm="none"), positions=dict(kind="rope"),
+    attention=dict(kind="gqa", heads=48, kv_heads=1, head_dim=256, qkv_bias=False, o_bias=False, sinks=False),
+    ffn=dict(kind="gated", d_ff=4 * 18432, activation="silu", bias=False), sliding_window=None,
+    layer_pattern=["full"], mtp_modules=0))
+PALM_TOKENS_PER_S, PALM_CHIPS, TPU_V4_PEAK = 238.3e3, 6144, 275e12  # Appendix B
+
+
+def test_palm_540b_mfu():
+    """Appendix B: 238.3K tokens/s on 6144 TPU v4 chips of 275 TFLOP/s: MFU 46.2% with the attention term
+    12·L·H·Q·T (dense), 45.7% with 6·N alone."""
+    w = Workload(batch=2048, seq=2048, attention_core="dense", attention_kernel="eager")
+    r = utilisation(PALM, w, gpus=PALM_CHIPS, peak_flops=TPU_V4_PEAK, tokens_per_s=PALM_TOKENS_PER_S)
+    assert round(100 * r.mfu, 1) == 46.2
+    L, H, Q, T = 118, 48, 256, 2048
+    attention = 12 * L * H * Q * T
+    n = params(PALM).total - PALM.norm.per_layer * L * PALM.d_model - PALM.d_model  # the matmuls' weights
+    assert r.model_flops_per_token == 6 * n + attention  # PaLM's 6N + 12·L·H·Q·T, exactly
+    assert round(100 * PALM_TOKENS_PER_S * 6 * n / (PALM_CHIPS * TPU_V4_PEAK), 1) == 45.7
+    assert r.hfu == r.mfu  # eager, nothing recomputed: hardware = model
+
+
+def test_palm_hfu_brackets_rematerialisation():
+    """PaLM's 57.8% HFU "includes rematerialization FLOPs" under a policy it does not state. Recomputing every
+    layer op but the FFN's (+1.7 points) or the FFN alone (+13.6) brackets it; full recomputation gives 61.5%."""
+    def hfu(**kw):
+        w = Workload(batch=1, seq=2048, attention_core="dense", attention_kernel="eager", **kw)
+        return 100 * utilisation(PALM, w, gpus=PALM_CHIPS, peak_flops=TPU_V4_PEAK, tokens_per_s=PALM_TOKENS_PER_S).hfu
+    assert hfu(recompute_ops=("qkv", "attention", "attention_out")) < 57.8 < hfu(recompute_ops=("ffn",))
+    assert round(hfu(recompute="full"), 1) == 61.5
+
+
+# Korthikanti et al. 2022, Table 3: GPT models, sequence 2048, vocabulary 51200.
+KORTHIKANTI = {"22B": (6144, 64, 48), "175B": (12288, 96, 96), "530B": (20480, 128, 105), "1T": (25600, 160, 128)}
+
+
+def gpt(h: int, a: int, layers: int) -> ModelSpec:
+    return ModelSpec.model_validate(dict(
+        name="gpt", source="Korthikanti et al. 2022, Table 3", vocab_size=51200, d_model=h, n_layers=layers,
+        max_seq_len=2048, tie_embeddings=True, lm_head_bias=False,
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=True, qk_norm="none"), positions=dict(kind="learned"),
+        attention=dict(kind="gqa", heads=a, kv_heads=a, head_dim=h // a, qkv_bias=True, o_bias=True, sinks=False),
+        ffn=dict(kind="dense", d_ff=4 * h, activation="gelu", bias=True), sliding_window=None,
+        layer_pattern=["full"], mtp_modules=0))
+
+
+@pytest.mark.parametrize("size", list(KORTHIKANTI))
+def test_korthikanti_model_and_full_recompute_flops(size):
+    """Model FLOPs 72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l)) (the core dense) and, with full recomputation,
+    hardware FLOPs 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)): every layer's forward once more, not the logits."""
+    h, a, layers = KORTHIKANTI[size]
+    B, s, V = 8, 2048, 51200
+    spec = gpt(h, a, layers)
+    r = flops(spec, Workload(batch=B, seq=s, attention_core="dense", attention_kernel="eager", recompute="full"))
+    assert r.train_flops == 72 * B * s * layers * h * h * (1 + F(s, 6 * h) + F(V, 12 * h * layers))
+    assert r.train_hardware_flops == 96 * B * s * layers * h * h * (1 + F(s, 6 * h) + F(V, 16 * layers * h))
+
+
+def test_mfu_json_fields_and_step_time():
+    out = run_cli("mfu", "-p", "llama2-7b", "--batch", "8", "--seq", "4096", "--step-time", "2.5", "--gpus", "8",
+                  "--gpu", "h100-sxm", "--recompute", "selective", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert {"mfu", "hfu", "model_flops_per_token", "hardware_flops_per_token"} <= set(r)
+    assert r["tokens_per_s"] == 8 * 4096 / 2.5
+    assert r["mfu"] == pytest.approx(r["tokens_per_s"] * r["model_flops_per_token"] / (8 * r["peak_flops_per_gpu"]),
+                                     rel=1e-9)
+    assert r["peak_flops_per_gpu"] == pytest.approx(989e12, rel=1e-3)  # H100 SXM datasheet, dense bf16
+    assert r["hfu"] > r["mfu"]
+
+
+@pytest.mark.parametrize("args", [
+    [],                                                                  # no throughput
+    ["--tokens-per-s", "1000"],                                          # no accelerator
+    ["--tokens-per-s", "1000", "--gpu", "h100-sxm", "--peak-tflops", "989"],
+    ["--tokens-per-s", "1000", "--step-time", "2", "--gpu", "h100-sxm"],
+    ["--tokens-per-s", "-5", "--gpu", "h100-sxm"],
+    ["--step-time", "0", "--peak-tflops", "989"],
+    ["--tokens-per-s", "1000", "--peak-tflops", "inf"],
+    ["--tokens-per-s", "1000", "--gpu", "h100-sxm", "--gpus", "0"],
+    ["--tokens-per-s", "1000", "--gpu", "h100-sxm", "--recompute-ops", "mlp"],
+    ["--tokens-per-s", "1000", "--gpu", "h100-sxm", "--recompute", "full", "--recompute-ops", "ffn"],
+    ["--tokens-per-s", "1000", "--gpu", "a10g", "--compute-dtype", "fp8"],
+])
+def test_bad_input_exits_two(args):
+    r = run_cli("mfu", "-p", "llama2-7b", *args)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
