@@ -26,6 +26,9 @@ Notes on what is built:
 * ``auto_map`` is dropped so the in-library implementation is used (no remote
   code).  For DeepSeek-V3 this means the MTP layer
   (``num_nextn_predict_layers``) is not built, as in transformers.
+* An encoder (bert, roberta) is counted as its bare model (``AutoModel``: BertModel,
+  RobertaModel, the pooler included), the class one sizes an encoder by; every other
+  model_type as its causal LM.
 * A multimodal config with a nested ``text_config`` (e.g. gemma3) is counted
   as its text-only causal LM (``Gemma3ForCausalLM``); the vision tower and
   projector are not included.
@@ -44,6 +47,10 @@ FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "hf"
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
 _DROP_KEYS = ("quantization_config", "auto_map")
+
+
+AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel"}
+"""The transformers auto class a model_type is counted with (default: AutoModelForCausalLM)."""
 
 
 def load_config_dict(config_path: str | os.PathLike) -> dict[str, Any]:
@@ -125,12 +132,13 @@ def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
     Returns ``{"total", "active", "model_type"}`` (plus ``moe_layers``).
     """
     import torch
-    from transformers import AutoModelForCausalLM
+    import transformers
 
     raw = load_config_dict(config_path)
     cfg = build_config(raw)
+    auto = getattr(transformers, AUTO_CLASS.get(raw["model_type"], "AutoModelForCausalLM"))
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(cfg)
     counts = count_model(model, cfg)
     counts["model_type"] = raw["model_type"]
     return counts

@@ -130,7 +130,7 @@ def test_binary_file(cli, tmp_path: Path):
 @pytest.mark.parametrize(
     "config, needles",
     [
-        ({"model_type": "bert"}, ["'bert' is not supported", "llama", "deepseek_v3"]),
+        ({"model_type": "xlnet"}, ["'xlnet' is not supported", "llama", "bert"]),
         ({"hidden_size": 4096}, ["model_type None is not supported"]),
         ([1, 2], ["expected a JSON object"]),
         ({"model_type": "llama", "num_attention_heads": 7}, ["divisible", "head_dim"]),

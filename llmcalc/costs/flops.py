@@ -9,6 +9,8 @@ biases) is not counted, as in Megatron-LM, PaLM and torch's FlopCounterMode.
   generate = Σ_{t<G} decode(context S+t)
   train    = 3 · forward(B·S tokens, all logits) + recomputed forward work
   LoRA     = 2 · frozen matmuls + 3 · attention core + 3 · adapters' forward (+ recompute)
+  encoder  = prefill only: pairs(S) = S² (bidirectional), no logits, + 2·B·d² for a pooler; no decode
+             (llmcalc/model/stack.py, docs/encoders.md)
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
+    for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
+        total[k] += MAC * batch * weights
     if mtp and spec.mtp_modules:
         last = spec.layer_groups()[-1]
         layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last.window))
@@ -97,13 +101,14 @@ def adapter_forward(spec: ModelSpec, w: Workload) -> dict[str, int]:
 def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
     by component, under the workload's conventions (attention, logits, mla_decode, recompute, mtp)."""
-    attn, batch, seq, gen = spec.attention, w.batch, w.seq, w.gen
+    attn, batch, seq, gen, stack = spec.attention, w.batch, w.seq, w.gen, spec.stack
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
+    convention = stack.core_convention(w.attention_core)
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, w.attention_core),
-                       latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp)
+        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, convention),
+                       latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp)
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
@@ -112,28 +117,30 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
     generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
+    if not stack.decodes:
+        decode, generate = {}, {}
     fwd = prefill_like(seq)
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
     lora = adapter_forward(spec, w) if w.lora else {}
     train = {k: passes(k) * v + _recomputed(k, v, w.recompute) for k, v in fwd.items()}
     train |= {k: FWD_BWD * v + _recomputed(k, v, w.recompute) for k, v in lora.items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
-                     generate=generate.get(k, 0), train=train[k]) for k in fwd]
+                     generate=generate.get(k, 0), train=train[k]) for k in fwd if fwd[k] or stack.lm_head]
     rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0)
              for k in decode if k not in fwd]
     rows += [FlopsRow(component=k, prefill=0, decode=0, generate=0, train=train[k]) for k in lora]
     p, dcd, t = sum(prefill.values()), sum(decode.values()), sum(train.values())
     return FlopsReport(
-        model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core, logits=w.logits,
+        model=spec.name, batch=batch, seq=seq, gen=gen, attention=convention,
+        logits=w.logits if stack.lm_head else "none",
         mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute, mtp=w.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
         prefill_flops_per_token=p // (batch * seq), decode_flops_per_token=dcd // batch,
         train_flops_per_token=t // (batch * seq), breakdown=rows,
         formula=FORMULA + ("; " + LORA_FORMULA if w.lora else ""),
         lora_rank=w.lora_rank, lora_targets=list(w.lora_targets) if w.lora else [],
-        positions=position_flops(spec, batch, seq, gen, w.attention_core),
-        notes=_notes(spec, w) + [POSITIONS_NOTE] + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"]
-                                    if seq + gen > spec.max_seq_len else []),
+        positions=position_flops(spec, batch, seq, gen, convention),
+        notes=_notes(spec, w) + [POSITIONS_NOTE] + _length_note(spec, seq + gen * stack.decodes),
     )
 
 
@@ -164,7 +171,15 @@ def _recomputed(component: str, fwd: int, recompute: str) -> int:
     return 0
 
 
+def _length_note(spec: ModelSpec, length: int) -> list[str]:
+    """A note when the sequence (prompt and generated tokens) is longer than the model's max_seq_len."""
+    what = "seq + gen" if spec.stack.decodes else "seq"
+    return [f"{what} exceeds the model's max_seq_len {spec.max_seq_len:,}"] if length > spec.max_seq_len else []
+
+
 def _notes(spec: ModelSpec, w: Workload) -> list[str]:
+    if note := spec.stack.flops_note():
+        return [note] + ([n for n in (spec.attention.pattern_note,) if n])
     notes = [
         f"attention core counted {w.attention_core}: "
         + ("only unmasked (query, key) pairs, S(S+1)/2 per full layer" if w.attention_core == "causal"

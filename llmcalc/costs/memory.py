@@ -111,7 +111,7 @@ class PrefillPeak:
     def __init__(self, spec: ModelSpec, w: Workload):
         a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
         self.residual, self.head_token = 2 * a * d, a * d
-        self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size
+        self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size * spec.stack.lm_head  # an encoder: no logits
         self.tables = 8 + (2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0)
 
     def __call__(self, batch: int, seq: int, per_token: int) -> tuple[int, bool]:

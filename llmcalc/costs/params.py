@@ -1,6 +1,7 @@
 """Parameter counts: total, active per token, and a per-component breakdown.
 
-total = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms] + final norm + LM head.
+total = V·d (token embedding) + positions + Σ_layers [attention + FFN + norms] + final norm + LM head;
+an encoder adds its token-type table, embedding norm and pooler (llmcalc/model/stack.py) and has no LM head.
 Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips.
 See docs/formulas.md#parameters.
 """
@@ -53,6 +54,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     emb = {"embedding/token": token_embedding_params(v, d)}
     if pos := spec.positions.params(spec.max_seq_len, d):
         emb["embedding/position"] = pos
+    emb |= {k: n for k, n in spec.stack.embedding_params(d, spec.norm).items() if n}
     totals: dict[str, int] = defaultdict(int, emb)
     actives: dict[str, int] = defaultdict(int, emb)
     layer_rows = []
@@ -71,12 +73,13 @@ def params(spec: ModelSpec) -> ParamsReport:
         )
     tail = {"norms/final": spec.norm.params(d) if spec.norm.final else 0}
     tail["lm_head"] = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    tail |= spec.stack.head_params(d)
     for k, n in tail.items():
         totals[k] += n
         actives[k] += n
     total, active = sum(totals.values()), sum(actives.values())
     mtp, mtp_active = mtp_parts(spec)
-    embedding = sum(emb.values())
+    embedding = sum(v for k, v in emb.items() if k.startswith("embedding/"))
     return ParamsReport(
         model=spec.name,
         total=total,
@@ -111,8 +114,8 @@ def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[P
 
 
 def _notes(spec: ModelSpec) -> list[str]:
-    notes = []
-    if spec.tie_embeddings:
+    notes = [n for n in (spec.stack.params_note(),) if n]
+    if spec.tie_embeddings and spec.stack.lm_head:
         notes.append("LM head tied to the token embedding: its matrix is counted once, under embedding/token.")
     if spec.mtp_modules:
         notes.append(

@@ -24,6 +24,8 @@ _GEMMA = dict(_LLAMA, vocab_size=256000, hidden_size=3072, intermediate_size=245
               hidden_act="gelu_pytorch_tanh")
 _GEMMA2 = dict(_GEMMA, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
                num_key_value_heads=4, sliding_window=4096)
+_BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+             hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2, tie_word_embeddings=True)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": _LLAMA,
@@ -69,6 +71,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_oss": dict(_LLAMA, vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
                     num_attention_heads=64, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
                     attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
+    "bert": _BERT,
+    "roberta": dict(_BERT, vocab_size=50265),
 }
 SUPPORTED = sorted(DEFAULTS)
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
@@ -127,7 +131,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
-    build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
+    build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
 
@@ -223,7 +227,8 @@ _COUNTS = _POSITIVE + (
     "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions", "sliding_window", "max_window_layers",
     "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn")
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn",
+    "type_vocab_size")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -266,6 +271,23 @@ def _gpt2(mt: str, c: dict) -> dict[str, Any]:
         attention=dict(kind="gqa", heads=c["n_head"], kv_heads=c["n_head"], head_dim=_div(d, c["n_head"]),
                        qkv_bias=True, o_bias=True),
         ffn=dict(kind="dense", d_ff=c["n_inner"] or 4 * d, activation=_act(c["activation_function"]), bias=True),
+    )
+
+
+def _bert(mt: str, c: dict) -> dict[str, Any]:
+    """BERT and RoBERTa as their bare models (BertModel, RobertaModel: the pooler included): learned
+    positions (max_position_embeddings rows; RoBERTa's two first rows are reserved for padding), a
+    token-type table, an embedding LayerNorm, post-norm LayerNorms with biases, biases on every
+    projection, a GELU MLP."""
+    d, h = _get(c, "hidden_size"), _get(c, "num_attention_heads")
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=_get(c, "num_hidden_layers"),
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=True,
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=False),
+        positions=dict(kind="learned"),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, o_bias=True),
+        ffn=dict(kind="dense", d_ff=_get(c, "intermediate_size"), activation=_act(c["hidden_act"]), bias=True),
+        stack=dict(kind="encoder", token_types=c["type_vocab_size"], embedding_norm=True, pooler=True),
     )
 
 
