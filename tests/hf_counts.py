@@ -26,8 +26,9 @@ Notes on what is built:
 * ``auto_map`` is dropped so the in-library implementation is used (no remote
   code).  For DeepSeek-V3 this means the MTP layer
   (``num_nextn_predict_layers``) is not built, as in transformers.
-* An encoder (bert, roberta) is counted as its bare model (``AutoModel``: BertModel,
-  RobertaModel, the pooler included), the class one sizes an encoder by; every other
+* An encoder (bert, roberta, modernbert) is counted as its bare model (``AutoModel``:
+  BertModel, RobertaModel with their pooler, ModernBertModel), the class one sizes an encoder by; an
+  encoder-decoder (t5) as its ``AutoModelForSeq2SeqLM`` (T5ForConditionalGeneration); every other
   model_type as its causal LM.
 * A multimodal config with a nested ``text_config`` (e.g. gemma3) is counted
   as its text-only causal LM (``Gemma3ForCausalLM``); the vision tower and
@@ -49,7 +50,8 @@ FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "hf"
 _DROP_KEYS = ("quantization_config", "auto_map")
 
 
-AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel"}
+AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel", "modernbert": "AutoModel",
+              "t5": "AutoModelForSeq2SeqLM"}
 """The transformers auto class a model_type is counted with (default: AutoModelForCausalLM)."""
 
 
@@ -140,6 +142,12 @@ def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
     with torch.device("meta"):
         model = auto.from_config(cfg)
     counts = count_model(model, cfg)
+    if raw.get("tie_word_embeddings") is False and model.lm_head.weight is model.get_input_embeddings().weight:
+        # transformers 5's T5Config forces tie_word_embeddings to True (the false of T5 v1.1 / Flan-T5 configs
+        # only turns off its decoder-output scaling), so the model shares its head with the embedding, while
+        # those checkpoints store their own lm_head.weight: count it, read off the model, as the checkpoint does.
+        counts["total"] += model.lm_head.weight.numel()
+        counts["active"] += model.lm_head.weight.numel()
     counts["model_type"] = raw["model_type"]
     return counts
 

@@ -1,6 +1,6 @@
-"""Encoder-only models (BERT, RoBERTa) against independent sources.
+"""Encoder-only models (BERT, RoBERTa, ModernBERT) against independent sources.
 
-- parameters: transformers' bare model (AutoModel: BertModel, RobertaModel, the pooler included) built from the
+- parameters: transformers' bare model (AutoModel: BertModel, RobertaModel with their pooler, ModernBertModel) from the
   real config.json on the meta device (tests/test_transformers_parity.py covers every fixture; here the
   presets and the published sizes of Devlin et al. 2019, Section 3: BERT-base 110M, BERT-large 340M);
 - FLOPs: torch's FlopCounterMode over that model's forward, and forward + backward, on meta tensors;
@@ -40,7 +40,13 @@ def test_published_bert_sizes(name, published):
     assert two_figures(params(load_hf_config(FIXTURES / name)).total) == published
 
 
-@pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-base"])
+def test_published_modernbert_size():
+    """The ModernBERT-base model card (https://huggingface.co/answerdotai/ModernBERT-base, Model Summary; Warner
+    et al. 2024, arXiv:2412.13663): 22 layers, 149 million parameters."""
+    assert round(params(load_hf_config(FIXTURES / "modernbert-base")).total / 1e6) == 149
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-base", "modernbert-base"])
 def test_preset_is_the_import_of_its_config(name):
     preset = load_preset(name)
     imported = load_hf_config(FIXTURES / name)
@@ -64,7 +70,8 @@ def _counted(name: str, batch: int, seq: int) -> tuple[int, int]:
             model(input_ids=ids)
     with FlopCounterMode(display=False) as step:
         out = model(input_ids=ids)
-        (out.last_hidden_state.sum() + out.pooler_output.sum()).backward()
+        pooled = out.pooler_output.sum() if getattr(out, "pooler_output", None) is not None else 0
+        (out.last_hidden_state.sum() + pooled).backward()
     return fwd.get_total_flops(), step.get_total_flops()
 
 
@@ -77,7 +84,23 @@ def test_flops_equal_flop_counter(name, batch, seq):
     for attention in ("causal", "dense"):
         r = flops(load_hf_config(FIXTURES / name), Workload(batch=batch, seq=seq, attention_core=attention))
         assert (r.prefill_flops, r.train_flops) == (forward, step)
-        assert (r.decode_flops, r.generate_flops, r.attention, r.logits) == (0, 0, "dense", "none")
+        assert (r.decode_flops, r.generate_flops, r.logits) == (0, 0, "none")
+
+
+def test_modernbert_dense_equals_flop_counter_and_causal_counts_the_band():
+    """transformers masks ModernBERT's local layers inside a dense S×S product (sdpa): FlopCounterMode counts S²
+    in every layer, the dense convention. The causal convention counts only the unmasked band, |i − j| ≤ 64
+    (local_attention 128 // 2), here counted pair by pair, in the 14 of 22 layers that are local (i % 3 ≠ 0),
+    4·d FLOPs per pair (scores and values)."""
+    name, batch, seq = "modernbert-base", 2, 256
+    forward, _ = _counted(name, batch, seq)
+    spec = load_hf_config(FIXTURES / name)
+    dense = flops(spec, Workload(batch=batch, seq=seq, attention_core="dense")).prefill_flops
+    causal = flops(spec, Workload(batch=batch, seq=seq, attention_core="causal")).prefill_flops
+    band = sum(1 for i in range(seq) for j in range(seq) if abs(i - j) <= 64)
+    local_layers = sum(1 for i in range(22) if i % 3)
+    assert dense == forward
+    assert dense - causal == local_layers * batch * (seq * seq - band) * 4 * 768
 
 
 def test_no_kv_cache_and_weights_are_the_params():

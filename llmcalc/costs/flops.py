@@ -102,12 +102,13 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
     by component, under the workload's conventions (attention, logits, mla_decode, recompute, mtp)."""
     attn, batch, seq, gen, stack = spec.attention, w.batch, w.seq, w.gen, spec.stack
+    stack.check_sized("FLOPs")
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
-    convention = stack.core_convention(w.attention_core)
+    convention = w.attention_core
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, convention),
+        return forward(spec, batch, new=seq, core_of=lambda win: stack.prefill_core(attn, seq, win, convention),
                        latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp)
 
     prefill = prefill_like(seq if w.logits == "all" else 1)

@@ -50,6 +50,7 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
     total."""
     attn, batch, seq = spec.attention, w.batch, w.seq
+    spec.stack.check_sized("the KV cache")
     rows = [
         KVLayerRow(
             layer_type=attn.layer_type(window), layers=count, tokens_cached=kept,

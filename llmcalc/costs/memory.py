@@ -36,6 +36,7 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
     (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
     batch, seq, dp = w.batch, w.seq, w.layout.dp
+    spec.stack.check_sized("memory")
     formats = w.formats(spec)
     if w.lora and not w.train:
         raise UserError("`lora_rank`: LoRA adapters are trained; add `train` (inference merges them into the weights)")

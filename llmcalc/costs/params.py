@@ -26,6 +26,7 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     parts = {f"attention/{k}": v for k, v in attn.params(d).items()}
     prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
+    parts |= spec.stack.layer_params(spec)  # an encoder-decoder's cross-attention
     parts["norms/layer"] = norm.per_layer * norm.params(d)
     if qk := norm.qk_params(*attn.qk_norm_widths()):
         parts["norms/qk"] = qk
@@ -52,7 +53,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     """Exact parameter counts of `spec` (ints), with the breakdown and layer types."""
     d, v = spec.d_model, spec.vocab_size
     emb = {"embedding/token": token_embedding_params(v, d)}
-    if pos := spec.positions.params(spec.max_seq_len, d):
+    if pos := spec.positions.params(spec.max_seq_len, d, spec.attention.heads):
         emb["embedding/position"] = pos
     emb |= {k: n for k, n in spec.stack.embedding_params(d, spec.norm).items() if n}
     totals: dict[str, int] = defaultdict(int, emb)
@@ -73,7 +74,7 @@ def params(spec: ModelSpec) -> ParamsReport:
         )
     tail = {"norms/final": spec.norm.params(d) if spec.norm.final else 0}
     tail["lm_head"] = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
-    tail |= spec.stack.head_params(d)
+    tail |= spec.stack.head_params(d) | spec.stack.extra_params(spec)
     for k, n in tail.items():
         totals[k] += n
         actives[k] += n
@@ -95,7 +96,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     )
 
 
-_ORDER = ("embedding", "attention", "ffn", "norms", "lm_head")
+_ORDER = ("embedding", "attention", "cross_attention", "ffn", "norms", "lm_head", "encoder")
 
 
 def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[ParamRow]:

@@ -153,8 +153,9 @@ def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
                     dense += g.count * ceil_div(n, shards)
     d, v = spec.d_model, spec.vocab_size
     if stage == 0:
-        dense += ceil_div(token_embedding_params(v, d), tp) + spec.positions.params(spec.max_seq_len, d)
+        dense += ceil_div(token_embedding_params(v, d), tp) + spec.positions.params(spec.max_seq_len, d, spec.attention.heads)
         dense += sum(spec.stack.embedding_params(d, spec.norm).values())  # an encoder's: every rank whole
+        dense += sum(spec.stack.extra_params(spec).values())
     if stage == layout.pp - 1:
         head = lm_head_params(v, d, tied=spec.tie_embeddings and layout.pp == 1, bias=spec.lm_head_bias)
         dense += ceil_div(head, tp) + (spec.norm.params(d) if spec.norm.final else 0)

@@ -1,22 +1,42 @@
 """Token embedding, position encoding and LM head.
 
-token embedding V·d; learned positions max_seq_len·d (RoPE, ALiBi, sinusoidal and none have no
-parameters); LM head d·V (+V bias), shared with the token embedding when tied.
+token embedding V·d; learned positions max_seq_len·d; T5's bucketed relative bias num_buckets·H per stack
+(RoPE, ALiBi, sinusoidal and none have no parameters); LM head d·V (+V bias), shared with the token embedding when tied.
 See docs/formulas.md#embeddings.
 """
 
 from typing import Literal
 
+from pydantic import model_validator
+
 from llmcalc.model import terms
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import Frozen, PosInt
 
 
 class Positions(Frozen):
-    """Position encoding. Only `learned` has parameters: a table of max_seq_len × d_model."""
+    """Position encoding. `learned` has a table of max_seq_len × d_model; `t5_buckets` (T5's relative attention
+    bias, Raffel et al. 2020, Section 2.1) a table of num_buckets × H scalars in the first layer of a stack, whose
+    bias every layer of that stack adds to its scores: the offset j − i of a (query, key) pair falls in one of
+    num_buckets buckets (exact for small offsets, logarithmic up to max_distance; a bidirectional stack splits
+    them between the two signs); the other kinds have no parameters."""
 
-    kind: Literal["rope", "none", "learned", "sinusoidal", "alibi"]
+    kind: Literal["rope", "none", "learned", "sinusoidal", "alibi", "t5_buckets"]
+    num_buckets: PosInt | None = None
+    """t5_buckets: buckets of relative offsets (T5: 32)."""
+    max_distance: PosInt | None = None
+    """t5_buckets: the offset from which every larger one shares the last bucket (T5: 128)."""
 
-    def params(self, max_seq_len: int, d_model: int) -> int:
+    @model_validator(mode="after")
+    def _buckets_only_for_t5(self) -> "Positions":
+        if (self.kind == "t5_buckets") != (self.num_buckets is not None and self.max_distance is not None):
+            raise ValueError("positions: num_buckets and max_distance go with kind t5_buckets, and only with it; "
+                             "give both for t5_buckets, neither otherwise")
+        return self
+
+    def params(self, max_seq_len: int, d_model: int, heads: int) -> int:
+        """learned: S_max·d; t5_buckets: num_buckets·H (one stack's table); others 0."""
+        if self.kind == "t5_buckets":
+            return self.num_buckets * heads
         return max_seq_len * d_model if self.kind == "learned" else 0
 
     @property
@@ -31,8 +51,8 @@ class Positions(Frozen):
 
     @property
     def per_pair(self) -> bool:
-        """Whether the encoding's work is per (query, key) pair (ALiBi) rather than per token."""
-        return self.kind == "alibi"
+        """Whether the encoding's work is per (query, key) pair (ALiBi, T5's bias) rather than per token."""
+        return self.kind in ("alibi", "t5_buckets")
 
     @property
     def adds_flops(self) -> bool:
@@ -49,11 +69,12 @@ class Positions(Frozen):
     def flops_formula(self) -> str:
         """The FLOPs formula of this kind, for the FLOPs report."""
         return {"rope": "3 · L · tokens · (H + H_kv) · d_rot (MLA: (H + 1) · d_r)", "alibi": "H · Σ_layers pairs",
-                "learned": "d · tokens", "sinusoidal": "d · tokens", "none": "0"}[self.kind]
+                "learned": "d · tokens", "sinusoidal": "d · tokens", "none": "0",
+                "t5_buckets": "H · Σ_layers pairs"}[self.kind]
 
     def explain_params(self) -> str:
         """params as text."""
-        return "S_max · d" if self.learned else "0"
+        return "S_max · d" if self.learned else "n_b · H" if self.kind == "t5_buckets" else "0"
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         """FLOPs of a phase as text, as positions(): RoPE 3 · L · tokens · rotated (the attention's rotated
@@ -73,7 +94,8 @@ class Positions(Frozen):
           rounded down to even; MLA rotates the RoPE part of each query head and the one shared RoPE key,
           (H + 1)·d_r. cos/sin tables are computed once and not counted.
         layer_pair: per (query, key) pair per layer. ALiBi adds slope·distance to every head's score:
-          H adds per pair (the slope·distance products are a precomputed table, not counted).
+          H adds per pair (the slope·distance products are a precomputed table, not counted); T5's bucketed
+          bias likewise adds its looked-up bias to every head's score, H adds per pair.
         token: per new token, once (not per layer). Learned and sinusoidal add a d-vector to the
           embedding: d adds (the sinusoidal table is computed once, not counted).
         none: no FLOPs.
@@ -81,7 +103,7 @@ class Positions(Frozen):
         out = {"layer_token": 0, "layer_pair": 0, "token": 0}
         if self.kind == "rope":
             out["layer_token"] = 3 * attention.rope_elements()
-        elif self.kind == "alibi":
+        elif self.per_pair:
             out["layer_pair"] = attention.heads
         elif self.kind in ("learned", "sinusoidal"):
             out["token"] = d_model
