@@ -28,7 +28,8 @@ Notes on what is built:
   (``num_nextn_predict_layers``) is not built, as in transformers.
 * An encoder (bert, roberta, modernbert) is counted as its bare model (``AutoModel``:
   BertModel, RobertaModel with their pooler, ModernBertModel), the class one sizes an encoder by; an
-  encoder-decoder (t5) as its ``AutoModelForSeq2SeqLM`` (T5ForConditionalGeneration); every other
+  encoder-decoder (t5, bart) as its ``AutoModelForSeq2SeqLM`` (T5ForConditionalGeneration,
+  BartForConditionalGeneration); every other
   model_type as its causal LM.
 * A multimodal config with a nested ``text_config`` (e.g. gemma3) is counted
   as its text-only causal LM (``Gemma3ForCausalLM``); the vision tower and
@@ -51,7 +52,7 @@ _DROP_KEYS = ("quantization_config", "auto_map")
 
 
 AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel", "modernbert": "AutoModel",
-              "t5": "AutoModelForSeq2SeqLM"}
+              "t5": "AutoModelForSeq2SeqLM", "bart": "AutoModelForSeq2SeqLM"}
 """The transformers auto class a model_type is counted with (default: AutoModelForCausalLM)."""
 
 

@@ -1,4 +1,4 @@
-"""Encoder-decoder models (T5, Flan-T5): parameters against independent sources.
+"""Encoder-decoder models (T5, Flan-T5, BART): parameters against independent sources.
 
 - transformers' T5ForConditionalGeneration built from the real config.json on the meta device (every fixture is
   compared in tests/test_transformers_parity.py; here the relative-bias tables module by module);
@@ -26,7 +26,7 @@ def test_t5_small_is_about_60_million():
     assert round(params(load_hf_config(FIXTURES / "t5-small")).total, -7) == 60_000_000
 
 
-@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base"])
+@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base", "bart-large"])
 def test_preset_is_the_import_of_its_config(name):
     preset, imported = load_preset(name), load_hf_config(FIXTURES / name)
     keep = {"name", "source", "checkpoint"}
@@ -56,11 +56,31 @@ def test_relative_bias_and_cross_attention_match_transformers_modules(name):
     assert rows["norms/cross"] == cross_norms
 
 
+def test_bart_positions_and_embedding_norms_match_transformers_modules():
+    """BART's learned tables hold max_position_embeddings + 2 rows in each stack, and each stack has a LayerNorm
+    over its embeddings: against transformers' BartForConditionalGeneration's own modules."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from hf_counts import build_config, load_config_dict
+
+    with torch.device("meta"):
+        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(FIXTURES / "bart-large")))
+    named = {k: p.numel() for k, p in model.named_parameters()}
+    rows = {r.component: r.params for r in params(load_preset("bart-large")).breakdown}
+    assert rows["embedding/position"] == named["model.decoder.embed_positions.weight"] == 1026 * 1024
+    assert rows["encoder/position"] == named["model.encoder.embed_positions.weight"]
+    assert rows["norms/embedding"] == sum(v for k, v in named.items() if k.startswith("model.decoder.layernorm_emb"))
+    assert rows["encoder/norms/embedding"] == sum(v for k, v in named.items()
+                                                  if k.startswith("model.encoder.layernorm_emb"))
+
+
 def test_bucket_fields_go_with_their_kind():
     with pytest.raises(ValidationError, match="num_buckets"):
         Positions(kind="rope", num_buckets=32, max_distance=128)
     with pytest.raises(ValidationError, match="num_buckets"):
         Positions(kind="t5_buckets", num_buckets=32)
+    with pytest.raises(ValidationError, match="offset"):
+        Positions(kind="rope", offset=2)
 
 
 @pytest.mark.parametrize("command", [["flops"], ["kv"], ["memory"], ["latency", "--gpu", "h100-sxm"],

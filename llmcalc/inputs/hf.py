@@ -76,6 +76,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "t5": dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=None,
                num_heads=8, relative_attention_num_buckets=32, relative_attention_max_distance=128,
                feed_forward_proj="relu", n_positions=512, tie_word_embeddings=True),
+    "bart": dict(vocab_size=50265, d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
+                 decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, activation_function="gelu",
+                 max_position_embeddings=1024, tie_word_embeddings=True),
     "modernbert": dict(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
                        num_attention_heads=12, hidden_activation="gelu", max_position_embeddings=8192,
                        local_attention=128, global_attn_every_n_layers=3, attention_bias=False, mlp_bias=False,
@@ -139,7 +142,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
-             "t5": _t5}.get(
+             "t5": _t5, "bart": _bart}.get(
         mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
@@ -238,7 +241,9 @@ _COUNTS = _POSITIVE + (
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn",
     "type_vocab_size", "local_attention", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers",
-    "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance", "n_positions")
+    "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance", "n_positions",
+    "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+    "decoder_ffn_dim")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -324,6 +329,28 @@ def _t5(mt: str, c: dict) -> dict[str, Any]:
         attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_get(c, "d_kv")),
         ffn=dict(kind="gated" if gated else "dense", d_ff=_get(c, "d_ff"), activation=act),
         stack=dict(kind="encoder-decoder", encoder_layers=n_enc),
+    )
+
+
+def _bart(mt: str, c: dict) -> dict[str, Any]:
+    """BART as BartForConditionalGeneration: learned positions in each stack with two rows before position 0
+    (max_position_embeddings + 2), a LayerNorm over each stack's embeddings, post-norm LayerNorms with biases,
+    biases on every projection, an MLP of the activation_function, no final norm, the LM head tied to the
+    shared embedding (its final_logits_bias is a buffer, not a parameter). Both stacks take one shape, so the
+    encoder's heads and FFN width must equal the decoder's."""
+    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if c[enc] != c[dec]:
+            raise UserError(f"config.json: {enc} {c[enc]} differs from {dec} {c[dec]}; an encoder-decoder is "
+                            "modelled with one layer shape, give equal values")
+    d, h = _get(c, "d_model"), c["decoder_attention_heads"]
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=c["decoder_layers"],
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=True,
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=False),
+        positions=dict(kind="learned", offset=2),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, o_bias=True),
+        ffn=dict(kind="dense", d_ff=c["decoder_ffn_dim"], activation=_act(c["activation_function"]), bias=True),
+        stack=dict(kind="encoder-decoder", encoder_layers=c["encoder_layers"], embedding_norm=True),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from llmcalc.model import terms
-from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.base import Frozen, NonNegInt, PosInt
 
 
 class Positions(Frozen):
@@ -25,19 +25,23 @@ class Positions(Frozen):
     """t5_buckets: buckets of relative offsets (T5: 32)."""
     max_distance: PosInt | None = None
     """t5_buckets: the offset from which every larger one shares the last bucket (T5: 128)."""
+    offset: NonNegInt = 0
+    """learned: rows of the table before position 0's (BART: 2, its positions start after them)."""
 
     @model_validator(mode="after")
     def _buckets_only_for_t5(self) -> "Positions":
         if (self.kind == "t5_buckets") != (self.num_buckets is not None and self.max_distance is not None):
             raise ValueError("positions: num_buckets and max_distance go with kind t5_buckets, and only with it; "
                              "give both for t5_buckets, neither otherwise")
+        if self.offset and self.kind != "learned":
+            raise ValueError("positions.offset: only a learned table has rows before position 0; drop offset")
         return self
 
     def params(self, max_seq_len: int, d_model: int, heads: int) -> int:
-        """learned: S_max·d; t5_buckets: num_buckets·H (one stack's table); others 0."""
+        """learned: (S_max + offset)·d; t5_buckets: num_buckets·H (one stack's table); others 0."""
         if self.kind == "t5_buckets":
             return self.num_buckets * heads
-        return max_seq_len * d_model if self.kind == "learned" else 0
+        return (max_seq_len + self.offset) * d_model if self.kind == "learned" else 0
 
     @property
     def rotary(self) -> bool:
@@ -74,7 +78,7 @@ class Positions(Frozen):
 
     def explain_params(self) -> str:
         """params as text."""
-        return "S_max · d" if self.learned else "n_b · H" if self.kind == "t5_buckets" else "0"
+        return ("(S_max + " + str(self.offset) + ") · d" if self.offset else "S_max · d") if self.learned else "n_b · H" if self.kind == "t5_buckets" else "0"
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         """FLOPs of a phase as text, as positions(): RoPE 3 · L · tokens · rotated (the attention's rotated

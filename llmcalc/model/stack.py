@@ -174,7 +174,7 @@ class Encoder(Stack):
 
 
 class EncoderDecoder(Stack):
-    """An encoder-decoder (T5): a bidirectional encoder of `encoder_layers` layers shaped like the decoder's
+    """An encoder-decoder (T5, BART): a bidirectional encoder of `encoder_layers` layers shaped like the decoder's
     (its attention and FFN, `norm.per_layer` norms, a final norm when `norm.final`), and the spec's `n_layers`
     decoder layers, each with a cross-attention block (the self-attention's shape: q from the decoder, k and v
     from the encoder's output) and its norm. The token embedding is shared by both stacks; a position kind
@@ -185,6 +185,12 @@ class EncoderDecoder(Stack):
 
     kind: Literal["encoder-decoder"] = "encoder-decoder"
     encoder_layers: PosInt
+    embedding_norm: bool = False
+    """A norm over each stack's summed embeddings (BART's layernorm_embedding)."""
+
+    def embedding_params(self, d_model: int, norm: Norm) -> Parts:
+        """The decoder's embedding norm (the encoder's is under encoder/)."""
+        return {"norms/embedding": norm.params(d_model)} if self.embedding_norm else {}
 
     def layer_params(self, spec: Any) -> Parts:
         """One decoder layer's cross-attention (as its self-attention) and the norm before it."""
@@ -192,9 +198,11 @@ class EncoderDecoder(Stack):
         return parts | {"norms/cross": spec.norm.params(spec.d_model)}
 
     def extra_params(self, spec: Any) -> Parts:
-        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm and its position table."""
+        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm, its position table and its
+        embedding norm."""
         d, n, norm = spec.d_model, self.encoder_layers, spec.norm
         parts = {"encoder/position": spec.positions.params(spec.max_seq_len, d, spec.attention.heads)}
+        parts |= {"encoder/norms/embedding": norm.params(d)} if self.embedding_norm else {}
         parts |= {f"encoder/attention/{k}": n * v for k, v in spec.attention.params(d).items()}
         parts |= {f"encoder/ffn/{k}": n * v for k, v in spec.ffn.params(d).items()}
         parts["encoder/norms/layer"] = n * norm.per_layer * norm.params(d)
