@@ -89,3 +89,9 @@ def test_figures_not_modelled_yet_are_refused(command):
     r = run_cli(*command, "-p", "t5-small")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
     assert "encoder-decoder" in r.stderr
+
+
+def test_presets_shows_one_with_its_cache_unmodelled():
+    r = run_cli("presets", "t5-small", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert '"kv_bytes_per_token": null' in r.stdout

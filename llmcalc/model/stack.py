@@ -35,6 +35,8 @@ class Stack(Variant):
     """Whether the stack generates token by token, keeping a KV cache between steps."""
     lm_head: ClassVar[bool] = True
     """Whether a forward ends in logits over the vocabulary."""
+    sized: ClassVar[bool] = True
+    """Whether FLOPs, the caches and memory are modelled for the stack (check_sized refuses them otherwise)."""
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """Parameters beside the token embedding and positions, by component path."""
@@ -73,7 +75,9 @@ class Stack(Variant):
         """Refuses a figure (`what`) that llmcalc computes for decoders only."""
 
     def check_sized(self, what: str) -> None:
-        """Refuses a size (`what`: FLOPs, a cache, memory) that is not modelled for this stack."""
+        """Refuses a size (`what`: FLOPs, a cache, memory) that is not modelled for this stack (not `sized`)."""
+        if not self.sized:
+            self.check_modelled(what)
 
     def params_note(self) -> str | None:
         """What a parameter count of this stack includes, where it differs from a decoder's."""
@@ -184,6 +188,7 @@ class EncoderDecoder(Stack):
     layers · 2 · kv width · encoder length) and memory are not modelled yet."""
 
     kind: Literal["encoder-decoder"] = "encoder-decoder"
+    sized: ClassVar[bool] = False
     encoder_layers: PosInt
     embedding_norm: bool = False
     """A norm over each stack's summed embeddings (BART's layernorm_embedding)."""
@@ -215,8 +220,6 @@ class EncoderDecoder(Stack):
     def check_modelled(self, what: str) -> None:
         raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params is")
 
-    def check_sized(self, what: str) -> None:
-        self.check_modelled(what)
 
     def params_note(self) -> str | None:
         return (f"encoder-decoder: {self.encoder_layers} encoder layers under encoder/, the decoder's layers with "
