@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,14 @@ def test_presets_shows_one_with_its_cache_unmodelled():
     r = run_cli("presets", "t5-small", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert '"kv_bytes_per_token": null' in r.stdout
+
+
+def test_explain_writes_the_bias_table_of_a_decoder(tmp_path):
+    """A decoder spec with T5's bias: explain's total, worked out from n_b · H, equals params' count."""
+    data = load_preset("gpt2").model_dump(mode="json")
+    data["positions"] = {"kind": "t5_buckets", "num_buckets": 32, "max_distance": 128}
+    path = tmp_path / "gpt2-t5-bias.yaml"
+    path.write_text(json.dumps(data))
+    r = run_cli("explain", "params", "--config", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "n_b · H" in r.stdout and "32 · 12" in r.stdout

@@ -76,9 +76,19 @@ class Positions(Frozen):
                 "learned": "d · tokens", "sinusoidal": "d · tokens", "none": "0",
                 "t5_buckets": "H · Σ_layers pairs"}[self.kind]
 
+    def explain_symbols(self) -> dict[str, int]:
+        """The symbols explain_params writes beyond the spec's: n_b, the buckets of t5_buckets."""
+        return {"n_b": self.num_buckets} if self.kind == "t5_buckets" else {}
+
+    def explain_legend(self) -> dict[str, str]:
+        """The meaning of explain_symbols."""
+        return {"n_b": "relative-position buckets (T5)"} if self.kind == "t5_buckets" else {}
+
     def explain_params(self) -> str:
         """params as text."""
-        return ("(S_max + " + str(self.offset) + ") · d" if self.offset else "S_max · d") if self.learned else "n_b · H" if self.kind == "t5_buckets" else "0"
+        if self.kind == "t5_buckets":
+            return "n_b · H"
+        return (f"(S_max + {self.offset}) · d" if self.offset else "S_max · d") if self.learned else "0"
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         """FLOPs of a phase as text, as positions(): RoPE 3 · L · tokens · rotated (the attention's rotated
