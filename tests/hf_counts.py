@@ -26,10 +26,15 @@ Notes on what is built:
 * ``auto_map`` is dropped so the in-library implementation is used (no remote
   code).  For DeepSeek-V3 this means the MTP layer
   (``num_nextn_predict_layers``) is not built, as in transformers.
+* An encoder (bert, roberta, modernbert) is counted as its bare model (``AutoModel``:
+  BertModel, RobertaModel with their pooler, ModernBertModel), the class one sizes an encoder by; an
+  encoder-decoder (t5, bart) as its ``AutoModelForSeq2SeqLM`` (T5ForConditionalGeneration,
+  BartForConditionalGeneration).
 * A vision-language config (one with a ``vision_config``: llava, gemma3,
   qwen2_5_vl) is counted whole, vision tower and projector included, as
   ``AutoModelForImageTextToText`` builds it (``LlavaForConditionalGeneration``,
   ``Gemma3ForConditionalGeneration``, ``Qwen2_5_VLForConditionalGeneration``).
+* Every other model_type is counted as its causal LM.
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "hf"
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
 _DROP_KEYS = ("quantization_config", "auto_map")
+
+
+AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel", "modernbert": "AutoModel",
+              "t5": "AutoModelForSeq2SeqLM", "bart": "AutoModelForSeq2SeqLM"}
+"""The transformers auto class a model_type is counted with (default: AutoModelForCausalLM)."""
 
 
 def load_config_dict(config_path: str | os.PathLike) -> dict[str, Any]:
@@ -127,14 +137,21 @@ def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
     Returns ``{"total", "active", "model_type"}`` (plus ``moe_layers``).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    import transformers
 
     raw = load_config_dict(config_path)
     cfg = build_config(raw)
-    auto = AutoModelForImageTextToText if "vision_config" in raw else AutoModelForCausalLM
+    auto = getattr(transformers, "AutoModelForImageTextToText" if "vision_config" in raw
+                   else AUTO_CLASS.get(raw["model_type"], "AutoModelForCausalLM"))
     with torch.device("meta"):
         model = auto.from_config(cfg)
     counts = count_model(model, cfg)
+    if raw.get("tie_word_embeddings") is False and model.lm_head.weight is model.get_input_embeddings().weight:
+        # transformers 5's T5Config forces tie_word_embeddings to True (the false of T5 v1.1 / Flan-T5 configs
+        # only turns off its decoder-output scaling), so the model shares its head with the embedding, while
+        # those checkpoints store their own lm_head.weight: count it, read off the model, as the checkpoint does.
+        counts["total"] += model.lm_head.weight.numel()
+        counts["active"] += model.lm_head.weight.numel()
     counts["model_type"] = raw["model_type"]
     return counts
 

@@ -130,7 +130,7 @@ def test_binary_file(cli, tmp_path: Path):
 @pytest.mark.parametrize(
     "config, needles",
     [
-        ({"model_type": "bert"}, ["'bert' is not supported", "llama", "deepseek_v3"]),
+        ({"model_type": "xlnet"}, ["'xlnet' is not supported", "llama", "bert"]),
         ({"hidden_size": 4096}, ["model_type None is not supported"]),
         ([1, 2], ["expected a JSON object"]),
         ({"model_type": "llama", "num_attention_heads": 7}, ["divisible", "head_dim"]),
@@ -372,8 +372,8 @@ CATALOGUE = {
                                          None),
     "empty hf file": (["params", "--hf-config", "."], ["config.json", "malformed JSON"], {"config.json": ""}),
     "binary file": (["params", "--config", "w.bin"], ["w.bin", "cannot read"], {"w.bin": bytes(range(256)) * 8}),
-    "unsupported model_type": (["params", "--hf-config", "."], ["'t5' is not supported", "llama"],
-                               {"config.json": json.dumps({"model_type": "t5"})}),
+    "unsupported model_type": (["params", "--hf-config", "."], ["'xlnet' is not supported", "llama"],
+                               {"config.json": json.dumps({"model_type": "xlnet"})}),
     "hf config missing a required key": (["params", "--hf-config", "."], ["model_type None", "supported"],
                                          {"config.json": json.dumps({"hidden_size": 4096})}),
     "hf deepseek without top_k": (["params", "--hf-config", "."], ["num_experts_per_tok", "add it"],

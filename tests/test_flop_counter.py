@@ -24,7 +24,8 @@ from hf_counts import fixture_dirs  # noqa: E402
 from hf_flops import build_meta_model, decode_flops, kv_cache_bytes, prefill_flops  # noqa: E402
 
 FIXTURES = {p.name: p for p in fixture_dirs()}
-PRESETS = sorted(set(FIXTURES) & set(preset_names()))
+PRESETS = sorted(n for n in set(FIXTURES) & set(preset_names()) if load_preset(n).stack.kind == "decoder")
+"""Decoders, built as causal LMs (the others: tests/test_encoders.py, tests/test_encoder_decoder.py)."""
 TOLERANCE = 1e-4  # 0.01 %
 
 

@@ -19,6 +19,8 @@ the MoE top-k selection, the MTP module's element-wise work.
 
 from __future__ import annotations
 
+from functools import partial
+
 from llmcalc.costs.positions import position_flops
 from llmcalc.model.spec import ModelSpec
 
@@ -43,8 +45,9 @@ def elementwise_flops(spec: ModelSpec, batch: int, new: int, context: int, atten
     _, q, k = attn.qk_norm_widths()
     out["elementwise/norm"] = (spec.n_layers * tokens * spec.norm.layer_flops(d, q, k, attn.normed_elements())
                                + (tokens * d * spec.norm.flops_per_element if spec.norm.final else 0))
-    out["elementwise/softmax"] = sum(g.count * batch * attn.pairs(new, context, g.window, attention)
-                                     for g in groups) * attn.softmax_per_pair()
+    pairs = (partial(spec.stack.prefill_pairs, attn, new, convention=attention) if not context
+             else lambda window: attn.pairs(new, context, window, attention))
+    out["elementwise/softmax"] = sum(g.count * batch * pairs(g.window) for g in groups) * attn.softmax_per_pair()
     out["elementwise/activation"] = sum(g.count * tokens * g.ffn.activation_flops(d) for g in groups)
     out["elementwise/residual"] = spec.n_layers * tokens * RESIDUAL_ADDS * d
     if spec.positions.adds_flops:  # a prefill (no context), or `new` decode steps after `context` tokens

@@ -32,6 +32,7 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
     result); the time of the workload where it fits and the decode throughput at max_batch, under `tm`."""
     L, batch, seq = w.layout, w.batch, w.seq
     w.check(spec)
+    spec.stack.check_decoding("model")
     weights = weights_per_gpu(spec, w)
     usable = usable_bytes(gpu, w.reserve)
     act = activation_workspace(spec, w)

@@ -14,6 +14,8 @@ totals under attention/ (docs/formulas.md#relative-positions).
   LoRA     = 2 · frozen matmuls + 3 · attention core + 3 · adapters' forward
   hardware = train with the core's backward as its kernel runs it (flash: scores 4×, values 3× forward;
              eager: 3×) + the forward of every recomputed op (docs/formulas.md#hardware-flops)
+  encoder  = prefill only: pairs(S) = S² (bidirectional), no logits, + 2·B·d² for a pooler; no decode
+             (llmcalc/model/stack.py, docs/encoders.md)
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
+    for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
+        total[k] += MAC * batch * weights
     if mtp and spec.mtp_modules:
         last = spec.layer_groups()[-1]
         layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last.window))
@@ -118,13 +122,14 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
     by component, under the workload's conventions (attention, logits, mla_decode, mtp); the training step's
     hardware FLOPs under its attention_kernel and recompute policy (recompute, recompute_ops)."""
-    attn, batch, seq, gen = spec.attention, w.batch, w.seq, w.gen
+    attn, batch, seq, gen, stack = spec.attention, w.batch, w.seq, w.gen, spec.stack
+    stack.check_sized("FLOPs")
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, w.attention_core),
-                       latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp,
+        return forward(spec, batch, new=seq, core_of=lambda win: stack.prefill_core(attn, seq, win, w.attention_core),
+                       latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp,
                        pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq))
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
@@ -143,6 +148,8 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
         for phase, (new, context, conv) in ((prefill, (seq, 0, w.attention_core)), (fwd, (seq, 0, w.attention_core)),
                                             (decode, (1, seq, step)), (generate, (gen, seq, step))):
             phase.update(extra(new, context, conv))
+    if not stack.decodes:
+        decode, generate = {}, {}
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
     lora = adapter_forward(spec, w) if w.lora else {}
     model_passes = {k: passes(k) for k in fwd} | {k: FWD_BWD for k in lora}
@@ -150,14 +157,16 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     hardware = {k: _hardware_passes(spec, k, w.attention_kernel, model_passes[k]) * v
                 + (v if _recompute_op(spec, k) in w.recomputed else 0) for k, v in (fwd | lora).items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
-                     generate=generate.get(k, 0), train=train[k], train_hardware=hardware[k]) for k in fwd]
+                     generate=generate.get(k, 0), train=train[k], train_hardware=hardware[k])
+            for k in fwd if fwd[k] or stack.lm_head]
     rows += [FlopsRow(component=k, prefill=0, decode=decode[k], generate=generate[k], train=0, train_hardware=0)
              for k in decode if k not in fwd]
     rows += [FlopsRow(component=k, prefill=0, decode=0, generate=0, train=train[k], train_hardware=hardware[k])
              for k in lora]
     p, dcd, t, hw = sum(prefill.values()), sum(decode.values()), sum(train.values()), sum(hardware.values())
     return FlopsReport(
-        model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core, logits=w.logits,
+        model=spec.name, batch=batch, seq=seq, gen=gen, attention=w.attention_core,
+        logits=w.logits if stack.lm_head else "none",
         mla_decode=w.mla_decode if attn.latent_cache else "n/a", recompute=w.recompute_label,
         attention_kernel=w.attention_kernel, mtp=w.mtp,
         prefill_flops=p, decode_flops=dcd, generate_flops=sum(generate.values()), train_flops=t,
@@ -168,7 +177,7 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
         vision=vision_cost(spec, w, p),
         notes=_notes(spec, w) + [ELEMENTWISE_NOTE if w.elementwise else POSITIONS_NOTE]
-        + ([f"seq + gen exceeds the model's max_seq_len {spec.max_seq_len:,}"] if seq + gen > spec.max_seq_len else []),
+        + _length_note(spec, seq + gen * stack.decodes),
     )
 
 
@@ -225,7 +234,15 @@ def _hardware_passes(spec: ModelSpec, component: str, kernel: str, model: int) -
     return spec.attention.kernel_passes(name, kernel)
 
 
+def _length_note(spec: ModelSpec, length: int) -> list[str]:
+    """A note when the sequence (prompt and generated tokens) is longer than the model's max_seq_len."""
+    what = "seq + gen" if spec.stack.decodes else "seq"
+    return [f"{what} exceeds the model's max_seq_len {spec.max_seq_len:,}"] if length > spec.max_seq_len else []
+
+
 def _notes(spec: ModelSpec, w: Workload) -> list[str]:
+    if note := spec.stack.flops_note():
+        return [note] + ([n for n in (spec.attention.pattern_note,) if n])
     notes = [
         f"attention core counted {w.attention_core}: " + ATTENTION_CONVENTIONS[w.attention_core],
         f"prefill logits: {w.logits} positions; training always projects all positions",

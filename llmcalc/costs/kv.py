@@ -4,6 +4,7 @@ Per layer and token: GQA/MHA/MQA cache K and V, 2·H_kv·h elements; MLA caches 
 shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps the last window − 1 tokens between
 steps (the next token makes `window` keys), as transformers' sliding cache does.
 total = Σ_layers B · min(S, window − 1) · elements · bytes per element.
+An encoder (llmcalc/model/stack.py) reads its input in one pass and keeps no cache: 0.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def kv_layers(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> list[tupl
     attn, bits = spec.attention, DTYPE_BITS[kv_dtype]
     out = []
     for window, count in cache_layers(spec).items():
-        kept = attn.cached_tokens(seq, window)
+        kept = attn.cached_tokens(seq, window) if spec.stack.decodes else 0
         out.append((window, count, kept, attn.cache_bytes(batch * kept, bits)))
     return out
 
@@ -49,6 +50,7 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
     total."""
     attn, batch, seq = spec.attention, w.batch, w.seq
+    spec.stack.check_sized("the KV cache")
     rows = [
         KVLayerRow(
             layer_type=attn.layer_type(window), layers=count, tokens_cached=kept,
@@ -59,7 +61,9 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     notes = [attn.kv_note] if attn.kv_note else []  # a variant that keeps other than K and V of every token
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
-    if len(rows) == 1 and spec.n_layers > 1:
+    if not spec.stack.decodes:
+        notes.append("an encoder-only model keeps no KV cache: it reads its input in one forward pass")
+    elif len(rows) == 1 and spec.n_layers > 1:
         notes.append(
             f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {spec.n_layers} layers of it "
             "(a per-layer figure quoted as the whole cache forgets the layer count)"
@@ -70,7 +74,7 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype, image_tokens=images,
         image_bytes=sum(r.bytes * _first_kept(images, seq, r.tokens_cached) // r.tokens_cached for r in rows if images),
         total_bytes=sum(r.bytes for r in rows),
-        bytes_per_token=attn.cache_bytes(spec.n_layers, DTYPE_BITS[w.kv_dtype]),
+        bytes_per_token=attn.cache_bytes(spec.n_layers, DTYPE_BITS[w.kv_dtype]) * spec.stack.decodes,
         per_layer=rows, formula=FORMULA, notes=notes,
     )
 

@@ -325,6 +325,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     first token), then `gen` − 1 decode steps, per phase and op."""
     L, batch, seq, gen = w.layout, w.batch, w.seq, w.gen
     w.check(spec)
+    spec.stack.check_decoding("model")
     weights = require_weights_fit(spec, gpu, w)
     rep = batch // L.dp
     pre_time, dec_time = (StepTime(spec, gpu, w, tm, prefill) for prefill in (True, False))

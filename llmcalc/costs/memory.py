@@ -36,6 +36,7 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
     (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
     batch, seq, dp = w.batch, w.seq, w.layout.dp
+    spec.stack.check_sized("memory")
     formats = w.formats(spec)
     if w.lora and not w.train:
         raise UserError("`lora_rank`: LoRA adapters are trained; add `train` (inference merges them into the weights)")
@@ -111,7 +112,7 @@ class PrefillPeak:
     def __init__(self, spec: ModelSpec, w: Workload):
         a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
         self.residual, self.head_token = 2 * a * d, a * d
-        self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size
+        self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size * spec.stack.lm_head  # an encoder: no logits
         self.tables = 8 + (2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0)
 
     def __call__(self, batch: int, seq: int, per_token: int) -> tuple[int, bool]:

@@ -1,8 +1,9 @@
 """Parameter counts: total, active per token, and a per-component breakdown.
 
 total = language + vision; language = V·d (token embedding) + positions + Σ_layers [attention (with a
-position encoding's per-layer parameters) + FFN + norms] + final norm + LM head; vision = the image encoder and
-its projector (llmcalc/model/vision.py, docs/vision.md).
+position encoding's per-layer parameters) + FFN + norms] + final norm + LM head; an encoder adds its token-type
+table, embedding norm and pooler (llmcalc/model/stack.py) and has no LM head; vision = the image encoder and its
+projector (llmcalc/model/vision.py, docs/vision.md).
 Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips (the vision tower has none).
 See docs/formulas.md#parameters.
 """
@@ -28,6 +29,7 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
     parts |= {f"attention/{k}": v for k, v in spec.positions.layer_params(d, attn).items()}
+    parts |= spec.stack.layer_params(spec)  # an encoder-decoder's cross-attention
     parts["norms/layer"] = norm.per_layer * norm.params(d)
     if qk := norm.qk_params(*attn.qk_norm_widths()):
         parts["norms/qk"] = qk
@@ -56,6 +58,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     emb = {"embedding/token": token_embedding_params(v, d)}
     if pos := spec.positions.params(spec.max_seq_len, d, spec.attention):
         emb["embedding/position"] = pos
+    emb |= {k: n for k, n in spec.stack.embedding_params(d, spec.norm).items() if n}
     totals: dict[str, int] = defaultdict(int, emb)
     actives: dict[str, int] = defaultdict(int, emb)
     layer_rows = []
@@ -74,6 +77,7 @@ def params(spec: ModelSpec) -> ParamsReport:
         )
     tail = {"norms/final": spec.norm.params(d) if spec.norm.final else 0}
     tail["lm_head"] = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    tail |= spec.stack.head_params(d) | spec.stack.extra_params(spec)
     for k, n in tail.items():
         totals[k] += n
         actives[k] += n
@@ -81,7 +85,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     vision = spec.vision.params(d) if spec.vision else {}
     total, active = language + sum(vision.values()), sum(actives.values()) + sum(vision.values())
     mtp, mtp_active = mtp_parts(spec)
-    embedding = sum(emb.values())
+    embedding = sum(v for k, v in emb.items() if k.startswith("embedding/"))
     return ParamsReport(
         model=spec.name,
         total=total,
@@ -100,7 +104,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     )
 
 
-_ORDER = ("embedding", "attention", "ffn", "norms", "lm_head")
+_ORDER = ("embedding", "attention", "cross_attention", "ffn", "norms", "lm_head", "encoder")
 
 
 def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[ParamRow]:
@@ -119,8 +123,8 @@ def _rows(totals: dict[str, int], actives: dict[str, int], total: int) -> list[P
 
 
 def _notes(spec: ModelSpec) -> list[str]:
-    notes = []
-    if spec.tie_embeddings:
+    notes = [n for n in (spec.stack.params_note(),) if n]
+    if spec.tie_embeddings and spec.stack.lm_head:
         notes.append("LM head tied to the token embedding: its matrix is counted once, under embedding/token.")
     if spec.mtp_modules:
         notes.append(

@@ -35,11 +35,11 @@ def position_flops(spec: ModelSpec, batch: int, seq: int, gen: int, attention: s
 
     step = "causal-half" if attention == "causal-half" else "causal"
     prefill = forward(seq, 0, attention)
-    pos = spec.positions
+    pos, decodes = spec.positions, spec.stack.decodes  # a stack that does not decode (an encoder): 0
     return PositionFlops(
         kind=pos.kind, per_token_per_layer=per["layer_token"], per_pair_per_layer=per["layer_pair"],
-        per_token=per["token"], prefill=prefill, decode=forward(1, seq, step),
-        generate=forward(gen, seq, step), train=pos.train_passes * prefill,
+        per_token=per["token"], prefill=prefill, decode=forward(1, seq, step) * decodes,
+        generate=forward(gen, seq, step) * decodes, train=pos.train_passes * prefill,
         formula=f"{pos.kind}: {pos.flops_formula}",
     )
 

@@ -154,9 +154,12 @@ def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
     d, v = spec.d_model, spec.vocab_size
     if stage == 0:
         dense += ceil_div(token_embedding_params(v, d), tp) + spec.positions.params(spec.max_seq_len, d, spec.attention)
+        dense += sum(spec.stack.embedding_params(d, spec.norm).values())  # an encoder's: every rank whole
+        dense += sum(spec.stack.extra_params(spec).values())
     if stage == layout.pp - 1:
         head = lm_head_params(v, d, tied=spec.tie_embeddings and layout.pp == 1, bias=spec.lm_head_bias)
         dense += ceil_div(head, tp) + (spec.norm.params(d) if spec.norm.final else 0)
+        dense += sum(spec.stack.head_params(d).values())
     return dense, expert
 
 
@@ -225,7 +228,8 @@ def rank_memory(spec: ModelSpec, w: Workload, stage: int, micro: int, micro_batc
             kept += count * g.count * keep
             rebuilt, per_layer = max(rebuilt, rebuild), max(per_layer, keep)
             layers += g.count
-    logits = ceil_div(LOGIT_BYTES * micro * tokens * spec.vocab_size, layout.tp) if stage == layout.pp - 1 else 0
+    last = stage == layout.pp - 1 and spec.stack.lm_head  # an encoder makes no logits
+    logits = ceil_div(LOGIT_BYTES * micro * tokens * spec.vocab_size, layout.tp) if last else 0
     return RankMemory(stage=stage, params=dense + expert, weights=weights, adapters=adapters, gradients=gradients,
                       optimizer=optimizer,
                       activations=kept + rebuilt + logits, per_layer=per_layer, passes=passes, layers=layers,
@@ -294,7 +298,7 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         held += (f" × {r.passes[0]} micro-batches in flight" if layout.vpp == 1 else
                  f" in {layout.vpp} chunks × {'+'.join(map(str, r.passes))} passes in flight")
     act_note = (held + f", recompute {w.recompute}, {kernel}" + (", sequence parallel" if layout.sp else "")
-                + (", + fp32 logits" if r.stage == layout.pp - 1 else ""))
+                + (", + fp32 logits" if r.stage == layout.pp - 1 and spec.stack.lm_head else ""))
     of = " of the adapters" if w.lora else ""
     rows = [MemoryRow(component="weights", bytes=r.weights, note=n_note + split(3))]
     if w.lora:

@@ -92,6 +92,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     on its layout of `gpu`s under the time model `tm` (the module docstring derives each term)."""
     L = w.layout
     w.check(spec)
+    spec.stack.check_modelled("training time")
     if w.formats(spec).quantized:
         raise UserError(f"`weights_dtype`: {w.formats(spec).label} training is not modelled; use bf16, fp16 or fp32")
     b, m = micro_batches(w)

@@ -28,13 +28,15 @@ def stored_bytes(params: int, matrices: list[tuple[int, int]], fmt: WeightFormat
 
 def edge_parts(spec: ModelSpec) -> dict[str, tuple[int, list[tuple[int, int]]]]:
     """The parameters outside the layers by component path, with their matrices: the token embedding (a row of d
-    per token: d inputs, V outputs), learned positions, the final norm and the LM head (d → V; none when tied)."""
+    per token: d inputs, V outputs), learned positions, the final norm and the LM head (d → V; none when tied);
+    an encoder's token-type table, embedding norm and pooler, kept in the dense dtype."""
     d, v = spec.d_model, spec.vocab_size
     head = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
+    extra = spec.stack.embedding_params(d, spec.norm) | spec.stack.head_params(d) | spec.stack.extra_params(spec)
     return {"embedding/token": (token_embedding_params(v, d), [(d, v)]),
             "embedding/position": (spec.positions.params(spec.max_seq_len, d, spec.attention), []),
             "norms/final": (spec.norm.params(d) if spec.norm.final else 0, []),
-            "lm_head": (head, [(d, v)] if head else [])}
+            "lm_head": (head, [(d, v)] if head else [])} | {k: (n, []) for k, n in extra.items()}
 
 
 def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, int]:

@@ -24,6 +24,8 @@ _GEMMA = dict(_LLAMA, vocab_size=256000, hidden_size=3072, intermediate_size=245
               hidden_act="gelu_pytorch_tanh")
 _GEMMA2 = dict(_GEMMA, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26, num_attention_heads=8,
                num_key_value_heads=4, sliding_window=4096)
+_BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+             hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2, tie_word_embeddings=True)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": _LLAMA,
@@ -71,6 +73,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_oss": dict(_LLAMA, vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
                     num_attention_heads=64, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
                     attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
+    "bert": _BERT,
+    "roberta": dict(_BERT, vocab_size=50265),
+    "t5": dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=None,
+               num_heads=8, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+               feed_forward_proj="relu", n_positions=512, tie_word_embeddings=True),
+    "bart": dict(vocab_size=50265, d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
+                 decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, activation_function="gelu",
+                 max_position_embeddings=1024, tie_word_embeddings=True),
+    "modernbert": dict(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+                       num_attention_heads=12, hidden_activation="gelu", max_position_embeddings=8192,
+                       local_attention=128, global_attn_every_n_layers=3, attention_bias=False, mlp_bias=False,
+                       norm_bias=False, layer_types=None),
 }
 _SAME_AS = {"qwen2_5_vl_text": "qwen2"}
 """Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
@@ -159,7 +173,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
     mt = _SAME_AS.get(mt, mt)
-    build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
+    build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
+             "t5": _t5, "bart": _bart}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
@@ -289,7 +304,7 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 
 
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
-             "sliding_window_pattern")
+             "sliding_window_pattern", "global_attn_every_n_layers")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NOT_NULL = _POSITIVE + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace")
 """Fields the import computes with before validation: null is refused too."""
@@ -298,7 +313,11 @@ _COUNTS = _POSITIVE + (
     "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions", "sliding_window", "max_window_layers",
     "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn")
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn",
+    "type_vocab_size", "local_attention", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers",
+    "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance", "n_positions",
+    "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+    "decoder_ffn_dim")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -341,6 +360,98 @@ def _gpt2(mt: str, c: dict) -> dict[str, Any]:
         attention=dict(kind="gqa", heads=c["n_head"], kv_heads=c["n_head"], head_dim=_div(d, c["n_head"]),
                        qkv_bias=True, o_bias=True),
         ffn=dict(kind="dense", d_ff=c["n_inner"] or 4 * d, activation=_act(c["activation_function"]), bias=True),
+    )
+
+
+def _bert(mt: str, c: dict) -> dict[str, Any]:
+    """BERT and RoBERTa as their bare models (BertModel, RobertaModel: the pooler included): learned
+    positions (max_position_embeddings rows; RoBERTa's two first rows are reserved for padding), a
+    token-type table, an embedding LayerNorm, post-norm LayerNorms with biases, biases on every
+    projection, a GELU MLP."""
+    d, h = _get(c, "hidden_size"), _get(c, "num_attention_heads")
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=_get(c, "num_hidden_layers"),
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=True,
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=False),
+        positions=dict(kind="learned"),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, o_bias=True),
+        ffn=dict(kind="dense", d_ff=_get(c, "intermediate_size"), activation=_act(c["hidden_act"]), bias=True),
+        stack=dict(kind="encoder", token_types=c["type_vocab_size"], embedding_norm=True, pooler=True),
+    )
+
+
+def _t5(mt: str, c: dict) -> dict[str, Any]:
+    """T5 and Flan-T5 (T5 v1.1) as T5ForConditionalGeneration: an encoder of num_layers layers and a decoder of
+    num_decoder_layers (default num_layers), d_kv per head (any width), no biases, RMS-style norms (weight only)
+    before each block and at the end of each stack, the bucketed relative bias in each stack's first layer;
+    feed_forward_proj "relu" (a two-matrix MLP) or "gated-gelu" (GeGLU with the tanh GELU, as transformers
+    maps it); the LM head tied to the shared embedding unless tie_word_embeddings is false (T5 v1.1)."""
+    proj = c["feed_forward_proj"]
+    if not isinstance(proj, str) or proj.split("-")[-1] not in ("relu", "gelu", "silu") or proj.count("-") > 1 or (
+            "-" in proj and not proj.startswith("gated-")):
+        raise UserError(f"config.json: feed_forward_proj {str(proj)[:40]!r} is not supported; use relu, gated-gelu, "
+                        "gated-relu or gated-silu")
+    gated, act = proj.startswith("gated-"), proj.split("-")[-1]
+    act = "gelu_tanh" if proj == "gated-gelu" else _act(act)
+    h, n_enc = _get(c, "num_heads"), _get(c, "num_layers")
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=_get(c, "d_model"), n_layers=c["num_decoder_layers"] or n_enc,
+        max_seq_len=c["n_positions"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="t5_buckets", num_buckets=c["relative_attention_num_buckets"],
+                       max_distance=c["relative_attention_max_distance"]),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_get(c, "d_kv")),
+        ffn=dict(kind="gated" if gated else "dense", d_ff=_get(c, "d_ff"), activation=act),
+        stack=dict(kind="encoder-decoder", encoder_layers=n_enc),
+    )
+
+
+def _bart(mt: str, c: dict) -> dict[str, Any]:
+    """BART as BartForConditionalGeneration: learned positions in each stack with two rows before position 0
+    (max_position_embeddings + 2), a LayerNorm over each stack's embeddings, post-norm LayerNorms with biases,
+    biases on every projection, an MLP of the activation_function, no final norm, the LM head tied to the
+    shared embedding (its final_logits_bias is a buffer, not a parameter). Both stacks take one shape, so the
+    encoder's heads and FFN width must equal the decoder's."""
+    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if c[enc] != c[dec]:
+            raise UserError(f"config.json: {enc} {c[enc]} differs from {dec} {c[dec]}; an encoder-decoder is "
+                            "modelled with one layer shape, give equal values")
+    d, h = _get(c, "d_model"), c["decoder_attention_heads"]
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=c["decoder_layers"],
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=True,
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=False),
+        positions=dict(kind="learned", offset=2),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, o_bias=True),
+        ffn=dict(kind="dense", d_ff=c["decoder_ffn_dim"], activation=_act(c["activation_function"]), bias=True),
+        stack=dict(kind="encoder-decoder", encoder_layers=c["encoder_layers"], embedding_norm=True),
+    )
+
+
+def _modernbert(mt: str, c: dict) -> dict[str, Any]:
+    """ModernBERT as ModernBertModel (no pooler, no head): RoPE, LayerNorms (bias per norm_bias) with one after
+    the embedding, none before layer 0's attention, and a final one; a GeGLU MLP (Wi: d → 2f, Wo: f → d);
+    full attention every global_attn_every_n_layers layers from layer 0, the others local: keys within
+    local_attention // 2 positions either side (as `sliding_window` W, the band |i − j| ≤ ⌊W/2⌋)."""
+    d, h, n_layers = _get(c, "hidden_size"), _get(c, "num_attention_heads"), _get(c, "num_hidden_layers")
+    every = c.get("global_attn_every_n_layers") or 3
+    types = c["layer_types"] or ["sliding" if i % every else "full" for i in range(n_layers)]
+    kinds = ["sliding" if t in ("sliding", "sliding_attention") else "full" for t in types]
+    if len(kinds) != n_layers:
+        raise UserError(f"config.json: layer_types has {len(kinds)} entries for {n_layers} layers; fix layer_types")
+    sliding = "sliding" in kinds
+    bias = c["attention_bias"]
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=n_layers,
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=True,
+        norm=dict(kind="layernorm", bias=c["norm_bias"], per_layer=2, final=True),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=bias, o_bias=bias),
+        ffn=dict(kind="gated", d_ff=_get(c, "intermediate_size"), activation=_act(c["hidden_activation"]),
+                 bias=c["mlp_bias"]),
+        sliding_window=c["local_attention"] if sliding else None,
+        layer_pattern=_shortest_cycle(kinds) if sliding else ["full"],
+        stack=dict(kind="encoder", embedding_norm=True, first_attention_norm=False),
     )
 
 

@@ -2,14 +2,14 @@
 
 token embedding V·d; LM head d·V (+V bias), shared with the token embedding when tied. Each position
 encoding is one class (a `Positions` kind): learned positions max_seq_len·d; Transformer-XL relative
-positions d·H·h per layer (W_r) plus the 2·H·h biases u and v (per layer, or once when shared); RoPE,
-ALiBi, sinusoidal and none have no parameters. See docs/formulas.md#embeddings and #relative-positions.
+positions d·H·h per layer (W_r) plus the 2·H·h biases u and v (per layer, or once when shared); T5's
+bucketed relative bias num_buckets·H per stack; RoPE, ALiBi, sinusoidal and none have no parameters. See docs/formulas.md#embeddings and #relative-positions.
 """
 
 from typing import Any, ClassVar, Literal
 
 from llmcalc.model import terms
-from llmcalc.model.base import Parts, Variant
+from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 
 
 class Positions(Variant):
@@ -80,6 +80,10 @@ class Positions(Variant):
         pairs of one sequence."""
         return {}
 
+    def explain_symbols(self) -> dict[str, int]:
+        """The symbols explain_params writes beyond the spec's: none."""
+        return {}
+
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         """Element-wise FLOPs of a phase as text: tokens · d for an added vector."""
         return terms.prod(*tokens, "d")
@@ -132,17 +136,20 @@ class Learned(Positions):
     """A learned table of max_seq_len × d, its row added to each token's embedding: d adds per token."""
 
     kind: Literal["learned"] = "learned"
+    offset: NonNegInt = 0
+    """Rows of the table before position 0's (BART: 2, its positions start after them)."""
     learned: ClassVar[bool] = True
     flops_formula: ClassVar[str] = "d · tokens"
 
     def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
-        return max_seq_len * d_model
+        """(S_max + offset)·d."""
+        return (max_seq_len + self.offset) * d_model
 
     def positions(self, attention: Any, d_model: int) -> dict[str, int]:
         return {"layer_token": 0, "layer_pair": 0, "token": d_model}
 
     def explain_params(self) -> str:
-        return "S_max · d"
+        return f"(S_max + {self.offset}) · d" if self.offset else "S_max · d"
 
 
 class Sinusoidal(Positions):
@@ -222,6 +229,38 @@ class Relative(Positions):
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         return f"{terms.prod('2', layers, *tokens, 'H', 'h')} + {terms.prod(layers, 'B', pairs, 'H')}"
+
+
+class T5Buckets(Positions):
+    """T5's relative attention bias (Raffel et al. 2020, §2.1): a table of num_buckets × H scalars in the first
+    layer of a stack, whose bias every layer of that stack adds to its scores. The offset j − i of a (query, key)
+    pair falls in one of num_buckets buckets (exact for small offsets, logarithmic up to max_distance; a
+    bidirectional stack splits them between the two signs). H adds per (query, key) pair per layer, like ALiBi."""
+
+    kind: Literal["t5_buckets"] = "t5_buckets"
+    num_buckets: PosInt
+    """Buckets of relative offsets (T5: 32)."""
+    max_distance: PosInt
+    """The offset from which every larger one shares the last bucket (T5: 128)."""
+    per_pair: ClassVar[bool] = True
+    flops_formula: ClassVar[str] = "H · Σ_layers pairs"
+    explain_legend: ClassVar[dict[str, str]] = {"n_b": "relative-position buckets (T5)"}
+
+    def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
+        """num_buckets·H: one stack's table."""
+        return self.num_buckets * attention.heads
+
+    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
+        return {"layer_token": 0, "layer_pair": attention.heads, "token": 0}
+
+    def explain_params(self) -> str:
+        return "n_b · H"
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"n_b": self.num_buckets}
+
+    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
+        return terms.prod(layers, "B", pairs, "H")
 
 
 def token_embedding_params(vocab: int, d_model: int) -> int:

@@ -14,6 +14,7 @@ from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
 from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
+from llmcalc.model.stack import Decoder, Stack
 from llmcalc.model.vision import VisionTower
 
 AttentionSpec = Annotated[Attention, ByKind()]
@@ -23,6 +24,8 @@ FFNSpec = Annotated[FFN, ByKind()]
 """Any FFN variant (FFN.all_kinds()), picked by its `kind`."""
 PositionsSpec = Annotated[Positions, ByKind()]
 """Any position encoding (Positions.all_kinds()), picked by its `kind`."""
+StackSpec = Annotated[Stack, ByKind()]
+"""A decoder (the default) or an encoder (llmcalc/model/stack.py), picked by its `kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
@@ -43,7 +46,7 @@ class LayerGroup(Frozen):
 
 
 class ModelSpec(Frozen):
-    """A decoder-only transformer.
+    """A transformer stack: a causal decoder, or a bidirectional encoder (`stack`, llmcalc/model/stack.py).
 
     layer_pattern repeats over the layers (["sliding", "full"] alternates, starting with a sliding
     layer); sliding layers attend to the last `sliding_window` tokens. mtp_modules counts DeepSeek-V3
@@ -65,6 +68,8 @@ class ModelSpec(Frozen):
     sliding_window: PosInt | None = None
     layer_pattern: list[LayerKind] = Field(default_factory=lambda: ["full"], min_length=1)
     mtp_modules: NonNegInt = 0
+    stack: StackSpec = Decoder()
+    """What the layers are for: a generating decoder (default) or a bidirectional encoder."""
     checkpoint: Checkpoint | None = None
     """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
     vision: VisionTower | None = None
@@ -88,6 +93,7 @@ class ModelSpec(Frozen):
             )
         self.ffn.check_spec(self)
         self.positions.check_spec(self)
+        self.stack.check_spec(self)
         return self
 
     def sliding_layers(self, start: int, stop: int) -> int:

@@ -31,9 +31,9 @@ def spec_document(r) -> str:
     """A preset as a spec file: `name`, `source` and every field, led by comments with what follows from it."""
     import yaml
 
-    head = [f"# {r.name}: {r.total:,} parameters, {r.active:,} active per token",
-            f"# KV cache: {r.kv_elements_per_token:,} elements, {r.kv_bytes_per_token:,} bytes (bf16) per token, "
-            "all layers",
+    kv = (f"# KV cache: {r.kv_elements_per_token:,} elements, {r.kv_bytes_per_token:,} bytes (bf16) per token, "
+          "all layers" if r.kv_bytes_per_token is not None else "# KV cache: not modelled for this model")
+    head = [f"# {r.name}: {r.total:,} parameters, {r.active:,} active per token", kv,
             "# save this and edit it, then: llmcalc params --config FILE.yaml"]
     body = yaml.safe_dump({"name": r.name, "source": r.source} | r.spec, sort_keys=False, width=120,
                           allow_unicode=True)

@@ -32,9 +32,10 @@ class PresetReport(Report):
     """Parameters, as `llmcalc params` counts them."""
     active: int
     """Parameters one token uses."""
-    kv_bytes_per_token: int
-    """KV cache bytes of one token of one sequence over all layers, in bf16."""
-    kv_elements_per_token: int
-    """KV cache elements of one token over all layers."""
+    kv_bytes_per_token: int | None
+    """KV cache bytes of one token of one sequence over all layers, in bf16 (0 for an encoder; null where the
+    cache is not modelled: an encoder-decoder)."""
+    kv_elements_per_token: int | None
+    """KV cache elements of one token over all layers (0 for an encoder; null where not modelled)."""
     spec: dict
     """Every field of the spec (docs/spec.md), as a preset file writes it."""

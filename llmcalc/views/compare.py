@@ -207,6 +207,7 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     """`spec` under each attention variant (swapped by `rule`) on the workload, MHA first as the reference
     for every ratio; latency rows on `gpu` under the time model `tm`. A variant the model's other parts refuse
     (relative positions under MLA) is left out with a note."""
+    spec.stack.check_decoding("model")
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
     specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
     for v in wanted[1:]:
@@ -232,6 +233,8 @@ def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None,
     names = [s.name for s in specs]
     if len(set(names)) < len(names):
         raise UserError("`preset`: the same model is named twice; give each model once")
+    for spec in specs:
+        spec.stack.check_decoding("model")
     notes: list[str] = []
     ref = _row(specs[0], specs[0].name, w, gpu, tm, None, notes)
     rows = [ref] + [_row(s, s.name, w, gpu, tm, ref.model_dump(), notes) for s in specs[1:]]

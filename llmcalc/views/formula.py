@@ -107,12 +107,12 @@ def env_of(spec: ModelSpec, ffn=None) -> dict[str, Number]:
     """The spec's symbols, its attention's and its FFN's; `ffn` (a layer group's) sets the FFN ones."""
     ffn = ffn or spec.ffn
     env = {"d": spec.d_model, "V": spec.vocab_size, "S_max": spec.max_seq_len, "n_norm": spec.norm.per_layer}
-    return env | spec.attention.explain_symbols() | ffn.explain_symbols()
+    return env | spec.attention.explain_symbols() | ffn.explain_symbols() | spec.positions.explain_symbols()
 
 
 def legend(spec: ModelSpec) -> dict[str, str]:
     """Every symbol's meaning: LEGEND, then the spec's variants' own."""
-    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend | (
+    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend | spec.positions.explain_legend | (
         spec.vision.explain_legend if spec.vision else {})
 
 

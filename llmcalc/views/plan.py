@@ -140,6 +140,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
          output: Lengths, prompt_text: str, output_text: str, slo: SLO, prices: dict[str, float | None],
          disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0) -> PlanReport:
     """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s."""
+    spec.stack.check_decoding("model")
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
     in_len, out_len = round(prompt.mean), round(output.mean)

@@ -19,9 +19,11 @@ def preset_row(spec):
 
 def preset_detail(spec):
     """`llmcalc presets NAME`: the spec as written, its source and the figures derived from it."""
-    r, kv = params(spec), kv_cache(spec, Workload(batch=1, seq=1))
+    r = params(spec)
+    kv = kv_cache(spec, Workload(batch=1, seq=1)) if spec.stack.sized else None  # not modelled: None
     unset = {"checkpoint"} if spec.checkpoint is None else set()  # a preset's checkpoint is bf16 unless it says
+    elements = spec.n_layers * spec.attention.kv_elements() * spec.stack.decodes  # an encoder caches nothing
     return PresetReport(name=spec.name, source=spec.source, total=r.total, active=r.active,
-                        kv_bytes_per_token=kv.bytes_per_token,
-                        kv_elements_per_token=spec.n_layers * spec.attention.kv_elements(),
+                        kv_bytes_per_token=kv and kv.bytes_per_token,
+                        kv_elements_per_token=elements if kv else None,
                         spec=spec.model_dump(mode="json", exclude={"name", "source"} | unset))

@@ -331,6 +331,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
           load_label: str | None = None) -> ServeReport:
     """Simulate the engines of the workload's layout over `rows` (arrival, prompt, output); `load_label` names
     the arrivals when they come from a trace."""
+    spec.stack.check_decoding("model")
     L = w.layout
     w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
     L.check(spec, L.dp)

@@ -172,6 +172,7 @@ def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: lis
     neither)."""
     rows, notes = [], []
     for spec in specs:
+        spec.stack.check_decoding("model")
         sweeper = Sweeper(spec, gpu, work, tm)
         rows += [SweepRow(model=spec.name, **p._asdict()) for p in sweeper.grid(batches, seqs)]
         notes += sweeper.notes

@@ -119,6 +119,7 @@ def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_deco
     """Measure each spec on `device` and compare; `progress(spec)` is called before each. `lora`: a LoRA
     training workload (lora_rank, lora_targets): its training step is measured and compared instead."""
     for spec in specs:
+        spec.stack.check_modelled("validate (the reference model is a decoder)")
         check_measurable(spec, batch, seq)
     measure = require_device(device)
     if lora is not None:

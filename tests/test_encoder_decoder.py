@@ -1,0 +1,109 @@
+"""Encoder-decoder models (T5, Flan-T5, BART): parameters against independent sources.
+
+- transformers' T5ForConditionalGeneration built from the real config.json on the meta device (every fixture is
+  compared in tests/test_transformers_parity.py; here the relative-bias tables module by module);
+- the size Raffel et al. 2020 (arXiv:1910.10683) give T5-Small in Section 3.7: "about 60 million parameters";
+- the figures not modelled yet are refused with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from pydantic import ValidationError
+
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import load_hf_config
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.embedding import Positions
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"
+
+
+def test_t5_small_is_about_60_million():
+    assert round(params(load_hf_config(FIXTURES / "t5-small")).total, -7) == 60_000_000
+
+
+@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base", "bart-large"])
+def test_preset_is_the_import_of_its_config(name):
+    preset, imported = load_preset(name), load_hf_config(FIXTURES / name)
+    keep = {"name", "source", "checkpoint"}
+    assert preset.model_dump(exclude=keep) == imported.model_dump(exclude=keep)
+    assert preset.source == (FIXTURES / name / "source.txt").read_text().strip()
+
+
+@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base"])
+def test_relative_bias_and_cross_attention_match_transformers_modules(name):
+    """The bucketed bias (num_buckets × H in the first layer of each stack) and the cross-attention blocks, each
+    against the parameters of transformers' own modules."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from hf_counts import build_config, load_config_dict
+
+    with torch.device("meta"):
+        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(FIXTURES / name)))
+    named = dict(model.named_parameters())
+    bias = {k: p.numel() for k, p in named.items() if "relative_attention_bias" in k}
+    cross = sum(p.numel() for k, p in named.items() if ".EncDecAttention." in k)
+    cross_norms = sum(p.numel() for k, p in named.items() if ".layer.1.layer_norm" in k and k.startswith("decoder."))
+    rows = {r.component: r.params for r in params(load_hf_config(FIXTURES / name)).breakdown}
+    assert sorted(bias) == ["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                            "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
+    assert rows["embedding/position"] == rows["encoder/position"] == max(bias.values()) == min(bias.values())
+    assert sum(v for k, v in rows.items() if k.startswith("cross_attention/")) == cross
+    assert rows["norms/cross"] == cross_norms
+
+
+def test_bart_positions_and_embedding_norms_match_transformers_modules():
+    """BART's learned tables hold max_position_embeddings + 2 rows in each stack, and each stack has a LayerNorm
+    over its embeddings: against transformers' BartForConditionalGeneration's own modules."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from hf_counts import build_config, load_config_dict
+
+    with torch.device("meta"):
+        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(FIXTURES / "bart-large")))
+    named = {k: p.numel() for k, p in model.named_parameters()}
+    rows = {r.component: r.params for r in params(load_preset("bart-large")).breakdown}
+    assert rows["embedding/position"] == named["model.decoder.embed_positions.weight"] == 1026 * 1024
+    assert rows["encoder/position"] == named["model.encoder.embed_positions.weight"]
+    assert rows["norms/embedding"] == sum(v for k, v in named.items() if k.startswith("model.decoder.layernorm_emb"))
+    assert rows["encoder/norms/embedding"] == sum(v for k, v in named.items()
+                                                  if k.startswith("model.encoder.layernorm_emb"))
+
+
+def test_bucket_fields_go_with_their_kind():
+    with pytest.raises(ValidationError, match="num_buckets"):
+        Positions(kind="rope", num_buckets=32, max_distance=128)
+    with pytest.raises(ValidationError, match="num_buckets"):
+        Positions(kind="t5_buckets", num_buckets=32)
+    with pytest.raises(ValidationError, match="offset"):
+        Positions(kind="rope", offset=2)
+
+
+@pytest.mark.parametrize("command", [["flops"], ["kv"], ["memory"], ["latency", "--gpu", "h100-sxm"],
+                                     ["explain", "params"]])
+def test_figures_not_modelled_yet_are_refused(command):
+    r = run_cli(*command, "-p", "t5-small")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
+    assert "encoder-decoder" in r.stderr
+
+
+def test_presets_shows_one_with_its_cache_unmodelled():
+    r = run_cli("presets", "t5-small", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert '"kv_bytes_per_token": null' in r.stdout
+
+
+def test_explain_writes_the_bias_table_of_a_decoder(tmp_path):
+    """A decoder spec with T5's bias: explain's total, worked out from n_b · H, equals params' count."""
+    data = load_preset("gpt2").model_dump(mode="json")
+    data["positions"] = {"kind": "t5_buckets", "num_buckets": 32, "max_distance": 128}
+    path = tmp_path / "gpt2-t5-bias.yaml"
+    path.write_text(json.dumps(data))
+    r = run_cli("explain", "params", "--config", str(path))
+    assert r.returncode == 0, r.stderr
+    assert "n_b · H" in r.stdout and "32 · 12" in r.stdout
