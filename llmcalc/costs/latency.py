@@ -113,7 +113,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
                 out[(gi, op_name(comp))][1] += n * ceil_div(moved * width * a, L.tp)
             if phase == "prefill":  # write the new tokens' cache
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
-                cache = attn.cache_bytes(tokens, bits)
+                cache = attn.prefill_cache_bytes(tokens, batch, bits)
             elif phase == "chunk":  # and read what earlier tokens cached: keys = cached + new
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
                 cache = attn.cache_bytes(counts["keys"], bits)

@@ -69,7 +69,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_oss": dict(_LLAMA, vocab_size=201088, hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
                     num_attention_heads=64, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
                     attention_bias=True, sliding_window=128, num_local_experts=128, num_experts_per_tok=4),
+    "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
+                   num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
+                   chunk_size=256, tie_word_embeddings=False),
 }
+NO_POSITION_LIMIT = 2**20
+"""max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
+a bound for the length checks, not a limit of the model."""
 SUPPORTED = sorted(DEFAULTS)
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
              "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
@@ -127,7 +133,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     _check_types(c)
-    build = _gpt2 if mt == "gpt2" else _falcon if mt == "falcon" else _decoder
+    build = {"gpt2": _gpt2, "falcon": _falcon, "mamba2": _mamba2}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
 
@@ -214,7 +220,7 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 
 
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
-             "sliding_window_pattern")
+             "sliding_window_pattern", "num_heads", "expand")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NOT_NULL = _POSITIVE + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace")
 """Fields the import computes with before validation: null is refused too."""
@@ -223,7 +229,8 @@ _COUNTS = _POSITIVE + (
     "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions", "sliding_window", "max_window_layers",
     "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn")
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn",
+    "state_size", "n_groups", "conv_kernel", "chunk_size")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -286,6 +293,23 @@ def _falcon(mt: str, c: dict) -> dict[str, Any]:
         positions=dict(kind="alibi" if c["alibi"] else "rope"),
         attention=dict(kind="gqa", heads=h, kv_heads=kv, head_dim=_div(d, h), qkv_bias=c["bias"], o_bias=c["bias"]),
         ffn=dict(kind="dense", d_ff=c["ffn_hidden_size"] or 4 * d, activation="gelu", bias=c["bias"]),
+    )
+
+
+def _mamba2(mt: str, c: dict) -> dict[str, Any]:
+    """Mamba-2: every layer an RMSNorm and the SSD mixer, no FFN, no positions; I = expand·d = H·P."""
+    d, h, p = c["hidden_size"], c["num_heads"], c["head_dim"]
+    if d * c["expand"] != h * p:
+        raise UserError(f"config.json: hidden_size·expand ({d * c['expand']}) differs from num_heads·head_dim "
+                        f"({h * p}); make them equal")
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=NO_POSITION_LIMIT, tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=1, final=True), positions=dict(kind="none"),
+        attention=dict(kind="mamba2", heads=h, head_dim=p, state_size=c["state_size"], groups=c["n_groups"],
+                       conv_kernel=c["conv_kernel"], chunk_size=c["chunk_size"], bias=c["use_bias"],
+                       conv_bias=c["use_conv_bias"]),
+        ffn=dict(kind="none"),
     )
 
 

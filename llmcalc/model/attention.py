@@ -51,8 +51,8 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention",)
-    """Longformer, Linformer, Reformer and DSA: loaded when a spec names one of their kinds (Variant)."""
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention", "llmcalc.model.state_space")
+    """Longformer, Linformer, Reformer and DSA; Mamba-2: loaded when a spec names one of their kinds (Variant)."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False
@@ -117,6 +117,10 @@ class Attention(Variant):
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
         return -(-tokens * self.kv_elements() * bits // 8)
+
+    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
+        """Bytes a prefill of `tokens` new tokens over `batch` sequences writes to the cache: every new token's."""
+        return self.cache_bytes(tokens, bits)
 
     def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
         """Bytes one decode step of `batch` sequences reads from and writes to the cache, from their summed

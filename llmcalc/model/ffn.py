@@ -133,6 +133,64 @@ class FFN(Variant):
         return d_model + self.saved_elements()
 
 
+class NoFFN(FFN):
+    """A layer without a feed-forward block (Mamba-2's layers: norm, mixer, residual): nothing to count."""
+
+    kind: Literal["none"] = "none"
+
+    @property
+    def d_ff(self) -> int:
+        """No width: 0."""
+        return 0
+
+    @property
+    def label(self) -> str:
+        return "no FFN"
+
+    @property
+    def kind_label(self) -> str:
+        return "none"
+
+    def params(self, d_model: int) -> Parts:
+        return {}
+
+    def matmuls(self, d_model: int) -> Parts:
+        return {}
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        return {}
+
+    def io(self, d_model: int) -> Parts:
+        return {}
+
+    def transient_elements(self) -> int:
+        return 0
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        return 0
+
+    def saved_elements(self) -> int:
+        return 0
+
+    def tp_width(self, ep: int) -> int | None:
+        return None
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        return 0
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        return self.model_dump()
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {}
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        return {}
+
+    def explain_saved(self) -> str:
+        return "0"
+
+
 class Dense(FFN):
     """Two-matrix MLP: down(act(up(x))). 2·d·f weights (+f+d biases)."""
 
