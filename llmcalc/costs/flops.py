@@ -43,16 +43,17 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
     that the attention's `reprojected` projections (MLA: kv_up) re-project (decompress decode; prefill
     passes its new tokens). `core`, when given, is the attention core's FLOPs by component (the block's
     own `core`), used instead of pairs × per-pair cost."""
-    attn, d = spec.attention, spec.d_model
+    attn, d, path = group.mixer, spec.d_model, group.mixer_name
     out = {}
-    for name, w in attn.matmuls(d).items():
-        n = latents if name in attn.reprojected else tokens
-        out[f"attention/{name}"] = MAC * n * w
-    if absorbed:
-        out |= {f"attention/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
-    if core is None:
-        core = {k: pairs * c for k, c in attn.core_per_pair(absorbed).items()}
-    out |= {f"attention/{k}": c for k, c in core.items()}
+    if attn is not None:
+        for name, w in attn.matmuls(d).items():
+            n = latents if name in attn.reprojected else tokens
+            out[f"{path}/{name}"] = MAC * n * w
+        if absorbed:
+            out |= {f"{path}/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
+        if core is None:
+            core = {k: pairs * c for k, c in attn.core_per_pair(absorbed).items()}
+        out |= {f"{path}/{k}": c for k, c in core.items()}
     prefix = spec.ffn_prefix(group)
     out |= {prefix + k: MAC * tokens * w for k, w in group.ffn.matmuls(d).items()}
     return out
@@ -60,23 +61,22 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
             logits: int, mtp: bool) -> dict[str, int]:
-    """Whole-model forward FLOPs by component. core_of(window) gives one sequence's attention-core
-    FLOPs by component and latents_of(window) its cached latents the attention re-projects."""
+    """Whole-model forward FLOPs by component. core_of(mixer, window) gives one sequence's core FLOPs of a
+    layer's mixer by component and latents_of(window) its cached latents the attention re-projects."""
     total: dict[str, int] = defaultdict(int)
     tokens = batch * new
 
-    def core(w: int | None) -> Parts:
-        return {k: batch * v for k, v in core_of(w).items()}
+    def core(g: LayerGroup) -> Parts:
+        return {k: batch * v for k, v in core_of(g.mixer, g.window).items()} if g.mixer is not None else {}
 
     for g in spec.layer_groups():
-        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed,
-                                core(g.window)).items():
+        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed, core(g)).items():
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
     if mtp and spec.mtp_modules:
         last = spec.layer_groups()[-1]
-        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last.window))
+        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last))
         for k, v in layer.items():
             total[f"mtp/{k}"] += spec.mtp_modules * v
         total["mtp/projection"] += spec.mtp_modules * MAC * tokens * 2 * spec.d_model * spec.d_model
@@ -102,15 +102,15 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     decompress = attn.latent_cache and not absorbed
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda win: attn.core(seq, 0, win, w.attention_core),
+        return forward(spec, batch, new=seq, core_of=lambda a, win: a.core(seq, 0, win, w.attention_core),
                        latents_of=lambda win: seq, absorbed=False, logits=logits, mtp=w.mtp)
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
-    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, "causal", absorbed),
+    decode = forward(spec, batch, new=1, core_of=lambda a, win: a.core(1, seq, win, "causal", absorbed),
                      latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp)
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
-    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, "causal", absorbed),
+    generate = forward(spec, batch, new=gen, core_of=lambda a, win: a.core(gen, seq, win, "causal", absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp)
     fwd = prefill_like(seq)
     passes = partial(_frozen_passes, spec) if w.lora else partial(_passes, spec)
@@ -171,7 +171,11 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
            else "the full S×S product per layer, masked or not"),
         f"prefill logits: {w.logits} positions; training always projects all positions",
     ]
-    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode)) if n]
+    mixers: list = []  # each distinct mixer once, in layer order
+    for g in spec.layer_groups():
+        if g.mixer is not None and g.mixer not in mixers:
+            mixers.append(g.mixer)
+    notes += [n for a in mixers for n in (a.pattern_note, a.decode_note(w.mla_decode)) if n]
     if w.lora:
         notes.append(f"train: LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: frozen weights cost forward + "
                      "input gradient (2×), adapters 3×, the attention core 3×; the input gradient is taken to "

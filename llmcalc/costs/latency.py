@@ -77,6 +77,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
     matmuls (for routed experts, over the experts its tokens hit); a matmul that several parts run at once
     is launched once. A time model's matmul_pad_rows multiplies them: the rows a matmul pays for beyond its
     M. The attention core has none (it is not a weight matmul)."""
+    spec.check_uniform("the time model")
     L, attn, d = w.layout, spec.attention, spec.d_model
     a = DTYPE_BITS[w.act_dtype] // 8
     shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]

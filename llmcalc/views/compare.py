@@ -206,6 +206,7 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
                       gpu: GPU | None = None, tm: TimeModel = ROOFLINE) -> CompareReport:
     """`spec` under each attention variant (swapped by `rule`) on the workload, MHA first as the reference
     for every ratio; latency rows on `gpu` under the time model `tm`."""
+    spec.check_uniform("compare")
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
     specs = {v: attention_variant(spec, v, rule) for v in wanted}
     notes: list[str] = []
