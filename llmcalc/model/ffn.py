@@ -16,7 +16,8 @@ from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.lora import Adaptable
 
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
+Activation = Literal["gelu", "gelu_tanh", "relu", "relu2", "silu", "swish", "quick_gelu", "swiglu_oai"]
+"""relu2: squared ReLU, relu(x)² (Nemotron-H)."""
 
 
 def weights(parts: Parts) -> int:

@@ -16,7 +16,104 @@ from llmcalc.model.attention import Attention, linear
 from llmcalc.model.base import Parts, PosInt
 
 
-class Mamba2(Attention):
+class RecurrentMixer(Attention):
+    """A mixer that keeps a fixed-size state per sequence instead of a KV cache (Mamba-2, Gated DeltaNet): a
+    prompt runs a chunked scan over chunks of `chunk_size` (the last padded), each decode token one recurrent
+    step. A subclass gives its fields (`chunk_size` among them), `_shapes` (its projections, (d_in, d_out)),
+    params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
+
+    own_key_pattern: ClassVar[bool] = True
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each new token is multiplied by: in_proj and out_proj."""
+        return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def io(self, d_model: int) -> Parts:
+        return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """in_proj and out_proj (the conv, A, D, dt_bias and the norm stay in 16 bits)."""
+        return {name: [shape] for name, shape in self._shapes(d_model).items()}
+
+    def key_value_io(self) -> int:
+        """The scan reads no cached keys: 0."""
+        return 0
+
+    @property
+    def rope_dim(self) -> int:
+        return 0
+
+    def rope_elements(self) -> int:
+        return 0
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        return 0, 0, 0
+
+    def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
+        """No (query, key) pairs: the intra-chunk (position, position) pairs are counted by `counts`."""
+        return 0
+
+    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
+        """A forward call from an empty state (context 0: a prompt) runs the chunked scan over
+        c = ⌈new / Q⌉ chunks padded to Q tokens: chunk_pairs c·Q² (position pairs within chunks),
+        chunk_tokens c·Q, chunk_links (c + 1)² (the chunk-to-chunk state pass); tokens: the conv's outputs.
+        After a context each new token is one recurrent step (steps). seqs: sequences whose state is read
+        and written; keys: states read and written (the state kept is keys − 1, as for a cache). The same
+        under both attention conventions (the scan has no masked half to skip)."""
+        if context:
+            return {"steps": new, "tokens": new, "seqs": 1, "keys": 1 + new}
+        return self.chunk_counts(new, context, window)
+
+    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """A prompt chunk runs the chunked scan from the state the earlier chunks left."""
+        c = -(-new // self.chunk_size)
+        q = self.chunk_size
+        return {"chunk_pairs": c * q * q, "chunk_tokens": c * q, "chunk_links": (c + 1) * (c + 1),
+                "tokens": new, "seqs": 1, "keys": 2}
+
+    def core_per_pair(self, absorbed: bool = False) -> Parts:
+        """No per-pair cost: the scan's cost is `core_from` of its counts."""
+        return {}
+
+    def cached_tokens(self, seq: int, window: int | None) -> int:
+        """One state per sequence, whatever the length."""
+        return 1
+
+    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
+        """A prompt writes each sequence's final state once."""
+        return self.cache_bytes(batch, bits)
+
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
+        """A step reads every sequence's state and writes it back."""
+        return 2 * self.cache_bytes(counts["seqs"], bits)
+
+    def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
+        return False
+
+    def knee(self, window: int | None) -> int | None:
+        """A decode step costs the same at every context."""
+        return None
+
+    def gqa_shape(self) -> dict[str, Any]:
+        raise UserError("`attention`: a recurrent layer has no GQA shape to keep; compare a GQA or MLA model")
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        return "0", "0", "0"
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        return "1"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return "0"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        return {}
+
+    def explain_rotated(self) -> str:
+        return "0"
+
+
+class Mamba2(RecurrentMixer):
     """Mamba-2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'
     Mamba2Mixer). Letters: d model width, I = H·P inner width, H heads of P channels, G groups of B and C,
     N state size, K conv width, Q chunk length.
@@ -39,7 +136,6 @@ class Mamba2(Attention):
     """The SSM state's dtype: fp32 (transformers' torch path and mamba_ssm's scan keep it in fp32 whatever the
     weights) or the cache's (`kv_dtype`); the conv state is always in the cache's."""
 
-    own_key_pattern: ClassVar[bool] = True
     explain_legend: ClassVar[dict[str, str]] = {
         "P": "Mamba-2 head channels", "N": "SSM state size", "G": "Mamba-2 groups of B and C",
         "K": "causal conv width", "Q": "SSD chunk length", "c": "SSD chunks, ⌈S / Q⌉"}
@@ -81,24 +177,9 @@ class Mamba2(Attention):
                 "conv": self.conv_width * self.conv_kernel + (self.conv_width if self.conv_bias else 0),
                 "ssm": 3 * self.heads, "gate_norm": self.inner, "out_proj": linear(i, d_model, self.bias)}
 
-    def matmuls(self, d_model: int) -> Parts:
-        """Weights each new token is multiplied by: in_proj and out_proj."""
-        return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
-
-    def io(self, d_model: int) -> Parts:
-        return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
-
-    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
-        """in_proj and out_proj (the conv, A, D, dt_bias and the norm stay in 16 bits)."""
-        return {name: [shape] for name, shape in self._shapes(d_model).items()}
-
     def query_io(self) -> int:
         """Elements the scan reads and writes per token besides its state: x, B, C, dt in, y out."""
         return 2 * self.inner + 2 * self.groups * self.state_size + self.heads
-
-    def key_value_io(self) -> int:
-        """The scan reads no cached keys: 0."""
-        return 0
 
     def kv_elements(self) -> int:
         """Elements one layer keeps per sequence (not per token): the SSM state H·P·N and the conv's last
@@ -115,39 +196,7 @@ class Mamba2(Attention):
         return ("H·P·N + (I + 2·G·N)·K per sequence",
                 f"{self.heads}·{self.head_dim}·{self.state_size} + {self.conv_width}·{self.conv_kernel}")
 
-    @property
-    def rope_dim(self) -> int:
-        return 0
-
-    def rope_elements(self) -> int:
-        return 0
-
-    def qk_norm_widths(self) -> tuple[int, int, int]:
-        return 0, 0, 0
-
     # ---- the scan's cost: counts it is linear in ------------------------------------------------------
-
-    def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
-        """No (query, key) pairs: the intra-chunk (position, position) pairs are counted by `counts`."""
-        return 0
-
-    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
-        """A forward call from an empty state (context 0: a prompt) runs the chunked scan over
-        c = ⌈new / Q⌉ chunks padded to Q tokens: chunk_pairs c·Q² (position pairs within chunks),
-        chunk_tokens c·Q, chunk_links (c + 1)² (the chunk-to-chunk state pass); tokens: the conv's outputs.
-        After a context each new token is one recurrent step (steps). seqs: sequences whose state is read
-        and written; keys: states read and written (the state kept is keys − 1, as for a cache). The same
-        under both attention conventions (the scan has no masked half to skip)."""
-        if context:
-            return {"steps": new, "tokens": new, "seqs": 1, "keys": 1 + new}
-        return self.chunk_counts(new, context, window)
-
-    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
-        """A prompt chunk runs the chunked scan from the state the earlier chunks left."""
-        c = -(-new // self.chunk_size)
-        q = self.chunk_size
-        return {"chunk_pairs": c * q * q, "chunk_tokens": c * q, "chunk_links": (c + 1) * (c + 1),
-                "tokens": new, "seqs": 1, "keys": 2}
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
         """FLOPs by component, a multiply-add 2 (docs/mamba.md#flops). Chunked scan (SSD, the paper's
@@ -164,29 +213,6 @@ class Mamba2(Attention):
         return out | {"core_scores": 2 * self.heads * self.state_size * pairs, "core_values": 2 * self.inner * pairs,
                       "core_chunk_states": 2 * hpn * tokens, "core_state_pass": 2 * hpn * counts["chunk_links"],
                       "core_state_output": 2 * hpn * tokens}
-
-    def core_per_pair(self, absorbed: bool = False) -> Parts:
-        """No per-pair cost: the scan's cost is `core_from` of its counts."""
-        return {}
-
-    def cached_tokens(self, seq: int, window: int | None) -> int:
-        """One state per sequence, whatever the length."""
-        return 1
-
-    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
-        """A prompt writes each sequence's final state once."""
-        return self.cache_bytes(batch, bits)
-
-    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
-        """A step reads every sequence's state and writes it back."""
-        return 2 * self.cache_bytes(counts["seqs"], bits)
-
-    def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
-        return False
-
-    def knee(self, window: int | None) -> int | None:
-        """A decode step costs the same at every context."""
-        return None
 
     def saved_elements(self, d_model: int) -> int:
         """Elements per token a training layer keeps for the backward pass: its input d, in_proj's output
@@ -216,9 +242,6 @@ class Mamba2(Attention):
         return (f"Mamba-2: a prompt runs the chunked SSD scan (chunks of {self.chunk_size}, padded), each decode "
                 "token one recurrent step; the same under both attention conventions; see docs/mamba.md")
 
-    def gqa_shape(self) -> dict[str, Any]:
-        raise UserError("`attention`: a Mamba-2 layer has no GQA shape to keep; compare a GQA or MLA model")
-
     def scaled_fields(self, div: Any) -> dict[str, Any]:
         """Fields of a narrower copy: heads and groups divided by `div` (groups 1 when that does not divide)."""
         out = self.model_dump()
@@ -240,12 +263,6 @@ class Mamba2(Attention):
                 "conv": (conv, None), "ssm": ("3 · H", None), "gate_norm": ("H · P", None),
                 "out_proj": ("H · P · d" + (" + d" if self.bias else ""), "H · P · d")}
 
-    def explain_qk_norm(self) -> tuple[str, str, str]:
-        return "0", "0", "0"
-
-    def explain_cached_tokens(self, sliding: bool) -> str:
-        return "1"
-
     def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
         """Bytes of the layers' states, as cache_bytes: layers · B · (H · P · N · 4 + (H · P + 2 · G · N) · K ·
         bytes) with an fp32 state."""
@@ -256,12 +273,6 @@ class Mamba2(Attention):
     def explain_kv_note(self) -> str:
         return "each Mamba-2 layer keeps one SSM state and one conv state per sequence, whatever the length"
 
-    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
-        return "0"
-
-    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
-        return {}
-
     def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
         conv = "2 · (H · P + 2 · G · N) · K"
         if phase == "decode":
@@ -271,9 +282,6 @@ class Mamba2(Attention):
                 "core_values": f"2 · H · P · {chunks} · Q · Q", "core_chunk_states": f"2 · H · P · N · {chunks} · Q",
                 "core_state_pass": f"2 · H · P · N · ({chunks} + 1) · ({chunks} + 1)",
                 "core_state_output": f"2 · H · P · N · {chunks} · Q"}
-
-    def explain_rotated(self) -> str:
-        return "0"
 
     def explain_saved(self) -> str:
         return "d + 5 · H · P + 4 · G · N + H"
