@@ -136,3 +136,22 @@ def test_reference_mixer_computes_what_transformers_does(spec, model):
         cache = ours.new_cache(2, 19)
         steps = [ours(ids[:, :17], cache, 0, "all")] + [ours(ids[:, t:t + 1], cache, t, "all") for t in (17, 18)]
         torch.testing.assert_close(torch.cat(steps, 1), want, rtol=1e-3, atol=1e-3)
+
+
+def test_compare_swaps_attention_for_a_mamba2_layer():
+    """`compare mamba2` on Llama-3-8B: each layer's mixer is what transformers builds for H = 32 heads of
+    d_h = 128 (expand 1), the 8 kv heads as groups, state 128; its cache does not grow with the context."""
+    from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
+
+    from llmcalc.inputs.presets import load_preset
+    from llmcalc.views.compare import compare_attention
+
+    spec = load_preset("llama3-8b")
+    short, long = (compare_attention(spec, ["mamba2"], Workload(seq=s)).rows[1] for s in (1024, 65536))
+    cfg = transformers.Mamba2Config(hidden_size=4096, num_heads=32, head_dim=128, expand=1, n_groups=8,
+                                    state_size=128, conv_kernel=4)
+    with torch.device("meta"):
+        mixer = Mamba2Mixer(cfg, layer_idx=0)
+    assert short.attention_params == 32 * sum(p.numel() for p in mixer.parameters())
+    assert short.kv_cache_bytes == long.kv_cache_bytes
+    assert short.decode_flops == long.decode_flops
