@@ -51,10 +51,10 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention", "llmcalc.model.state_space",
-                                                  "llmcalc.model.deltanet")
-    """Longformer, Linformer, Reformer and DSA; Mamba-2; Gated DeltaNet: loaded when a spec names one of their
-    kinds (Variant)."""
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.deltanet", "llmcalc.model.sparse_attention",
+                                                  "llmcalc.model.state_space")
+    """Gated DeltaNet (with Mamba-2, which it builds on); Longformer, Linformer, Reformer and DSA; Mamba-2: loaded
+    when a spec names one of their kinds (Variant), in the order a package walk imports them."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False
