@@ -294,6 +294,9 @@ def _cache_tensors(cache):
             for attr, t in vars(layer).items():
                 if attr not in ("keys", "values") and isinstance(t, torch.Tensor) and t.dim() >= 3:
                     yield t
+            # A linear-attention layer (Mamba-2, Gated DeltaNet): its conv and recurrent states, one per sequence.
+            for attr in ("conv_states", "recurrent_states"):
+                yield from (t for t in (getattr(layer, attr, None) or {}).values() if isinstance(t, torch.Tensor))
         return
     for attr in ("key_cache", "value_cache"):
         for t in getattr(cache, attr, []) or []:

@@ -167,6 +167,11 @@ TINY = {
         layer_pattern=["full", "sliding"], norm=dict(kind="rmsnorm", per_layer=0, final=False)),
     "mla-alibi-qknorm-full": dict(attention=MLA, positions=dict(kind="alibi"),
                                   norm=dict(kind="rmsnorm", qk_norm="full")),
+    # Mamba-2: no FFN, no positions, chunks of 5 (the last padded), biases on
+    "mamba2-chunked-no-ffn": dict(
+        attention=dict(kind="mamba2", heads=4, head_dim=8, state_size=4, groups=2, conv_kernel=4, chunk_size=5,
+                       bias=True), ffn=dict(kind="none"), norm=dict(kind="rmsnorm", per_layer=1),
+        positions=dict(kind="none")),
 }
 SEQ = 12  # > WINDOW, so sliding caches shift
 

@@ -42,7 +42,8 @@ SWAP = "Swap rule"
     "(`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."))
 def compare(
     variants: Annotated[Optional[list[str]], typer.Argument(
-        help="Attention variants to swap in: mha, gqa, mqa, mla, swa, longformer, linformer, reformer, dsa "
+        help="Attention variants to swap in: mha, gqa, mqa, mla, swa, longformer, linformer, reformer, dsa, "
+             "mamba2, gdn "
              "(default: mha, gqa, mqa, mla).", show_default=False, metavar="[VARIANT]...")] = None,
     preset: Annotated[Optional[list[str]], _opt(
         "--preset", "-p", help="Base model (default llama2-7b); repeat with no variants to compare models.",

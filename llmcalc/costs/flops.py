@@ -59,16 +59,17 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
     that the attention's `reprojected` projections (MLA: kv_up) re-project (decompress decode; prefill
     passes its new tokens). `core`, when given, is the attention core's FLOPs by component (the block's
     own `core`), used instead of pairs × per-pair cost."""
-    attn, d = spec.attention, spec.d_model
+    attn, d, path = group.mixer, spec.d_model, group.mixer_name
     out = {}
-    for name, w in attn.matmuls(d).items():
-        n = latents if name in attn.reprojected else tokens
-        out[f"attention/{name}"] = MAC * n * w
-    if absorbed:
-        out |= {f"attention/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
-    if core is None:
-        core = {k: pairs * c for k, c in attn.core_per_pair(absorbed).items()}
-    out |= {f"attention/{k}": c for k, c in core.items()}
+    if attn is not None:
+        for name, w in attn.matmuls(d).items():
+            n = latents if name in attn.reprojected else tokens
+            out[f"{path}/{name}"] = MAC * n * w
+        if absorbed:
+            out |= {f"{path}/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
+        if core is None:
+            core = {k: pairs * c for k, c in attn.core_per_pair(absorbed).items()}
+        out |= {f"{path}/{k}": c for k, c in core.items()}
     prefix = spec.ffn_prefix(group)
     out |= {prefix + k: MAC * tokens * w for k, w in group.ffn.matmuls(d).items()}
     return out
@@ -76,23 +77,24 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
             logits: int, mtp: bool, pairs_of=None) -> dict[str, int]:
-    """Whole-model forward FLOPs by component. core_of(window) gives one sequence's attention-core
-    FLOPs by component, latents_of(window) its cached latents the attention re-projects, and
+    """Whole-model forward FLOPs by component. core_of(mixer, window) gives one sequence's core FLOPs of a
+    layer's mixer by component, latents_of(window) its cached latents the attention re-projects, and
     pairs_of(window) its (query, key) pairs and the distances a relative position encoding projects
     (shared by the batch), for the encoding's layer_matmuls (None: the encoding has none)."""
     total: dict[str, int] = defaultdict(int)
     tokens = batch * new
 
-    def core(w: int | None) -> Parts:
-        out = {k: batch * v for k, v in core_of(w).items()}
+    def core(g: LayerGroup) -> Parts:
+        if g.mixer is None:
+            return {}
+        out = {k: batch * v for k, v in core_of(g.mixer, g.window).items()}
         if pairs_of is not None and spec.positions.matmul_names:
-            pairs, distances = pairs_of(w)
-            out |= spec.positions.layer_matmuls(spec.d_model, spec.attention, batch * pairs, distances)
+            pairs, distances = pairs_of(g.window)
+            out |= spec.positions.layer_matmuls(spec.d_model, g.mixer, batch * pairs, distances)
         return out
 
     for g in spec.layer_groups():
-        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed,
-                                core(g.window)).items():
+        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed, core(g)).items():
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
@@ -100,7 +102,7 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
         total[k] += MAC * batch * weights
     if mtp and spec.mtp_modules:
         last = spec.layer_groups()[-1]
-        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last.window))
+        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last))
         for k, v in layer.items():
             total[f"mtp/{k}"] += spec.mtp_modules * v
         total["mtp/projection"] += spec.mtp_modules * MAC * tokens * 2 * spec.d_model * spec.d_model
@@ -128,17 +130,17 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     decompress = attn.latent_cache and not absorbed
 
     def prefill_like(logits: int) -> dict[str, int]:
-        return forward(spec, batch, new=seq, core_of=lambda win: stack.prefill_core(attn, seq, win, w.attention_core),
+        return forward(spec, batch, new=seq, core_of=lambda a, win: stack.prefill_core(a, seq, win, w.attention_core),
                        latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp,
                        pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq))
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
-    decode = forward(spec, batch, new=1, core_of=lambda win: attn.core(1, seq, win, w.step_attention, absorbed),
+    decode = forward(spec, batch, new=1, core_of=lambda a, win: a.core(1, seq, win, w.step_attention, absorbed),
                      latents_of=keys if decompress else lambda win: 0, absorbed=absorbed, logits=1, mtp=w.mtp,
                      pairs_of=lambda win: (keys(win), keys(win)))  # one query: a distance per key
     steps = lambda win: attn.pairs(gen, seq, win)  # noqa: E731
-    generate = forward(spec, batch, new=gen, core_of=lambda win: attn.core(gen, seq, win, w.step_attention, absorbed),
+    generate = forward(spec, batch, new=gen, core_of=lambda a, win: a.core(gen, seq, win, w.step_attention, absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp,
                        pairs_of=lambda win: (steps(win), steps(win)))  # Σ over the steps of each step's keys
     fwd = prefill_like(seq)
@@ -251,8 +253,12 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
                                             w.attention_kernel == "flash" else "eager: 2 × the core's forward")
         + ") and the forward of the recomputed ops (" + (", ".join(sorted(w.recomputed)) or "none") + ")",
     ]
-    notes += [n for n in (spec.attention.pattern_note, spec.attention.decode_note(w.mla_decode),
-                          spec.positions.flops_note) if n]
+    mixers: list = []  # each distinct mixer once, in layer order
+    for g in spec.layer_groups():
+        if g.mixer is not None and g.mixer not in mixers:
+            mixers.append(g.mixer)
+    notes += [n for a in mixers for n in (a.pattern_note, a.decode_note(w.mla_decode)) if n]
+    notes += [spec.positions.flops_note] if spec.positions.flops_note else []
     if w.lora:
         notes.append(f"train: LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: frozen weights cost forward + "
                      "input gradient (2×), adapters 3×, the attention core 3×; the input gradient is taken to "

@@ -9,6 +9,7 @@ An encoder (llmcalc/model/stack.py) reads its input in one pass and keeps no cac
 
 from __future__ import annotations
 
+from llmcalc.model.attention import Attention
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.kv import KVLayerRow, KVReport
 from llmcalc.workload import Workload
@@ -30,42 +31,55 @@ def cache_layers(spec: ModelSpec) -> dict[int | None, int]:
     return out
 
 
-def kv_layers(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> list[tuple[int | None, int, int, int]]:
-    """Per window (None: full attention): (window, layers, tokens kept, bytes one layer caches for `batch`
-    sequences of `seq` tokens)."""
-    attn, bits = spec.attention, DTYPE_BITS[kv_dtype]
+def mixer_layers(spec: ModelSpec) -> dict[tuple[str, int | None], tuple[Attention, int]]:
+    """Layers by (mixer path, window): each mixer with its layer count (layers without a mixer keep nothing)."""
+    out: dict[tuple[str, int | None], tuple[Attention, int]] = {}
+    for g in spec.layer_groups():
+        if g.mixer is not None:
+            key = (g.mixer_name, g.window)
+            out[key] = (g.mixer, out[key][1] + g.count if key in out else g.count)
+    return out
+
+
+def kv_layers(spec: ModelSpec, batch: int, seq: int,
+              kv_dtype: str) -> list[tuple[Attention, int | None, int, int, int]]:
+    """Per mixer and window (None: full attention): (mixer, window, layers, tokens kept, bytes one layer caches
+    for `batch` sequences of `seq` tokens)."""
+    bits = DTYPE_BITS[kv_dtype]
     out = []
-    for window, count in cache_layers(spec).items():
+    for (_, window), (attn, count) in mixer_layers(spec).items():
         kept = attn.cached_tokens(seq, window) if spec.stack.decodes else 0
-        out.append((window, count, kept, attn.cache_bytes(batch * kept, bits)))
+        out.append((attn, window, count, kept, attn.cache_bytes(batch * kept, bits)))
     return out
 
 
 def kv_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> int:
     """The KV cache's bytes for `batch` sequences of `seq` tokens: Σ_windows layers · bytes per layer."""
-    return sum(count * per_layer for _, count, _, per_layer in kv_layers(spec, batch, seq, kv_dtype))
+    return sum(count * per_layer for _, _, count, _, per_layer in kv_layers(spec, batch, seq, kv_dtype))
 
 
 def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
     total."""
-    attn, batch, seq = spec.attention, w.batch, w.seq
+    batch, seq = w.batch, w.seq
     spec.stack.check_sized("the KV cache")
+    layers = kv_layers(spec, batch, seq, w.kv_dtype)
     rows = [
         KVLayerRow(
             layer_type=attn.layer_type(window), layers=count, tokens_cached=kept,
             elements_per_token=attn.kv_elements(), bytes_per_layer=per_layer, bytes=count * per_layer,
         )
-        for window, count, kept, per_layer in kv_layers(spec, batch, seq, w.kv_dtype)
+        for attn, window, count, kept, per_layer in layers
     ]
-    notes = [attn.kv_note] if attn.kv_note else []  # a variant that keeps other than K and V of every token
+    # a variant that keeps other than K and V of every token
+    notes = list(dict.fromkeys(attn.kv_note for attn, *_ in layers if attn.kv_note))
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
     if not spec.stack.decodes:
         notes.append("an encoder-only model keeps no KV cache: it reads its input in one forward pass")
-    elif len(rows) == 1 and spec.n_layers > 1:
+    elif len(rows) == 1 and rows[0].layers > 1:
         notes.append(
-            f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {spec.n_layers} layers of it "
+            f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {rows[0].layers} layers of it "
             "(a per-layer figure quoted as the whole cache forgets the layer count)"
         )
     w.check_images(spec)
@@ -74,7 +88,8 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype, image_tokens=images,
         image_bytes=sum(r.bytes * _first_kept(images, seq, r.tokens_cached) // r.tokens_cached for r in rows if images),
         total_bytes=sum(r.bytes for r in rows),
-        bytes_per_token=attn.cache_bytes(spec.n_layers, DTYPE_BITS[w.kv_dtype]) * spec.stack.decodes,
+        bytes_per_token=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype]) for attn, _, count, _, _ in layers)
+        * spec.stack.decodes,
         per_layer=rows, formula=FORMULA, notes=notes,
     )
 

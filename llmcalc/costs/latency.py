@@ -94,6 +94,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
     matmuls (for routed experts, over the experts its tokens hit); a matmul that several parts run at once
     is launched once. A time model's matmul_pad_rows multiplies them: the rows a matmul pays for beyond its
     M. The attention core has none (it is not a weight matmul)."""
+    spec.check_uniform("the time model")
     L, attn, d = w.layout, spec.attention, spec.d_model
     a = DTYPE_BITS[w.act_dtype] // 8
     shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]
@@ -130,7 +131,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
                 out[(gi, op_name(comp))][1] += n * ceil_div(moved * width * a, L.tp)
             if phase == "prefill":  # write the new tokens' cache
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
-                cache = attn.cache_bytes(tokens, bits)
+                cache = attn.prefill_cache_bytes(tokens, batch, bits)
             elif phase == "chunk":  # and read what earlier tokens cached: keys = cached + new
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
                 cache = attn.cache_bytes(counts["keys"], bits)

@@ -35,6 +35,7 @@ from llmcalc.workload import Workload
 def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
     (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
+    spec.check_uniform("memory")
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     spec.stack.check_sized("memory")
     formats = w.formats(spec)

@@ -24,14 +24,14 @@ FORMULA = (
 
 def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dict[str, int]]:
     """Parameters of one layer of `group` by component path, and how many of them one token uses."""
-    d, norm, attn = spec.d_model, spec.norm, spec.attention
-    parts = {f"attention/{k}": v for k, v in attn.params(d).items()}
+    d, norm, attn = spec.d_model, spec.norm, group.mixer
+    parts = {f"{group.mixer_name}/{k}": v for k, v in attn.params(d).items()} if attn else {}
     prefix = spec.ffn_prefix(group)
     parts |= {prefix + k: v for k, v in group.ffn.params(d).items()}
     parts |= {f"attention/{k}": v for k, v in spec.positions.layer_params(d, attn).items()}
     parts |= spec.stack.layer_params(spec)  # an encoder-decoder's cross-attention
     parts["norms/layer"] = norm.per_layer * norm.params(d)
-    if qk := norm.qk_params(*attn.qk_norm_widths()):
+    if attn and (qk := norm.qk_params(*attn.qk_norm_widths())):
         parts["norms/qk"] = qk
     active = dict(parts)
     for k, idle in group.ffn.inactive_parts(d).items():

@@ -85,7 +85,25 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                        num_attention_heads=12, hidden_activation="gelu", max_position_embeddings=8192,
                        local_attention=128, global_attn_every_n_layers=3, attention_bias=False, mlp_bias=False,
                        norm_bias=False, layer_types=None),
+    "nemotron_h": dict(vocab_size=131072, hidden_size=4096, tie_word_embeddings=False, num_attention_heads=32,
+                       num_key_value_heads=8, head_dim=128, max_position_embeddings=4096, intermediate_size=21504,
+                       mlp_hidden_act="relu2", mlp_bias=False, ssm_state_size=128, mamba_num_heads=128,
+                       mamba_head_dim=64, n_groups=8, conv_kernel=4, chunk_size=128, use_conv_bias=True,
+                       use_bias=False, mamba_ssm_cache_dtype="float32", layers_block_type=None,
+                       hybrid_override_pattern=None),
+    "qwen3_next": dict(_QWEN, hidden_size=2048, intermediate_size=5632, num_hidden_layers=48,
+                       num_attention_heads=16, num_key_value_heads=2, head_dim=256, attention_bias=False,
+                       linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                       linear_num_key_heads=16, linear_num_value_heads=32, decoder_sparse_step=1,
+                       moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts_per_tok=10,
+                       num_experts=512, mlp_only_layers=[], layer_types=None, full_attention_interval=4),
+    "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
+                   num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
+                   chunk_size=256, tie_word_embeddings=False),
 }
+NO_POSITION_LIMIT = 2**20
+"""max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
+a bound for the length checks, not a limit of the model."""
 _SAME_AS = {"qwen2_5_vl_text": "qwen2"}
 """Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -116,7 +134,7 @@ _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_s
              "ffn.top_k": "num_experts_per_tok", "ffn.experts": "num_experts", "ffn.d_ff": "intermediate_size",
              "sliding_window": "sliding_window"}
 _ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu",
-        "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu"}
+        "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu", "relu2": "relu2"}
 
 
 def load_hf_config(path: str | Path):
@@ -174,7 +192,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     _check_types(c)
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
-             "t5": _t5, "bart": _bart}.get(mt, _decoder)
+             "t5": _t5, "bart": _bart, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
+             "qwen3_next": _qwen3_next}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
@@ -304,7 +323,7 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 
 
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
-             "sliding_window_pattern", "global_attn_every_n_layers")
+             "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "expand")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NOT_NULL = _POSITIVE + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace")
 """Fields the import computes with before validation: null is refused too."""
@@ -317,7 +336,10 @@ _COUNTS = _POSITIVE + (
     "type_vocab_size", "local_attention", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers",
     "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance", "n_positions",
     "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-    "decoder_ffn_dim")
+    "decoder_ffn_dim",
+    "state_size", "n_groups", "conv_kernel", "chunk_size", "ssm_state_size", "mamba_num_heads", "mamba_head_dim",
+    "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+    "linear_num_value_heads", "full_attention_interval")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -472,6 +494,89 @@ def _falcon(mt: str, c: dict) -> dict[str, Any]:
         positions=dict(kind="alibi" if c["alibi"] else "rope"),
         attention=dict(kind="gqa", heads=h, kv_heads=kv, head_dim=_div(d, h), qkv_bias=c["bias"], o_bias=c["bias"]),
         ffn=dict(kind="dense", d_ff=c["ffn_hidden_size"] or 4 * d, activation="gelu", bias=c["bias"]),
+    )
+
+
+def _mamba2(mt: str, c: dict) -> dict[str, Any]:
+    """Mamba-2: every layer an RMSNorm and the SSD mixer, no FFN, no positions; I = expand·d = H·P."""
+    d, h, p = c["hidden_size"], c["num_heads"], c["head_dim"]
+    if d * c["expand"] != h * p:
+        raise UserError(f"config.json: hidden_size·expand ({d * c['expand']}) differs from num_heads·head_dim "
+                        f"({h * p}); make them equal")
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=NO_POSITION_LIMIT, tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=1, final=True), positions=dict(kind="none"),
+        attention=dict(kind="mamba2", heads=h, head_dim=p, state_size=c["state_size"], groups=c["n_groups"],
+                       conv_kernel=c["conv_kernel"], chunk_size=c["chunk_size"], bias=c["use_bias"],
+                       conv_bias=c["use_conv_bias"]),
+        ffn=dict(kind="none"),
+    )
+
+
+_NEMOTRON_SLOTS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+
+
+def _nemotron_h(mt: str, c: dict) -> dict[str, Any]:
+    """Nemotron-H: each layer one RMSNorm and ONE block, a Mamba-2 mixer (M), GQA attention without positions (*)
+    or a squared-ReLU MLP (-), from layers_block_type (or the older hybrid_override_pattern string)."""
+    types = c["layers_block_type"]
+    if types is None and isinstance(c["hybrid_override_pattern"], str):
+        if not set(c["hybrid_override_pattern"]) <= set(_NEMOTRON_SLOTS):
+            raise UserError("config.json: hybrid_override_pattern: use only the letters M, *, - and E")
+        types = [_NEMOTRON_SLOTS[ch] for ch in c["hybrid_override_pattern"]]
+    if not isinstance(types, list) or not types:
+        raise UserError("config.json: layers_block_type: give each layer's block (or hybrid_override_pattern)")
+    slots = {"linear_attention": dict(mixer="mamba", ffn="none"), "full_attention": dict(mixer="attention", ffn="none"),
+             "mlp": dict(mixer=None, ffn="ffn")}
+    if unknown := sorted(set(map(str, types)) - set(slots)):
+        raise UserError(f"config.json: layers_block_type {', '.join(unknown)} is not supported; "
+                        "use linear_attention, full_attention and mlp")
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=len(types), max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=1, final=True),
+        positions=dict(kind="none"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c.get("num_key_value_heads") or h,
+                       head_dim=c.get("head_dim") or _div(d, h)),
+        ffn=dict(kind="dense", d_ff=c["intermediate_size"], activation=_act(c["mlp_hidden_act"]), bias=c["mlp_bias"]),
+        mixers={"mamba": dict(kind="mamba2", heads=c["mamba_num_heads"], head_dim=c["mamba_head_dim"],
+                              state_size=c["ssm_state_size"], groups=c["n_groups"], conv_kernel=c["conv_kernel"],
+                              chunk_size=c["chunk_size"], bias=c["use_bias"], conv_bias=c["use_conv_bias"],
+                              state_dtype="fp32" if c["mamba_ssm_cache_dtype"] == "float32" else "cache")},
+        hybrid_pattern=[slots[t] for t in _shortest_cycle(types)],
+    )
+
+
+def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
+    """Qwen3-Next: Gated DeltaNet layers and gated attention (q's projection doubled for the output gate, per-head
+    q/k norms) by layer_types (else one attention layer every full_attention_interval), every FFN the MoE with a
+    gated shared expert (mlp_only_layers and decoder_sparse_step give dense ones)."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    types = c["layer_types"] or ["full_attention" if (i + 1) % c["full_attention_interval"] == 0
+                                 else "linear_attention" for i in range(n_layers)]
+    if len(types) != n_layers or not set(types) <= {"full_attention", "linear_attention"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of full_attention or linear_attention")
+    only, step = set(c["mlp_only_layers"] or []), c["decoder_sparse_step"]
+    slots = [dict(mixer="attention" if t == "full_attention" else "linear",
+                  ffn="dense" if i in only or (i + 1) % step else "ffn") for i, t in enumerate(types)]
+    if any(s["ffn"] == "dense" for s in slots):
+        raise UserError("config.json: mlp_only_layers / decoder_sparse_step: dense FFN layers in a Qwen3-Next model "
+                        "are not supported yet; give every layer the MoE")
+    shared = c["shared_expert_intermediate_size"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True, qk_norm="head"),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"], head_dim=c["head_dim"],
+                       qkv_bias=c["attention_bias"], o_bias=c["attention_bias"], output_gate=True),
+        ffn=dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"], d_ff=c["moe_intermediate_size"],
+                 activation=_act(c["hidden_act"]), shared_experts=1 if shared else 0, shared_d_ff=shared,
+                 shared_gate=bool(shared)),
+        mixers={"linear": dict(kind="gated_deltanet", key_heads=c["linear_num_key_heads"],
+                               value_heads=c["linear_num_value_heads"], key_head_dim=c["linear_key_head_dim"],
+                               value_head_dim=c["linear_value_head_dim"], conv_kernel=c["linear_conv_kernel_dim"])},
+        hybrid_pattern=_shortest_cycle(slots),
     )
 
 

@@ -55,8 +55,10 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.sparse_attention",)
-    """Longformer, Linformer, Reformer and DSA: loaded when a spec names one of their kinds (Variant)."""
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.deltanet", "llmcalc.model.sparse_attention",
+                                                  "llmcalc.model.state_space")
+    """Gated DeltaNet (with Mamba-2, which it builds on); Longformer, Linformer, Reformer and DSA; Mamba-2: loaded
+    when a spec names one of their kinds (Variant), in the order a package walk imports them."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False
@@ -150,6 +152,10 @@ class Attention(Variant):
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
         return -(-tokens * self.kv_elements() * bits // 8)
+
+    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
+        """Bytes a prefill of `tokens` new tokens over `batch` sequences writes to the cache: every new token's."""
+        return self.cache_bytes(tokens, bits)
 
     def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
         """Bytes one decode step of `batch` sequences reads from and writes to the cache, from their summed
@@ -314,6 +320,8 @@ class GQA(Attention):
     qkv_bias: bool = False
     o_bias: bool = False
     sinks: bool = False
+    output_gate: bool = False
+    """Qwen3-Next's gated attention: q's projection also gives a per-channel gate on the output (H·h more)."""
 
     @model_validator(mode="after")
     def _groups_divide(self) -> "GQA":
@@ -353,7 +361,8 @@ class GQA(Attention):
         return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
 
     def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
-        return {"q": (d_model, self.q_width), "k": (d_model, self.kv_width), "v": (d_model, self.kv_width),
+        q = self.q_width * (2 if self.output_gate else 1)
+        return {"q": (d_model, q), "k": (d_model, self.kv_width), "v": (d_model, self.kv_width),
                 "o": (self.q_width, d_model)}
 
     def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
@@ -466,7 +475,8 @@ class GQA(Attention):
 
     def explain_parts(self) -> dict[str, tuple[str, str | None]]:
         """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
-        shapes = {"q": ("d", "H · h", self.qkv_bias), "k": ("d", "H_kv · h", self.qkv_bias),
+        shapes = {"q": ("d", "2 · H · h" if self.output_gate else "H · h", self.qkv_bias),
+                  "k": ("d", "H_kv · h", self.qkv_bias),
                   "v": ("d", "H_kv · h", self.qkv_bias), "o": ("H · h", "d", self.o_bias)}
         out = {k: (terms.linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in shapes.items()}
         return out | ({"sinks": ("H", None)} if self.sinks else {})
@@ -499,7 +509,7 @@ class GQA(Attention):
 
     def params(self, d_model: int) -> Parts:
         parts = {
-            "q": linear(d_model, self.q_width, self.qkv_bias),
+            "q": linear(d_model, self.q_width * (2 if self.output_gate else 1), self.qkv_bias),
             "k": linear(d_model, self.kv_width, self.qkv_bias),
             "v": linear(d_model, self.kv_width, self.qkv_bias),
             "o": linear(self.q_width, d_model, self.o_bias),

@@ -16,13 +16,13 @@ from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.lora import Adaptable
 
-Activation = Literal["gelu", "gelu_tanh", "relu", "silu", "swish", "quick_gelu", "swiglu_oai"]
-ACTIVATION_FLOPS: dict[str, int] = {"relu": 1, "silu": 4, "swish": 4, "gelu": 5, "gelu_tanh": 9, "quick_gelu": 5,
-                                    "swiglu_oai": 9}
+Activation = Literal["gelu", "gelu_tanh", "relu", "relu2", "silu", "swish", "quick_gelu", "swiglu_oai"]
+ACTIVATION_FLOPS: dict[str, int] = {"relu": 1, "relu2": 2, "silu": 4, "swish": 4, "gelu": 5, "gelu_tanh": 9,
+                                    "quick_gelu": 5, "swiglu_oai": 9}
 """Element-wise FLOPs of one activation per element, an exp, erf or tanh counted as 1 like an add: relu max(x, 0)
-1; silu x/(1 + e^−x) 4 (exp, add, divide, multiply); gelu ½x(1 + erf(x/√2)) 5; gelu_tanh
-½x(1 + tanh(√(2/π)(x + 0.044715x³))) 9; quick_gelu x·σ(1.702x) 5; swiglu_oai (gpt-oss: the gate clamped, x·σ(1.702x),
-up clamped both ways, + 1) 9. A gated FFN adds 1 for the gate × up product."""
+1; relu2 (Nemotron-H's squared ReLU, relu(x)²) 2; silu x/(1 + e^−x) 4 (exp, add, divide, multiply); gelu
+½x(1 + erf(x/√2)) 5; gelu_tanh ½x(1 + tanh(√(2/π)(x + 0.044715x³))) 9; quick_gelu x·σ(1.702x) 5; swiglu_oai (gpt-oss:
+the gate clamped, x·σ(1.702x), up clamped both ways, + 1) 9. A gated FFN adds 1 for the gate × up product."""
 
 
 def weights(parts: Parts) -> int:
@@ -137,6 +137,64 @@ class FFN(Variant):
         """Elements per token kept for the backward pass under LoRA, input included: as in full training unless
         the variant says (`saved_elements`, the input d)."""
         return d_model + self.saved_elements()
+
+
+class NoFFN(FFN):
+    """A layer without a feed-forward block (Mamba-2's layers: norm, mixer, residual): nothing to count."""
+
+    kind: Literal["none"] = "none"
+
+    @property
+    def d_ff(self) -> int:
+        """No width: 0."""
+        return 0
+
+    @property
+    def label(self) -> str:
+        return "no FFN"
+
+    @property
+    def kind_label(self) -> str:
+        return "none"
+
+    def params(self, d_model: int) -> Parts:
+        return {}
+
+    def matmuls(self, d_model: int) -> Parts:
+        return {}
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        return {}
+
+    def io(self, d_model: int) -> Parts:
+        return {}
+
+    def transient_elements(self) -> int:
+        return 0
+
+    def prefill_activation_bytes(self, d_model: int, act: int) -> int:
+        return 0
+
+    def saved_elements(self) -> int:
+        return 0
+
+    def tp_width(self, ep: int) -> int | None:
+        return None
+
+    def lora_saved_elements(self, d_model: int, targets: frozenset[str]) -> int:
+        return 0
+
+    def scaled_fields(self, div: Callable[[int], int]) -> dict[str, Any]:
+        return self.model_dump()
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {}
+
+    def explain_parts(self) -> dict[str, tuple[str, str]]:
+        return {}
+
+    def explain_saved(self) -> str:
+        return "0"
 
 
 class Dense(FFN):

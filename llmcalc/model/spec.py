@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from llmcalc.errors import UserError
 from llmcalc.model.attention import Attention
 from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
@@ -32,16 +33,33 @@ MAX_LAYERS = 100_000
 """Sanity bound on n_layers (the largest published models have ~200)."""
 
 
+class LayerSlot(Frozen):
+    """One layer of a hybrid pattern: its mixer (`attention`: the spec's attention over every earlier token,
+    `sliding`: over the last sliding_window, a key of the spec's `mixers`, or null: none, as Nemotron-H's MLP
+    layers) and its FFN (`ffn`: the spec's, `dense`: an MoE's dense FFN, `none`: as Nemotron-H's mixer layers)."""
+
+    mixer: str | None = "attention"
+    ffn: Literal["ffn", "dense", "none"] = "ffn"
+
+
 class LayerGroup(Frozen):
-    """`count` layers that share one shape: attention window (None = full) and FFN."""
+    """`count` layers that share one shape: their mixer (`mixer_name`: the component path it is reported
+    under; None: a layer without one), attention window (None = full) and FFN."""
 
     count: PosInt
     window: PosInt | None
     ffn: FFNSpec
+    mixer: AttentionSpec | None
+    mixer_name: str = "attention"
 
     @property
     def name(self) -> str:
-        attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+        if self.mixer is None:
+            return f"no mixer + {self.ffn.label}"
+        if self.mixer_name == "attention":
+            attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+        else:
+            attn = f"{self.mixer_name} ({self.mixer.label})"
         return f"{attn} + {self.ffn.label}"
 
 
@@ -67,6 +85,11 @@ class ModelSpec(Frozen):
     ffn: FFNSpec
     sliding_window: PosInt | None = None
     layer_pattern: list[LayerKind] = Field(default_factory=lambda: ["full"], min_length=1)
+    mixers: dict[str, AttentionSpec] = Field(default_factory=dict)
+    """Mixers beside `attention` that hybrid_pattern names (Mamba-2 layers of a hybrid), by component path."""
+    hybrid_pattern: list[LayerSlot] | None = None
+    """Each layer's mixer and FFN, repeating over the layers (instead of layer_pattern); None: every layer is
+    `attention` (full or sliding by layer_pattern) + `ffn`."""
     mtp_modules: NonNegInt = 0
     stack: StackSpec = Decoder()
     """What the layers are for: a generating decoder (default) or a bidirectional encoder."""
@@ -77,7 +100,10 @@ class ModelSpec(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":
-        has_sliding = "sliding" in self.layer_pattern
+        if self.hybrid_pattern is not None:
+            self._check_hybrid()
+        has_sliding = "sliding" in self.layer_pattern or any(
+            slot.mixer == "sliding" for slot in self.hybrid_pattern or [])
         if has_sliding and self.sliding_window is None:
             raise ValueError("sliding_window: layer_pattern has sliding layers; set sliding_window (tokens)")
         if self.sliding_window is not None and not has_sliding:
@@ -95,6 +121,33 @@ class ModelSpec(Frozen):
         self.positions.check_spec(self)
         self.stack.check_spec(self)
         return self
+
+    def _check_hybrid(self) -> None:
+        pattern = self.hybrid_pattern or []
+        if not pattern or len(pattern) > self.n_layers:
+            raise ValueError(f"hybrid_pattern: {len(pattern)} entries for {self.n_layers} layers; give 1 to n_layers")
+        if self.layer_pattern != ["full"]:
+            raise ValueError("layer_pattern: a hybrid_pattern names each layer's mixer; drop layer_pattern")
+        for slot in pattern:
+            if slot.mixer is not None and slot.mixer not in ("attention", "sliding", *self.mixers):
+                raise ValueError(f"hybrid_pattern: mixer {slot.mixer!r} is not attention, sliding or one of mixers "
+                                 f"({', '.join(self.mixers) or 'none'}); add it to mixers")
+        for name in self.mixers:
+            if name in ("attention", "ffn", "norms", "embedding", "lm_head", "mtp"):
+                raise ValueError(f"mixers: {name!r} is a component path of its own; name the mixer otherwise")
+        if self.mtp_modules or self.ffn.leading_dense_layers:
+            raise ValueError("hybrid_pattern: give dense layers as ffn: dense slots, and no mtp_modules")
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether layers differ in their mixer (hybrid_pattern is set)."""
+        return self.hybrid_pattern is not None
+
+    def check_uniform(self, what: str) -> None:
+        """Raise UserError when layers differ in their mixer: `what` costs every layer with one mixer."""
+        if self.hybrid:
+            raise UserError(f"`hybrid_pattern`: {what} does not cover hybrid layer patterns yet (params, kv and flops "
+                            "do); use one of those")
 
     def sliding_layers(self, start: int, stop: int) -> int:
         """How many of layers start..stop-1 are sliding-window layers."""
@@ -115,6 +168,8 @@ class ModelSpec(Frozen):
         """The distinct layer shapes with their counts, among layers start..stop-1 (default: all); MoE dense
         layers are the first ones."""
         stop = self.n_layers if stop is None else stop
+        if self.hybrid_pattern is not None:
+            return self._hybrid_groups(start, stop)
         n_dense = self.ffn.leading_dense_layers
         spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None),
                  (max(start, n_dense), stop, self.ffn)]
@@ -125,7 +180,26 @@ class ModelSpec(Frozen):
             sliding = self.sliding_layers(start, stop)
             for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):
                 if count:
-                    groups.append(LayerGroup(count=count, window=window, ffn=ffn))
+                    groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=self.attention))
+        return groups
+
+    def _hybrid_groups(self, start: int, stop: int) -> list[LayerGroup]:
+        """Layers start..stop-1 of a hybrid_pattern, grouped by (mixer, FFN) in order of first appearance."""
+        pattern = self.hybrid_pattern or []
+        counts: dict[tuple[str | None, str], int] = {}
+        for i in range(start, stop):
+            slot = pattern[i % len(pattern)]
+            counts[slot.mixer, slot.ffn] = counts.get((slot.mixer, slot.ffn), 0) + 1
+        groups = []
+        for (mixer, ffn_kind), count in counts.items():
+            if ffn_kind == "none":
+                ffn = FFN.variant("none").model_validate({"kind": "none"})
+            else:
+                ffn = self.ffn.dense_ffn() if ffn_kind == "dense" and self.ffn.routed_experts else self.ffn
+            window = self.sliding_window if mixer == "sliding" else None
+            block = self.attention if mixer in ("attention", "sliding") else self.mixers.get(mixer or "")
+            name = "attention" if mixer in ("attention", "sliding", None) else mixer
+            groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=block, mixer_name=name))
         return groups
 
 

@@ -34,6 +34,7 @@ ACTIVATIONS = {
     "gelu": F.gelu,
     "gelu_tanh": partial(F.gelu, approximate="tanh"),
     "relu": F.relu,
+    "relu2": lambda x: F.relu(x).square(),
     "silu": F.silu,
     "swish": F.silu,
     "quick_gelu": _sigmoid_gate,

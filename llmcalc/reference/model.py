@@ -38,10 +38,12 @@ from llmcalc.reference.sparse import (
     LongformerAttention,
     ReformerAttention,
 )
+from llmcalc.reference.state_space import Mamba2Mixer
 
 
 class Layer(nn.Module):
-    """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)));
+    """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)); a layer
+    without an FFN, Mamba-2's: x + mixer(n(x)));
     2 pre-norm (x + attn(n₀(x)), then x + ffn(n₁(x))); 3 adds n₂ on the attention output; 4 also n₃ on
     the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2."""
 
@@ -51,7 +53,7 @@ class Layer(nn.Module):
             raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
         relative = spec.positions.kind == "relative"
         self.attn = (RelativeAttention if relative else attention_module(spec.attention.kind))(spec, window)
-        self.ffn = MoEFFN(ffn, spec.d_model) if ffn.routed_experts else MLP(
+        self.ffn = None if not ffn.params(spec.d_model) else MoEFFN(ffn, spec.d_model) if ffn.routed_experts else MLP(
             spec.d_model, ffn.d_ff, gated=ffn.kind == "gated", activation=ffn.activation, bias=ffn.bias)
         self.norms = nn.ModuleList(make_norm(spec.norm, spec.d_model) for _ in range(spec.norm.per_layer))
 
@@ -60,20 +62,21 @@ class Layer(nn.Module):
         if len(n) == 1:
             h = n[0](x)
             a = self.attn(h, kv, step)  # held while the FFN runs on the same input
-            return add(add(x, a), self.ffn(h))
+            return add(x, a) if self.ffn is None else add(add(x, a), self.ffn(h))
 
         def norm(i: int, t: Tensor) -> Tensor:
             return n[i](t) if i < len(n) else t
 
         x = add(x, norm(2, self.attn(norm(0, x), kv, step)))
-        return add(x, norm(3, self.ffn(norm(1, x))))
+        return x if self.ffn is None else add(x, norm(3, self.ffn(norm(1, x))))
 
 
 def attention_module(kind: str) -> type[nn.Module]:
     """The reference module of an attention kind (sparse variants: llmcalc/reference/sparse.py)."""
 
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
-            "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention}[kind]
+            "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
+            "mamba2": Mamba2Mixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):

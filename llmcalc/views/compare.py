@@ -25,11 +25,11 @@ from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.compare import CompareReport, CompareRow
 from llmcalc.workload import Layout, Whole, Workload, require_sizes
 
-VARIANTS = ("mha", "gqa", "mqa", "mla", "swa", "longformer", "linformer", "reformer", "dsa")
+VARIANTS = ("mha", "gqa", "mqa", "mla", "swa", "longformer", "linformer", "reformer", "dsa", "mamba2", "gdn")
 """Attention families `compare` can swap in; mha is always computed as the reference."""
 RULE = ("same model, attention swapped: H and d_h kept; GQA n_g kv heads; MQA 1; MLA d_c = 4·d_h, "
         "d_r = d_h/2, d_nope = d_v = d_h; SWA: every layer a sliding window; longformer, linformer, reformer, "
-        "dsa: docs/compare.md")
+        "dsa, mamba2, gdn: docs/compare.md")
 FORMULA = ("KV elements/token: MHA 2·n_h·d_h·l, GQA 2·n_g·d_h·l, MQA 2·d_h·l, MLA (d_c + d_r)·l; "
            "KV cache = B·min(S, window − 1)·elements·bytes; decode bytes = weights read + KV read and written")
 
@@ -57,6 +57,8 @@ class SwapRule(Frozen):
     """DSA keys each query attends to."""
     proj_len: Whole = 256
     """Linformer projected length k."""
+    state_size: Whole = 128
+    """Mamba-2 state size N (Mamba-2's and Codestral Mamba's 128)."""
 
     @model_validator(mode="after")
     def _sizes(self) -> SwapRule:
@@ -118,6 +120,13 @@ def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -
             mla.pop(key, None)
         data["attention"] = mla | {"kind": "dsa", "index_heads": max(1, h // 2),
                                    "index_head_dim": max(dh, mla["qk_rope_head_dim"]), "index_topk": o.topk}
+        data |= {"layer_pattern": ["full"], "sliding_window": None}
+    elif variant in ("mamba2", "gdn"):  # H heads of d_h; the base's kv heads share B and C (Mamba-2) or q and k
+        kv = base["kv_heads"]
+        data["attention"] = ({"kind": "mamba2", "heads": h, "head_dim": dh, "state_size": o.state_size,
+                              "groups": kv, "conv_kernel": 4, "chunk_size": 256} if variant == "mamba2" else
+                             {"kind": "gated_deltanet", "key_heads": kv, "value_heads": h, "key_head_dim": dh,
+                              "value_head_dim": dh, "conv_kernel": 4})
         data |= {"layer_pattern": ["full"], "sliding_window": None}
     else:
         raise UserError(f"unknown attention variant {variant!r}; use any of {', '.join(VARIANTS)}")
@@ -199,6 +208,12 @@ def _variant_notes(spec: ModelSpec, o: SwapRule) -> dict[str, str]:
                     f"each query computes min(S, {2 * REFORMER_CHUNK}) keys per round; the cache keeps every token",
         "dsa": f"DSA: MLA over the top {o.topk:,} keys (`topk`) a lightning indexer of H/2 heads picks; the indexer "
                "scores every earlier key and caches its own d_h-wide key per token",
+        "mamba2": f"Mamba-2: H heads of d_h, state {o.state_size} (`state_size`), the base's kv heads as groups of B "
+                  "and C, conv 4, chunks of 256; its cache is one state per sequence (kv_*_per_token hold that "
+                  "state, the SSM part in fp32 in kv_cache_bytes), and a decode step costs the same at any context",
+        "gdn": "Gated DeltaNet: H value heads and the base's kv heads as query/key heads, all of d_h, conv 4, chunks "
+               "of 64; its cache is one state per sequence (kv_*_per_token hold that state), and a decode step "
+               "costs the same at any context",
     }
 
 
@@ -208,6 +223,7 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     for every ratio; latency rows on `gpu` under the time model `tm`. A variant the model's other parts refuse
     (relative positions under MLA) is left out with a note."""
     spec.stack.check_decoding("model")
+    spec.check_uniform("compare")
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
     specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
     for v in wanted[1:]:

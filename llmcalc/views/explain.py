@@ -37,6 +37,7 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
             tm: TimeModel = ROOFLINE) -> ExplainReport:
     """The steps behind `llmcalc TOPIC` for `spec` on the workload (latency: on `gpu` under the time model `tm`),
     with totals checked against that command's own figures."""
+    spec.check_uniform("explain")
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
     spec.stack.check_modelled("explain")

@@ -118,6 +118,8 @@ def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_deco
              progress=None, lora: Workload | None = None) -> ValidationReport:
     """Measure each spec on `device` and compare; `progress(spec)` is called before each. `lora`: a LoRA
     training workload (lora_rank, lora_targets): its training step is measured and compared instead."""
+    for one in specs:
+        one.check_uniform("validate")
     for spec in specs:
         spec.stack.check_modelled("validate (the reference model is a decoder)")
         check_measurable(spec, batch, seq)

@@ -1,0 +1,287 @@
+"""State-space mixers: Mamba-2 (SSD), a layer that keeps a fixed-size recurrent state instead of a KV cache.
+
+A recurrent mixer answers what the code asks of an attention (`Attention`): its parameters and matmuls,
+what one sequence's core costs, what it keeps between steps, its roofline inputs and its explain terms. Its
+"cache" is one state per sequence, whatever the length: `cached_tokens` is 1 and `kv_elements` is the
+state's elements per sequence. See docs/mamba.md.
+"""
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import model_validator
+
+from llmcalc.errors import UserError
+from llmcalc.model.attention import Attention, linear
+from llmcalc.model.base import Parts, PosInt
+
+
+class RecurrentMixer(Attention):
+    """A mixer that keeps a fixed-size state per sequence instead of a KV cache (Mamba-2, Gated DeltaNet): a
+    prompt runs a chunked scan over chunks of `chunk_size` (the last padded), each decode token one recurrent
+    step. A subclass gives its fields (`chunk_size` among them), `_shapes` (its projections, (d_in, d_out)),
+    params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
+
+    own_key_pattern: ClassVar[bool] = True
+
+    def matmuls(self, d_model: int) -> Parts:
+        """Weights each new token is multiplied by: in_proj and out_proj."""
+        return {name: d_in * d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def io(self, d_model: int) -> Parts:
+        return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        """in_proj and out_proj (the conv, A, D, dt_bias and the norm stay in 16 bits)."""
+        return {name: [shape] for name, shape in self._shapes(d_model).items()}
+
+    def key_value_io(self) -> int:
+        """The scan reads no cached keys: 0."""
+        return 0
+
+    @property
+    def rope_dim(self) -> int:
+        return 0
+
+    def rope_elements(self) -> int:
+        return 0
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        return 0, 0, 0
+
+    def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
+        """No (query, key) pairs: the intra-chunk (position, position) pairs are counted by `counts`."""
+        return 0
+
+    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
+        """A forward call from an empty state (context 0: a prompt) runs the chunked scan over
+        c = ⌈new / Q⌉ chunks padded to Q tokens: chunk_pairs c·Q² (position pairs within chunks),
+        chunk_tokens c·Q, chunk_links (c + 1)² (the chunk-to-chunk state pass); tokens: the conv's outputs.
+        After a context each new token is one recurrent step (steps). seqs: sequences whose state is read
+        and written; keys: states read and written (the state kept is keys − 1, as for a cache). The same
+        under both attention conventions (the scan has no masked half to skip)."""
+        if context:
+            return {"steps": new, "tokens": new, "seqs": 1, "keys": 1 + new}
+        return self.chunk_counts(new, context, window)
+
+    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """A prompt chunk runs the chunked scan from the state the earlier chunks left."""
+        c = -(-new // self.chunk_size)
+        q = self.chunk_size
+        return {"chunk_pairs": c * q * q, "chunk_tokens": c * q, "chunk_links": (c + 1) * (c + 1),
+                "tokens": new, "seqs": 1, "keys": 2}
+
+    def core_per_pair(self, absorbed: bool = False) -> Parts:
+        """No per-pair cost: the scan's cost is `core_from` of its counts."""
+        return {}
+
+    def cached_tokens(self, seq: int, window: int | None) -> int:
+        """One state per sequence, whatever the length."""
+        return 1
+
+    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
+        """A prompt writes each sequence's final state once."""
+        return self.cache_bytes(batch, bits)
+
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
+        """A step reads every sequence's state and writes it back."""
+        return 2 * self.cache_bytes(counts["seqs"], bits)
+
+    def reads_fresh_keys(self, seq: int, window: int | None) -> bool:
+        return False
+
+    def knee(self, window: int | None) -> int | None:
+        """A decode step costs the same at every context."""
+        return None
+
+    def gqa_shape(self) -> dict[str, Any]:
+        raise UserError("`attention`: a recurrent layer has no GQA shape to keep; compare a GQA or MLA model")
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        return "0", "0", "0"
+
+    def explain_cached_tokens(self, sliding: bool) -> str:
+        return "1"
+
+    def explain_pairs(self, phase: str, attention: str, sliding: bool) -> str:
+        return "0"
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        return {}
+
+    def explain_rotated(self) -> str:
+        return "0"
+
+
+class Mamba2(RecurrentMixer):
+    """Mamba-2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'
+    Mamba2Mixer). Letters: d model width, I = H·P inner width, H heads of P channels, G groups of B and C,
+    N state size, K conv width, Q chunk length.
+
+    in_proj d → 2·I + 2·G·N + H (z, x, B, C, dt), a depthwise causal conv of width K over x, B, C
+    ((I + 2·G·N)·K weights, + I + 2·G·N biases), dt_bias, A_log and D (H each), a gated RMSNorm over I,
+    out_proj I → d. State per sequence: H·P·N (ssm) + (I + 2·G·N)·K (conv inputs kept).
+    """
+
+    kind: Literal["mamba2"] = "mamba2"
+    heads: PosInt
+    head_dim: PosInt
+    state_size: PosInt
+    groups: PosInt
+    conv_kernel: PosInt
+    chunk_size: PosInt
+    bias: bool = False
+    conv_bias: bool = True
+    state_dtype: Literal["fp32", "cache"] = "fp32"
+    """The SSM state's dtype: fp32 (transformers' torch path and mamba_ssm's scan keep it in fp32 whatever the
+    weights) or the cache's (`kv_dtype`); the conv state is always in the cache's."""
+
+    explain_legend: ClassVar[dict[str, str]] = {
+        "P": "Mamba-2 head channels", "N": "SSM state size", "G": "Mamba-2 groups of B and C",
+        "K": "causal conv width", "Q": "SSD chunk length", "c": "SSD chunks, ⌈S / Q⌉"}
+
+    @model_validator(mode="after")
+    def _groups_divide(self) -> "Mamba2":
+        if self.heads % self.groups:
+            raise ValueError(f"attention.groups: {self.groups} does not divide the {self.heads} heads; "
+                             "use a divisor of heads")
+        return self
+
+    @property
+    def inner(self) -> int:
+        """I = H·P: the width the scan runs over."""
+        return self.heads * self.head_dim
+
+    @property
+    def conv_width(self) -> int:
+        """Channels the causal conv mixes: x, B and C, I + 2·G·N."""
+        return self.inner + 2 * self.groups * self.state_size
+
+    @property
+    def label(self) -> str:
+        return (f"Mamba-2 {self.heads}h × {self.head_dim}, state {self.state_size}, {self.groups} groups, "
+                f"conv {self.conv_kernel}")
+
+    @property
+    def kind_label(self) -> str:
+        return f"Mamba-2 {self.heads}h"
+
+    def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
+        return {"in_proj": (d_model, self.inner + self.conv_width + self.heads), "out_proj": (self.inner, d_model)}
+
+    def params(self, d_model: int) -> Parts:
+        """in_proj d·(2·I + 2·G·N + H), conv (I + 2·G·N)·K (+ I + 2·G·N), A_log, D and dt_bias H each,
+        the gated norm I, out_proj I·d (biases add their output widths)."""
+        (d, proj), (i, _) = self._shapes(d_model).values()
+        return {"in_proj": linear(d, proj, self.bias),
+                "conv": self.conv_width * self.conv_kernel + (self.conv_width if self.conv_bias else 0),
+                "ssm": 3 * self.heads, "gate_norm": self.inner, "out_proj": linear(i, d_model, self.bias)}
+
+    def query_io(self) -> int:
+        """Elements the scan reads and writes per token besides its state: x, B, C, dt in, y out."""
+        return 2 * self.inner + 2 * self.groups * self.state_size + self.heads
+
+    def kv_elements(self) -> int:
+        """Elements one layer keeps per sequence (not per token): the SSM state H·P·N and the conv's last
+        K inputs of x, B, C, (I + 2·G·N)·K."""
+        return self.inner * self.state_size + self.conv_width * self.conv_kernel
+
+    def cache_bytes(self, tokens: int, bits: int) -> int:
+        """Bytes of `tokens` states (sequences × layers): H·P·N at the state's bits (fp32: 32) and
+        (I + 2·G·N)·K at `bits`, rounded up."""
+        state_bits = 32 if self.state_dtype == "fp32" else bits
+        return -(-tokens * (self.inner * self.state_size * state_bits + self.conv_width * self.conv_kernel * bits) // 8)
+
+    def kv_formula(self) -> tuple[str, str]:
+        return ("H·P·N + (I + 2·G·N)·K per sequence",
+                f"{self.heads}·{self.head_dim}·{self.state_size} + {self.conv_width}·{self.conv_kernel}")
+
+    # ---- the scan's cost: counts it is linear in ------------------------------------------------------
+
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        """FLOPs by component, a multiply-add 2 (docs/mamba.md#flops). Chunked scan (SSD, the paper's
+        Listing 1): scores C·Bᵀ 2·H·N per chunk pair, values 2·H·P per chunk pair, chunk states and the
+        state output 2·H·P·N per padded token each, the state pass 2·H·P·N per chunk link. Recurrent step:
+        state update h ← exp(dt·A)·h + dt·x⊗B and output y = C·h, 2·H·P·N each. conv: 2·(I + 2·G·N)·K per
+        token. B and C are applied per head (repeated over a group's heads, as the torch reference does)."""
+        hpn = self.inner * self.state_size
+        out = {"core_conv": 2 * self.conv_width * self.conv_kernel * counts["tokens"]}
+        if "steps" in counts:
+            steps = counts["steps"]
+            return out | {"core_state_update": 2 * hpn * steps, "core_state_output": 2 * hpn * steps}
+        pairs, tokens = counts["chunk_pairs"], counts["chunk_tokens"]
+        return out | {"core_scores": 2 * self.heads * self.state_size * pairs, "core_values": 2 * self.inner * pairs,
+                      "core_chunk_states": 2 * hpn * tokens, "core_state_pass": 2 * hpn * counts["chunk_links"],
+                      "core_state_output": 2 * hpn * tokens}
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: its input d, in_proj's output
+        (2·I + 2·G·N + H), the conv's output (I + 2·G·N), the scan's output and the gated norm's output (I
+        each)."""
+        return d_model + (self.inner + self.conv_width + self.heads) + self.conv_width + 2 * self.inner
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token at the mixer's peak in a prefill: in_proj's output (2·I + 2·G·N + H) beside the
+        conv's output (I + 2·G·N), then z beside the scan's output (2·I), per head and chunk position the
+        intra-chunk scores (H·Q, in fp32 4 bytes)."""
+        proj = self.inner + self.conv_width + self.heads
+        return max(act * (proj + self.conv_width), act * 2 * self.inner + 4 * self.heads * self.chunk_size)
+
+    def layer_type(self, window: int | None) -> str:
+        return "mamba-2"
+
+    @property
+    def kv_note(self) -> str:
+        return ("Mamba-2: each layer keeps one SSM state (H·P·N" + (", fp32" if self.state_dtype == "fp32" else "")
+                + ") and one conv state ((I + 2·G·N)·K) per sequence, whatever the length; tokens_cached 1 and "
+                "elements_per_token are per sequence")
+
+    @property
+    def pattern_note(self) -> str:
+        return (f"Mamba-2: a prompt runs the chunked SSD scan (chunks of {self.chunk_size}, padded), each decode "
+                "token one recurrent step; the same under both attention conventions; see docs/mamba.md")
+
+    def scaled_fields(self, div: Any) -> dict[str, Any]:
+        """Fields of a narrower copy: heads and groups divided by `div` (groups 1 when that does not divide)."""
+        out = self.model_dump()
+        out["heads"] = div(self.heads)
+        g = div(self.groups)
+        out["groups"] = g if out["heads"] % g == 0 else 1
+        return out
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return {"H": self.heads, "P": self.head_dim, "N": self.state_size, "G": self.groups,
+                "K": self.conv_kernel, "Q": self.chunk_size}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        proj = "2 · H · P + 2 · G · N + H"
+        conv = "(H · P + 2 · G · N) · K" + (" + H · P + 2 · G · N" if self.conv_bias else "")
+        return {"in_proj": (f"d · ({proj})" + (f" + {proj}" if self.bias else ""), f"d · ({proj})"),
+                "conv": (conv, None), "ssm": ("3 · H", None), "gate_norm": ("H · P", None),
+                "out_proj": ("H · P · d" + (" + d" if self.bias else ""), "H · P · d")}
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of the layers' states, as cache_bytes: layers · B · (H · P · N · 4 + (H · P + 2 · G · N) · K ·
+        bytes) with an fp32 state."""
+        ssm = "H · P · N · 32" if self.state_dtype == "fp32" else f"H · P · N · {bits}"
+        return f"{layers} · ((B · ({ssm} + (H · P + 2 · G · N) · K · {bits}) + 7) // 8)"
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each Mamba-2 layer keeps one SSM state and one conv state per sequence, whatever the length"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        conv = "2 · (H · P + 2 · G · N) · K"
+        if phase == "decode":
+            return {"core_conv": conv, "core_state_update": "2 · H · P · N", "core_state_output": "2 · H · P · N"}
+        chunks = "((S + Q − 1) // Q)"
+        return {"core_conv": f"{conv} · S", "core_scores": f"2 · H · N · {chunks} · Q · Q",
+                "core_values": f"2 · H · P · {chunks} · Q · Q", "core_chunk_states": f"2 · H · P · N · {chunks} · Q",
+                "core_state_pass": f"2 · H · P · N · ({chunks} + 1) · ({chunks} + 1)",
+                "core_state_output": f"2 · H · P · N · {chunks} · Q"}
+
+    def explain_saved(self) -> str:
+        return "d + 5 · H · P + 4 · G · N + H"

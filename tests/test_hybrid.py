@@ -1,0 +1,96 @@
+"""Hybrid layer patterns (`hybrid_pattern`: each layer's mixer and FFN) against transformers' own hybrids.
+
+Nemotron-H (each layer ONE block: Mamba-2 'M', attention '*' or MLP '-'): parameters of the model built on the
+meta device, the bytes of its own cache after a prefill on CPU (attention K/V of the '*' layers only, plus one
+SSM and conv state per sequence per 'M' layer), and FlopCounterMode over a prefill.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.kv import kv_bytes, kv_cache
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import load_hf_config
+from llmcalc.workload import Workload
+
+torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+NEMOTRON_H = {"model_type": "nemotron_h", "vocab_size": 100, "hidden_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96, "mamba_num_heads": 8,
+              "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
+              "hybrid_override_pattern": "M-M*-M-", "max_position_embeddings": 256}
+"""Seven layers, three Mamba-2, one attention, three MLP; chunks of 8 so that a 19-token prompt pads one."""
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nemotron_h") / "config.json"
+    path.write_text(json.dumps(NEMOTRON_H))
+    return path
+
+
+@pytest.fixture(scope="module")
+def spec(config):
+    return load_hf_config(config)
+
+
+def hf_config():
+    return transformers.NemotronHConfig(**{k: v for k, v in NEMOTRON_H.items() if k != "model_type"})
+
+
+def test_layers_are_grouped_by_their_one_block(spec):
+    groups = {(g.mixer_name if g.mixer else None, g.ffn.kind): g.count for g in spec.layer_groups()}
+    assert groups == {("mamba", "none"): 3, (None, "dense"): 3, ("attention", "none"): 1}
+
+
+def test_params_equal_transformers_on_meta(spec):
+    with torch.device("meta"):
+        m = transformers.NemotronHForCausalLM(hf_config())
+    assert params(spec).total == sum(p.numel() for p in m.parameters())
+
+
+@pytest.mark.parametrize("seq", [19, 40])
+def test_cache_is_attention_kv_plus_fixed_states(spec, seq):
+    """Only the '*' layer's K and V grow with the length; each 'M' layer adds one state per sequence."""
+    torch.manual_seed(0)
+    m = transformers.NemotronHForCausalLM(hf_config()).eval()
+    with torch.no_grad():
+        cache = m(torch.randint(0, 100, (2, seq)), use_cache=True).past_key_values
+    held = 0
+    for layer in cache.layers:
+        held += sum(t.nbytes for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                    if isinstance(t, torch.Tensor))
+        states = (getattr(layer, a, None) or {} for a in ("conv_states", "recurrent_states"))
+        held += sum(t.nbytes for one in states for t in one.values())
+    assert kv_bytes(spec, 2, seq, "fp32") == held
+    rows = {r.layer_type: r for r in kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="fp32")).per_layer}
+    assert rows["full"].layers == 1 and rows["full"].tokens_cached == seq and rows["mamba-2"].layers == 3
+
+
+def test_prefill_flops_equal_flop_counter(spec):
+    batch, seq = 2, 19
+    torch.manual_seed(0)
+    m = transformers.NemotronHForCausalLM(hf_config()).eval()
+    # SDPA's math backend: two bmm over the full S×S scores (the fused CPU kernel is invisible to the counter)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+        m(torch.randint(0, 100, (batch, seq)), use_cache=False)
+    measured = fc.get_total_flops()
+    ours = flops(spec, Workload(batch=batch, seq=seq, logits="all", attention_core="dense")).prefill_flops
+    # nn.Conv1d with padding K − 1 computes K − 1 outputs per sequence more than the mixer keeps (docs/mamba.md)
+    k, channels = NEMOTRON_H["conv_kernel"], 8 * 16 + 2 * 2 * 16
+    assert ours + 2 * channels * k * (k - 1) * batch * 3 == measured
+
+
+def test_commands_that_do_not_cover_hybrids_say_so(config):
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "latency", "--hf-config", str(config), "--gpu", "h100-sxm"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "hybrid_pattern" in r.stderr and "Traceback" not in r.stderr
