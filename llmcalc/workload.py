@@ -188,6 +188,9 @@ class Workload(Frozen):
     recompute_ops: tuple[str, ...] | None = None
     """Training: a custom recompute policy, the ops redone in the backward pass (RECOMPUTE_OPS); None: those of
     `recompute`."""
+    recompute_layers: Whole | None = None
+    """Training's hardware FLOPs: how many layers, the first ones, redo the policy's ops (Megatron-LM's
+    `--recompute-method block --recompute-num-layers`); None: every layer."""
     attention_kernel: Literal["flash", "eager"] = "flash"
     """Training's hardware FLOPs: flash recomputes the attention scores in its backward (2.5 × the core's forward),
     eager keeps them (2 ×)."""
@@ -275,6 +278,14 @@ class Workload(Frozen):
             if self.recompute != "none":
                 raise UserError(f"`recompute_ops`: a custom policy replaces `recompute` {self.recompute}; give one "
                                 "of the two")
+        if self.recompute_layers is not None:
+            require_sizes(recompute_layers=self.recompute_layers)
+        if self.recompute_layers is not None and not self.recomputed:
+            raise UserError("`recompute_layers`: no op is recomputed; add `recompute` or `recompute_ops`, or drop "
+                            "`recompute_layers`")
+        if self.recompute_layers is not None and self.lora_rank is not None:
+            raise UserError("`recompute_layers`: not modelled with LoRA adapters; recompute every layer (drop "
+                            "`recompute_layers`) or drop `lora_rank`")
         if not 0 <= self.reserve < 1:
             raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
         return self
@@ -287,7 +298,8 @@ class Workload(Frozen):
     @property
     def recompute_label(self) -> str:
         """The policy as reports name it: the mode, or the custom ops comma-separated."""
-        return self.recompute if self.recompute_ops is None else ",".join(self.recompute_ops) or "none"
+        policy = self.recompute if self.recompute_ops is None else ",".join(self.recompute_ops) or "none"
+        return policy if self.recompute_layers is None else f"{policy} in the first {self.recompute_layers} layers"
 
     @property
     def lora(self) -> frozenset[str] | None:

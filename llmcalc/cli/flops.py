@@ -20,6 +20,7 @@ from llmcalc.cli.options import (
     LoraTargetsOpt,
     MLADecodeOpt,
     PresetOpt,
+    RecomputeLayersOpt,
     RecomputeOpsOpt,
     RecomputeOpt,
     SeqOpt,
@@ -49,6 +50,7 @@ def flops(
     mla_decode: MLADecodeOpt = "absorbed",
     recompute: RecomputeOpt = "none",
     recompute_ops: RecomputeOpsOpt = None,
+    recompute_layers: RecomputeLayersOpt = None,
     attention_kernel: AttentionKernelOpt = "flash",
     mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
     elementwise: Annotated[bool, _opt(
@@ -69,6 +71,7 @@ def flops(
 
     w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
                  recompute=recompute, recompute_ops=parse_recompute_ops(recompute_ops),
+                 recompute_layers=recompute_layers,
                  attention_kernel=attention_kernel, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,
                  **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size))
     emit(count_flops(load_model(preset, config, hf_config), w), format, units, of=flops)

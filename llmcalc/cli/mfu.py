@@ -16,6 +16,7 @@ from llmcalc.cli.options import (
     GPUOpt,
     HFOpt,
     PresetOpt,
+    RecomputeLayersOpt,
     RecomputeOpsOpt,
     RecomputeOpt,
     SeqOpt,
@@ -55,6 +56,7 @@ def mfu(
     attention_kernel: AttentionKernelOpt = "flash",
     recompute: RecomputeOpt = "none",
     recompute_ops: RecomputeOpsOpt = None,
+    recompute_layers: RecomputeLayersOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -68,7 +70,7 @@ def mfu(
                         "(--peak-tflops N), one of the two")
     w = Workload(batch=batch, seq=seq, compute_dtype=compute_dtype, attention_core=attention, logits="all",
                  attention_kernel=attention_kernel, recompute=recompute,
-                 recompute_ops=parse_recompute_ops(recompute_ops))
+                 recompute_ops=parse_recompute_ops(recompute_ops), recompute_layers=recompute_layers)
     if gpu is not None:
         from llmcalc.inputs.gpus import load_gpu
 

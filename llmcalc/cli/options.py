@@ -116,6 +116,9 @@ RecomputeOpsOpt = Annotated[Optional[str], _opt(
     "--recompute-ops", help="Training: a custom recompute policy, the ops redone in the backward, comma-separated: "
     "qkv (input projections), attention (the core: scores, softmax, values), attention_out (o), ffn (the FFN's "
     "matmuls). selective = attention; full = all four.", panel=TRAINING, metavar="OPS")]
+RecomputeLayersOpt = Annotated[Optional[int], _opt(
+    "--recompute-layers", help="Training: only the first N layers redo the recompute policy's ops (Megatron-LM's "
+    "block method); default every layer.", panel=TRAINING, metavar="N")]
 AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
     "--attention-kernel", help="Training's hardware FLOPs: flash recomputes the scores in its backward (2.5× the "
     "core's forward), eager does not (2×).", panel=TRAINING, metavar="flash|eager")]

@@ -28,6 +28,7 @@ from llmcalc.costs.lora import adapters
 from llmcalc.costs.positions import NOTE as POSITIONS_NOTE
 from llmcalc.costs.positions import position_flops
 from llmcalc.costs.vision import vision_cost
+from llmcalc.errors import UserError
 from llmcalc.model.attention import Parts
 from llmcalc.model.spec import LayerGroup, ModelSpec
 from llmcalc.reports.flops import FlopsReport, FlopsRow
@@ -76,8 +77,9 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 
 
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
-            logits: int, mtp: bool, pairs_of=None) -> dict[str, int]:
-    """Whole-model forward FLOPs by component. core_of(mixer, window) gives one sequence's core FLOPs of a
+            logits: int, mtp: bool, pairs_of=None, layers: int | None = None) -> dict[str, int]:
+    """Whole-model forward FLOPs by component (of the first `layers` layers only, the head's included, when
+    given: the MTP modules after the last layer only when every layer is). core_of(mixer, window) gives one sequence's core FLOPs of a
     layer's mixer by component, latents_of(window) its cached latents the attention re-projects, and
     pairs_of(window) its (query, key) pairs and the distances a relative position encoding projects
     (shared by the batch), for the encoding's layer_matmuls (None: the encoding has none)."""
@@ -93,14 +95,14 @@ def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absor
             out |= spec.positions.layer_matmuls(spec.d_model, g.mixer, batch * pairs, distances)
         return out
 
-    for g in spec.layer_groups():
+    for g in spec.layer_groups(0, layers):
         for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed, core(g)).items():
             total[k] += g.count * v
     head = MAC * batch * logits * spec.d_model * spec.vocab_size
     total["lm_head"] += head
     for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
         total[k] += MAC * batch * weights
-    if mtp and spec.mtp_modules:
+    if mtp and spec.mtp_modules and (layers is None or layers >= spec.n_layers):
         last = spec.layer_groups()[-1]
         layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last))
         for k, v in layer.items():
@@ -129,10 +131,10 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
 
-    def prefill_like(logits: int) -> dict[str, int]:
+    def prefill_like(logits: int, layers: int | None = None) -> dict[str, int]:
         return forward(spec, batch, new=seq, core_of=lambda a, win: stack.prefill_core(a, seq, win, w.attention_core),
                        latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp,
-                       pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq))
+                       pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq), layers=layers)
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
@@ -156,8 +158,13 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     lora = adapter_forward(spec, w) if w.lora else {}
     model_passes = {k: passes(k) for k in fwd} | {k: FWD_BWD for k in lora}
     train = {k: model_passes[k] * v for k, v in (fwd | lora).items()}
+    if w.recompute_layers is not None and w.recompute_layers > spec.n_layers:
+        raise UserError(f"`recompute_layers`: {w.recompute_layers} is more than the model's {spec.n_layers} layers; "
+                        f"give at most {spec.n_layers}")
+    redone = fwd | lora if w.recompute_layers is None else prefill_like(seq, w.recompute_layers)
     hardware = {k: _hardware_passes(spec, k, w.attention_kernel, model_passes[k]) * v
-                + (v if _recompute_op(spec, k) in w.recomputed else 0) for k, v in (fwd | lora).items()}
+                + (redone.get(k, 0) if _recompute_op(spec, k) in w.recomputed else 0)
+                for k, v in (fwd | lora).items()}
     rows = [FlopsRow(component=k, prefill=prefill.get(k, 0), decode=decode.get(k, 0),
                      generate=generate.get(k, 0), train=train[k], train_hardware=hardware[k])
             for k in fwd if fwd[k] or stack.lm_head]
@@ -251,7 +258,8 @@ def _notes(spec: ModelSpec, w: Workload) -> list[str]:
         f"train: model FLOPs (forward + backward, nothing redone); train_hardware: what runs, the {w.attention_kernel}"
         " attention kernel's backward (" + ("flash recomputes the scores: 2.5 × the core's forward" if
                                             w.attention_kernel == "flash" else "eager: 2 × the core's forward")
-        + ") and the forward of the recomputed ops (" + (", ".join(sorted(w.recomputed)) or "none") + ")",
+        + ") and the forward of the recomputed ops (" + (", ".join(sorted(w.recomputed)) or "none")
+        + (f", in the first {w.recompute_layers} of {spec.n_layers} layers" if w.recompute_layers else "") + ")",
     ]
     mixers: list = []  # each distinct mixer once, in layer order
     for g in spec.layer_groups():
