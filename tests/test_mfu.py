@@ -1,6 +1,8 @@
-"""`llmcalc mfu` against published utilisation figures: PaLM's Appendix B (Chowdhery et al. 2022) and the model
-and hardware FLOPs formulas of Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
-Models", Section 6 and its appendix); bad input exits 2 in a real process."""
+"""`llmcalc mfu` against published utilisation figures: PaLM's Appendix B and Table 3 (Chowdhery et al. 2022,
+arXiv 2204.02311); Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+arXiv 2205.05198), its Tables 3 and 5, §6.3 and the FLOPs of its Appendix A; the full-recompute hardware FLOPs of
+Narayanan et al. 2021 (arXiv 2104.04473), whose derivation that appendix follows. Bad input exits 2 in a real
+process."""
 
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ def gpt(h: int, a: int, layers: int) -> ModelSpec:
 @pytest.mark.parametrize("size", list(KORTHIKANTI))
 def test_korthikanti_model_and_full_recompute_flops(size):
     """Model FLOPs 72·B·s·l·h²·(1 + s/(6h) + V/(12·h·l)) (the core dense) and, with full recomputation,
-    hardware FLOPs 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)): every layer's forward once more, not the logits."""
+    hardware FLOPs 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) (Narayanan et al. 2021): every layer's forward once more,
+    not the logits."""
     h, a, layers = KORTHIKANTI[size]
     B, s, V = 8, 2048, 51200
     spec = gpt(h, a, layers)
@@ -140,7 +143,7 @@ def test_korthikanti_table5_hfu_selective(size):
 
 def test_korthikanti_full_recompute_rows():
     """Table 5 prints no MFU or HFU for its full-recompute times; llmcalc's, with the hardware FLOPs
-    96·B·s·l·h²·(1 + s/6h + V/16lh) (every layer's forward again):"""
+    96·B·s·l·h²·(1 + s/6h + V/16lh) of Narayanan et al. 2021 (every layer's forward again):"""
     expected = {"22B": (32.3, 42.9), "175B": (39.0, 51.9), "530B": (43.2, 57.6), "1T": (42.6, 56.8)}
     for size, (mfu, hfu) in expected.items():
         r = korthikanti(size, "full", TABLE5[size][2])
