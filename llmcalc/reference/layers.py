@@ -61,6 +61,7 @@ class Step:
     serving: bool = False  # serving kernels (see Decoder.use_kernels), else counted ones
     scratch: int = MIN_SCRATCH  # bytes one block of a serving kernel may hold (see MIN_SCRATCH)
     relative: Tensor | None = None  # relative positions' biases u and v [2, H, h] when shared across layers
+    buckets: Tensor | None = None  # T5's bias table [n_b, H], the first layer's, read by every layer
 
 
 class RMSNorm(nn.RMSNorm):

@@ -86,8 +86,11 @@ class LiveBytes(TorchDispatchMode):
 
 
 def part_of(name: str) -> str:
-    """The PARTS entry of a parameter name (q/k norms count as layer norms, as llmcalc's norms/qk)."""
+    """The PARTS entry of a parameter name (q/k norms count as layer norms, as llmcalc's norms/qk; T5's bias table,
+    held by the first layer and read by all, counts once as a position table, as llmcalc's embedding/position)."""
     head = name.split(".")[0]
+    if name.endswith(".relative_attention_bias.weight"):
+        return "embedding"
     if head == "layers":
         return "layers.norms" if ".qk_norms." in name else {
             "attn": "layers.attention", "ffn": "layers.ffn", "norms": "layers.norms"}[name.split(".")[2]]

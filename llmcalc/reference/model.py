@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
+from llmcalc.reference.buckets import BucketAttention
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
     MLP,
@@ -45,14 +46,20 @@ class Layer(nn.Module):
     """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)); a layer
     without an FFN, Mamba-2's: x + mixer(n(x)));
     2 pre-norm (x + attn(n₀(x)), then x + ffn(n₁(x))); 3 adds n₂ on the attention output; 4 also n₃ on
-    the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2."""
+    the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2.
+    `first`: the stack's first layer, which holds T5's bias table (t5_buckets)."""
 
-    def __init__(self, spec: ModelSpec, window: int | None, ffn):
+    def __init__(self, spec: ModelSpec, window: int | None, ffn, first: bool = False):
         super().__init__()
         if spec.norm.per_layer > 4:
             raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
-        relative = spec.positions.kind == "relative"
-        self.attn = (RelativeAttention if relative else attention_module(spec.attention.kind))(spec, window)
+        kind = spec.positions.kind
+        if kind == "relative":
+            self.attn = RelativeAttention(spec, window)
+        elif kind == "t5_buckets":
+            self.attn = BucketAttention(spec, window, table=first)
+        else:
+            self.attn = attention_module(spec.attention.kind)(spec, window)
         self.ffn = None if not ffn.params(spec.d_model) else MoEFFN(ffn, spec.d_model) if ffn.routed_experts else MLP(
             spec.d_model, ffn.d_ff, gated=ffn.kind == "gated", activation=ffn.activation, bias=ffn.bias)
         self.norms = nn.ModuleList(make_norm(spec.norm, spec.d_model) for _ in range(spec.norm.per_layer))
@@ -104,7 +111,7 @@ class Decoder(nn.Module):
             shared = getattr(spec.positions, "shared_biases", False)  # relative positions' u and v, all layers
             a = spec.attention
             self.pos_biases = nn.Parameter(torch.empty(2, a.heads, a.head_dim)) if shared else None  # [2, H, h]
-            self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i)) for i in range(spec.n_layers))
+            self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i), first=i == 0) for i in range(spec.n_layers))
             self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
             tied = spec.tie_embeddings
             self.lm_head = None if tied else nn.Linear(d, V, bias=spec.lm_head_bias)
@@ -187,7 +194,8 @@ class Decoder(nn.Module):
         rope_dim = a.qk_rope_head_dim if a.kind in ("mla", "dsa") else a.head_dim
         step = Step(start, rope_tables(pos, rope_dim, x.dtype) if kind == "rope" else None,
                     alibi_slopes(a.heads, x.device) if kind == "alibi" else None, absorbed, self.kernels == "serving",
-                    max(MIN_SCRATCH, x.nbytes // 16, self.weight_bytes // 128), self.pos_biases)
+                    max(MIN_SCRATCH, x.nbytes // 16, self.weight_bytes // 128), self.pos_biases,
+                    self.layers[0].attn.relative_attention_bias.weight if kind == "t5_buckets" else None)
         for layer, kv in zip(self.layers, cache or [None] * len(self.layers), strict=True):
             x = layer(x, kv, step)
         if logits == "last":
