@@ -114,18 +114,36 @@ def compare_lora(spec: ModelSpec, batch: int, seq: int, m, w: Workload) -> list[
     return rows
 
 
+def check_referenced(spec: ModelSpec) -> None:
+    """Refuse (UserError) a spec the reference model cannot build: a hybrid layer pattern, a stack other than a
+    decoder."""
+    spec.check_uniform("validate")
+    spec.stack.check_modelled("validate (the reference model is a decoder)")
+
+
 def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_decode: str = "absorbed",
-             progress=None, lora: Workload | None = None) -> ValidationReport:
+             progress=None, lora: Workload | None = None, skip_unreferenced: bool = False) -> ValidationReport:
     """Measure each spec on `device` and compare; `progress(spec)` is called before each. `lora`: a LoRA
-    training workload (lora_rank, lora_targets): its training step is measured and compared instead."""
-    for one in specs:
-        one.check_uniform("validate")
+    training workload (lora_rank, lora_targets): its training step is measured and compared instead.
+    `skip_unreferenced`: leave out, with a note, the specs the reference model cannot build (else refuse them)."""
+    kept, skipped = [], []
     for spec in specs:
-        spec.stack.check_modelled("validate (the reference model is a decoder)")
+        try:
+            check_referenced(spec)
+            kept.append(spec)
+        except UserError as e:
+            if not skip_unreferenced:
+                raise
+            skipped.append(f"{spec.name} left out: {e}")
+    if not kept:
+        raise UserError(f"`model`: no model the reference can build; {skipped[0]}")
+    specs = kept
+    for spec in specs:
         check_measurable(spec, batch, seq)
     measure = require_device(device)
     if lora is not None:
-        return _validate_lora(specs, batch, seq, device, lora, progress)
+        report = _validate_lora(specs, batch, seq, device, lora, progress)
+        return report.model_copy(update={"notes": report.notes + skipped})
     rows, gpu = [], None
     for spec in specs:
         if progress:
@@ -140,7 +158,7 @@ def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_deco
     if device == "fake":
         notes.append("fake: FakeTensorMode on the CPU; shapes and allocations are real, values are not")
     return ValidationReport(device=device, gpu=gpu, models=[s.name for s in specs], batch=batch, seq=seq,
-                            ok=all(r.ok for r in rows), rows=rows, notes=notes)
+                            ok=all(r.ok for r in rows), rows=rows, notes=notes + skipped)
 
 
 def _validate_lora(specs, batch, seq, device, lora: Workload, progress) -> ValidationReport:
