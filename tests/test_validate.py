@@ -73,3 +73,17 @@ def test_table_names_the_model_and_its_shape(cli):
             "--seq", "16")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("validate llama3-8b (2 layers, widths ÷8) on cpu")
+
+
+def test_models_the_reference_cannot_build_are_left_out_with_a_note():
+    """A run over many models (validate --all) leaves out an encoder-decoder, which the reference decoder cannot
+    build, naming it in the notes; asked for alone, it is refused."""
+    from llmcalc.errors import UserError
+    from llmcalc.views.validate import validate
+
+    t5, tiny = load_preset("t5-small"), load_preset("tiny-decoder-example")
+    report = validate([t5, tiny], batch=1, seq=16, device="fake", skip_unreferenced=True)
+    assert report.models == ["tiny-decoder-example"] and report.ok
+    assert any(n.startswith("t5-small left out:") for n in report.notes)
+    with pytest.raises(UserError, match="encoder-decoder"):
+        validate([t5], batch=1, seq=16, device="fake")
