@@ -30,10 +30,13 @@ from tests.conftest import run_cli
 
 
 def variant(preset: str, **changes) -> ModelSpec:
-    """A preset with some fields changed (nested ones as dicts), validated like any spec."""
+    """A preset with some fields changed (nested ones as dicts, replaced whole when they name another kind),
+    validated like any spec."""
     data = load_preset(preset).model_dump()
     for k, v in changes.items():
-        data[k] = data[k] | v if isinstance(v, dict) else v
+        same_kind = isinstance(data[k], dict) and v.get("kind", data[k].get("kind")) == data[k].get("kind") \
+            if isinstance(v, dict) else False
+        data[k] = data[k] | v if same_kind else v
     return ModelSpec.model_validate(data)
 
 

@@ -96,9 +96,12 @@ def evaluate_row(row: dict) -> Result:
     if "tokens_per_s_per_gpu" in m:
         measured_s = row["batch"] * row["seq"] / (m["tokens_per_s_per_gpu"] * row["gpus"])
     else:
-        counted = flops(spec, workload_of(row, recompute=row["recompute"] if conv["recompute"] else "none"))
+        # a published hardware figure counts the recomputed forward and the attention backward as 2 × its forward
+        # (Narayanan et al. 2021: 96·B·s·l·h²·(…)): llmcalc's hardware FLOPs with the eager kernel
+        counted = flops(spec, workload_of(row, recompute=row["recompute"] if conv["recompute"] else "none",
+                                          attention_kernel="eager"))
         per_gpu = m.get("hardware_tflops_per_gpu") if conv["recompute"] else m.get("model_tflops_per_gpu")
-        measured_s = counted.train_flops / (per_gpu * 1e12 * row["gpus"])
+        measured_s = counted.train_hardware_flops / (per_gpu * 1e12 * row["gpus"])
     reports = {tm: training_step(spec, gpu, w, _time_model(tm, row["gpu"])) for tm in TIME_MODELS}
     return Result(row, measured_s, model_flops / (measured_s * row["gpus"] * peak),
                   {tm: r.step_s for tm, r in reports.items()}, {tm: r.mfu for tm, r in reports.items()}, peak)
