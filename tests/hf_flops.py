@@ -281,7 +281,7 @@ def _patch_attention_probe(seen: list):
     return restore
 
 
-def _cache_tensors(cache):
+def cache_tensors(cache):
     """Yield every tensor held by a transformers cache object."""
     layers = getattr(cache, "layers", None)
     if layers is not None:
@@ -308,7 +308,7 @@ def _cache_tensors(cache):
 def kv_cache_bytes(model, batch: int, seq: int) -> int:
     """Bytes held by the KV cache after a prefill of ``batch x seq`` tokens."""
     cache = _prefill_cache(model, batch, seq)
-    return sum(t.numel() * t.element_size() for t in _cache_tensors(cache))
+    return sum(t.numel() * t.element_size() for t in cache_tensors(cache))
 
 
 def kv_cache_layout(model, batch: int, seq: int) -> list[tuple[str, tuple, tuple, str]]:

@@ -17,6 +17,7 @@ from llmcalc.workload import Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+from hf_flops import cache_tensors  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
@@ -54,13 +55,7 @@ def test_pattern_and_params_equal_transformers_on_meta(spec):
 def test_cache_is_attention_kv_plus_fixed_states(spec, seq):
     with torch.no_grad():
         cache = hf_model()(torch.randint(0, 100, (2, seq)), use_cache=True).past_key_values
-    held = 0
-    for layer in cache.layers:
-        held += sum(t.nbytes for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
-                    if isinstance(t, torch.Tensor))
-        states = (getattr(layer, a, None) or {} for a in ("conv_states", "recurrent_states"))
-        held += sum(t.nbytes for one in states for t in one.values())
-    assert kv_bytes(spec, 2, seq, "fp32") == held
+    assert kv_bytes(spec, 2, seq, "fp32") == sum(t.nbytes for t in cache_tensors(cache))
 
 
 @pytest.mark.parametrize("seq", [19, 70])
