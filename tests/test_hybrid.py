@@ -66,8 +66,13 @@ def test_cache_is_attention_kv_plus_fixed_states(spec, seq):
     m = transformers.NemotronHForCausalLM(hf_config()).eval()
     with torch.no_grad():
         cache = m(torch.randint(0, 100, (2, seq)), use_cache=True).past_key_values
-    assert kv_bytes(spec, 2, seq, "fp32") == sum(t.nbytes for t in cache_tensors(cache))
-    rows = {r.layer_type: r for r in kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="fp32")).per_layer}
+    held = sum(t.nbytes for t in cache_tensors(cache))
+    assert kv_bytes(spec, 2, seq, "fp32") == held
+    kv = kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="fp32"))
+    # what grows per token (the '*' layer's K and V) and what each sequence holds whatever its length
+    assert 2 * seq * kv.bytes_per_token + 2 * kv.state_bytes_per_sequence == held
+    assert kv.bytes_per_token == 2 * 2 * 16 * 4  # one layer: K and V of 2 kv heads × 16, fp32
+    rows = {r.layer_type: r for r in kv.per_layer}
     assert rows["full"].layers == 1 and rows["full"].tokens_cached == seq and rows["mamba-2"].layers == 3
 
 

@@ -15,7 +15,7 @@ from llmcalc.reports.kv import KVLayerRow, KVReport
 from llmcalc.workload import Workload
 
 FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per_token · bytes; "
-           "GQA 2·H_kv·h, MLA r_kv + d_r")
+           "GQA 2·H_kv·h, MLA r_kv + d_r; a recurrent layer (Mamba-2, Gated DeltaNet): batch · its state")
 
 
 def nbytes(elements: int, dtype: str) -> int:
@@ -88,8 +88,10 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype, image_tokens=images,
         image_bytes=sum(r.bytes * _first_kept(images, seq, r.tokens_cached) // r.tokens_cached for r in rows if images),
         total_bytes=sum(r.bytes for r in rows),
-        bytes_per_token=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype]) for attn, _, count, _, _ in layers)
-        * spec.stack.decodes,
+        bytes_per_token=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype]) for attn, _, count, _, _ in layers
+                            if not attn.fixed_state) * spec.stack.decodes,
+        state_bytes_per_sequence=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype])
+                                     for attn, _, count, _, _ in layers if attn.fixed_state),
         per_layer=rows, formula=FORMULA, notes=notes,
     )
 

@@ -67,6 +67,8 @@ class Attention(Variant):
     reprojected: ClassVar[tuple[str, ...]] = ()
     """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
     own_key_pattern: ClassVar[bool] = False
+    fixed_state: ClassVar[bool] = False
+    """Whether the layer keeps a fixed-size state per sequence (a recurrent mixer) rather than entries per token."""
     """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
 
     def keys_window(self, window: int | None) -> int | None:

@@ -23,6 +23,7 @@ class RecurrentMixer(Attention):
     params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
 
     own_key_pattern: ClassVar[bool] = True
+    fixed_state: ClassVar[bool] = True
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by: in_proj and out_proj."""

@@ -30,7 +30,10 @@ class KVReport(Report):
     total_bytes: int
     """Bytes of the whole cache: all layers, all sequences."""
     bytes_per_token: int
-    """Bytes of one token of one sequence across all layers."""
+    """Bytes of one token of one sequence across all layers (the layers that keep entries per token)."""
+    state_bytes_per_sequence: int = 0
+    """Bytes of one sequence's fixed state across the recurrent layers (Mamba-2, Gated DeltaNet), whatever its
+    length; 0 for a model without them."""
     image_tokens: int = 0
     """A vision-language model's image tokens per sequence (`images` × tokens per image), part of seq."""
     image_bytes: int = 0
