@@ -3,7 +3,8 @@
 token embedding V·d; LM head d·V (+V bias), shared with the token embedding when tied. Each position
 encoding is one class (a `Positions` kind): learned positions max_seq_len·d; Transformer-XL relative
 positions d·H·h per layer (W_r) plus the 2·H·h biases u and v (per layer, or once when shared); T5's
-bucketed relative bias num_buckets·H per stack; RoPE, ALiBi, sinusoidal and none have no parameters. See docs/formulas.md#embeddings and #relative-positions.
+bucketed relative bias num_buckets·H per stack; RoPE, ALiBi, sinusoidal and none have no parameters.
+See docs/formulas.md#embeddings and #relative-positions.
 """
 
 from typing import Any, ClassVar, Literal
@@ -117,11 +118,10 @@ class Rope(Positions):
         return terms.prod("3", layers, *tokens, rotated)
 
 
-class Alibi(Positions):
-    """ALiBi: slope·distance added to every head's score, H adds per (query, key) pair per layer (the
-    slope·distance products are a precomputed table, not counted)."""
+class ScoreBias(Positions):
+    """An encoding that adds a bias to every head's score: H adds per (query, key) pair per layer. Not a kind
+    itself (no `kind` field): ALiBi and T5's buckets are."""
 
-    kind: Literal["alibi"] = "alibi"
     per_pair: ClassVar[bool] = True
     flops_formula: ClassVar[str] = "H · Σ_layers pairs"
 
@@ -130,6 +130,13 @@ class Alibi(Positions):
 
     def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
         return terms.prod(layers, "B", pairs, "H")
+
+
+class Alibi(ScoreBias):
+    """ALiBi: slope·distance added to every head's score, H adds per (query, key) pair per layer (the
+    slope·distance products are a precomputed table, not counted)."""
+
+    kind: Literal["alibi"] = "alibi"
 
 
 class Learned(Positions):
@@ -231,7 +238,7 @@ class Relative(Positions):
         return f"{terms.prod('2', layers, *tokens, 'H', 'h')} + {terms.prod(layers, 'B', pairs, 'H')}"
 
 
-class T5Buckets(Positions):
+class T5Buckets(ScoreBias):
     """T5's relative attention bias (Raffel et al. 2020, §2.1): a table of num_buckets × H scalars in the first
     layer of a stack, whose bias every layer of that stack adds to its scores. The offset j − i of a (query, key)
     pair falls in one of num_buckets buckets (exact for small offsets, logarithmic up to max_distance; a
@@ -242,25 +249,17 @@ class T5Buckets(Positions):
     """Buckets of relative offsets (T5: 32)."""
     max_distance: PosInt
     """The offset from which every larger one shares the last bucket (T5: 128)."""
-    per_pair: ClassVar[bool] = True
-    flops_formula: ClassVar[str] = "H · Σ_layers pairs"
     explain_legend: ClassVar[dict[str, str]] = {"n_b": "relative-position buckets (T5)"}
 
     def params(self, max_seq_len: int, d_model: int, attention: Any) -> int:
         """num_buckets·H: one stack's table."""
         return self.num_buckets * attention.heads
 
-    def positions(self, attention: Any, d_model: int) -> dict[str, int]:
-        return {"layer_token": 0, "layer_pair": attention.heads, "token": 0}
-
     def explain_params(self) -> str:
         return "n_b · H"
 
     def explain_symbols(self) -> dict[str, int]:
         return {"n_b": self.num_buckets}
-
-    def explain_flops(self, tokens: list[str], rotated: str, layers: str = "L", pairs: str = "") -> str:
-        return terms.prod(layers, "B", pairs, "H")
 
 
 def token_embedding_params(vocab: int, d_model: int) -> int:
