@@ -23,6 +23,9 @@ from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.norm import Norm
 
+MAC = 2
+"""FLOPs per multiply-add."""
+
 
 class Stack(Variant):
     """A stack's role; the defaults are a decoder's. Subclassing registers a new `kind` (llmcalc/model/base.py).
@@ -94,6 +97,31 @@ class Stack(Variant):
 
     def check_spec(self, spec: Any) -> None:
         """Checks against the rest of the spec."""
+
+    def encoder_length(self, encoder_seq: int | None, seq: int) -> int:
+        """Tokens each sequence's encoder reads (`encoder_seq`); 0 for a stack without a separate encoder, which
+        refuses an `encoder_seq` given."""
+        if encoder_seq is not None:
+            raise UserError("`encoder_seq`: only an encoder-decoder model (T5, BART, Whisper) reads a separate "
+                            "encoder input; drop it (this model's input is `seq`)")
+        return 0
+
+    def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
+        """FLOPs of the encoder and the cross-attention, by component, for `new` decoder tokens of each of `batch`
+        sequences (`encode`: the phase runs the encoder over `encoder_seq` tokens first); {} without an encoder."""
+        return {}
+
+    def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
+        """Bytes of the cross-attention cache of `batch` sequences whose encoder read `encoder_seq` tokens; 0."""
+        return 0
+
+    def cross_cache_note(self, encoder_seq: int) -> str | None:
+        """What the cross-attention cache holds, for kv's notes; None without one."""
+        return None
+
+    def encoder_flops_note(self) -> str | None:
+        """How the encoder and the cross-attention are counted in FLOPs, added to the decoder's notes; None."""
+        return None
 
 
 class Decoder(Stack):
@@ -193,12 +221,20 @@ class EncoderDecoder(Stack):
     from the encoder's output) and its norm. The token embedding is shared by both stacks; a position kind
     with a table per stack (T5's relative bias) has one in each.
 
-    Sized here: parameters. FLOPs, the caches (the self-attention cache growing, the cross cache fixed at
-    layers · 2 · kv width · encoder length) and memory are not modelled yet."""
+    FLOPs (encoder_flops; docs/encoder-decoder.md#flops), with S_e encoder tokens and S decoder tokens per sequence:
+      encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
+      cross K/V   L_d · 2·S_e·(W_k + W_v)                           the encoder output projected once per sequence
+      cross       L_d · [2·S·(W_q + W_o) + S·S_e·c_pair]             S decoder queries over the S_e encoder keys
+    a prefill is encode + cross K/V + the decoder's S tokens with their cross; a decode step one token's cross
+    (q, o and S_e pairs), nothing re-encoded or re-projected.
+    Cross-attention cache (cross_cache_bytes): L_d · B · S_e · 2·H_kv·h elements, fixed as the decoder grows.
+
+    encoder_frames: a fixed encoder length (Whisper: its audio is padded to 30 s, max_source_positions frames
+    after the conv stem); None: the encoder reads `encoder_seq` tokens, `seq` when not given (T5, BART)."""
 
     kind: Literal["encoder-decoder"] = "encoder-decoder"
-    sized: ClassVar[bool] = False
     encoder_layers: PosInt
+    encoder_frames: PosInt | None = None
     embedding_norm: bool = False
     """A norm over each stack's summed embeddings (BART's layernorm_embedding)."""
 
@@ -223,12 +259,58 @@ class EncoderDecoder(Stack):
         parts["encoder/norms/final"] = norm.params(d) if norm.final else 0
         return parts
 
+    def encoder_length(self, encoder_seq: int | None, seq: int) -> int:
+        """`encoder_frames` where the stack fixes it (a different `encoder_seq` refused), else `encoder_seq`, else
+        `seq`."""
+        if self.encoder_frames is not None:
+            if encoder_seq not in (None, self.encoder_frames):
+                raise UserError(f"`encoder_seq`: this model's encoder always reads {self.encoder_frames:,} frames "
+                                f"(its input is padded to that length); drop it or give {self.encoder_frames}")
+            return self.encoder_frames
+        return seq if encoder_seq is None else encoder_seq
+
+    def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
+        """encode (when `encode`): per encoder layer 2·B·S_e·W for each attention and FFN matmul, B·S_e² pairs ×
+        the attention's per-pair cost; the cross K/V projections 2·B·S_e·W per decoder layer (when `encode`);
+        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer."""
+        attn, d, layers = spec.attention, spec.d_model, spec.n_layers
+        cross = attn.matmuls(d)
+        kv_names = [k for k in cross if k in ("k", "v")]
+        out: dict[str, int] = {}
+        if encode:
+            tokens, n = batch * encoder_seq, self.encoder_layers
+            out |= {f"encoder/attention/{k}": n * MAC * tokens * w for k, w in attn.matmuls(d).items()}
+            pairs = batch * encoder_seq * encoder_seq
+            out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+            out |= {f"encoder/ffn/{k}": n * MAC * tokens * w for k, w in spec.ffn.matmuls(d).items()}
+            out |= {f"cross_attention/{k}": layers * MAC * tokens * cross[k] for k in kv_names}
+        tokens = batch * new
+        out |= {f"cross_attention/{k}": layers * MAC * tokens * w for k, w in cross.items() if k not in kv_names}
+        pairs = batch * new * encoder_seq
+        out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+        return out
+
+    def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
+        """L_d · B · S_e · 2·H_kv·h elements (K and V of every encoder position in each decoder layer)."""
+        return spec.n_layers * spec.attention.cache_bytes(batch * encoder_seq, bits)
+
+    def cross_cache_note(self, encoder_seq: int) -> str | None:
+        return (f"cross-attention cache: K and V of the encoder's {encoder_seq:,} positions in each decoder layer, "
+                "computed once from the encoder output and fixed as the decoder grows (cross_bytes_per_sequence)")
+
     def check_decoding(self, field: str) -> None:
         self.check_modelled("time")
 
     def check_modelled(self, what: str) -> None:
-        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params is")
+        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv and "
+                        "inference memory are")
 
+    def encoder_flops_note(self) -> str | None:
+        return ("encoder-decoder: prefill = the encoder over S_e tokens (bidirectional, S_e² pairs per layer) + the "
+                "cross-attention K/V of its output (once) + the decoder's S prompt tokens (causal self-attention "
+                "under the attention convention, cross-attention over S_e keys: S·S_e pairs); a decode step: one "
+                "token's self-attention over its cache and cross-attention over the S_e encoder keys; train 3× the "
+                "forward with all logits; docs/encoder-decoder.md#flops")
 
     def params_note(self) -> str | None:
         return (f"encoder-decoder: {self.encoder_layers} encoder layers under encoder/, the decoder's layers with "
