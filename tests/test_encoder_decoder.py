@@ -27,7 +27,7 @@ def test_t5_small_is_about_60_million():
     assert round(params(load_hf_config(FIXTURES / "t5-small")).total, -7) == 60_000_000
 
 
-@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base", "bart-large"])
+@pytest.mark.parametrize("name", ["t5-small", "flan-t5-base", "bart-large", "whisper-large-v3"])
 def test_preset_is_the_import_of_its_config(name):
     preset, imported = load_preset(name), load_hf_config(FIXTURES / name)
     keep = {"name", "source", "checkpoint"}
@@ -109,3 +109,32 @@ def test_explain_writes_the_bias_table_of_a_decoder(tmp_path):
     r = run_cli("explain", "params", "--config", str(path))
     assert r.returncode == 0, r.stderr
     assert "n_b · H" in r.stdout and "32 · 12" in r.stdout
+
+
+@pytest.mark.parametrize("config", [{"model_type": "whisper"}, "whisper-large-v3"], ids=["tiny-defaults", "large-v3"])
+def test_whisper_parameters_match_transformers_modules(config, tmp_path):
+    """WhisperForConditionalGeneration on the meta device (transformers' WhisperConfig defaults are whisper-tiny's
+    shape; large-v3 from its config.json): the total, the conv stem, both position tables (the encoder's frozen
+    sinusoidal one counted as transformers counts it), the biases (q, v and out biased, k not) and the cross-attention
+    blocks, module by module."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from hf_counts import build_config, load_config_dict
+
+    if isinstance(config, str):
+        raw, path = load_config_dict(FIXTURES / config), FIXTURES / config
+    else:
+        raw, path = config, tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+    with torch.device("meta"):
+        model = transformers.AutoModelForSpeechSeq2Seq.from_config(build_config(raw))
+    named = {k: p.numel() for k, p in model.named_parameters()}
+    rows = {r.component: r.params for r in params(load_hf_config(path)).breakdown}
+    assert params(load_hf_config(path)).total == sum(named.values())
+    assert rows["encoder/conv_stem"] == sum(v for k, v in named.items() if ".conv" in k)
+    assert rows["encoder/position"] == named["model.encoder.embed_positions.weight"] == 1500 * model.config.d_model
+    assert rows["embedding/position"] == named["model.decoder.embed_positions.weight"]
+    assert not any(k.endswith("k_proj.bias") for k in named)
+    assert sum(v for k, v in rows.items() if k.startswith("cross_attention/")) == sum(
+        v for k, v in named.items() if ".encoder_attn." in k)
+    assert rows["norms/cross"] == sum(v for k, v in named.items() if ".encoder_attn_layer_norm." in k)

@@ -1,7 +1,8 @@
 """Encoder-decoder FLOPs, cross-attention cache and memory against independent sources.
 
-- FLOPs: torch's FlopCounterMode on transformers' T5ForConditionalGeneration and BartForConditionalGeneration, tiny
-  random-weight models on CPU with eager attention: a forward of an encoder input (S_e tokens) and a decoder input
+- FLOPs: torch's FlopCounterMode on transformers' T5ForConditionalGeneration, BartForConditionalGeneration and
+  WhisperForConditionalGeneration, tiny random-weight models on CPU with eager attention: a forward of an encoder
+  input (S_e tokens; Whisper: mel features of 2·S_e frames through its conv stem) and a decoder input
   (S tokens), then one decode step over the returned cache (encoder output given, nothing re-encoded), and a
   training step's forward + backward. The conventions that match what transformers runs: attention `dense` (its
   eager attention multiplies the full S × S scores of the decoder prompt; the encoder and the cross-attention have
@@ -36,6 +37,10 @@ BART = dict(model_type="bart", vocab_size=96, d_model=32, encoder_layers=2, deco
             encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48,
             max_position_embeddings=128, activation_function="gelu", scale_embedding=False, decoder_start_token_id=2,
             pad_token_id=1)
+WHISPER = dict(model_type="whisper", vocab_size=96, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=3,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48,
+               max_source_positions=16, max_target_positions=32, decoder_start_token_id=1, pad_token_id=0)
+"""A tiny Whisper: 8 mel bins, 32 mel frames halved to 16 encoder positions by the conv stem."""
 B, S, S_E = 2, 5, 7
 
 
@@ -44,7 +49,21 @@ def _model(config: dict):
     transformers = pytest.importorskip("transformers")
     cfg = transformers.AutoConfig.for_model(**config)
     torch.manual_seed(0)
-    return transformers.AutoModelForSeq2SeqLM.from_config(cfg, attn_implementation="eager").eval()
+    auto = transformers.AutoModelForSpeechSeq2Seq if config is WHISPER else transformers.AutoModelForSeq2SeqLM
+    return auto.from_config(cfg, attn_implementation="eager").eval()
+
+
+def _inputs(config: dict, seed: int):
+    """The encoder's input (token ids, or Whisper's mel features: mel_bins × 2·max_source_positions frames) and B × S
+    decoder tokens."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    dec = torch.randint(3, 96, (B, S), generator=gen)
+    if config is WHISPER:
+        frames = 2 * config["max_source_positions"]
+        return {"input_features": torch.randn(B, config["num_mel_bins"], frames, generator=gen)}, dec
+    return {"input_ids": torch.randint(3, 96, (B, S_E), generator=gen)}, dec
 
 
 def _spec(config: dict, tmp_path):
@@ -54,18 +73,19 @@ def _spec(config: dict, tmp_path):
     return load_hf_config(path)
 
 
-def _measure(model):
+def _measure(config: dict):
     """FlopCounterMode totals of a forward (encoder B × S_E, decoder B × S) and of the decode step after it, with the
     cache bytes the forward returned: (prefill, decode, self-attention cache, cross-attention cache)."""
     import torch
     from hf_flops import cache_tensors
     from torch.utils.flop_counter import FlopCounterMode
 
-    gen = torch.Generator().manual_seed(1)
-    enc, dec, nxt = (torch.randint(3, 96, (B, n), generator=gen) for n in (S_E, S, 1))
+    model = _model(config)
+    enc, dec = _inputs(config, 1)
+    nxt = dec[:, :1]
     with torch.no_grad():
         with FlopCounterMode(display=False) as counter:
-            out = model(input_ids=enc, decoder_input_ids=dec, use_cache=True)
+            out = model(**enc, decoder_input_ids=dec, use_cache=True)
         prefill = counter.get_total_flops()
         cache = out.past_key_values
         held = [sum(t.numel() * t.element_size() for t in cache_tensors(c))
@@ -76,32 +96,58 @@ def _measure(model):
     return prefill, counter.get_total_flops(), *held
 
 
-WORKLOAD = Workload(batch=B, seq=S, encoder_seq=S_E, attention_core="dense", logits="all", kv_dtype="fp32")
+def _workload(config: dict) -> Workload:
+    """Whisper's encoder length is fixed by its config (max_source_positions), the others read S_E tokens."""
+    return Workload(batch=B, seq=S, encoder_seq=None if config is WHISPER else S_E, attention_core="dense",
+                    logits="all", kv_dtype="fp32")
 
 
-@pytest.mark.parametrize("config", [T5, T5_RELU, BART], ids=["t5-gated", "t5-relu", "bart"])
+CONFIGS = pytest.mark.parametrize("config", [T5, T5_RELU, BART, WHISPER], ids=["t5-gated", "t5-relu", "bart",
+                                                                             "whisper"])
+
+
+@CONFIGS
 def test_flops_and_caches_equal_transformers(config, tmp_path):
-    spec = _spec(config, tmp_path)
-    prefill, decode, self_bytes, cross_bytes = _measure(_model(config))
-    r, kv = flops(spec, WORKLOAD), kv_cache(spec, WORKLOAD)
+    spec, w = _spec(config, tmp_path), _workload(config)
+    prefill, decode, self_bytes, cross_bytes = _measure(config)
+    r, kv = flops(spec, w), kv_cache(spec, w)
     assert (r.prefill_flops, r.decode_flops) == (prefill, decode)
     assert kv.cross_bytes_per_sequence * B == cross_bytes
     assert kv.total_bytes - kv.cross_bytes_per_sequence * B == self_bytes
-    assert kv.encoder_seq == S_E
+    assert kv.encoder_seq == config.get("max_source_positions", S_E)
 
 
-@pytest.mark.parametrize("config", [T5, BART], ids=["t5", "bart"])
+@CONFIGS
 def test_training_flops_equal_forward_and_backward(config, tmp_path):
-    """A training step: FlopCounterMode over the forward and loss.backward() of the tiny model, against `train`."""
-    import torch
+    """A training step: FlopCounterMode over the forward and loss.backward() of the tiny model, against `train`
+    (Whisper's first convolution has no input gradient: its mel features need none)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     model = _model(config).train()
-    gen = torch.Generator().manual_seed(2)
-    enc, dec = torch.randint(3, 96, (B, S_E), generator=gen), torch.randint(3, 96, (B, S), generator=gen)
+    enc, dec = _inputs(config, 2)
     with FlopCounterMode(display=False) as counter:
-        model(input_ids=enc, decoder_input_ids=dec, labels=dec, use_cache=False).loss.backward()
-    assert flops(_spec(config, tmp_path), WORKLOAD).train_flops == counter.get_total_flops()
+        model(**enc, decoder_input_ids=dec, labels=dec, use_cache=False).loss.backward()
+    assert flops(_spec(config, tmp_path), _workload(config)).train_flops == counter.get_total_flops()
+
+
+def test_whisper_conv_stem_flops_equal_the_convolutions(tmp_path):
+    """The audio stem alone: FlopCounterMode's aten.convolution count of the tiny Whisper's forward equals
+    encoder/conv1 + encoder/conv2 (2·k·C_in·C_out per output frame)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = _model(WHISPER)
+    enc, dec = _inputs(WHISPER, 3)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(**enc, decoder_input_ids=dec)
+    conv = sum(v for op, v in counter.get_flop_counts()["Global"].items() if "convolution" in str(op))
+    rows = {r.component: r.prefill for r in flops(_spec(WHISPER, tmp_path), _workload(WHISPER)).breakdown}
+    assert rows["encoder/conv1"] + rows["encoder/conv2"] == conv == 294_912
+
+
+def test_whisper_refuses_another_encoder_length():
+    r = run_cli("kv", "-p", "whisper-large-v3", "--encoder-seq", "3000")
+    assert r.returncode == 2 and "1,500" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_encoder_length_defaults_to_seq_and_leaves_the_decoder_alone():

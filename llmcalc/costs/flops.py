@@ -213,7 +213,10 @@ ELEMENTWISE_NOTE = ("element-wise FLOPs counted (`elementwise`) as the elementwi
 
 def _passes(spec: ModelSpec, component: str) -> int:
     """Forward + backward passes of a component: FWD_BWD, or what the attention block says for its own
-    (DSA's indexer projections: forward + weight gradients only, its input is detached)."""
+    (DSA's indexer projections: forward + weight gradients only, its input is detached), or the stack for its own
+    (Whisper's first audio convolution: its input needs no gradient)."""
+    if (own := spec.stack.train_passes(component)) is not None:
+        return own
     if "attention/" not in component:
         return FWD_BWD
     name = component.rsplit("attention/", 1)[1]

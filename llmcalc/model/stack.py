@@ -25,6 +25,8 @@ from llmcalc.model.norm import Norm
 
 MAC = 2
 """FLOPs per multiply-add."""
+STEM_KERNEL = 3
+"""Width of Whisper's two audio convolutions."""
 
 
 class Stack(Variant):
@@ -121,6 +123,11 @@ class Stack(Variant):
 
     def encoder_flops_note(self) -> str | None:
         """How the encoder and the cross-attention are counted in FLOPs, added to the decoder's notes; None."""
+        return None
+
+    def train_passes(self, component: str) -> int | None:
+        """Forward + backward passes of a component of the stack's own in a training step, where not the usual 3
+        (None: the component's own rule)."""
         return None
 
 
@@ -222,7 +229,8 @@ class EncoderDecoder(Stack):
     with a table per stack (T5's relative bias) has one in each.
 
     FLOPs (encoder_flops; docs/encoder-decoder.md#flops), with S_e encoder tokens and S decoder tokens per sequence:
-      encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
+      audio stem  2·k·mel·d·(2·S_e) + 2·k·d²·S_e                    Whisper's two Conv1d (k = 3), per sequence
+    encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
       cross K/V   L_d · 2·S_e·(W_k + W_v)                           the encoder output projected once per sequence
       cross       L_d · [2·S·(W_q + W_o) + S·S_e·c_pair]             S decoder queries over the S_e encoder keys
     a prefill is encode + cross K/V + the decoder's S tokens with their cross; a decode step one token's cross
@@ -235,6 +243,9 @@ class EncoderDecoder(Stack):
     kind: Literal["encoder-decoder"] = "encoder-decoder"
     encoder_layers: PosInt
     encoder_frames: PosInt | None = None
+    mel_bins: PosInt | None = None
+    """Whisper's audio stem before the encoder: Conv1d(mel_bins → d, k 3) over 2·S_e mel frames, then Conv1d(d → d,
+    k 3, stride 2) down to S_e, both with biases; None: the token embedding feeds the encoder (T5, BART)."""
     embedding_norm: bool = False
     """A norm over each stack's summed embeddings (BART's layernorm_embedding)."""
 
@@ -248,10 +259,12 @@ class EncoderDecoder(Stack):
         return parts | {"norms/cross": spec.norm.params(spec.d_model)}
 
     def extra_params(self, spec: Any) -> Parts:
-        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm, its position table and its
-        embedding norm."""
+        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm, its position table (encoder_frames
+        rows where fixed, else max_seq_len), its embedding norm, and Whisper's conv stem: 3·mel·d + d + 3·d² + d."""
         d, n, norm = spec.d_model, self.encoder_layers, spec.norm
-        parts = {"encoder/position": spec.positions.params(spec.max_seq_len, d, spec.attention)}
+        parts = {"encoder/position": spec.positions.params(self.encoder_frames or spec.max_seq_len, d, spec.attention)}
+        if self.mel_bins:  # two Conv1d with biases: k·C_in·C_out + C_out each
+            parts["encoder/conv_stem"] = STEM_KERNEL * self.mel_bins * d + d + STEM_KERNEL * d * d + d
         parts |= {"encoder/norms/embedding": norm.params(d)} if self.embedding_norm else {}
         parts |= {f"encoder/attention/{k}": n * v for k, v in spec.attention.params(d).items()}
         parts |= {f"encoder/ffn/{k}": n * v for k, v in spec.ffn.params(d).items()}
@@ -277,6 +290,9 @@ class EncoderDecoder(Stack):
         cross = attn.matmuls(d)
         kv_names = [k for k in cross if k in ("k", "v")]
         out: dict[str, int] = {}
+        if encode and self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
+            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * batch * 2 * encoder_seq
+            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * batch * encoder_seq
         if encode:
             tokens, n = batch * encoder_seq, self.encoder_layers
             out |= {f"encoder/attention/{k}": n * MAC * tokens * w for k, w in attn.matmuls(d).items()}
@@ -289,6 +305,11 @@ class EncoderDecoder(Stack):
         pairs = batch * new * encoder_seq
         out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
         return out
+
+    def train_passes(self, component: str) -> int | None:
+        """2 for the first audio convolution: its input, the mel features, needs no gradient, so its backward is the
+        weight gradient alone."""
+        return 2 if component == "encoder/conv1" else None
 
     def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
         """L_d · B · S_e · 2·H_kv·h elements (K and V of every encoder position in each decoder layer)."""
