@@ -143,12 +143,16 @@ def encoder_decoder_activations(spec: ModelSpec, batch: int, encoder_seq: int, w
     """An encoder-decoder's inference activation peak: the larger of the encoder's forward over S_e tokens (the
     residual stream and normed input 2·a·d per token, plus its largest layer stage, layer_peak_per_token; the
     position table of S_e rows) and the decoder's prefill peak (`decoder`) while the encoder output it reads,
-    B·S_e·a·d, is still held. The cross-attention K/V are in the cache, not here."""
+    B·S_e·a·d, is still held; or an input stem's peak (Whisper's convolutions: Stack.stem_elements). The
+    cross-attention K/V are in the cache, not here."""
     a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
     per_token, what = layer_peak_per_token(spec, encoder_seq, w)
     tables = 8 + (2 * a * (spec.attention.rope_dim - spec.attention.rope_dim % 2) if spec.positions.rotary else 0)
     encoder = batch * encoder_seq * (2 * a * d + per_token) + encoder_seq * tables
+    stem = batch * a * spec.stack.stem_elements(encoder_seq, d)
     held = batch * encoder_seq * a * d
+    if stem > max(encoder, decoder + held):
+        return stem, f"audio stem ({2 * encoder_seq:,} frames): features, convolution output and its GELU"
     if encoder >= decoder + held:
         return encoder, f"encoder forward peak ({encoder_seq:,} tokens): residual + {what}"
     return decoder + held, decoder_note + f", + the encoder output ({encoder_seq:,} positions)"

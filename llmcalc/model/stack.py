@@ -125,6 +125,11 @@ class Stack(Variant):
         """How the encoder and the cross-attention are counted in FLOPs, added to the decoder's notes; None."""
         return None
 
+    def stem_elements(self, encoder_seq: int, d_model: int) -> int:
+        """Activation elements per sequence an input stem holds at its largest stage before the encoder's first
+        layer; 0 without one."""
+        return 0
+
     def train_passes(self, component: str) -> int | None:
         """Forward + backward passes of a component of the stack's own in a training step, where not the usual 3
         (None: the component's own rule)."""
@@ -310,6 +315,11 @@ class EncoderDecoder(Stack):
         """2 for the first audio convolution: its input, the mel features, needs no gradient, so its backward is the
         weight gradient alone."""
         return 2 if component == "encoder/conv1" else None
+
+    def stem_elements(self, encoder_seq: int, d_model: int) -> int:
+        """Whisper's conv stem at its peak: the mel features (m · 2·S_e), the first convolution's output and its
+        GELU (d · 2·S_e each, both held until the GELU returns); 0 without a stem."""
+        return 0 if not self.mel_bins else 2 * encoder_seq * (self.mel_bins + 2 * d_model)
 
     def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
         """L_d · B · S_e · 2·H_kv·h elements (K and V of every encoder position in each decoder layer)."""
