@@ -1,7 +1,8 @@
 """What the layer stack is for: a causal decoder that generates, or a bidirectional encoder that reads a whole
 sequence in one pass. See docs/encoders.md.
 
-An encoder-decoder (T5) adds an encoder stack and a cross-attention block per decoder layer (EncoderDecoder).
+An encoder-decoder (T5, BART, Whisper) adds an encoder stack and a cross-attention block per decoder layer
+(EncoderDecoder; docs/encoder-decoder.md).
 A decoder (the default) adds nothing to the layers: its costs are the ones the rest of llmcalc computes.
 An encoder (BERT, RoBERTa, ModernBERT):
   embedding   + T·d token-type table (T segment types, BERT 2, RoBERTa 1), + a norm after the summed
@@ -227,15 +228,15 @@ class Encoder(Stack):
 
 
 class EncoderDecoder(Stack):
-    """An encoder-decoder (T5, BART): a bidirectional encoder of `encoder_layers` layers shaped like the decoder's
-    (its attention and FFN, `norm.per_layer` norms, a final norm when `norm.final`), and the spec's `n_layers`
+    """An encoder-decoder (T5, BART, Whisper): a bidirectional encoder of `encoder_layers` layers shaped like the
+    decoder's (its attention and FFN, `norm.per_layer` norms, a final norm when `norm.final`), and the spec's `n_layers`
     decoder layers, each with a cross-attention block (the self-attention's shape: q from the decoder, k and v
     from the encoder's output) and its norm. The token embedding is shared by both stacks; a position kind
     with a table per stack (T5's relative bias) has one in each.
 
     FLOPs (encoder_flops; docs/encoder-decoder.md#flops), with S_e encoder tokens and S decoder tokens per sequence:
       audio stem  2·k·mel·d·(2·S_e) + 2·k·d²·S_e                    Whisper's two Conv1d (k = 3), per sequence
-    encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
+      encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
       cross K/V   L_d · 2·S_e·(W_k + W_v)                           the encoder output projected once per sequence
       cross       L_d · [2·S·(W_q + W_o) + S·S_e·c_pair]             S decoder queries over the S_e encoder keys
     a prefill is encode + cross K/V + the decoder's S tokens with their cross; a decode step one token's cross
