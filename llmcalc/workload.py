@@ -144,6 +144,9 @@ class Workload(Frozen):
     """Tokens per sequence: the prompt, or the context a decode step attends to."""
     gen: Whole = 1
     """Tokens generated after the prompt (flops: decode steps; latency: the first comes from the prefill)."""
+    encoder_seq: Whole | None = None
+    """An encoder-decoder's encoder input per sequence, in tokens (frames for Whisper, fixed by its audio
+    window); None: `seq` (T5, BART), or the model's fixed length. Refused on other stacks."""
 
     weights_dtype: StorageDtype = "bf16"
     kv_dtype: StorageDtype = "bf16"
@@ -260,7 +263,8 @@ class Workload(Frozen):
 
     @model_validator(mode="after")
     def _ranges(self) -> "Workload":
-        require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, group_size=self.group_size,
+        require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, encoder_seq=self.encoder_seq,
+                      group_size=self.group_size,
                       micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk, lora_rank=self.lora_rank)
         if "lora_targets" in self.model_fields_set and self.lora_rank is None:
             raise UserError("`lora_targets`: LoRA is off; add `lora_rank` (the adapters' rank), or drop the targets")
@@ -308,9 +312,10 @@ class Workload(Frozen):
 
     def check(self, spec: ModelSpec) -> None:
         """The layout must divide `spec` and the batch (Layout.check); images need a vision tower and fit in `seq`
-        (check_images)."""
+        (check_images); `encoder_seq` needs an encoder-decoder (Stack.encoder_length)."""
         self.layout.check(spec, self.batch)
         self.check_images(spec)
+        spec.stack.encoder_length(self.encoder_seq, self.seq)
 
     def image_pixels(self, spec: ModelSpec) -> tuple[int, int]:
         """(height, width) of one image: `image_size`, else the vision tower's native side squared."""

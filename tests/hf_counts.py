@@ -29,7 +29,8 @@ Notes on what is built:
 * An encoder (bert, roberta, modernbert) is counted as its bare model (``AutoModel``:
   BertModel, RobertaModel with their pooler, ModernBertModel), the class one sizes an encoder by; an
   encoder-decoder (t5, bart) as its ``AutoModelForSeq2SeqLM`` (T5ForConditionalGeneration,
-  BartForConditionalGeneration).
+  BartForConditionalGeneration), whisper as its ``AutoModelForSpeechSeq2Seq`` (WhisperForConditionalGeneration:
+  the encoder's sinusoidal position table is a frozen nn.Embedding, counted as transformers counts it).
 * A vision-language config (one with a ``vision_config``: llava, gemma3,
   qwen2_5_vl) is counted whole, vision tower and projector included, as
   ``AutoModelForImageTextToText`` builds it (``LlavaForConditionalGeneration``,
@@ -53,7 +54,7 @@ _DROP_KEYS = ("quantization_config", "auto_map")
 
 
 AUTO_CLASS = {"bert": "AutoModel", "roberta": "AutoModel", "modernbert": "AutoModel",
-              "t5": "AutoModelForSeq2SeqLM", "bart": "AutoModelForSeq2SeqLM"}
+              "t5": "AutoModelForSeq2SeqLM", "bart": "AutoModelForSeq2SeqLM", "whisper": "AutoModelForSpeechSeq2Seq"}
 """The transformers auto class a model_type is counted with (default: AutoModelForCausalLM)."""
 
 

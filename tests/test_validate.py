@@ -75,15 +75,12 @@ def test_table_names_the_model_and_its_shape(cli):
     assert r.stdout.startswith("validate llama3-8b (2 layers, widths ÷8) on cpu")
 
 
-def test_models_the_reference_cannot_build_are_left_out_with_a_note():
-    """A run over many models (validate --all) leaves out an encoder-decoder, which the reference decoder cannot
-    build, naming it in the notes; asked for alone, it is refused."""
-    from llmcalc.errors import UserError
+def test_encoders_and_encoder_decoders_are_validated_beside_decoders():
+    """A run over many models (validate --all) keeps an encoder-decoder and an encoder beside a decoder: the
+    reference builds each (llmcalc/reference/encoder_decoder.py), and every row passes."""
     from llmcalc.views.validate import validate
 
-    t5, tiny = load_preset("t5-small"), load_preset("tiny-decoder-example")
-    report = validate([t5, tiny], batch=1, seq=16, device="fake", skip_unreferenced=True)
-    assert report.models == ["tiny-decoder-example"] and report.ok
-    assert any(n.startswith("t5-small left out:") for n in report.notes)
-    with pytest.raises(UserError, match="encoder-decoder"):
-        validate([t5], batch=1, seq=16, device="fake")
+    specs = [load_preset(n) for n in ("t5-small", "bert-base-uncased", "tiny-decoder-example")]
+    report = validate(specs, batch=1, seq=16, device="fake", skip_unreferenced=True)
+    assert report.models == ["t5-small", "bert-base-uncased", "tiny-decoder-example"] and report.ok
+    assert not any("left out" in n for n in report.notes)

@@ -11,6 +11,7 @@ from llmcalc.cli.options import (
     AttentionOpt,
     BatchOpt,
     ConfigOpt,
+    EncoderSeqOpt,
     FormatOpt,
     HFOpt,
     ImageSizeOpt,
@@ -42,6 +43,7 @@ def flops(
     hf_config: HFOpt = None,
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
+    encoder_seq: EncoderSeqOpt = None,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate after the prompt.")] = 1,
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
@@ -69,7 +71,8 @@ def flops(
     from llmcalc.costs.flops import flops as count_flops
     from llmcalc.workload import Workload
 
-    w = Workload(batch=batch, seq=seq, gen=gen, attention_core=attention, logits=logits, mla_decode=mla_decode,
+    w = Workload(batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen, attention_core=attention,
+                 logits=logits, mla_decode=mla_decode,
                  recompute=recompute, recompute_ops=parse_recompute_ops(recompute_ops),
                  recompute_layers=recompute_layers,
                  attention_kernel=attention_kernel, mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul,

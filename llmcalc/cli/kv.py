@@ -6,6 +6,7 @@ from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     BatchOpt,
     ConfigOpt,
+    EncoderSeqOpt,
     FormatOpt,
     HFOpt,
     ImageSizeOpt,
@@ -27,6 +28,7 @@ def kv(
     hf_config: HFOpt = None,
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
+    encoder_seq: EncoderSeqOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
@@ -37,5 +39,5 @@ def kv(
     from llmcalc.costs.kv import kv_cache
     from llmcalc.workload import Workload
 
-    w = Workload(batch=batch, seq=seq, kv_dtype=kv_dtype, **image_fields(images, image_size))
+    w = Workload(batch=batch, seq=seq, encoder_seq=encoder_seq, kv_dtype=kv_dtype, **image_fields(images, image_size))
     emit(kv_cache(load_model(preset, config, hf_config), w), format, units, of=kv)

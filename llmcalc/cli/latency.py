@@ -12,6 +12,7 @@ from llmcalc.cli.options import (
     CalibrationOpt,
     ConfigOpt,
     DPOpt,
+    EncoderSeqOpt,
     EPOpt,
     FormatOpt,
     GPUOpt,
@@ -48,6 +49,7 @@ def latency(
     hf_config: HFOpt = None,
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
+    encoder_seq: EncoderSeqOpt = None,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (the first comes from prefill).")] = 256,
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
@@ -89,7 +91,7 @@ def latency(
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype,
+    w = Workload(batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen, weights_dtype=weights_dtype,
                  weights_format=weight_formats(weights_format), kv_dtype=kv_dtype, group_size=group_size,
                  compute_dtype=compute_dtype, attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve,
                  layout=Layout.of(gpus, tp, pp, dp, ep), **image_fields(images, image_size))

@@ -10,6 +10,7 @@ from llmcalc.cli.options import (
     GPUS,
     TRAINING,
     ConfigOpt,
+    EncoderSeqOpt,
     FormatOpt,
     GroupOpt,
     HFOpt,
@@ -42,6 +43,7 @@ def memory(
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global batch, "
                                      "over --dp GPUs).")] = 1,
     seq: SeqOpt = 4096,
+    encoder_seq: EncoderSeqOpt = None,
     weights_dtype: WeightsDtypeOpt = None,
     weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
@@ -94,7 +96,8 @@ def memory(
         from llmcalc.model.lora import QLORA_FORMATS
 
         weights_format = QLORA_FORMATS
-    w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
+    w = Workload(batch=batch, seq=seq, encoder_seq=encoder_seq, weights_dtype=weights_dtype,
+                 weights_format=weight_formats(weights_format),
                  kv_dtype=kv_dtype, group_size=group_size,
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
                  grad_dtype=grad_dtype, micro_batch=micro_batch,

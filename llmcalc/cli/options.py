@@ -72,6 +72,9 @@ UnitsOpt = Annotated[Units, _opt("--units", help="Byte labels in tables: both GB
                                  panel=OUTPUT, metavar="UNITS")]
 BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all (over every replica).")]
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence: the prompt / context; {COUNT_HELP}.")]
+EncoderSeqOpt = Annotated[Optional[int], _count_opt(
+    "--encoder-seq", help="An encoder-decoder's encoder input per sequence, in tokens (default: --seq; Whisper: "
+    "its fixed 1500 audio frames).")]
 ImagesOpt = Annotated[int, _count_opt(
     "--images", help="Images per sequence for a vision-language model; their image tokens are part of --seq.")]
 ImageSizeOpt = Annotated[Optional[str], _opt(

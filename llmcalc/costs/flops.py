@@ -16,6 +16,8 @@ totals under attention/ (docs/formulas.md#relative-positions).
              eager: 3×) + the forward of every recomputed op (docs/formulas.md#hardware-flops)
   encoder  = prefill only: pairs(S) = S² (bidirectional), no logits, + 2·B·d² for a pooler; no decode
              (llmcalc/model/stack.py, docs/encoders.md)
+  encoder-decoder: prefill + encode(S_e) + cross K/V (once) + cross(S queries × S_e keys); decode + cross(1 × S_e)
+             (EncoderDecoder.encoder_flops, docs/encoder-decoder.md#flops)
 """
 
 from __future__ import annotations
@@ -131,10 +133,18 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"
     decompress = attn.latent_cache and not absorbed
 
-    def prefill_like(logits: int, layers: int | None = None) -> dict[str, int]:
+    def forward_of(logits: int, layers: int | None = None) -> dict[str, int]:
         return forward(spec, batch, new=seq, core_of=lambda a, win: stack.prefill_core(a, seq, win, w.attention_core),
                        latents_of=lambda win: seq, absorbed=False, logits=stack.prefill_logits(logits), mtp=w.mtp,
                        pairs_of=lambda win: (attn.pairs(seq, 0, win, w.attention_core), seq), layers=layers)
+
+    enc_seq = stack.encoder_length(w.encoder_seq, seq)
+
+    def prefill_like(logits: int, layers: int | None = None) -> dict[str, int]:
+        out = forward_of(logits, layers)
+        for k, v in stack.encoder_flops(spec, batch, seq, enc_seq, encode=True).items():  # an encoder-decoder's
+            out[k] = out.get(k, 0) + v
+        return out
 
     prefill = prefill_like(seq if w.logits == "all" else 1)
     keys = lambda win: attn.pairs(1, seq, win)  # noqa: E731 - decode attends to (and re-projects) these
@@ -145,6 +155,9 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     generate = forward(spec, batch, new=gen, core_of=lambda a, win: a.core(gen, seq, win, w.step_attention, absorbed),
                        latents_of=steps if decompress else lambda win: 0, absorbed=absorbed, logits=gen, mtp=w.mtp,
                        pairs_of=lambda win: (steps(win), steps(win)))  # Σ over the steps of each step's keys
+    for phase, new in ((decode, 1), (generate, gen)):  # the cross-attention of each new token, nothing re-encoded
+        for k, v in stack.encoder_flops(spec, batch, new, enc_seq, encode=False).items():
+            phase[k] = phase.get(k, 0) + v
     fwd = prefill_like(seq)
     if w.elementwise or w.embedding_matmul:
         extra = partial(elementwise_flops, spec, batch, elementwise=w.elementwise, embedding=w.embedding_matmul)
@@ -186,7 +199,9 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
         positions=position_flops(spec, batch, seq, gen, w.attention_core),
         vision=vision_cost(spec, w, p),
         notes=_notes(spec, w) + [ELEMENTWISE_NOTE if w.elementwise else POSITIONS_NOTE]
-        + _length_note(spec, seq + gen * stack.decodes),
+        + _length_note(spec, seq + gen * stack.decodes)
+        + [n for n in (stack.encoder_flops_note(),) if n] + ([f"encoder: {enc_seq:,} tokens per sequence"
+                                                              f" (`encoder_seq`)"] if enc_seq else []),
     )
 
 
@@ -198,7 +213,10 @@ ELEMENTWISE_NOTE = ("element-wise FLOPs counted (`elementwise`) as the elementwi
 
 def _passes(spec: ModelSpec, component: str) -> int:
     """Forward + backward passes of a component: FWD_BWD, or what the attention block says for its own
-    (DSA's indexer projections: forward + weight gradients only, its input is detached)."""
+    (DSA's indexer projections: forward + weight gradients only, its input is detached), or the stack for its own
+    (Whisper's first audio convolution: its input needs no gradient)."""
+    if (own := spec.stack.train_passes(component)) is not None:
+        return own
     if "attention/" not in component:
         return FWD_BWD
     name = component.rsplit("attention/", 1)[1]

@@ -5,6 +5,8 @@ shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps the last wind
 steps (the next token makes `window` keys), as transformers' sliding cache does.
 total = Σ_layers B · min(S, window − 1) · elements · bytes per element.
 An encoder (llmcalc/model/stack.py) reads its input in one pass and keeps no cache: 0.
+An encoder-decoder adds its cross-attention cache, L_d · B · S_e · 2·H_kv·h elements, fixed in the decoder's length
+(EncoderDecoder.cross_cache_bytes, docs/encoder-decoder.md#caches).
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ def kv_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> int:
 def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
     total."""
-    batch, seq = w.batch, w.seq
-    spec.stack.check_sized("the KV cache")
+    batch, seq, stack = w.batch, w.seq, spec.stack
+    stack.check_sized("the KV cache")
+    enc_seq = stack.encoder_length(w.encoder_seq, seq)
     layers = kv_layers(spec, batch, seq, w.kv_dtype)
     rows = [
         KVLayerRow(
@@ -71,17 +74,23 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         )
         for attn, window, count, kept, per_layer in layers
     ]
+    cross = stack.cross_cache_bytes(spec, batch, enc_seq, DTYPE_BITS[w.kv_dtype])
+    if cross:  # an encoder-decoder's cross-attention cache: every decoder layer, the encoder's positions
+        rows.append(KVLayerRow(layer_type="cross-attention (encoder output)", layers=spec.n_layers,
+                               tokens_cached=enc_seq, elements_per_token=spec.attention.kv_elements(),
+                               bytes_per_layer=cross // spec.n_layers, bytes=cross))
     # a variant that keeps other than K and V of every token
     notes = list(dict.fromkeys(attn.kv_note for attn, *_ in layers if attn.kv_note))
     if seq > spec.max_seq_len:
         notes.append(f"seq {seq:,} exceeds the model's max_seq_len {spec.max_seq_len:,}: an extrapolation")
     if not spec.stack.decodes:
         notes.append("an encoder-only model keeps no KV cache: it reads its input in one forward pass")
-    elif len(rows) == 1 and rows[0].layers > 1:
+    elif len(layers) == 1 and rows[0].layers > 1 and not cross:
         notes.append(
             f"one layer holds {rows[0].bytes_per_layer:,} bytes; the cache is {rows[0].layers} layers of it "
             "(a per-layer figure quoted as the whole cache forgets the layer count)"
         )
+    notes += [n for n in (stack.cross_cache_note(enc_seq),) if n]
     w.check_images(spec)
     images = w.image_tokens(spec) if w.images else 0
     return KVReport(
@@ -90,6 +99,7 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         total_bytes=sum(r.bytes for r in rows),
         bytes_per_token=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype]) for attn, _, count, _, _ in layers
                             if not attn.fixed_state) * spec.stack.decodes,
+        encoder_seq=enc_seq or None, cross_bytes_per_sequence=cross // batch,
         state_bytes_per_sequence=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype])
                                      for attn, _, count, _, _ in layers if attn.fixed_state),
         per_layer=rows, formula=FORMULA, notes=notes,

@@ -44,6 +44,9 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     if w.train and formats.quantized and not w.lora:
         raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32, or "
                         "train LoRA adapters on the quantised base (`lora_rank`)")
+    enc_seq = spec.stack.encoder_length(w.encoder_seq, seq)
+    if w.train and enc_seq:
+        spec.stack.check_modelled("training memory")
     if w.train:
         return training_memory(spec, w)
     layout = w.layout
@@ -55,10 +58,14 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         raise UserError("`dp`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for serving "
                         "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
     weights, w_note = weights_bytes(spec, formats)
-    kv = kv_bytes(spec, batch, seq, w.kv_dtype)
+    kv = kv_bytes(spec, batch, seq, w.kv_dtype) + spec.stack.cross_cache_bytes(spec, batch, enc_seq,
+                                                                               DTYPE_BITS[w.kv_dtype])
     act, act_note = inference_activations(spec, batch, seq, w)
+    if enc_seq:
+        act, act_note = encoder_decoder_activations(spec, batch, enc_seq, w, act, act_note)
     rows = [MemoryRow(component="weights", bytes=weights, note=w_note),
-            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"),
+            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"
+                      + (f", + the cross-attention cache of {enc_seq:,} encoder positions" if enc_seq else "")),
             MemoryRow(component="activations", bytes=act, note=act_note)]
     return MemoryReport(
         model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
@@ -129,3 +136,23 @@ def inference_activations(spec: ModelSpec, batch: int, seq: int, w: Workload) ->
     per_token, what = layer_peak_per_token(spec, seq, w)
     total, at_head = PrefillPeak(spec, w)(batch, seq, per_token)
     return total, "prefill peak: residual + " + ("logits" if at_head else what)
+
+
+def encoder_decoder_activations(spec: ModelSpec, batch: int, encoder_seq: int, w: Workload, decoder: int,
+                                decoder_note: str) -> tuple[int, str]:
+    """An encoder-decoder's inference activation peak: the larger of the encoder's forward over S_e tokens (the
+    residual stream and normed input 2·a·d per token, plus its largest layer stage, layer_peak_per_token; the
+    position table of S_e rows) and the decoder's prefill peak (`decoder`) while the encoder output it reads,
+    B·S_e·a·d, is still held; or an input stem's peak (Whisper's convolutions: Stack.stem_elements). The
+    cross-attention K/V are in the cache, not here."""
+    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
+    per_token, what = layer_peak_per_token(spec, encoder_seq, w)
+    tables = 8 + (2 * a * (spec.attention.rope_dim - spec.attention.rope_dim % 2) if spec.positions.rotary else 0)
+    encoder = batch * encoder_seq * (2 * a * d + per_token) + encoder_seq * tables
+    stem = batch * a * spec.stack.stem_elements(encoder_seq, d)
+    held = batch * encoder_seq * a * d
+    if stem > max(encoder, decoder + held):
+        return stem, f"audio stem ({2 * encoder_seq:,} frames): features, convolution output and its GELU"
+    if encoder >= decoder + held:
+        return encoder, f"encoder forward peak ({encoder_seq:,} tokens): residual + {what}"
+    return decoder + held, decoder_note + f", + the encoder output ({encoder_seq:,} positions)"

@@ -81,6 +81,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "bart": dict(vocab_size=50265, d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
                  decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, activation_function="gelu",
                  max_position_embeddings=1024, tie_word_embeddings=True),
+    "whisper": dict(vocab_size=51865, num_mel_bins=80, d_model=384, encoder_layers=4, decoder_layers=4,
+                    encoder_attention_heads=6, decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536,
+                    max_source_positions=1500, max_target_positions=448, activation_function="gelu",
+                    tie_word_embeddings=True),
     "modernbert": dict(vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
                        num_attention_heads=12, hidden_activation="gelu", max_position_embeddings=8192,
                        local_attention=128, global_attn_every_n_layers=3, attention_bias=False, mlp_bias=False,
@@ -192,7 +196,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     _check_types(c)
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
-             "t5": _t5, "bart": _bart, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
+             "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
@@ -447,6 +451,34 @@ def _bart(mt: str, c: dict) -> dict[str, Any]:
         attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, o_bias=True),
         ffn=dict(kind="dense", d_ff=c["decoder_ffn_dim"], activation=_act(c["activation_function"]), bias=True),
         stack=dict(kind="encoder-decoder", encoder_layers=c["encoder_layers"], embedding_norm=True),
+    )
+
+
+def _whisper(mt: str, c: dict) -> dict[str, Any]:
+    """Whisper as WhisperForConditionalGeneration: an audio stem of two Conv1d (num_mel_bins → d, then d → d at
+    stride 2, kernel 3, with biases) halving 2·max_source_positions mel frames to max_source_positions; the
+    encoder's position table (max_source_positions × d, sinusoidal, a frozen nn.Embedding that transformers counts
+    as a parameter) and the decoder's learned one (max_target_positions × d); pre-norm LayerNorms with biases and a
+    final one in each stack; q, v and out projections biased, k not; a GELU MLP with biases; the LM head (proj_out)
+    tied to the decoder's embedding. Both stacks take one shape, so the encoder's heads and FFN width must equal
+    the decoder's."""
+    for enc, dec in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if c[enc] != c[dec]:
+            raise UserError(f"config.json: {enc} {c[enc]} differs from {dec} {c[dec]}; an encoder-decoder is "
+                            "modelled with one layer shape, give equal values")
+    if c.get("scale_embedding"):
+        raise UserError("config.json: scale_embedding true is not supported for whisper; set it to false")
+    d, h = _get(c, "d_model"), c["decoder_attention_heads"]
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=c["decoder_layers"],
+        max_seq_len=_get(c, "max_target_positions"), tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="layernorm", bias=True, per_layer=2, final=True),
+        positions=dict(kind="learned"),
+        attention=dict(kind="gqa", heads=h, kv_heads=h, head_dim=_div(d, h), qkv_bias=True, key_bias=False,
+                       o_bias=True),
+        ffn=dict(kind="dense", d_ff=c["decoder_ffn_dim"], activation=_act(c["activation_function"]), bias=True),
+        stack=dict(kind="encoder-decoder", encoder_layers=c["encoder_layers"],
+                   encoder_frames=c["max_source_positions"], mel_bins=c["num_mel_bins"]),
     )
 
 

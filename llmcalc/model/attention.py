@@ -320,6 +320,8 @@ class GQA(Attention):
     kv_heads: PosInt
     head_dim: PosInt
     qkv_bias: bool = False
+    key_bias: bool = True
+    """With qkv_bias, whether k has its bias too (Whisper: q and v are biased, k is not)."""
     o_bias: bool = False
     sinks: bool = False
     output_gate: bool = False
@@ -478,7 +480,7 @@ class GQA(Attention):
     def explain_parts(self) -> dict[str, tuple[str, str | None]]:
         """Per layer: (parameters, weights one token is multiplied by, or None) of each projection."""
         shapes = {"q": ("d", "2 · H · h" if self.output_gate else "H · h", self.qkv_bias),
-                  "k": ("d", "H_kv · h", self.qkv_bias),
+                  "k": ("d", "H_kv · h", self.qkv_bias and self.key_bias),
                   "v": ("d", "H_kv · h", self.qkv_bias), "o": ("H · h", "d", self.o_bias)}
         out = {k: (terms.linear(i, o, b), f"{i} · {o}") for k, (i, o, b) in shapes.items()}
         return out | ({"sinks": ("H", None)} if self.sinks else {})
@@ -512,7 +514,7 @@ class GQA(Attention):
     def params(self, d_model: int) -> Parts:
         parts = {
             "q": linear(d_model, self.q_width * (2 if self.output_gate else 1), self.qkv_bias),
-            "k": linear(d_model, self.kv_width, self.qkv_bias),
+            "k": linear(d_model, self.kv_width, self.qkv_bias and self.key_bias),
             "v": linear(d_model, self.kv_width, self.qkv_bias),
             "o": linear(self.q_width, d_model, self.o_bias),
         }

@@ -1,7 +1,8 @@
 """What the layer stack is for: a causal decoder that generates, or a bidirectional encoder that reads a whole
 sequence in one pass. See docs/encoders.md.
 
-An encoder-decoder (T5) adds an encoder stack and a cross-attention block per decoder layer (EncoderDecoder).
+An encoder-decoder (T5, BART, Whisper) adds an encoder stack and a cross-attention block per decoder layer
+(EncoderDecoder; docs/encoder-decoder.md).
 A decoder (the default) adds nothing to the layers: its costs are the ones the rest of llmcalc computes.
 An encoder (BERT, RoBERTa, ModernBERT):
   embedding   + T·d token-type table (T segment types, BERT 2, RoBERTa 1), + a norm after the summed
@@ -22,6 +23,11 @@ from llmcalc.errors import UserError
 from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.norm import Norm
+
+MAC = 2
+"""FLOPs per multiply-add."""
+STEM_KERNEL = 3
+"""Width of Whisper's two audio convolutions."""
 
 
 class Stack(Variant):
@@ -94,6 +100,41 @@ class Stack(Variant):
 
     def check_spec(self, spec: Any) -> None:
         """Checks against the rest of the spec."""
+
+    def encoder_length(self, encoder_seq: int | None, seq: int) -> int:
+        """Tokens each sequence's encoder reads (`encoder_seq`); 0 for a stack without a separate encoder, which
+        refuses an `encoder_seq` given."""
+        if encoder_seq is not None:
+            raise UserError("`encoder_seq`: only an encoder-decoder model (T5, BART, Whisper) reads a separate "
+                            "encoder input; drop it (this model's input is `seq`)")
+        return 0
+
+    def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
+        """FLOPs of the encoder and the cross-attention, by component, for `new` decoder tokens of each of `batch`
+        sequences (`encode`: the phase runs the encoder over `encoder_seq` tokens first); {} without an encoder."""
+        return {}
+
+    def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
+        """Bytes of the cross-attention cache of `batch` sequences whose encoder read `encoder_seq` tokens; 0."""
+        return 0
+
+    def cross_cache_note(self, encoder_seq: int) -> str | None:
+        """What the cross-attention cache holds, for kv's notes; None without one."""
+        return None
+
+    def encoder_flops_note(self) -> str | None:
+        """How the encoder and the cross-attention are counted in FLOPs, added to the decoder's notes; None."""
+        return None
+
+    def stem_elements(self, encoder_seq: int, d_model: int) -> int:
+        """Activation elements per sequence an input stem holds at its largest stage before the encoder's first
+        layer; 0 without one."""
+        return 0
+
+    def train_passes(self, component: str) -> int | None:
+        """Forward + backward passes of a component of the stack's own in a training step, where not the usual 3
+        (None: the component's own rule)."""
+        return None
 
 
 class Decoder(Stack):
@@ -187,18 +228,30 @@ class Encoder(Stack):
 
 
 class EncoderDecoder(Stack):
-    """An encoder-decoder (T5, BART): a bidirectional encoder of `encoder_layers` layers shaped like the decoder's
-    (its attention and FFN, `norm.per_layer` norms, a final norm when `norm.final`), and the spec's `n_layers`
+    """An encoder-decoder (T5, BART, Whisper): a bidirectional encoder of `encoder_layers` layers shaped like the
+    decoder's (its attention and FFN, `norm.per_layer` norms, a final norm when `norm.final`), and the spec's `n_layers`
     decoder layers, each with a cross-attention block (the self-attention's shape: q from the decoder, k and v
     from the encoder's output) and its norm. The token embedding is shared by both stacks; a position kind
     with a table per stack (T5's relative bias) has one in each.
 
-    Sized here: parameters. FLOPs, the caches (the self-attention cache growing, the cross cache fixed at
-    layers · 2 · kv width · encoder length) and memory are not modelled yet."""
+    FLOPs (encoder_flops; docs/encoder-decoder.md#flops), with S_e encoder tokens and S decoder tokens per sequence:
+      audio stem  2·k·mel·d·(2·S_e) + 2·k·d²·S_e                    Whisper's two Conv1d (k = 3), per sequence
+      encode      L_e · [2·S_e·(W_attn + W_ffn) + S_e²·c_pair]      bidirectional: S_e² pairs, whatever the convention
+      cross K/V   L_d · 2·S_e·(W_k + W_v)                           the encoder output projected once per sequence
+      cross       L_d · [2·S·(W_q + W_o) + S·S_e·c_pair]             S decoder queries over the S_e encoder keys
+    a prefill is encode + cross K/V + the decoder's S tokens with their cross; a decode step one token's cross
+    (q, o and S_e pairs), nothing re-encoded or re-projected.
+    Cross-attention cache (cross_cache_bytes): L_d · B · S_e · 2·H_kv·h elements, fixed as the decoder grows.
+
+    encoder_frames: a fixed encoder length (Whisper: its audio is padded to 30 s, max_source_positions frames
+    after the conv stem); None: the encoder reads `encoder_seq` tokens, `seq` when not given (T5, BART)."""
 
     kind: Literal["encoder-decoder"] = "encoder-decoder"
-    sized: ClassVar[bool] = False
     encoder_layers: PosInt
+    encoder_frames: PosInt | None = None
+    mel_bins: PosInt | None = None
+    """Whisper's audio stem before the encoder: Conv1d(mel_bins → d, k 3) over 2·S_e mel frames, then Conv1d(d → d,
+    k 3, stride 2) down to S_e, both with biases; None: the token embedding feeds the encoder (T5, BART)."""
     embedding_norm: bool = False
     """A norm over each stack's summed embeddings (BART's layernorm_embedding)."""
 
@@ -212,10 +265,12 @@ class EncoderDecoder(Stack):
         return parts | {"norms/cross": spec.norm.params(spec.d_model)}
 
     def extra_params(self, spec: Any) -> Parts:
-        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm, its position table and its
-        embedding norm."""
+        """The encoder: L_e · (attention + FFN + per_layer norms), its final norm, its position table (encoder_frames
+        rows where fixed, else max_seq_len), its embedding norm, and Whisper's conv stem: 3·mel·d + d + 3·d² + d."""
         d, n, norm = spec.d_model, self.encoder_layers, spec.norm
-        parts = {"encoder/position": spec.positions.params(spec.max_seq_len, d, spec.attention)}
+        parts = {"encoder/position": spec.positions.params(self.encoder_frames or spec.max_seq_len, d, spec.attention)}
+        if self.mel_bins:  # two Conv1d with biases: k·C_in·C_out + C_out each
+            parts["encoder/conv_stem"] = STEM_KERNEL * self.mel_bins * d + d + STEM_KERNEL * d * d + d
         parts |= {"encoder/norms/embedding": norm.params(d)} if self.embedding_norm else {}
         parts |= {f"encoder/attention/{k}": n * v for k, v in spec.attention.params(d).items()}
         parts |= {f"encoder/ffn/{k}": n * v for k, v in spec.ffn.params(d).items()}
@@ -223,12 +278,71 @@ class EncoderDecoder(Stack):
         parts["encoder/norms/final"] = norm.params(d) if norm.final else 0
         return parts
 
+    def encoder_length(self, encoder_seq: int | None, seq: int) -> int:
+        """`encoder_frames` where the stack fixes it (a different `encoder_seq` refused), else `encoder_seq`, else
+        `seq`."""
+        if self.encoder_frames is not None:
+            if encoder_seq not in (None, self.encoder_frames):
+                raise UserError(f"`encoder_seq`: this model's encoder always reads {self.encoder_frames:,} frames "
+                                f"(its input is padded to that length); drop it or give {self.encoder_frames}")
+            return self.encoder_frames
+        return seq if encoder_seq is None else encoder_seq
+
+    def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
+        """encode (when `encode`): per encoder layer 2·B·S_e·W for each attention and FFN matmul, B·S_e² pairs ×
+        the attention's per-pair cost; the cross K/V projections 2·B·S_e·W per decoder layer (when `encode`);
+        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer."""
+        attn, d, layers = spec.attention, spec.d_model, spec.n_layers
+        cross = attn.matmuls(d)
+        kv_names = [k for k in cross if k in ("k", "v")]
+        out: dict[str, int] = {}
+        if encode and self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
+            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * batch * 2 * encoder_seq
+            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * batch * encoder_seq
+        if encode:
+            tokens, n = batch * encoder_seq, self.encoder_layers
+            out |= {f"encoder/attention/{k}": n * MAC * tokens * w for k, w in attn.matmuls(d).items()}
+            pairs = batch * encoder_seq * encoder_seq
+            out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+            out |= {f"encoder/ffn/{k}": n * MAC * tokens * w for k, w in spec.ffn.matmuls(d).items()}
+            out |= {f"cross_attention/{k}": layers * MAC * tokens * cross[k] for k in kv_names}
+        tokens = batch * new
+        out |= {f"cross_attention/{k}": layers * MAC * tokens * w for k, w in cross.items() if k not in kv_names}
+        pairs = batch * new * encoder_seq
+        out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+        return out
+
+    def train_passes(self, component: str) -> int | None:
+        """2 for the first audio convolution: its input, the mel features, needs no gradient, so its backward is the
+        weight gradient alone."""
+        return 2 if component == "encoder/conv1" else None
+
+    def stem_elements(self, encoder_seq: int, d_model: int) -> int:
+        """Whisper's conv stem at its peak: the mel features (m · 2·S_e), the first convolution's output and its
+        GELU (d · 2·S_e each, both held until the GELU returns); 0 without a stem."""
+        return 0 if not self.mel_bins else 2 * encoder_seq * (self.mel_bins + 2 * d_model)
+
+    def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
+        """L_d · B · S_e · 2·H_kv·h elements (K and V of every encoder position in each decoder layer)."""
+        return spec.n_layers * spec.attention.cache_bytes(batch * encoder_seq, bits)
+
+    def cross_cache_note(self, encoder_seq: int) -> str | None:
+        return (f"cross-attention cache: K and V of the encoder's {encoder_seq:,} positions in each decoder layer, "
+                "computed once from the encoder output and fixed as the decoder grows (cross_bytes_per_sequence)")
+
     def check_decoding(self, field: str) -> None:
         self.check_modelled("time")
 
     def check_modelled(self, what: str) -> None:
-        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params is")
+        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv and "
+                        "inference memory are")
 
+    def encoder_flops_note(self) -> str | None:
+        return ("encoder-decoder: prefill = the encoder over S_e tokens (bidirectional, S_e² pairs per layer) + the "
+                "cross-attention K/V of its output (once) + the decoder's S prompt tokens (causal self-attention "
+                "under the attention convention, cross-attention over S_e keys: S·S_e pairs); a decode step: one "
+                "token's self-attention over its cache and cross-attention over the S_e encoder keys; train 3× the "
+                "forward with all logits; docs/encoder-decoder.md#flops")
 
     def params_note(self) -> str | None:
         return (f"encoder-decoder: {self.encoder_layers} encoder layers under encoder/, the decoder's layers with "

@@ -278,7 +278,7 @@ class GQAttention(nn.Module):
         a, d = spec.attention, spec.d_model
         self.window, self.head_dim, self.kv_heads = window, a.head_dim, a.kv_heads
         self.q = nn.Linear(d, a.q_width, bias=a.qkv_bias)
-        self.k = nn.Linear(d, a.kv_width, bias=a.qkv_bias)
+        self.k = nn.Linear(d, a.kv_width, bias=a.qkv_bias and a.key_bias)
         self.v = nn.Linear(d, a.kv_width, bias=a.qkv_bias)
         self.o = nn.Linear(a.q_width, d, bias=a.o_bias)
         self.sinks = nn.Parameter(torch.empty(a.heads)) if a.sinks else None

@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from llmcalc.errors import UserError
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.model import Decoder
 
@@ -115,6 +116,8 @@ def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_dec
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    if device == "cuda" and spec.stack.kind != "decoder":
+        raise UserError("`device` cuda: the encoder and encoder-decoder references run on fake or cpu")
     if device == "cuda":
         counts = measure(spec, batch, seq, "fake", mla_decode, dtype, train)
         return replace(counts, **_cuda_run(spec, batch, seq, mla_decode, DTYPES[dtype]))
@@ -124,13 +127,25 @@ def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_dec
         return _measure(spec, batch, seq, mla_decode, DTYPES[dtype], train)
 
 
+def reference_model(spec: ModelSpec, seq: int, dtype: torch.dtype = torch.bfloat16):
+    """The reference module of the spec's stack kind: the decoder (model.py), a bidirectional encoder, or an
+    encoder-decoder whose encoder reads as many positions as llmcalc takes for a prompt of `seq` tokens
+    (encoder_decoder.py)."""
+    from llmcalc.reference.encoder_decoder import Encoder, EncoderDecoder
+
+    build = {"decoder": lambda: Decoder(spec, dtype=dtype), "encoder": lambda: Encoder(spec, dtype=dtype),
+             "encoder-decoder": lambda: EncoderDecoder(spec, dtype=dtype,
+                                                       encoder_seq=spec.stack.encoder_length(None, seq))}
+    return build[spec.stack.kind]()
+
+
 def prefill_peak(spec: ModelSpec, batch: int, seq: int, dtype: torch.dtype = torch.bfloat16):
     """The reference model built on the serving kernels, its cache, and the peak bytes of live tensors over a
     prefill of `seq` tokens in `batch` sequences (weights and cache included), under the current mode (fake
     or real tensors)."""
     with LiveBytes() as mem:
         tokens = torch.zeros(batch, seq, dtype=torch.long)
-        model = Decoder(spec, dtype=dtype).eval().use_kernels("serving")
+        model = reference_model(spec, seq, dtype).eval().use_kernels("serving")
         cache = model.new_cache(batch, seq)
         mem.reset_peak()
         with torch.no_grad():
@@ -143,11 +158,14 @@ def _measure(spec, batch, seq, mla_decode, dtype, train) -> Measured:
     tokens = torch.zeros(batch, seq, dtype=torch.long)
     model.use_kernels("counted")
     by_module = dict.fromkeys(PARTS, 0)
-    for name, p in model.named_parameters():
-        by_module[part_of(name)] += p.numel()
+    decoder = spec.stack.kind == "decoder"
+    for name, p in model.named_parameters():  # an encoder's, an encoder-decoder's: by their top-level module
+        key = part_of(name) if decoder else name.split(".")[0]
+        by_module[key] = by_module.get(key, 0) + p.numel()
     with torch.no_grad():
         prefill = count_flops(lambda: model(tokens, model.new_cache(batch, seq), 0, "last"))
-        decode = count_flops(lambda: model(tokens[:, :1], model.new_cache(batch, seq + 1), seq, "last", mla_decode))
+        decode = count_flops(lambda: model(tokens[:, :1], model.new_cache(batch, seq + 1), seq, "last", mla_decode)
+                             ) if spec.stack.decodes else 0  # an encoder has no decode step
 
     def train_step():
         logits = model(tokens, None, 0, "all")
@@ -180,6 +198,8 @@ def measure_lora(spec: ModelSpec, batch: int, seq: int, rank: int, targets: froz
     training step on `batch` sequences of `seq` tokens: device "fake" (full size, no memory) or "cpu"."""
     if device not in ("fake", "cpu"):
         raise ValueError(f"device {device!r}: LoRA runs on fake or cpu")
+    if spec.stack.kind != "decoder":
+        raise UserError("`lora_rank`: LoRA validation builds the reference decoder; give a decoder model")
     with FakeTensorMode() if device == "fake" else contextlib.nullcontext():
         return _measure_lora(spec, batch, seq, rank, targets, DTYPES[dtype])
 

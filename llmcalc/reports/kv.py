@@ -34,6 +34,13 @@ class KVReport(Report):
     state_bytes_per_sequence: int = 0
     """Bytes of one sequence's fixed state across the recurrent layers (Mamba-2, Gated DeltaNet), whatever its
     length; 0 for a model without them."""
+    encoder_seq: int | None = None
+    """An encoder-decoder's encoder positions per sequence (S_e), which its cross-attention cache holds; None for a
+    model without an encoder."""
+    cross_bytes_per_sequence: int = 0
+    """Bytes of one sequence's cross-attention cache across the decoder layers (K and V of the encoder's S_e
+    positions, computed once from the encoder output), whatever the decoder's length; part of total_bytes; 0 for a
+    model without cross-attention."""
     image_tokens: int = 0
     """A vision-language model's image tokens per sequence (`images` × tokens per image), part of seq."""
     image_bytes: int = 0
