@@ -267,3 +267,26 @@ def test_cli_nonsense_on_a_hybrid_exits_2(config, tmp_path):
     r = subprocess.run([sys.executable, "-m", "llmcalc", "memory", "-c", str(path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "mixers" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---- explain ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topic,extra", [("params", {}), ("kv", {}), ("flops", {}), ("memory", {}),
+                                         ("memory", {"train": True}), ("latency", {})])
+def test_explain_works_out_every_layer_group_of_a_hybrid(spec, topic, extra):
+    """Each mixer's rows over its own layers (Mamba-2's parts, state and scan terms beside the attention's), their
+    sum equal to the plain command's figure (themselves checked against transformers: tests/test_hybrid.py)."""
+    from llmcalc.views.explain import explain
+
+    for model in (spec, jamba_like()):
+        w = Workload(batch=2, seq=300, gen=4, **extra)
+        r = explain(topic, model, w, load_gpu("h200"))
+        assert r.matches, [(t.component, t.value, t.check) for t in r.totals]
+        names = {s.component for s in r.steps}
+        want = {"params": {"mamba/in_proj", "mamba/conv", "attention/q", "norms/layer"},
+                "kv": {"kv/mamba", "kv/full"}, "flops": {"prefill/mamba/core_scores", "decode/mamba/core_state_update",
+                                                         "prefill/attention/core_scores", "train/mamba/in_proj"},
+                "memory": {"kv_cache/mamba", "kv_cache/full"} if not extra else {
+                    f"activations/{m}+{'none' if model is spec else 'moe'}" for m in ("mamba", "attention")},
+                "latency": {"prefill/mamba/core", "decode/mamba/proj", "decode/attention/core"}}[topic]
+        assert want <= names, want - names

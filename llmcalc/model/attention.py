@@ -242,6 +242,10 @@ class Attention(Variant):
             return 4 * batch * heads * seq
         return batch * heads * seq * seq * (act + (1 + act if dropout else 0))
 
+    def explain_saved_core(self) -> str:
+        """saved_core_bytes as text, under explain's flash attention: the fp32 log-sum-exp, 4 · B · H · S."""
+        return "4 · B · H · S"
+
     def knee(self, window: int | None) -> int | None:
         """Context from which a decode step's cost stops growing linearly as before (None: never)."""
         return self.keys_window(window)

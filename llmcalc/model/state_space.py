@@ -125,6 +125,9 @@ class RecurrentMixer(Attention):
         intra-chunk products and chunk states from the saved inputs, flash or not."""
         return 0
 
+    def explain_saved_core(self) -> str:
+        return "0"
+
 
 class Mamba2(RecurrentMixer):
     """Mamba-2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'
