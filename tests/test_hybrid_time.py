@@ -290,3 +290,49 @@ def test_explain_works_out_every_layer_group_of_a_hybrid(spec, topic, extra):
                     f"activations/{m}+{'none' if model is spec else 'moe'}" for m in ("mamba", "attention")},
                 "latency": {"prefill/mamba/core", "decode/mamba/proj", "decode/attention/core"}}[topic]
         assert want <= names, want - names
+
+
+# ---- compare ------------------------------------------------------------------------------------------------
+
+def test_compare_sets_kv_per_token_against_state_per_sequence(spec):
+    """On the Nemotron-H base (its attention layer swapped, its Mamba-2 layers kept): the GQA row's bytes per token
+    and per sequence are what transformers' cache holds (2·S·per token + 2·per sequence after a prefill), and a
+    decode step grows per token of context by what that cache grows by; swapped for Mamba-2, nothing grows."""
+    from llmcalc.views.compare import compare_attention
+
+    torch.manual_seed(0)
+    m = transformers.NemotronHForCausalLM(hf_config()).eval()
+    held = {}
+    with torch.no_grad():
+        for seq in (19, 40):
+            held[seq] = sum(t.nbytes for t in cache_tensors(m(torch.randint(0, 100, (2, seq)),
+                                                                use_cache=True).past_key_values))
+    w = Workload(batch=2, seq=19, kv_dtype="fp32")
+    rows = {r.name: r for r in compare_attention(spec, ["gqa", "mamba2", "gdn"], w, gpu=H100).rows}
+    gqa = rows["gqa"]
+    assert 2 * 19 * gqa.kv_bytes_per_token + 2 * gqa.state_bytes_per_sequence == held[19]
+    assert gqa.decode_bytes_per_context == (held[40] - held[19]) // 21
+    assert gqa.decode_flops_per_context > 0
+    for name in ("mamba2", "gdn"):
+        r = rows[name]
+        assert r.kv_bytes_per_token == r.kv_elements_per_token == 0
+        assert r.decode_bytes_per_context == r.decode_flops_per_context == 0
+        assert r.state_bytes_per_sequence > gqa.state_bytes_per_sequence
+    long = compare_attention(spec, ["mamba2"], w.model_copy(update={"seq": 200}), gpu=H100).rows[1]
+    assert (long.decode_bytes, long.decode_flops, long.tpot_s) == (rows["mamba2"].decode_bytes,
+                                                                   rows["mamba2"].decode_flops, rows["mamba2"].tpot_s)
+
+
+def test_compare_on_a_hybrid_base_swaps_its_attention_layers_only():
+    from llmcalc.views.compare import compare_attention
+
+    base = jamba_like()
+    r = compare_attention(base, ["gqa", "swa", "mla", "mamba2", "longformer"], Workload(batch=2, seq=8192), gpu=None)
+    rows = {x.name: x for x in r.rows}
+    gqa = rows["gqa"]  # the base's own attention (8 kv heads): its figures are the plain commands'
+    assert gqa.kv_cache_bytes == kv_cache(base, Workload(batch=2, seq=8192)).total_bytes
+    assert gqa.prefill_flops == flops(base, Workload(batch=2, seq=8192, gen=1)).prefill_flops
+    # the Mamba-2 layers' states are kept by every attention swap
+    assert len({rows[v].state_bytes_per_sequence for v in ("mha", "gqa", "swa", "mla", "longformer")}) == 1
+    assert rows["swa"].kv_cache_bytes < gqa.kv_cache_bytes
+    assert any("hybrid base" in n for n in r.notes)
