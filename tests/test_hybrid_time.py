@@ -336,3 +336,31 @@ def test_compare_on_a_hybrid_base_swaps_its_attention_layers_only():
     assert len({rows[v].state_bytes_per_sequence for v in ("mha", "gqa", "swa", "mla", "longformer")}) == 1
     assert rows["swa"].kv_cache_bytes < gqa.kv_cache_bytes
     assert any("hybrid base" in n for n in r.notes)
+
+
+# ---- Gated DeltaNet: Qwen3-Next's hybrid ----------------------------------------------------------------------
+
+def test_qwen3_next_time_memory_explain(tmp_path):
+    """Qwen3-Next (3 DeltaNet : 1 gated attention, MoE FFNs): the time model's FLOPs are `llmcalc flops`' (checked
+    against FlopCounterMode in tests/test_deltanet.py), its memory's cache is transformers' cache after a prefill,
+    the DeltaNet layers' decode step costs the same at any context, and explain's totals match."""
+    from test_deltanet import QWEN3_NEXT, hf_model
+
+    from llmcalc.views.explain import explain
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN3_NEXT))
+    spec = load_hf_config(path)
+    for seq in (19, 40):
+        r = latency(spec, H100, Workload(batch=2, seq=seq, gen=2))
+        f = flops(spec, Workload(batch=2, seq=seq, gen=1))
+        assert (r.phases[0].flops, r.phases[1].flops) == (f.prefill_flops, f.decode_flops)
+    steps = {seq: [(o.op, o.flops, o.bytes) for o in latency(spec, H100, Workload(batch=2, seq=seq, gen=2)).ops
+                   if o.phase == "decode first" and o.op.startswith("linear/")] for seq in (19, 4000)}
+    assert steps[19] == steps[4000] and steps[19]
+    with torch.no_grad():
+        cache = hf_model()(torch.randint(0, 100, (2, 19)), use_cache=True).past_key_values
+    m = memory(spec, Workload(batch=2, seq=19, kv_dtype="fp32"))
+    assert m.kv_cache_bytes == sum(t.nbytes for t in cache_tensors(cache))
+    for topic in ("params", "kv", "flops", "memory", "latency"):
+        assert explain(topic, spec, Workload(batch=2, seq=19, gen=3), H100).matches, topic

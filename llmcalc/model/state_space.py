@@ -128,6 +128,12 @@ class RecurrentMixer(Attention):
     def explain_saved_core(self) -> str:
         return "0"
 
+    @property
+    def cache_heads(self) -> int | None:
+        """The state splits with the heads under tensor parallelism (each rank runs its heads' scan and keeps
+        their states, as Megatron's Mamba layer splits heads and groups over tp)."""
+        return self.heads
+
 
 class Mamba2(RecurrentMixer):
     """Mamba-2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'
