@@ -123,7 +123,7 @@ def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:
     without an FFN in none)."""
     out: dict[str, tuple[int, object]] = {}
     for g in spec.layer_groups():
-        if not g.ffn.explain_parts() and g.ffn.kind != spec.ffn.kind:  # a hybrid's mixer-only layer
+        if not g.ffn.explain_parts():  # no FFN (a hybrid's mixer-only layer, a Mamba-2 model): no rows
             continue
         prefix = spec.ffn_prefix(g)
         out[prefix] = (out.get(prefix, (0, g.ffn))[0] + g.count, g.ffn)
