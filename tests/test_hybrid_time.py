@@ -250,11 +250,20 @@ def test_training_memory_of_a_hybrid_sums_its_groups():
 
 @pytest.mark.parametrize("command", [["latency", "--gpu", "h100-sxm"], ["memory"], ["memory", "--train"],
                                      ["sweep", "--gpu", "h100-sxm", "--batch", "1,8", "--seq", "512,4096"],
-                                     ["fit", "--gpu", "h100-sxm"]])
+                                     ["fit", "--gpu", "h100-sxm"], ["serve", "--gpu", "h100-sxm"],
+                                     ["explain", "latency", "--gpu", "h100-sxm"]])
 def test_cli_on_a_hybrid_exits_0(config, command):
     r = subprocess.run([sys.executable, "-m", "llmcalc", *command, "--hf-config", str(config)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_cli_compare_on_a_hybrid_spec_file_exits_0(spec, tmp_path):
+    path = tmp_path / "nemotron_h.yaml"
+    path.write_text(json.dumps(spec.model_dump(mode="json")))
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "compare", "gqa", "mamba2", "-c", str(path), "--gpu",
+                        "h100-sxm"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "state bytes/sequence" in r.stdout, r.stderr
 
 
 def test_cli_nonsense_on_a_hybrid_exits_2(config, tmp_path):
