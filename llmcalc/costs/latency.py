@@ -470,6 +470,14 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     if spec.attention.latent_cache:
         notes.append(f"MLA decode {w.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
+    recurrent: dict[str, int] = {}
+    for g in spec.layer_groups():
+        if g.mixer is not None and g.mixer.fixed_state:
+            recurrent[g.mixer_name] = recurrent.get(g.mixer_name, 0) + g.count
+    if recurrent:
+        notes.append(", ".join(f"{n} {path}" for path, n in recurrent.items()) + " layers keep one state per "
+                     "sequence: a decode step reads and writes it once and costs the same at any context "
+                     "(docs/roofline.md#recurrent-layers-and-hybrid-layer-patterns)")
     if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
     formats = w.formats(spec)
