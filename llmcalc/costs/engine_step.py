@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmcalc.costs.form import Lin, per, value
-from llmcalc.costs.latency import Cost, StepTime, parts_form
+from llmcalc.costs.latency import Cost, StepTime, count_scopes, parts_form
 from llmcalc.costs.step_source import time_source
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -40,8 +40,8 @@ class EngineStep:
     and the head (its 2d → d projection is left out: 2·d² weights against a layer's)."""
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, mtp: bool = False):
-        self.spec, self.w, self.attn, self.mtp = spec, w, spec.attention, mtp
-        self.windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
+        self.spec, self.w, self.mtp = spec, w, mtp
+        self.scopes = list(count_scopes(spec).items())  # (scope, (mixer, window)) of each mixer and window
         self.step_times = {prefill: StepTime(spec, gpu, w, tm, prefill=prefill) for prefill in (True, False)}
         self.layers = [g.count for g in spec.layer_groups()]
         if mtp:
@@ -49,7 +49,7 @@ class EngineStep:
             for st in self.step_times.values():  # one layer's kernels
                 st.fixed = {k: v / self.layers[last] if k[0] == last else v for k, v in st.fixed.items()}
         self.clocks: dict[tuple[str, ...], Callable[[dict], float]] = {}
-        self._decode: list[dict[int, dict[str, int]]] = [{} for _ in self.windows]
+        self._decode: list[dict[int, dict[str, int]]] = [{} for _ in self.scopes]
 
     def form(self, parts: tuple[str, ...]) -> dict[tuple, Cost]:
         """The step's cost form with these parts (parts_form), for mtp one module's entries."""
@@ -74,12 +74,13 @@ class EngineStep:
 
     def part_vars(self, part: str, seqs: Sequence[tuple[int, int]]) -> dict[str, int]:
         """Variables of a chunk or verify part over (new, context) sequences: its T, R and Σ counts per window."""
-        tag, counts = TAGS[part], self.attn.chunk_counts if part == "chunk" else self.attn.counts
+        tag = TAGS[part]
         env = {"T" + tag: sum(n for n, _ in seqs), "R" + tag: len(seqs)}
-        for w in self.windows:
+        for scope, (attn, w) in self.scopes:
+            counts = attn.chunk_counts if part == "chunk" else attn.counts
             for n, c in seqs:
                 for k, v in counts(n, c, w).items():
-                    name = f"{k}@{w}{tag}"
+                    name = f"{k}@{scope}{tag}"
                     env[name] = env.get(name, 0) + v
         return env
 
@@ -87,15 +88,15 @@ class EngineStep:
         """Variables of the decode part: T = R = sequences, and Σ counts(1, c, W) per window."""
         tag = TAGS["decode"]
         env = {"T" + tag: len(contexts), "R" + tag: len(contexts)}
-        for w, seen in zip(self.windows, self._decode):
+        for (scope, (attn, w)), seen in zip(self.scopes, self._decode):
             sums: dict[str, int] = {}
             for c in contexts:
                 counts = seen.get(c)
                 if counts is None:
-                    counts = seen[c] = self.attn.counts(1, c, w)
+                    counts = seen[c] = attn.counts(1, c, w)
                 for k, v in counts.items():
                     sums[k] = sums.get(k, 0) + v
-            env |= {f"{k}@{w}{tag}": v for k, v in sums.items()}
+            env |= {f"{k}@{scope}{tag}": v for k, v in sums.items()}
         return env
 
     def decode_time(self, batch: int, context: int, chunk: int = 0) -> float:
@@ -103,8 +104,8 @@ class EngineStep:
         tokens beside them when given (O(1) in the batch; latency's decode step when chunk is 0)."""
         tag = TAGS["decode"]
         env = {"T": batch + chunk, "T" + tag: batch, "R" + tag: batch}
-        for w in self.windows:
-            env |= {f"{k}@{w}{tag}": batch * v for k, v in self.attn.counts(1, context, w).items()}
+        for scope, (attn, w) in self.scopes:
+            env |= {f"{k}@{scope}{tag}": batch * v for k, v in attn.counts(1, context, w).items()}
         if not chunk:
             return self.clock(("decode",))(env)
         return self.clock(("chunk", "decode"))(env | self.part_vars("chunk", [(chunk, 0)]))

@@ -68,6 +68,7 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
         for name, w in attn.matmuls(d).items():
             n = latents if name in attn.reprojected else tokens
             out[f"{path}/{name}"] = MAC * n * w
+        absorbed = absorbed and attn.latent_cache  # a hybrid's other mixers have no absorbed decode
         if absorbed:
             out |= {f"{path}/{k}": MAC * tokens * w for k, w in attn.absorbed_matmuls().items()}
         if core is None:

@@ -43,6 +43,12 @@ class Lin:
     def __neg__(self) -> Lin:
         return Lin({a: -k for a, k in self.terms.items()}, -self.const)
 
+    def __sub__(self, other: Lin | int) -> Lin:
+        return self + -other if isinstance(other, (Lin, int)) else NotImplemented
+
+    def __rsub__(self, other: int) -> Lin:
+        return -self + other if isinstance(other, int) else NotImplemented
+
     def __mul__(self, other: int) -> Lin:
         if not isinstance(other, int):
             return NotImplemented  # a product of two forms is not linear

@@ -28,7 +28,7 @@ from llmcalc.costs.parallel import (
     allreduce_bytes,
     alltoall_bytes,
     collective_link,
-    kv_shards,
+    mixer_shards,
 )
 from llmcalc.costs.shard import (
     ceil_div,
@@ -38,8 +38,9 @@ from llmcalc.costs.shard import (
     split_of,
 )
 from llmcalc.costs.vision import image_seconds
+from llmcalc.model.attention import Attention
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.latency import LatencyReport, OpRow, PhaseRow
 from llmcalc.workload import Layout, Workload
@@ -56,12 +57,15 @@ def experts_hit(experts: int, top_k: int, tokens: float) -> float:
     return experts * (1 - (1 - top_k / experts) ** tokens)
 
 
-def op_name(component: str) -> str:
-    """The op a FLOPs or parameter component belongs to."""
-    if component.startswith("attention/core") or component == "attention/sinks":
-        return "attention/core"
-    if component.startswith(("attention/", "norms/")):
-        return "attention/proj"
+def op_name(component: str, mixer: str = "attention") -> str:
+    """The op a FLOPs or parameter component of a layer whose mixer is reported under `mixer` belongs to: a
+    mixer's core (its core_* components and attention sinks) or its projections (the layer's norms with them),
+    the FFN's parts. A hybrid's other mixers are ops of their own (mamba/core, mamba/proj)."""
+    head, _, tail = component.partition("/")
+    if head not in ("ffn", "norms"):  # a mixer's component path: attention/…, or a hybrid's mamba/…
+        return f"{head}/core" if tail.startswith("core") or tail == "sinks" else f"{head}/proj"
+    if head == "norms":
+        return f"{mixer}/proj"
     if component.startswith("ffn/dense_"):
         return "ffn/dense_layers"
     tail = component.removeprefix("ffn/")
@@ -94,29 +98,32 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
     matmuls (for routed experts, over the experts its tokens hit); a matmul that several parts run at once
     is launched once. A time model's matmul_pad_rows multiplies them: the rows a matmul pays for beyond its
     M. The attention core has none (it is not a weight matmul)."""
-    spec.check_uniform("the time model")
-    L, attn, d = w.layout, spec.attention, spec.d_model
+    L, d = w.layout, spec.d_model
     a = DTYPE_BITS[w.act_dtype] // 8
-    shards, bits = kv_shards(spec, L), DTYPE_BITS[w.kv_dtype]
+    bits = DTYPE_BITS[w.kv_dtype]
     everything = var("T")
     out: dict[tuple, Cost] = defaultdict(lambda: [0, 0, 0])
     for gi, g in enumerate(spec.layer_groups()):
-        n, routed = g.count, g.ffn.routed_experts
+        n, routed, attn, path = g.count, g.ffn.routed_experts, g.mixer, g.mixer_name
+        shards = mixer_shards(attn, L)
         rows: dict[str, Lin | int] = {}  # one row of each matmul a part launches, by component (launched once)
         for phase, tag in parts.items():
             prefill = phase in ("prefill", "chunk")
-            absorbed = attn.latent_cache and not prefill and w.mla_decode == "absorbed"
+            absorbed = attn is not None and attn.latent_cache and not prefill and w.mla_decode == "absorbed"
             tokens, batch = var("T" + tag), var("R" + tag)
-            # the names a phase's counts give at every point
-            sample = {"prefill": attn.counts(1, 0, g.window), "chunk": attn.chunk_counts(2, 1, g.window),
-                      "decode": attn.counts(1, 1, g.window), "verify": attn.counts(2, 1, g.window)}[phase]
-            counts = {k: var(f"{k}@{g.window}{tag}") for k in sample}
-            core = attn.core_from(counts, tokens, absorbed)
-            # a prefill re-projects its new tokens; a decompressed decode every key it attends to
-            latents = tokens if prefill else counts["pairs"] if attn.latent_cache and not absorbed else 0
+            counts, core, latents = {}, {}, tokens if prefill else 0
+            if attn is not None:  # a layer without a mixer (Nemotron-H's MLP layers) runs its FFN alone
+                # the names a phase's counts give at every point
+                sample = {"prefill": attn.counts(1, 0, g.window), "chunk": attn.chunk_counts(2, 1, g.window),
+                          "decode": attn.counts(1, 1, g.window), "verify": attn.counts(2, 1, g.window)}[phase]
+                counts = {k: var(f"{k}@{count_scope(g)}{tag}") for k in sample}
+                core = attn.core_from(counts, tokens, absorbed)
+                # a prefill re-projects its new tokens; a decompressed decode every key it attends to
+                if not prefill and attn.latent_cache and not absorbed:
+                    latents = counts["pairs"]
             for comp, f in layer_flops(spec, g, tokens, 0, latents, absorbed, core).items():
-                out[(gi, op_name(comp))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
-            reprojects = int(prefill or attn.latent_cache and not absorbed)  # the matmuls `latents` rows run
+                out[(gi, op_name(comp, path))][0] += n * ceil_div(f, L.tp)  # experts too: balanced over the group
+            reprojects = int(prefill or attn is not None and attn.latent_cache and not absorbed)  # rows `latents` run
             for comp, f in layer_flops(spec, g, 1, 0, reprojects, absorbed, {}).items():  # one row of each matmul
                 if routed and comp.endswith("/experts"):  # a row through every expert on the GPU, times the share hit
                     every = ceil_div(f * g.ffn.experts // g.ffn.top_k, split_of(comp, L))
@@ -124,27 +131,29 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
                 else:
                     f = ceil_div(f, L.tp)
                 rows[comp] = f if comp not in rows or isinstance(f, Lin) else max(f, rows[comp])
-            io = {f"attention/{k}": v for k, v in attn.io(d).items()}
+            io = {f"{path}/{k}": v for k, v in attn.io(d).items()} if attn is not None else {}
             io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
             for comp, width in io.items():
-                moved = latents if comp.removeprefix("attention/") in attn.reprojected else tokens
-                out[(gi, op_name(comp))][1] += n * ceil_div(moved * width * a, L.tp)
+                moved = latents if attn is not None and comp.split("/", 1)[1] in attn.reprojected else tokens
+                out[(gi, op_name(comp, path))][1] += n * ceil_div(moved * width * a, L.tp)
+            if attn is None:
+                continue
             if phase == "prefill":  # write the new tokens' cache
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
                 cache = attn.prefill_cache_bytes(tokens, batch, bits)
             elif phase == "chunk":  # and read what earlier tokens cached: keys = cached + new
                 core_io = ceil_div(tokens * (attn.query_io() + attn.key_value_io()) * a, L.tp)
                 cache = attn.cache_bytes(counts["keys"], bits)
-            else:  # read the cache, write the new token
+            else:  # read the cache, write the new token (a recurrent layer: read and write each state)
                 core_io = ceil_div(tokens * attn.query_io() * a, L.tp)
                 cache = attn.step_cache_bytes(counts, batch, bits)
-            out[(gi, "attention/core")][1] += n * (core_io + ceil_div(cache, shards))
+            out[(gi, f"{path}/core")][1] += n * (core_io + ceil_div(cache, shards))
         for comp, f in rows.items():
-            out[(gi, op_name(comp))][2] += n * f
+            out[(gi, op_name(comp, path))][2] += n * f
         for comp, b in layer_bytes_per_gpu(spec, g, w).items():
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
-            out[(gi, op_name(comp))][1] += n * b
+            out[(gi, op_name(comp, path))][1] += n * b
     emb, head = edge_bytes(spec, w)
     # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all); a
     # chunk the last position of each sequence; a verify step every position
@@ -159,12 +168,23 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
     return dict(out)
 
 
+def count_scope(g: LayerGroup) -> str:
+    """The scope of a layer group's count variables ({count}@{scope}): its window for the spec's attention
+    (as every uniform model has it), its mixer's path and window for another mixer of a hybrid (mamba:None)."""
+    return str(g.window) if g.mixer_name == "attention" else f"{g.mixer_name}:{g.window}"
+
+
+def count_scopes(spec: ModelSpec) -> dict[str, tuple[Attention, int | None]]:
+    """Each count scope of the layer groups with a mixer (count_scope), with its mixer and window, in layer order."""
+    return {count_scope(g): (g.mixer, g.window) for g in spec.layer_groups() if g.mixer is not None}
+
+
 def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, int]:
     """The variables of step_form at a point: `batch` sequences on one GPU, `new` tokens each after
-    `context` cached ones (T = batch·new, R = batch, and batch × each attention count per window)."""
-    attn, env = spec.attention, {"T": batch * new, "R": batch}
-    for w in {g.window for g in spec.layer_groups()}:
-        env |= {f"{k}@{w}": batch * v for k, v in attn.counts(new, context, w).items()}
+    `context` cached ones (T = batch·new, R = batch, and batch × each mixer's count per scope: count_scopes)."""
+    env = {"T": batch * new, "R": batch}
+    for scope, (attn, w) in count_scopes(spec).items():
+        env |= {f"{k}@{scope}": batch * v for k, v in attn.counts(new, context, w).items()}
     return env
 
 
@@ -221,9 +241,11 @@ def kernels(spec: ModelSpec, absorbed: bool) -> dict[tuple, int]:
     the embedding one, the head one plus its norm."""
     out: dict[tuple, int] = {(None, "embedding"): 1, (None, "lm_head"): 1 + spec.norm.final}
     for gi, g in enumerate(spec.layer_groups()):
-        per = Counter(op_name(c) for c in layer_flops(spec, g, 1, 1, 1, absorbed))
-        per["attention/core"] = 1
-        per["attention/proj"] += spec.norm.per_layer
+        mla = absorbed and g.mixer is not None and g.mixer.latent_cache
+        per = Counter(op_name(c, g.mixer_name) for c in layer_flops(spec, g, 1, 1, 1, mla))
+        if g.mixer is not None:
+            per[f"{g.mixer_name}/core"] = 1
+        per[op_name("norms/layer", g.mixer_name)] += spec.norm.per_layer
         out |= {(gi, op): g.count * n for op, n in per.items()}
     return out
 
@@ -251,8 +273,9 @@ def native_types(spec: ModelSpec, gpu: GPU, w: Workload) -> dict[str, str]:
 def matrix_paths(spec: ModelSpec) -> list[str]:
     """The component paths of every layer matrix (attention/q, ffn/experts, ffn/dense_up, ...)."""
     d = spec.d_model
-    paths = [f"attention/{k}" for k in spec.attention.matrices(d)]
-    return paths + [spec.ffn_prefix(g) + k for g in spec.layer_groups() for k in g.ffn.matrices(d)]
+    paths = [f"{g.mixer_name}/{k}" for g in spec.layer_groups() if g.mixer is not None for k in g.mixer.matrices(d)]
+    paths += [spec.ffn_prefix(g) + k for g in spec.layer_groups() for k in g.ffn.matrices(d)]
+    return list(dict.fromkeys(paths))
 
 
 def native_rates(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[str, float]:
@@ -290,8 +313,9 @@ class StepTime:
         return self.links[op]
 
     def rate(self, op: str) -> float:
-        """FLOP/s of an op: the attention core's, or the matmuls'."""
-        return self.attention if op == "attention/core" else self.native.get(op, self.flops)
+        """FLOP/s of an op: a mixer core's (attention/core, a hybrid's mamba/core) at the attention's, or the
+        matmuls'."""
+        return self.attention if op.endswith("/core") else self.native.get(op, self.flops)
 
     def times(self, key: tuple, cost: Cost) -> tuple[float, float, float, float]:
         """(compute, memory, communication, fixed) seconds of one entry."""
@@ -404,11 +428,13 @@ def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, st: StepTime) 
     if steps <= 0:
         return 0.0
     end = seq + steps - 1
-    windows = {i: spec.attention.knee(g.window) for i, g in enumerate(spec.layer_groups())}
-    affine_after = spec.attention.affine_after_knee  # cost still grows past the knee
+    groups = spec.layer_groups()
+    windows = {i: g.mixer.knee(g.window) for i, g in enumerate(groups) if g.mixer is not None}
     total = steps * st.step_s
     for key in decode_at(seq):
         w = windows.get(key[0])
+        mixer = groups[key[0]].mixer if key[0] is not None else None
+        affine_after = mixer is not None and mixer.affine_after_knee  # cost still grows past the knee
         lo_end = end if w is None else min(end, w - 1)  # the growing segment: c ≤ w − 1
         if lo_end >= seq:
             total += _segment(key, decode_at(seq)[key], decode_at(lo_end)[key], lo_end - seq + 1, st)
@@ -444,6 +470,14 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     if spec.attention.latent_cache:
         notes.append(f"MLA decode {w.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
+    recurrent: dict[str, int] = {}
+    for g in spec.layer_groups():
+        if g.mixer is not None and g.mixer.fixed_state:
+            recurrent[g.mixer_name] = recurrent.get(g.mixer_name, 0) + g.count
+    if recurrent:
+        notes.append(", ".join(f"{n} {path}" for path, n in recurrent.items()) + " layers keep one state per "
+                     "sequence: a decode step reads and writes it once and costs the same at any context "
+                     "(docs/roofline.md#recurrent-layers-and-hybrid-layer-patterns)")
     if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
     formats = w.formats(spec)

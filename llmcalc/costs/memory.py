@@ -35,7 +35,6 @@ from llmcalc.workload import Workload
 def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
     (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
-    spec.check_uniform("memory")
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     spec.stack.check_sized("memory")
     formats = w.formats(spec)
@@ -78,30 +77,34 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
 def layer_peak_per_token(spec: ModelSpec, seq: int, w: Workload) -> tuple[int, str]:
     """Bytes per token a prefill of `seq` tokens holds at its largest layer stage, beyond the residual stream
     and the normed input: the larger of the attention's and the FFN's own peak, in the layer group where it
-    is largest, and which one it is. A parallel block (one norm) holds the attention's output (d) while its
-    FFN runs. Without flash attention the attention also holds its scores and probabilities, 2·H·keys."""
-    a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
+    is largest, and which one it is (a hybrid's mixer by its path: attention, mamba). A parallel block (one norm)
+    holds the attention's output (d) while its FFN runs. Without flash attention the attention also holds its
+    scores and probabilities, 2·H·keys (unfused_score_elements: a recurrent mixer has none)."""
+    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
     rope = spec.positions.rotary
     best, what = 0, ""
     for g in spec.layer_groups():
-        stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
-        if not w.flash:
-            window = attn.keys_window(g.window)
-            stage += 2 * a * attn.heads * (min(seq, window) if window else seq)
+        attn, stage = g.mixer, 0  # a layer without a mixer (a hybrid's MLP layer): its FFN alone
+        if attn is not None:
+            stage = attn.prefill_activation_bytes(d, seq, g.window, a, rope, spec.norm.qk_norm)
+            if not w.flash:
+                stage += 2 * a * attn.unfused_score_elements(seq, g.window)
         ffn = g.ffn.prefill_activation_bytes(d, a) + (a * d if spec.norm.parallel else 0)
-        for name, per_token in (("attention", stage), ("ffn", ffn)):
+        for name, per_token in ((g.mixer_name, stage), ("ffn", ffn)):
             if per_token > best:
                 best, what = per_token, name
     return best, what
 
 
 def peak_key(spec: ModelSpec, w: Workload) -> Callable[[int], tuple]:
-    """seq ↦ what layer_peak_per_token depends on `seq` through: each window's attention activation_key, and
+    """seq ↦ what layer_peak_per_token depends on `seq` through: each mixer's activation_key per window, and
     seq itself without flash attention (the scores are seq wide). Equal keys, equal peaks."""
-    windows = dict.fromkeys(g.window for g in spec.layer_groups())
-    keys = [partial(spec.attention.activation_key, window=win) for win in windows]
+    mixers = dict.fromkeys((g.mixer, g.window) for g in spec.layer_groups() if g.mixer is not None)
+    keys = [partial(attn.activation_key, window=win) for attn, win in mixers]
     if not w.flash:
         keys.append(lambda seq: seq)
+    if not keys:  # no mixer at all: the peak does not depend on seq
+        return lambda seq: None
     if len(keys) == 1:
         return keys[0]
     if len(keys) == 2:

@@ -13,6 +13,7 @@ latent has no head axis, so every tensor-parallel rank holds all of it (the atte
 
 from __future__ import annotations
 
+from llmcalc.model.attention import Attention
 from llmcalc.model.gpu import GPU, Link
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Layout
@@ -21,7 +22,13 @@ from llmcalc.workload import Layout
 def kv_shards(spec: ModelSpec, layout: Layout) -> int:
     """Tensor-parallel ranks the KV cache is split over: min(tp, kv_heads) for GQA, 1 for MLA (no head
     axis)."""
-    heads = spec.attention.cache_heads
+    return mixer_shards(spec.attention, layout)
+
+
+def mixer_shards(attn: Attention | None, layout: Layout) -> int:
+    """Tensor-parallel ranks one mixer's cache (or state) splits over: min(tp, its cache heads); 1 without a head
+    axis (MLA's latent) or without a mixer."""
+    heads = attn.cache_heads if attn is not None else None
     return 1 if heads is None else min(layout.tp, heads)
 
 

@@ -69,23 +69,18 @@ def layer_activation_parts(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     flash attention, the softmax output (and its dropout mask and output) over S×S per head. Whole: the norms'
     inputs, the attention's and the FFN's inputs, the dropout masks and what a variant keeps unsplit (MLA's
     latents, an MoE's router logits): 10·s·b·h for GPT. Split: the rest (24·s·b·h for GPT) and the core."""
-    a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention, seq * batch
+    a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, g.mixer, seq * batch
+    # a hybrid's layer without a mixer (Nemotron-H's MLP layers) keeps its FFN's alone
     if w.lora is not None:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A (docs/formulas.md#lora)
-        saved = (attn.lora_saved_elements(d, w.lora) + g.ffn.lora_saved_elements(d, w.lora)
+        saved = ((attn.lora_saved_elements(d, w.lora) if attn else 0) + g.ffn.lora_saved_elements(d, w.lora)
                  + adapter_saved_elements(spec, g, w))
-    else:
-        saved = attn.saved_elements(d) + d + g.ffn.saved_elements()  # the FFN's input and its intermediates
+    else:  # the FFN's input and its intermediates
+        saved = (attn.saved_elements(d) if attn else 0) + d + g.ffn.saved_elements()
     norms = spec.norm.per_layer * d
     linear = a * sb * (saved + norms) + (2 * sb * d if w.dropout else 0)
-    unsplit = a * sb * (attn.tp_saved_elements(d, 1) + g.ffn.tp_saved_elements(1))
-    split = a * sb * (attn.tp_saved_elements(d, tp) + g.ffn.tp_saved_elements(tp))
-    window = attn.keys_window(g.window)
-    keys = min(seq, window) if (window and w.flash) else seq
-    heads = ceil_div(attn.heads, tp)
-    if w.flash:
-        core = 4 * batch * heads * seq  # fp32 log-sum-exp per query and head
-    else:
-        core = batch * heads * seq * keys * (a + (1 + a if w.dropout else 0))
+    unsplit = a * sb * ((attn.tp_saved_elements(d, 1) if attn else 0) + g.ffn.tp_saved_elements(1))
+    split = a * sb * ((attn.tp_saved_elements(d, tp) if attn else 0) + g.ffn.tp_saved_elements(tp))
+    core = attn.saved_core_bytes(batch, seq, g.window, tp, a, w.flash, w.dropout) if attn else 0
     return linear - unsplit, split, core
 
 
@@ -136,13 +131,13 @@ def passes_in_flight(layout: Layout, stage: int, micro_batches: int) -> list[int
 def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
     """Parameters one GPU of pipeline stage `stage` holds: (all but the routed experts, the routed experts)."""
     dense = expert = 0
-    tp, ep, attn = layout.tp, layout.ep, spec.attention
+    tp, ep = layout.tp, layout.ep
     for start, stop in chunk_layers(spec, layout, stage):
         for g in spec.layer_groups(start, stop):
-            prefix = spec.ffn_prefix(g)
+            prefix, mixer = spec.ffn_prefix(g), f"{g.mixer_name}/"
             for key, n in layer_parts(spec, g)[0].items():
-                if key.startswith("attention/"):
-                    shards = attn.tp_shards(key.removeprefix("attention/"), tp)
+                if g.mixer is not None and key.startswith(mixer):
+                    shards = g.mixer.tp_shards(key.removeprefix(mixer), tp)
                 elif key.startswith(prefix):
                     shards = g.ffn.tp_shards(key.removeprefix(prefix), tp, ep)
                 else:  # the norms: every rank holds them whole

@@ -43,7 +43,8 @@ def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, in
     """Over every matrix whose component `formats` quantises: their weights N_m and their bytes W_q in their
     formats (stored_bytes counts the model as W_q + dense · (N − N_m))."""
     d, weights, stored = spec.d_model, 0, 0
-    comps = [(g.count, f"attention/{k}", m) for g in spec.layer_groups() for k, m in spec.attention.matrices(d).items()]
+    comps = [(g.count, f"{g.mixer_name}/{k}", m) for g in spec.layer_groups() if g.mixer is not None
+             for k, m in g.mixer.matrices(d).items()]
     comps += [(g.count, spec.ffn_prefix(g) + k, m) for g in spec.layer_groups() for k, m in g.ffn.matrices(d).items()]
     comps += [(1, k, m) for k, (_, m) in edge_parts(spec).items()]
     for count, path, mats in comps:
@@ -55,11 +56,12 @@ def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, in
 
 
 def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormats) -> dict[str, int]:
-    """Stored bytes of one layer of `group` by component (all GPUs together): its attention and FFN
-    matrices in their components' formats (see stored_bytes), its norms as every non-matrix parameter."""
+    """Stored bytes of one layer of `group` by component (all GPUs together): its mixer's (attention, or a
+    hybrid's Mamba-2 layer) and FFN matrices in their components' formats (see stored_bytes), its norms as every
+    non-matrix parameter."""
     parts, _ = layer_parts(spec, group)
     d = spec.d_model
-    mats = {f"attention/{k}": v for k, v in spec.attention.matrices(d).items()}
+    mats = {f"{group.mixer_name}/{k}": v for k, v in group.mixer.matrices(d).items()} if group.mixer else {}
     mats |= {spec.ffn_prefix(group) + k: v for k, v in group.ffn.matrices(d).items()}
     return {k: stored_bytes(n, mats.get(k, []), formats.of(k), formats.dense) for k, n in parts.items()}
 

@@ -226,6 +226,26 @@ class Attention(Variant):
         unread = sum(n for readers, n in self.saved_inputs(d_model) if adapted.isdisjoint(readers))
         return self.saved_elements(d_model) - unread
 
+    def unfused_score_elements(self, seq: int, window: int | None) -> int:
+        """Elements per token an attention without flash holds beside its output in a prefill of `seq` tokens:
+        its scores (and probabilities, the caller's 2×) over the keys each query sees, H·min(S, W)."""
+        w = self.keys_window(window)
+        return self.heads * (min(seq, w) if w else seq)
+
+    def saved_core_bytes(self, batch: int, seq: int, window: int | None, tp: int, act: int, flash: bool,
+                         dropout: bool) -> int:
+        """Bytes the core keeps for its backward on one of `tp` ranks (Korthikanti et al. 2022, §4.1): with flash
+        attention the fp32 log-sum-exp per query and head, 4·B·⌈H/tp⌉·S; without it the softmax output over the
+        S×S scores per head, and with dropout its mask (1 byte) and output: B·⌈H/tp⌉·S²·(a (+ 1 + a))."""
+        heads = -(-self.heads // tp)
+        if flash:
+            return 4 * batch * heads * seq
+        return batch * heads * seq * seq * (act + (1 + act if dropout else 0))
+
+    def explain_saved_core(self) -> str:
+        """saved_core_bytes as text, under explain's flash attention: the fp32 log-sum-exp, 4 · B · H · S."""
+        return "4 · B · H · S"
+
     def knee(self, window: int | None) -> int | None:
         """Context from which a decode step's cost stops growing linearly as before (None: never)."""
         return self.keys_window(window)

@@ -113,6 +113,27 @@ class RecurrentMixer(Attention):
     def explain_rotated(self) -> str:
         return "0"
 
+    # ---- added for the time model, memory and explain of hybrids (docs/mamba.md#time) -----------------------
+
+    def unfused_score_elements(self, seq: int, window: int | None) -> int:
+        """No attention scores over the keys: the scan's intra-chunk products are prefill_activation_bytes' own."""
+        return 0
+
+    def saved_core_bytes(self, batch: int, seq: int, window: int | None, tp: int, act: int, flash: bool,
+                         dropout: bool) -> int:
+        """Nothing per head beyond saved_elements: the chunked scan's backward (mamba_ssm's, FLA's) recomputes its
+        intra-chunk products and chunk states from the saved inputs, flash or not."""
+        return 0
+
+    def explain_saved_core(self) -> str:
+        return "0"
+
+    @property
+    def cache_heads(self) -> int | None:
+        """The state splits with the heads under tensor parallelism (each rank runs its heads' scan and keeps
+        their states, as Megatron's Mamba layer splits heads and groups over tp)."""
+        return self.heads
+
 
 class Mamba2(RecurrentMixer):
     """Mamba-2's SSD mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'

@@ -297,9 +297,13 @@ def compare_table(r, units: str) -> list:
                ("active params", "active_params", short),
                ("KV elements/token", "kv_elements_per_token", lambda n: f"{n:,}"),
                ("KV bytes/token", "kv_bytes_per_token", lambda n: f"{n:,}"),
+               ("state bytes/sequence", "state_bytes_per_sequence", lambda n: f"{n:,}"),
                (f"KV cache {r.batch}×{r.seq:,}", "kv_cache_bytes", sz),
                ("prefill FLOPs", "prefill_flops", short), ("decode FLOPs/step", "decode_flops", short),
-               ("decode bytes/step", "decode_bytes", sz), ("memory (inference)", "memory_bytes", sz)]
+               ("decode bytes/step", "decode_bytes", sz),
+               ("decode FLOPs/step per context token", "decode_flops_per_context", short),
+               ("decode bytes/step per context token", "decode_bytes_per_context", lambda n: f"{n:,}"),
+               ("memory (inference)", "memory_bytes", sz)]
     if r.gpu:
         metrics += [("time to first token", "ttft_s", seconds), ("time per output token", "tpot_s", seconds),
                     ("tokens/s", "tokens_per_s", lambda x: f"{x:,.1f}")]

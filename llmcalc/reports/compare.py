@@ -16,14 +16,26 @@ class CompareRow(Report):
     total_params: int
     active_params: int
     kv_formula: str
-    """KV elements per token, all layers, as DeepSeek-V2's Table 1 writes them, with numbers."""
+    """KV elements per token, all layers, as DeepSeek-V2's Table 1 writes them, with numbers (a recurrent
+    layer's: its state per sequence); a hybrid's per mixer, joined by +."""
     kv_elements_per_token: int
+    """Elements the cache grows by per token, all layers that cache tokens (a recurrent layer's state does not
+    grow: state_bytes_per_sequence)."""
     kv_bytes_per_token: int
+    """Bytes the cache grows by per token (as `llmcalc kv` bytes_per_token)."""
+    state_bytes_per_sequence: int = 0
+    """Bytes each sequence holds whatever its length: the recurrent layers' states (Mamba-2, Gated DeltaNet; as
+    `llmcalc kv` state_bytes_per_sequence); 0 for attention."""
     kv_cache_bytes: int
     prefill_flops: int
     decode_flops: int
     decode_bytes: int
     """Bytes one decode step moves: active weights read, activations, the KV cache read and written."""
+    decode_flops_per_context: int = 0
+    """FLOPs one decode step (the batch) adds per token of context at seq: decode(seq + 1) − decode(seq); 0 for
+    a recurrent layer, whose step costs the same at any context, and past a sliding window."""
+    decode_bytes_per_context: int = 0
+    """Bytes one decode step (the batch) adds per token of context at seq (the KV read per cached token)."""
     memory_bytes: int
     """Inference memory: weights + KV cache + prefill activation peak."""
     ttft_s: float | None = None

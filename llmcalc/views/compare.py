@@ -14,7 +14,7 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_cache, nbytes
+from llmcalc.costs.kv import kv_cache, mixer_layers
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
@@ -102,17 +102,17 @@ def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -
                                  "kv_lora_rank": o.kv_lora_rank or 4 * dh, "qk_nope_head_dim": dh,
                                  "qk_rope_head_dim": rope, "v_head_dim": dh}
     elif variant == "swa":
-        data |= {"layer_pattern": ["sliding"], "sliding_window": o.window}
+        _every_layer(data, spec, o.window)
     elif variant in ("longformer", "linformer"):
         data["attention"] = base | ({"kind": "longformer", "window": o.window, "global_tokens": o.global_tokens}
                                     if variant == "longformer" else
                                     {"kind": "linformer", "proj_len": o.proj_len, "max_len": spec.max_seq_len})
-        data |= {"layer_pattern": ["full"], "sliding_window": None}
+        _every_layer(data, spec, None)
     elif variant == "reformer":
         buckets = min(256, max(2, spec.max_seq_len // REFORMER_CHUNK // 2 * 2))
         data["attention"] = plain | {"kind": "reformer", "kv_heads": h, "n_hashes": REFORMER_HASHES,
                                      "n_buckets": buckets, "chunk_len": REFORMER_CHUNK}
-        data |= {"layer_pattern": ["full"], "sliding_window": None}
+        _every_layer(data, spec, None)
     elif variant == "dsa":
         mla = attention_variant(spec, "mla", o).attention.model_dump(exclude={"kind"})
         mla["q_lora_rank"] = mla["q_lora_rank"] or 12 * dh  # DeepSeek-V3: 1536 = 12·128
@@ -120,20 +120,32 @@ def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -
             mla.pop(key, None)
         data["attention"] = mla | {"kind": "dsa", "index_heads": max(1, h // 2),
                                    "index_head_dim": max(dh, mla["qk_rope_head_dim"]), "index_topk": o.topk}
-        data |= {"layer_pattern": ["full"], "sliding_window": None}
+        _every_layer(data, spec, None)
     elif variant in ("mamba2", "gdn"):  # H heads of d_h; the base's kv heads share B and C (Mamba-2) or q and k
         kv = base["kv_heads"]
         data["attention"] = ({"kind": "mamba2", "heads": h, "head_dim": dh, "state_size": o.state_size,
                               "groups": kv, "conv_kernel": 4, "chunk_size": 256} if variant == "mamba2" else
                              {"kind": "gated_deltanet", "key_heads": kv, "value_heads": h, "key_head_dim": dh,
                               "value_head_dim": dh, "conv_kernel": 4})
-        data |= {"layer_pattern": ["full"], "sliding_window": None}
+        _every_layer(data, spec, None)
     else:
         raise UserError(f"unknown attention variant {variant!r}; use any of {', '.join(VARIANTS)}")
     data["name"] = f"{spec.name} [{variant}]"
     from llmcalc.inputs.presets import spec_from_data
 
     return spec_from_data(data, f"compare {variant} (from {spec.name})")  # out-of-bounds sizes: a UserError
+
+
+def _every_layer(data: dict, spec: ModelSpec, window: int | None) -> None:
+    """Make every attention layer sliding over `window` tokens, or full (None): a uniform model's layer_pattern,
+    a hybrid's attention slots (its Mamba-2 or DeltaNet layers kept as they are)."""
+    if spec.hybrid:
+        data["hybrid_pattern"] = [slot | {"mixer": "sliding" if window else "attention"}
+                                  if slot["mixer"] in ("attention", "sliding") else slot
+                                  for slot in data["hybrid_pattern"]]
+    else:
+        data["layer_pattern"] = ["sliding" if window else "full"]
+    data["sliding_window"] = window
 
 
 def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel, reference: dict | None,
@@ -147,18 +159,23 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel
     p = params(spec)
     kv = kv_cache(spec, w)
     fl = flops(spec, w)
-    decode = step_costs(spec, whole, w.batch, 1, w.seq)
-    symbolic, numeric = spec.attention.kv_formula()
-    elements = spec.n_layers * spec.attention.kv_elements()
+    decode, longer = (step_costs(spec, whole, w.batch, 1, c) for c in (w.seq, w.seq + 1))
+    mixers: dict[str, tuple] = {}  # mixer path → (mixer, layers): a hybrid's attention and recurrent layers apart
+    for (path, _), (m, n) in mixer_layers(spec).items():
+        mixers[path] = (m, mixers[path][1] + n if path in mixers else n)
+    formula = " + ".join("{0}·l = {1}·{2}".format(*m.kv_formula(), n) for m, n in mixers.values())
+    elements = sum(n * m.kv_elements() for m, n in mixers.values() if not m.fixed_state)
     fields = dict(
-        name=name, model=spec.name, attention=spec.attention.label, ffn=spec.ffn.label,
-        layers=f"{spec.n_layers}" + (f" (sliding {spec.sliding_window})" if spec.sliding_window else ""),
+        name=name, model=spec.name, attention=" + ".join(m.label for m, _ in mixers.values()), ffn=spec.ffn.label,
+        layers=f"{spec.n_layers}" + (f" (sliding {spec.sliding_window})" if spec.sliding_window else "")
+        + (" (" + ", ".join(f"{n} {path}" for path, (_, n) in mixers.items()) + ")" if spec.hybrid else ""),
         attention_params=sum(r.params for r in p.breakdown if r.component.startswith("attention/")),
         total_params=p.total, active_params=p.active,
-        kv_formula=f"{symbolic}·l = {numeric}·{spec.n_layers}",
-        kv_elements_per_token=elements, kv_bytes_per_token=nbytes(elements, w.kv_dtype),
+        kv_formula=formula, kv_elements_per_token=elements, kv_bytes_per_token=kv.bytes_per_token,
+        state_bytes_per_sequence=kv.state_bytes_per_sequence,
         kv_cache_bytes=kv.total_bytes, prefill_flops=fl.prefill_flops, decode_flops=fl.decode_flops,
-        decode_bytes=sum(c[1] for k, c in decode.items() if not k[1].startswith("comm/")),
+        decode_bytes=_moved(decode), decode_flops_per_context=_computed(longer) - _computed(decode),
+        decode_bytes_per_context=_moved(longer) - _moved(decode),
         memory_bytes=memory(spec, whole).total_bytes,
     )
     if gpu is not None:
@@ -174,6 +191,16 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel
     ratios = {k: v / ref[k] for k, v in fields.items()
               if isinstance(v, (int, float)) and not isinstance(v, bool) and ref.get(k)}
     return CompareRow(**fields, ratios=ratios)
+
+
+def _moved(costs: dict) -> int:
+    """Bytes of a step's entries on one GPU, communication aside."""
+    return sum(c[1] for k, c in costs.items() if not k[1].startswith("comm/"))
+
+
+def _computed(costs: dict) -> int:
+    """FLOPs of a step's entries."""
+    return sum(c[0] for c in costs.values())
 
 
 def _report(mode: str, rows: list[CompareRow], base: str | None, w: Workload, gpu: GPU | None,
@@ -209,11 +236,12 @@ def _variant_notes(spec: ModelSpec, o: SwapRule) -> dict[str, str]:
         "dsa": f"DSA: MLA over the top {o.topk:,} keys (`topk`) a lightning indexer of H/2 heads picks; the indexer "
                "scores every earlier key and caches its own d_h-wide key per token",
         "mamba2": f"Mamba-2: H heads of d_h, state {o.state_size} (`state_size`), the base's kv heads as groups of B "
-                  "and C, conv 4, chunks of 256; its cache is one state per sequence (kv_*_per_token hold that "
-                  "state, the SSM part in fp32 in kv_cache_bytes), and a decode step costs the same at any context",
+                  "and C, conv 4, chunks of 256; its cache is one state per sequence (state_bytes_per_sequence, "
+                  "the SSM part in fp32; nothing per token), and a decode step costs the same at any context "
+                  "(decode_*_per_context 0)",
         "gdn": "Gated DeltaNet: H value heads and the base's kv heads as query/key heads, all of d_h, conv 4, chunks "
-               "of 64; its cache is one state per sequence (kv_*_per_token hold that state), and a decode step "
-               "costs the same at any context",
+               "of 64; its cache is one state per sequence (state_bytes_per_sequence; nothing per token), and a "
+               "decode step costs the same at any context (decode_*_per_context 0)",
     }
 
 
@@ -223,7 +251,6 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     for every ratio; latency rows on `gpu` under the time model `tm`. A variant the model's other parts refuse
     (relative positions under MLA) is left out with a note."""
     spec.stack.check_decoding("model")
-    spec.check_uniform("compare")
     wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
     specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
     for v in wanted[1:]:
@@ -240,6 +267,14 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     notes += [explained[v] for v in wanted if v in explained]
     if "mha" not in variants:
         notes.append("MHA is shown as the reference for the ratios")
+    if spec.hybrid:
+        kept = {g.mixer_name: 0 for g in spec.layer_groups() if g.mixer_name != "attention"}
+        for g in spec.layer_groups():
+            if g.mixer_name in kept:
+                kept[g.mixer_name] += g.count
+        swapped = spec.n_layers - sum(kept.values()) - sum(g.count for g in spec.layer_groups() if g.mixer is None)
+        notes.append(f"hybrid base: the swap replaces the mixer of its {swapped} attention layers; "
+                     + ", ".join(f"its {n} {path} layers" for path, n in kept.items()) + " stay as they are")
     return _report("attention", rows, spec.name, w, gpu, RULE, notes)
 
 

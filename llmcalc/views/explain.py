@@ -25,10 +25,11 @@ from llmcalc.views.formula import (
     env_of,
     ffn_groups,
     legend,
+    mixer_env,
+    mixer_groups,
     per_window,
     step,
     sum_total,
-    windows,
 )
 from llmcalc.workload import Layout, Workload
 
@@ -37,7 +38,6 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
             tm: TimeModel = ROOFLINE) -> ExplainReport:
     """The steps behind `llmcalc TOPIC` for `spec` on the workload (latency: on `gpu` under the time model `tm`),
     with totals checked against that command's own figures."""
-    spec.check_uniform("explain")
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
     spec.stack.check_modelled("explain")
@@ -77,16 +77,19 @@ def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
 
     add("embedding/token", "V · d")
     add("embedding/position", spec.positions.explain_params())
-    for name, (p, _) in spec.attention.explain_parts().items():
-        add(f"attention/{name}", prod("L", p))
+    for path, (mixer, layers) in mixer_groups(spec).items():  # a hybrid's mixers each over their own layers
+        for name, (p, _) in mixer.explain_parts().items():
+            add(f"{path}/{name}", prod("L", p), mixer_env(spec, mixer, layers))
     for name, p in spec.positions.explain_layer_params().items():
         add(f"attention/{name}", prod("L", p))
     for prefix, (n, ffn) in ffn_groups(spec).items():
         for name, (p, _) in ffn.explain_parts().items():
             add(prefix + name, prod("L", p), env_of(spec, ffn) | {"L": n})
     add("norms/layer", prod("L", "n_norm", norm.explain_params("d")))
-    if qk := norm.explain_qk(*spec.attention.explain_qk_norm()):
-        add("norms/qk", prod("L", qk))
+    for path, (mixer, layers) in mixer_groups(spec).items():
+        if qk := norm.explain_qk(*mixer.explain_qk_norm()):
+            name = "norms/qk" if path == "attention" else f"norms/{path}_qk"
+            add(name, prod("L", qk), mixer_env(spec, mixer, layers))
     add("norms/final", norm.explain_params("d") if norm.final else "0")
     add("lm_head", ("V" if spec.lm_head_bias else "0") if spec.tie_embeddings else linear("d", "V", spec.lm_head_bias),
         keep=True)
@@ -110,16 +113,18 @@ def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
 # ---- KV cache ---------------------------------------------------------------------------------
 
 def kv_steps(spec: ModelSpec, batch: int, seq: int, dtype: str, prefix: str) -> list[ExplainStep]:
-    """Per window kind: layers · B · tokens kept · elements per token · bytes (sub-byte: rounded up
-    per layer, as the attention's cache_bytes does), as the attention's explain_kv writes it."""
+    """Per mixer and window kind: layers · B · tokens kept · elements per token · bytes (sub-byte: rounded up
+    per layer, as the attention's cache_bytes does), as the mixer's explain_kv writes it (a recurrent layer of a
+    hybrid: its state per sequence, under its own path)."""
     bits = DTYPE_BITS[dtype]
-    env = env_of(spec) | {"B": batch, "S": seq, "bits": bits, "bytes": bits // 8}
-    env |= spec.attention.explain_symbols(bits)
     steps = []
-    for w, n in windows(spec).items():
-        layers = "L_w" if w else "L"
-        formula = spec.attention.explain_kv(layers, bits, bool(w))
-        steps.append(step(prefix + ("sliding" if w else "full"), formula, env | {layers: n, "W": w or 0}, "bytes"))
+    for path, (mixer, by_window) in mixer_groups(spec).items():
+        env = env_of(spec) | {"B": batch, "S": seq, "bits": bits, "bytes": bits // 8} | mixer.explain_symbols(bits)
+        for w, n in by_window.items():
+            layers = "L_w" if w else "L"
+            formula = mixer.explain_kv(layers, bits, bool(w))
+            name = ("sliding" if w else "full") if path == "attention" else path
+            steps.append(step(prefix + name, formula, env | {layers: n, "W": w or 0}, "bytes"))
     return steps
 
 
@@ -128,7 +133,7 @@ def _kv(spec: ModelSpec, w: Workload) -> ExplainReport:
 
     r = kv_cache(spec, w)
     steps = kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv/")
-    notes = [spec.attention.explain_kv_note]
+    notes = list(dict.fromkeys(m.explain_kv_note for m, _ in mixer_groups(spec).values()))
     if spec.sliding_window:
         notes.append("a sliding-window layer keeps the last W − 1 tokens between steps (the next token makes W keys)")
     return _report("kv", spec, w, steps, [sum_total("total", steps, "kv/", r.total_bytes, "llmcalc kv: total_bytes")],
@@ -140,28 +145,26 @@ def _kv(spec: ModelSpec, w: Workload) -> ExplainReport:
 def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
     from llmcalc.costs.flops import flops
 
-    gen, a = conv.gen, spec.attention
+    gen, a = conv.gen, spec.attention  # a: the spec's attention, for the position encoding's pairs
     r = flops(spec, conv)
     env = env_of(spec) | {"B": conv.batch, "S": conv.seq, "L": spec.n_layers}
     steps = []
     for phase in ("prefill", "decode", "train"):
         lead = ["3"] if phase == "train" else []  # FWD_BWD: the backward costs two forwards
         tokens = ["B"] if phase == "decode" else ["B", "S"]
-        absorbed = phase == "decode" and a.latent_cache and conv.mla_decode == "absorbed"
-
         half = conv.attention_core == "causal-half" or (phase == "decode" and conv.step_attention == "causal-half")
 
-        def pairs(sliding: bool) -> str:
+        def pairs(sliding: bool, a=a) -> str:
             return a.explain_pairs(phase, "causal" if half else conv.attention_core, sliding)
 
-        def twice_half(sliding: bool) -> str:
+        def twice_half(sliding: bool, a=a) -> str:
             """causal-half: twice the area under the mask, 2 · causal − diagonal (Attention.half_counts)."""
-            return f"2 · ({pairs(sliding)}) − ({a.explain_diagonal(phase, sliding)})"
+            return f"2 · ({pairs(sliding, a)}) − ({a.explain_diagonal(phase, sliding)})"
 
-        def core_pairs(L: str, sliding: bool, cost: str) -> str:
+        def core_pairs(L: str, sliding: bool, cost: str, a=a) -> str:
             if half:  # halved and rounded down per sequence and layer, as Attention.core
-                return prod(*lead, L, "B", f"(({twice_half(sliding)}) · {cost} // 2)")
-            return prod(*lead, L, "B", pairs(sliding), cost)
+                return prod(*lead, L, "B", f"(({twice_half(sliding, a)}) · {cost} // 2)")
+            return prod(*lead, L, "B", pairs(sliding, a), cost)
 
         def position_pairs(sliding: bool) -> str:
             return f"({twice_half(sliding)}) / 2" if half else pairs(sliding)
@@ -169,22 +172,27 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
         def add(component: str, formula: str, at: dict = env) -> None:
             steps.append(step(f"{phase}/{component}", formula, at, "FLOPs"))
 
-        for name, (_, w) in a.explain_parts().items():
-            if w is None or (name in a.reprojected and absorbed):
-                continue
-            if name in a.reprojected and phase == "decode":  # decompress: re-project every cached latent
-                add(f"attention/{name}", *per_window(spec, lambda L, s: prod("2", L, "B", pairs(s), w), env))
-            else:
-                passes = [str(a.train_passes(name))] if lead else []
-                add(f"attention/{name}", prod(*passes, "2", "L", *tokens, w))
-        if absorbed:
-            for name, w in a.explain_absorbed().items():
-                add(f"attention/{name}", prod("2", "L", "B", w))
-        for name, cost in a.explain_pair_costs(absorbed).items():
-            add(f"attention/{name}", *per_window(spec, lambda L, s: core_pairs(L, s, cost), env))
-        for name, term in a.explain_extra_core(phase, "causal-half" if half else conv.attention_core).items():
-            passes = [str(a.train_passes(name))] if lead else []
-            add(f"attention/{name}", prod(*passes, "L", "B", term))
+        for path, (m, layers) in mixer_groups(spec).items():  # a hybrid's mixers each over their own layers
+            menv = mixer_env(spec, m, layers) | {"B": conv.batch, "S": conv.seq}
+            absorbed = phase == "decode" and m.latent_cache and conv.mla_decode == "absorbed"
+            for name, (_, w) in m.explain_parts().items():
+                if w is None or (name in m.reprojected and absorbed):
+                    continue
+                if name in m.reprojected and phase == "decode":  # decompress: re-project every cached latent
+                    add(f"{path}/{name}", *per_window(
+                        spec, lambda L, s, m=m, w=w: prod("2", L, "B", pairs(s, m), w), menv, layers))
+                else:
+                    passes = [str(m.train_passes(name))] if lead else []
+                    add(f"{path}/{name}", prod(*passes, "2", "L", *tokens, w), menv)
+            if absorbed:
+                for name, w in m.explain_absorbed().items():
+                    add(f"{path}/{name}", prod("2", "L", "B", w), menv)
+            for name, cost in m.explain_pair_costs(absorbed).items():
+                add(f"{path}/{name}", *per_window(spec, lambda L, s, m=m, cost=cost: core_pairs(L, s, cost, m),
+                                                  menv, layers))
+            for name, term in m.explain_extra_core(phase, "causal-half" if half else conv.attention_core).items():
+                passes = [str(m.train_passes(name))] if lead else []
+                add(f"{path}/{name}", prod(*passes, "L", "B", term), menv)
         for name, term in spec.positions.explain_layer_matmuls(phase, pairs(False)).items():
             passes = [str(spec.positions.layer_passes(name))] if lead else []
             add(f"attention/{name}", prod(*passes, "L", term))
@@ -258,11 +266,12 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
         master = "master + states" if w.weights_dtype != "fp32" else "states"
         at = env | {"master": 4, "states": OPTIMIZER_BYTES[w.optimizer]}
         steps += [step("gradients", "N · bytes", env, "bytes"), step("optimizer", prod("N", master), at, "bytes")]
-        for prefix, (n, ffn) in ffn_groups(spec).items():
-            kept = prod("a", "B", "S", f"{a.explain_saved()} + d + {ffn.explain_saved()} + n_norm · d")
-            name = prefix.replace("ffn/", "activations/") + "layers"
-            at = env | env_of(spec, ffn) | {"L": n}
-            steps.append(step(name, prod("L", f"{kept} + 4 · B · H · S"), at, "bytes"))
+        for name, (n, mixer, ffn) in _saving_groups(spec).items():
+            saved = f"{mixer.explain_saved()} + " if mixer is not None else ""
+            kept = prod("a", "B", "S", f"{saved}d + {ffn.explain_saved()} + n_norm · d")
+            core = mixer.explain_saved_core() if mixer is not None else "0"
+            at = env | env_of(spec, ffn) | (mixer.explain_symbols() if mixer is not None else {}) | {"L": n}
+            steps.append(step(name, prod("L", kept if core == "0" else f"{kept} + {core}"), at, "bytes"))
         steps.append(step("activations/logits", "4 · B · S · V", env, "bytes"))
         notes = ["mixed precision: weights and gradients in the weights dtype, an fp32 master copy and the optimizer "
                  "states; no ZeRO sharding", "activations per layer: every matmul's input, Q/K/V, the FFN "
@@ -272,6 +281,22 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
     conventions |= {"optimizer": w.optimizer} if w.train else {"kv_dtype": w.kv_dtype}
     totals = [sum_total("total", steps, "", r.total_bytes, "llmcalc memory: total_bytes")]
     return _report("memory", spec, w, steps, totals, conventions, notes)
+
+
+def _saving_groups(spec: ModelSpec) -> dict[str, tuple[int, object, object]]:
+    """activations/… row → (layers, mixer, FFN) of the layers that keep the same per token for the backward: the
+    MoE layers and an MoE model's dense layers apart (activations/layers, activations/dense_layers); a hybrid's by
+    mixer and FFN (activations/mamba+none)."""
+    out: dict[str, tuple[int, object, object]] = {}
+    for g in spec.layer_groups():
+        prefix = spec.ffn_prefix(g)
+        if spec.hybrid:
+            name = f"activations/{g.mixer_name if g.mixer is not None else 'no_mixer'}+{g.ffn.kind}"
+        else:
+            name = prefix.replace("ffn/", "activations/") + "layers"
+        n = out[name][0] if name in out else 0
+        out[name] = (n + g.count, g.mixer, g.ffn)
+    return out
 
 
 # ---- latency ----------------------------------------------------------------------------------
@@ -323,7 +348,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
             parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
             rows = sum(c[2] for k, c in costs.items() if k[1] == op.op)
             at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if op.op.startswith("comm/") else env
-            steps.append(_op_step(prefix + op.op, op, parts, rows, at, op.op == "attention/core"))
+            steps.append(_op_step(prefix + op.op, op, parts, rows, at, op.op.endswith("/core")))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")

@@ -14,6 +14,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 
+from llmcalc.model.attention import Attention
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.explain import ExplainStep, ExplainTotal
 
@@ -112,17 +113,38 @@ def env_of(spec: ModelSpec, ffn=None) -> dict[str, Number]:
 
 def legend(spec: ModelSpec) -> dict[str, str]:
     """Every symbol's meaning: LEGEND, then the spec's variants' own."""
-    return LEGEND | spec.attention.explain_legend | spec.ffn.explain_legend | spec.positions.explain_legend | (
+    mixers = {k: v for a, _ in mixer_groups(spec).values() for k, v in a.explain_legend.items()}
+    return LEGEND | spec.attention.explain_legend | mixers | spec.ffn.explain_legend | spec.positions.explain_legend | (
         spec.vision.explain_legend if spec.vision else {})
 
 
 def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:
-    """Component prefix → (layers, FFN): the MoE layers and an MoE model's dense layers apart."""
+    """Component prefix → (layers, FFN): the MoE layers and an MoE model's dense layers apart (a hybrid's layers
+    without an FFN in none)."""
     out: dict[str, tuple[int, object]] = {}
     for g in spec.layer_groups():
+        if not g.ffn.explain_parts():  # no FFN (a hybrid's mixer-only layer, a Mamba-2 model): no rows
+            continue
         prefix = spec.ffn_prefix(g)
         out[prefix] = (out.get(prefix, (0, g.ffn))[0] + g.count, g.ffn)
     return out
+
+
+def mixer_groups(spec: ModelSpec) -> dict[str, tuple[Attention, dict[int | None, int]]]:
+    """Component path → (mixer, its layers by window): every layer's attention in a uniform model; a hybrid's
+    attention layers and each of its other mixers' (Mamba-2, Gated DeltaNet) apart, layers without a mixer in none."""
+    out: dict[str, tuple[Attention, dict[int | None, int]]] = {}
+    for g in spec.layer_groups():
+        if g.mixer is not None:
+            layers = out.setdefault(g.mixer_name, (g.mixer, {}))[1]
+            layers[g.window] = layers.get(g.window, 0) + g.count
+    return out
+
+
+def mixer_env(spec: ModelSpec, mixer: Attention, layers: dict[int | None, int], kv_bits: int | None = None) -> dict:
+    """The symbols of a mixer's rows: the spec's, the mixer's own (over any other mixer's of the same name) and
+    L, its layers."""
+    return env_of(spec) | mixer.explain_symbols(kv_bits) | {"L": sum(layers.values())}
 
 
 def windows(spec: ModelSpec) -> dict[int | None, int]:
@@ -133,10 +155,12 @@ def windows(spec: ModelSpec) -> dict[int | None, int]:
     return out
 
 
-def per_window(spec: ModelSpec, term: Callable[[str, bool], str], env: dict) -> tuple[str, dict]:
-    """Σ over window kinds of term(layers symbol, sliding): L for full layers, L_w and W for sliding."""
+def per_window(spec: ModelSpec, term: Callable[[str, bool], str], env: dict,
+               layers: dict[int | None, int] | None = None) -> tuple[str, dict]:
+    """Σ over window kinds of term(layers symbol, sliding): L for full layers, L_w and W for sliding (`layers`:
+    one mixer's layers by window; default every layer's)."""
     terms, env = [], dict(env)
-    for w, n in windows(spec).items():
+    for w, n in (windows(spec) if layers is None else layers).items():
         env |= {"L_w": n, "W": w} if w else {"L": n}
         terms.append(term("L_w" if w else "L", bool(w)))
     return " + ".join(terms), env

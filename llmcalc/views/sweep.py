@@ -21,17 +21,23 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from llmcalc.costs.capacity import activation_workspace, holds, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import (
+    activation_workspace,
+    holds,
+    require_weights_fit,
+    usable_bytes,
+)
 from llmcalc.costs.form import Lin, source, var
-from llmcalc.costs.kv import cache_layers
-from llmcalc.costs.latency import StepTime, step_form
+from llmcalc.costs.kv import mixer_layers
+from llmcalc.costs.latency import StepTime, count_scope, count_scopes, step_form
 from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key
 from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.costs.step_source import time_source
 from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
+from llmcalc.model.attention import Attention
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.sweep import SweepGrid, SweepReport, SweepRow
 from llmcalc.workload import Layout, Workload
@@ -46,6 +52,12 @@ SEQ_LIMIT = 1 << 16
 
 SweepPoint = NamedTuple("SweepPoint", [(k, f.annotation) for k, f in SweepRow.model_fields.items() if k != "model"])
 """One (batch, seq) point: a SweepRow's fields but the model's name, as a plain tuple (fast to build)."""
+
+
+def cache_groups(spec: ModelSpec) -> list[tuple[LayerGroup, Attention, int]]:
+    """Per mixer and window (kv's mixer_layers): a layer group of it, the mixer and its layer count."""
+    first = {(g.mixer_name, g.window): g for g in reversed(spec.layer_groups())}
+    return [(first[key], attn, n) for key, (attn, n) in mixer_layers(spec).items()]
 
 
 class Sweeper:
@@ -75,32 +87,33 @@ class Sweeper:
 
     def _source(self) -> str:
         """The body of point(batch, seq) as Python source: the model's forms written out."""
-        spec, work, attn = self.spec, self.work, self.spec.attention
+        spec, work = self.spec, self.work
         ns = self.namespace
-        windows = list(dict.fromkeys(g.window for g in spec.layer_groups()))
-        # what depends on seq alone (the attention's counts per window, the activation peak): computed once per
+        scopes = count_scopes(spec)  # each mixer and window whose counts the forms name
+        # what depends on seq alone (each mixer's counts per window, the activation peak): computed once per
         # seq and kept (a grid repeats every seq across its batches)
         lines = ["def point(batch, seq):", "    rep = batch // DP", "    s = SEQ.get(seq)", "    if s is None:"]
         per_seq: list[tuple[str, str]] = []  # (name, its expression)
         pre_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         dec_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
         kept_names: dict[str, dict[str, str]] = {"batch": {}, "rep": {}}
-        for i, w in enumerate(windows):
-            lines.append(f"        pre{i} = counts(seq, 0, W[{i}])")
+        for i, (scope, (attn, w)) in enumerate(scopes.items()):
+            ns[f"counts{i}"], ns[f"W{i}"] = attn.counts, w
+            lines.append(f"        pre{i} = counts{i}(seq, 0, W{i})")
             knee = attn.knee(w)
             if knee is None or attn.affine_after_knee:
-                lines.append(f"        dec{i} = counts(1, seq, W[{i}])")
+                lines.append(f"        dec{i} = counts{i}(1, seq, W{i})")
             else:  # a decode step's costs stop growing at the knee (as latency's decode sum uses): its counts there
                 ns[f"DEC{i}"] = attn.counts(1, knee, w)
-                lines.append(f"        dec{i} = DEC{i} if seq >= {knee} else counts(1, seq, W[{i}])")
+                lines.append(f"        dec{i} = DEC{i} if seq >= {knee} else counts{i}(1, seq, W{i})")
             for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
                 for k in attn.counts(*sample, w):  # the names a phase's counts give at every point
                     per_seq.append((f"{phase}{i}_{k}", f"{phase}{i}[{k!r}]"))
                     for scale in ("batch", "rep"):
-                        names[scale][f"{k}@{w}"] = f"{scale} * {phase}{i}_{k}"
+                        names[scale][f"{k}@{scope}"] = f"{scale} * {phase}{i}_{k}"
             for scale in ("batch", "rep"):
                 # the cache after seq tokens: what a decode step at context seq reads, less the one it writes
-                kept_names[scale][f"kept@{w}"] = f"{scale} * (dec{i}_keys - 1)"
+                kept_names[scale][f"kept@{scope}"] = f"{scale} * (dec{i}_keys - 1)"
         for scale, t in (("batch", "batch * seq"), ("rep", "rep * seq")):
             pre_names[scale] |= {"T": t, "R": scale}
             dec_names[scale] |= {"T": scale, "R": scale}
@@ -115,7 +128,7 @@ class Sweeper:
             names["rep"] |= local
 
         bits = DTYPE_BITS[work.kv_dtype]
-        kv = sum(n * attn.cache_bytes(var(f"kept@{w}"), bits) for w, n in cache_layers(spec).items())
+        kv = sum(n * attn.cache_bytes(var(f"kept@{count_scope(g)}"), bits) for g, attn, n in cache_groups(spec))
         lines += ["        key = peak_key(seq)",
                   "        peak = PEAKS.get(key)",
                   "        if peak is None:",
@@ -132,7 +145,7 @@ class Sweeper:
         for phase, prefill, names in (("prefill", True, pre_names), ("decode", False, dec_names)):
             total = sum((c[0] for c in step_form(spec, one_gpu, prefill).values()), Lin())
             lines.append(f"    {phase}_flops = {source(total, names['batch'], ns)}")
-        ns |= {"DP": work.layout.dp, "W": windows, "counts": attn.counts,
+        ns |= {"DP": work.layout.dp,
                "SPEC": spec, "WORK": work, "PEAKS": self.peaks, "SEQ": {}, "SEQ_LIMIT": SEQ_LIMIT,
                "peak_key": peak_key(spec, work),
                "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, work),
