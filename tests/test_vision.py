@@ -224,3 +224,98 @@ def test_bad_vision_config_is_two(tmp_path, field, value):
     r = run_cli("params", "--hf-config", str(tmp_path))
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
     assert field in r.stderr
+
+
+# Memory, fit and explain with images ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,size,images", [("llava-1.5-7b", (336, 336), 3), ("gemma3-4b", (896, 896), 2),
+                                              ("qwen2.5-vl-7b", (1080, 1920), 1), ("qwen2.5-vl-7b", (333, 517), 3)])
+def test_tower_peak_equals_the_reference_tower_measured(name, size, images):
+    """The tower's activation peak (VisionTower.activation_bytes) against the live bytes of the reference tower
+    (llmcalc/reference/vision.py on SDPA) encoding `images` images at full size on fake tensors, counted by
+    validate's LiveBytes: equal for LLaVA and Gemma 3 (13,676,032 B per 336-px LLaVA image, 103,645,184 B per 896-px
+    Gemma 3 image); for Qwen2.5-VL the window index tensors (int64) are all that differs, under 0.05%."""
+    pytest.importorskip("torch")
+    from llmcalc.reference.vision import image_peak
+
+    spec = load_preset(name)
+    measured = image_peak(spec.vision, spec.d_model, *size, images=images)
+    estimate = images * spec.vision.activation_bytes(*size, spec.d_model, 2)
+    assert abs(measured - estimate) <= 0.0005 * measured, (measured, estimate)
+    if name != "qwen2.5-vl-7b":
+        assert measured == estimate
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_tower_peak_on_real_tensors(name):
+    """The tiny towers run for real on the CPU in fp32, 2 images: the live-byte peak within 4% under the estimate.
+    The real CPU flash kernel lays its output out as (k, n, H, h), so gathering the heads is a view, not the (n, d)
+    copy the full-size fake run makes (and the estimate counts); the peak is then n·(6·d + H·4 B of log-sum-exp)
+    bytes a layer (Gemma 3 tiny: 401,408 B measured, 415,744 B estimated).
+    Qwen2.5-VL also holds its windows' int64 token indices (1,120 B here)."""
+    pytest.importorskip("torch")
+    import torch
+
+    from llmcalc.reference.vision import image_peak
+
+    tower = ModelSpec.model_validate(spec_dict_from_hf(dict(TINY[name]), name=name)).vision
+    size = (140, 196) if name == "qwen2_5_vl" else (tower.image_size, tower.image_size)
+    measured = image_peak(tower, 64, *size, images=2, dtype=torch.float32, device="cpu")
+    estimate = 2 * tower.activation_bytes(*size, 64, 4)
+    indices = 8 * tower.sequence(*size) if tower.window else 0  # Qwen2.5-VL: its windows' int64 token indices
+    assert 0.96 * estimate <= measured <= estimate + indices, (measured, estimate)
+
+
+def test_memory_counts_the_tower_and_the_image_tokens():
+    """memory with images: activations are the larger of the language model's prefill peak and the tower's
+    (8 Gemma 3 images a sequence: the tower's); the image tokens' share of the cache is kv's image_bytes; the
+    weights hold the tower, as `params` counts it."""
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.costs.memory import memory
+
+    spec = load_preset("gemma3-4b")
+    w = Workload(batch=4, seq=4096, images=8)
+    plain, r = memory(spec, Workload(batch=4, seq=4096)), memory(spec, w)
+    tower = 4 * 8 * spec.vision.activation_bytes(896, 896, spec.d_model, 2)
+    assert r.vision_activation_bytes == tower > plain.activation_bytes
+    assert r.activation_bytes == tower and r.kv_cache_bytes == plain.kv_cache_bytes
+    assert r.image_kv_bytes == kv_cache(spec, w).image_bytes == 4 * 5 * 2048 * 2 * 4 * 256 * 2
+    assert r.weights_bytes == 2 * params(spec).total
+
+
+def test_fit_holds_the_tower():
+    """fit: the tower's weights on the GPU (the same bytes as memory's with tp 1), and the workspace at least one
+    sequence's images through the tower."""
+    from llmcalc.costs.fit import fit
+    from llmcalc.costs.memory import memory
+    from llmcalc.inputs.gpus import load_gpu
+
+    spec, gpu = load_preset("qwen2.5-vl-7b"), load_gpu("h100-sxm")
+    w = Workload(batch=2, seq=16384, images=4, image_size=(1080, 1920))
+    r = fit(spec, gpu, w)
+    assert r.weights_bytes == memory(spec, w).weights_bytes == 2 * params(spec).total
+    assert r.activation_bytes >= 4 * spec.vision.activation_bytes(1080, 1920, spec.d_model, 2)
+    two = fit(spec, gpu, w.model_copy(update={"layout": w.layout.model_copy(update={"tp": 2})}))
+    assert two.weights_bytes < r.weights_bytes
+
+
+@pytest.mark.parametrize("topic", ["flops", "memory", "params"])
+def test_explain_works_out_the_images(cli_json, topic):
+    """explain with images: the vision steps sum to the commands' own figures (exit 0: every total matches)."""
+    r = cli_json("explain", topic, "-p", "qwen2.5-vl-7b", "--images", "2", "--image-size", "1080x1920",
+                 "--seq", "8192")
+    assert r["matches"]
+    if topic == "flops":
+        image = next(t for t in r["totals"] if t["component"] == "image")
+        assert image["value"] == sum(load_preset("qwen2.5-vl-7b").vision.flops(1080, 1920, 3584).values())
+    if topic == "memory":
+        assert "I" in next(s for s in r["steps"] if s["component"] == "activations")["symbols"]
+
+
+def test_memory_and_fit_cli_take_images(cli_json):
+    m = cli_json("memory", "-p", "llava-1.5-7b", "--images", "2", "--seq", "2048", "-b", "64")
+    assert m["images"] == 2 and m["vision_activation_bytes"] == 64 * 2 * 13_676_032
+    f = cli_json("fit", "-p", "llava-1.5-7b", "--gpu", "h100-sxm", "--images", "2", "--seq", "2048")
+    assert f["fits"]
+    r = run_cli("memory", "-p", "llama2-7b", "--images", "1")
+    assert r.returncode == 2 and "images" in r.stderr

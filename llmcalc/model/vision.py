@@ -57,9 +57,18 @@ class Projector(Variant):
         """params as text over d_img (the tower's width), d (the language model's) and the projector's symbols."""
         raise NotImplementedError
 
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """Elements one image holds at the projector's peak, the encoder's output (`encoder` × d) included."""
+        raise NotImplementedError
+
     def explain_symbols(self) -> dict[str, int]:
         """The projector's own explain symbols (none)."""
         return {}
+
+    def explain_matmuls(self) -> dict[str, str]:
+        """Weights each image token is multiplied by, per matmul, as text (matmuls)."""
+        return {k: v.removesuffix(" + d").removesuffix(" + (m_img · m_img · d_img)")
+                for k, v in self.explain_params().items() if k in self.matmuls(1, 1)}
 
 
 class MLPProjector(Projector):
@@ -83,6 +92,10 @@ class MLPProjector(Projector):
 
     def explain_params(self) -> dict[str, str]:
         return {"linear_1": "d_img · d + d", "linear_2": "d · d + d"}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """n·d + 2·T·D: the encoder's output, then linear_1's output and its activation (then that and linear_2's)."""
+        return encoder * d_vision + 2 * tokens * d_text
 
 
 class PoolProjector(Projector):
@@ -123,6 +136,10 @@ class PoolProjector(Projector):
     def explain_params(self) -> dict[str, str]:
         return {"norm": "d_img", "linear": "d_img · d"}
 
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """n·d + 2·T·d + T·D: the encoder's output, the pooled grid, its normed copy and the projection."""
+        return encoder * d_vision + 2 * tokens * d_vision + tokens * d_text
+
 
 class MergerProjector(Projector):
     """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
@@ -155,6 +172,12 @@ class MergerProjector(Projector):
 
     def explain_symbols(self) -> dict[str, int]:
         return {"m_img": self.merge}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d, its normed copy, the m × m blocks gathered (a copy) and fc1's output, each
+        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them."""
+        wide = tokens * self.merge**2 * d_vision
+        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text)
 
 
 ProjectorSpec = Annotated[Projector, ByKind()]
@@ -197,7 +220,11 @@ class VisionTower(Frozen):
     explain_legend: ClassVar[dict[str, str]] = {
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
-        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side"}
+        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side",
+        "N_p": "patches of one image after the processor's resize", "n_img": "tokens the encoder runs on: N_p (+1 "
+        "class token)", "T_img": "image tokens one image gives the language model", "I": "images per sequence",
+        "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
+        "m_proj": "elements one image holds at the projector's peak (Projector.activation_elements)"}
 
     @model_validator(mode="after")
     def _consistent(self) -> "VisionTower":
@@ -342,6 +369,45 @@ class VisionTower(Frozen):
             out[f"vision/layers/mlp/{k}"] = self.n_layers * MAC * n * d * self.d_ff
         tokens = self.projector.tokens(gh, gw)
         return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
+
+    def explain_image_symbols(self, height: int, width: int, d_text: int) -> dict[str, int]:
+        """The per-image explain symbols of an image of height × width pixels: N_p, n_img, T_img, P_img, m_proj."""
+        gh, gw = self.grid(height, width)
+        pairs, n, tokens = self.pairs(height, width), self.sequence(height, width), self.tokens(height, width)
+        core = (self.n_layers - self.window_layers) * pairs["full"] + self.window_layers * pairs.get("window", 0)
+        return {"N_p": gh * gw, "n_img": n, "T_img": tokens, "P_img": core,
+                "m_proj": self.projector.activation_elements(n, self.d_model, d_text, tokens)}
+
+    def explain_flops(self) -> dict[str, str]:
+        """flops as text for one image, component by component (symbols: explain_image_symbols)."""
+        out = {"vision/patch_embedding": "2 · N_p · px · d_img"}
+        out |= {f"vision/layers/attention/{k}": "2 · L_img · n_img · d_img · d_img" for k in ("q", "k", "v", "o")}
+        out |= {f"vision/layers/attention/core_{k}": "2 · P_img · d_img" for k in ("qk", "av")}
+        for k in mlp_params(1, 1, gated=self.gated, bias=False):
+            out[f"vision/layers/mlp/{k}"] = "2 · L_img · n_img · d_img · f_img"
+        return out | {f"projector/{k}": f"2 · T_img · {w}" for k, w in self.projector.explain_matmuls().items()}
+
+    def explain_activations(self) -> str:
+        """activation_bytes as text over a (bytes per element) and explain_image_symbols."""
+        mlp = "3 · f_img" if self.gated else "2 · f_img"
+        return f"a · (N_p · px + max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
+
+    # ── activations ──────────────────────────────────────────────────────────────────────────────
+    def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
+        """Bytes one image holds at the tower's peak (its weights apart), elements of `act` bytes, attention on
+        a flash kernel (SDPA: no n × n scores). The pixel values N·P are held throughout (the caller keeps
+        them); beside them the largest stage of:
+          an attention layer, n·7·d: the layer's input, the normed input, q, k, v, the kernel's output and its
+            (n, d) copy with the heads gathered (window layers hold no more than a full one);
+          an MLP, n·(3·d + 2·f) (gated 3·f): the layer's input, the residual after attention, the normed input,
+            the first matrix's output and its activation (gated: the activated gate, up and their product);
+          the projector (Projector.activation_elements), over the encoder's output.
+        B sequences of `images` images, encoded as one batch, hold B · images times this."""
+        gh, gw = self.grid(height, width)
+        n, d, f = self.sequence(height, width), self.d_model, self.d_ff
+        layer = n * max(7 * d, 3 * d + (3 if self.gated else 2) * f)
+        head = self.projector.activation_elements(n, d, d_text, self.projector.tokens(gh, gw))
+        return act * (gh * gw * self.patch_inputs + max(layer, head))
 
     @property
     def label(self) -> str:
