@@ -319,3 +319,91 @@ def test_memory_and_fit_cli_take_images(cli_json):
     assert f["fits"]
     r = run_cli("memory", "-p", "llama2-7b", "--images", "1")
     assert r.returncode == 2 and "images" in r.stderr
+
+
+# Llama 3.2 Vision's tiled tower (mllama) ------------------------------------------------------------------------
+
+MLLAMA_11B_VISION = dict(image_size=560, patch_size=14, hidden_size=1280, num_hidden_layers=32, num_global_layers=8,
+                         attention_heads=16, intermediate_size=5120, vision_output_dim=7680, max_num_tiles=4,
+                         intermediate_layers_indices=[3, 7, 15, 23, 30],
+                         supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]])
+"""meta-llama/Llama-3.2-11B-Vision's vision_config (its config.json on the Hub); transformers' MllamaVisionConfig
+defaults differ (image_size 448), so every field is given."""
+MLLAMA_11B_TEXT = dict(cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38])
+"""Its text_config's cross-attention layers; the other fields are MllamaTextConfig's defaults, which are the 11B's
+(hidden 4096, 40 layers, 32 heads, 8 kv heads, FFN 14,336, vocabulary 128,256)."""
+
+
+def tiled_tower(v: dict):
+    from llmcalc.model.vision import TiledVisionTower
+
+    return TiledVisionTower(
+        kind="tiled", image_size=v["image_size"], patch_size=v["patch_size"], patch_bias=False, class_token=True,
+        pre_norm=True, post_norm=True, d_model=v["hidden_size"], n_layers=v["num_hidden_layers"],
+        heads=v["attention_heads"], d_ff=v["intermediate_size"], activation="gelu", max_tiles=v["max_num_tiles"],
+        aspect_ratios=len(v["supported_aspect_ratios"]), global_layers=v["num_global_layers"],
+        intermediate_layers=v["intermediate_layers_indices"],
+        projector=dict(kind="linear", concat=1 + len(v["intermediate_layers_indices"])))
+
+
+def test_mllama_tower_params_equal_transformers():
+    """The 11B's vision tower and projector against transformers' MllamaForConditionalGeneration on the meta device:
+    895,028,755 parameters (vision_model + multi_modal_projector); the whole model is 10,670,220,835 (the model
+    card's 10.6B)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    assert sum(tiled_tower(MLLAMA_11B_VISION).params(4096).values()) == vision == 895_028_755
+    assert sum(p.numel() for p in m.parameters()) == 10_670_220_835
+
+
+@pytest.mark.parametrize("size", [(1, 1), (100, 4000), (299, 561), (560, 560), (561, 560), (700, 1000),
+                                  (1080, 1920), (1120, 1120), (1500, 700), (2240, 560), (3000, 4000), (4000, 299)])
+def test_mllama_tiles_follow_the_processor(size):
+    """The tile arrangement against transformers' own canvas choice (get_optimal_tiled_canvas), max 4 tiles of
+    560 px; every image gives max_tiles · (40² + 1) = 6,404 image tokens (padding tiles masked, not dropped)."""
+    pytest.importorskip("transformers")
+    from transformers.models.mllama.image_processing_pil_mllama import get_optimal_tiled_canvas
+
+    tower = tiled_tower(MLLAMA_11B_VISION)
+    canvas = get_optimal_tiled_canvas(*size, 4, 560)
+    assert tower.tiles(*size) == (canvas[0] // 560, canvas[1] // 560)
+    assert tower.tokens(*size) == 6404 and tower.sequence(*size) == 4 * 1608
+
+
+def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
+    """A tiny mllama tower (28 px tiles of 2 × 2 patches, up to 2 tiles, 3 local + 2 global layers, eager attention)
+    under FlopCounterMode: its vision_model and multi_modal_projector on one image as the processor gives it
+    (pixel_values padded to max tiles, aspect_ratio_ids, aspect_ratio_mask); parameters too."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    v = dict(image_size=28, patch_size=14, hidden_size=32, num_hidden_layers=3, num_global_layers=2,
+             attention_heads=4, intermediate_size=48, vision_output_dim=96, max_num_tiles=2,
+             intermediate_layers_indices=[0, 2], supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]])
+    text = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, vocab_size=300, cross_attention_layers=[1], bos_token_id=1, eos_token_id=2,
+                pad_token_id=0)
+    config = MllamaConfig(vision_config=v, text_config=text, image_token_index=299)
+    config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = config.text_config._attn_implementation = "eager"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = MllamaForConditionalGeneration(config).eval()
+    tower = tiled_tower(v)
+    vision = [p for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n]
+    assert sum(tower.params(64).values()) == sum(p.numel() for p in vision)
+    inputs = dict(pixel_values=torch.randn(1, 1, 2, 3, 28, 28), aspect_ratio_ids=torch.tensor([[2]]),
+                  aspect_ratio_mask=torch.tensor([[[1, 1]]]))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model.model.vision_model(**inputs).last_hidden_state  # (1, 1, T, N + 1, c·d)
+        states = model.model.multi_modal_projector(out)
+    assert states.reshape(-1, 64).shape[0] == tower.tokens(28, 56)
+    assert sum(tower.flops(28, 56, 64).values()) == counter.get_total_flops()
