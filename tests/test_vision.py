@@ -20,7 +20,7 @@ from hf_counts import FIXTURES_DIR
 from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config, spec_dict_from_hf
-from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.presets import load_preset, load_spec_file
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Workload
 
@@ -323,6 +323,8 @@ def test_memory_and_fit_cli_take_images(cli_json):
 
 # Llama 3.2 Vision's tiled tower (mllama) ------------------------------------------------------------------------
 
+MLLAMA_SPEC = FIXTURES_DIR.parent / "llama-3.2-11b-vision.yaml"
+"""Llama 3.2 11B Vision as a llmcalc spec file (each number sourced in its comments)."""
 MLLAMA_11B_VISION = dict(image_size=560, patch_size=14, hidden_size=1280, num_hidden_layers=32, num_global_layers=8,
                          attention_heads=16, intermediate_size=5120, vision_output_dim=7680, max_num_tiles=4,
                          intermediate_layers_indices=[3, 7, 15, 23, 30],
@@ -376,6 +378,41 @@ def test_mllama_tiles_follow_the_processor(size):
     assert tower.tokens(*size) == 6404 and tower.sequence(*size) == 4 * 1608
 
 
+MLLAMA_TINY_VISION = dict(image_size=28, patch_size=14, hidden_size=32, num_hidden_layers=3, num_global_layers=2,
+                          attention_heads=4, intermediate_size=48, vision_output_dim=96, max_num_tiles=2,
+                          intermediate_layers_indices=[0, 2], supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]])
+MLLAMA_TINY_TEXT = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=2, vocab_size=300, cross_attention_layers=[1, 3], bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0)
+
+
+def tiny_mllama():
+    """A tiny MllamaForConditionalGeneration on the CPU, eager attention everywhere, and its vision_config."""
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    config = MllamaConfig(vision_config=MLLAMA_TINY_VISION, text_config=MLLAMA_TINY_TEXT, image_token_index=299)
+    config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = config.text_config._attn_implementation = "eager"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MllamaForConditionalGeneration(config).eval(), MLLAMA_TINY_VISION
+
+
+def tiny_mllama_spec() -> ModelSpec:
+    """The tiny model as a llmcalc spec: 4 layers, cross-attention at 1 and 3, one image of 2 tiles' 5 tokens."""
+    tower = tiled_tower(MLLAMA_TINY_VISION)
+    t = MLLAMA_TINY_TEXT
+    slots = [{"mixer": "cross_attention" if i in t["cross_attention_layers"] else "attention"} for i in range(4)]
+    return ModelSpec.model_validate(dict(
+        name="tiny-mllama", vocab_size=300, d_model=64, n_layers=4, max_seq_len=4096, tie_embeddings=False,
+        norm=dict(kind="rmsnorm"), positions=dict(kind="rope"), attention=dict(kind="gqa", heads=4, kv_heads=2,
+                                                                              head_dim=16),
+        ffn=dict(kind="gated", d_ff=96, activation="silu"),
+        mixers={"cross_attention": dict(kind="cross", heads=4, kv_heads=2, head_dim=16,
+                                        image_tokens=tower.tokens(28, 56), image_width=64)},
+        hybrid_pattern=slots, vision=tower.model_dump()))
+
+
 def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
     """A tiny mllama tower (28 px tiles of 2 × 2 patches, up to 2 tiles, 3 local + 2 global layers, eager attention)
     under FlopCounterMode: its vision_model and multi_modal_projector on one image as the processor gives it
@@ -383,20 +420,8 @@ def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from torch.utils.flop_counter import FlopCounterMode
-    from transformers import MllamaConfig, MllamaForConditionalGeneration
 
-    v = dict(image_size=28, patch_size=14, hidden_size=32, num_hidden_layers=3, num_global_layers=2,
-             attention_heads=4, intermediate_size=48, vision_output_dim=96, max_num_tiles=2,
-             intermediate_layers_indices=[0, 2], supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]])
-    text = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, vocab_size=300, cross_attention_layers=[1], bos_token_id=1, eos_token_id=2,
-                pad_token_id=0)
-    config = MllamaConfig(vision_config=v, text_config=text, image_token_index=299)
-    config._attn_implementation = "eager"
-    config.vision_config._attn_implementation = config.text_config._attn_implementation = "eager"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = MllamaForConditionalGeneration(config).eval()
+    model, v = tiny_mllama()
     tower = tiled_tower(v)
     vision = [p for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n]
     assert sum(tower.params(64).values()) == sum(p.numel() for p in vision)
@@ -407,3 +432,64 @@ def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
         states = model.model.multi_modal_projector(out)
     assert states.reshape(-1, 64).shape[0] == tower.tokens(28, 56)
     assert sum(tower.flops(28, 56, 64).values()) == counter.get_total_flops()
+
+
+def test_mllama_preset_params_equal_transformers():
+    """The llama-3.2-11b-vision spec (tests/fixtures) against transformers' MllamaForConditionalGeneration of the
+    checkpoint's config on the meta device: the vision tower and projector exactly (895,028,755); the language
+    model 9,775,159,312 = transformers' 9,775,192,080 less embed_tokens' 8 extra rows (8 × 4096, which llmcalc's
+    one vocab_size does not hold: the spec file says so); the 8 cross-attention layers' own parameters exactly."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    language = sum(p.numel() for p in m.parameters()) - vision
+    r = params(load_spec_file(MLLAMA_SPEC))
+    assert r.vision == vision == 895_028_755
+    assert r.language == language - 8 * 4096 == 9_775_159_312
+    cross = sum(p.numel() for n, p in m.named_parameters() if ".cross_attn" in n or "cross_attn_" in n)
+    assert cross == sum(row.params for row in r.breakdown if row.component.startswith("cross_attention/"))
+
+
+def test_mllama_prefill_flops_and_cache_equal_transformers():
+    """The tiny mllama's whole forward (vision tower, projector, 4 text layers of which 2 cross-attention, logits
+    of every position) on a 12-token prompt with one 2-tile image, as the processor gives it (pixel_values padded to
+    max tiles, aspect_ratio_ids, aspect_ratio_mask, cross_attention_mask): FlopCounterMode's total is llmcalc's
+    prefill (dense attention, all logits) plus the tower's FLOPs per image (5,247,488). The cache transformers
+    builds: the self-attention layers 12 tokens, the cross-attention layers the image's 2 × 5 tokens, each K and V
+    of 2 kv heads × 16 in fp32: kv's bytes_per_token × 12 + state_bytes_per_sequence."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmcalc.costs.kv import kv_cache
+
+    model, _ = tiny_mllama()
+    spec, seq = tiny_mllama_spec(), 12
+    ids = torch.randint(3, 290, (1, seq))
+    ids[0, 2] = 299  # the image token
+    inputs = dict(input_ids=ids, pixel_values=torch.randn(1, 1, 2, 3, 28, 28), aspect_ratio_ids=torch.tensor([[2]]),
+                  aspect_ratio_mask=torch.tensor([[[1, 1]]]),
+                  cross_attention_mask=torch.ones(1, seq, 1, 2, dtype=torch.long))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model(**inputs, use_cache=True)
+    f = flops(spec, Workload(seq=seq, attention_core="dense", logits="all"))
+    assert f.prefill_flops + f.vision.flops_per_image == counter.get_total_flops() == 5_247_488
+    measured = sum(t.nbytes for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
+    kv = kv_cache(spec, Workload(seq=seq, kv_dtype="fp32"))
+    assert kv.state_bytes_per_sequence == 2 * 2 * 10 * 2 * 16 * 4
+    assert kv.total_bytes == kv.bytes_per_token * seq + kv.state_bytes_per_sequence == measured
+
+
+def test_mllama_kv_and_images(cli_json):
+    """The 11B's cross cache: 8 layers × 2 × 6,404 image tokens × 8 kv heads × 128 × 2 bytes = 209,846,272 bytes a
+    sequence, whatever the prompt's length; --images is refused (its images are the spec's)."""
+    r = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
+    assert r["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
+    assert r["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    bad = run_cli("kv", "--config", str(MLLAMA_SPEC), "--images", "1")
+    assert bad.returncode == 2 and "images" in bad.stderr

@@ -219,6 +219,8 @@ class VisionTower(Frozen):
     window: PosInt | None = None
     full_layers: list[int] = Field(default_factory=list)
     projector: ProjectorSpec
+    check_images: ClassVar[object] = None
+    """A tower whose images a workload may not set (a method raising UserError with the fix); None: any."""
     explain_legend: ClassVar[dict[str, str]] = {
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
@@ -570,6 +572,12 @@ class TiledVisionTower(VisionTower):
             out[f"vision/layers/mlp/{k}"] = layers * MAC * n * d * self.d_ff
         tokens = self.tokens(height, width)
         return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
+
+    def check_images(self) -> None:
+        """Images of a workload: this tower's image tokens are in the cross-attention layers' cache, sized in the
+        spec (mixers.cross_attention.image_tokens), not in the prompt."""
+        raise UserError("`images`: Llama 3.2 Vision's images enter through its cross-attention layers, whose cache the "
+                        "spec sizes (mixers.cross_attention.image_tokens: one image, 6,404 tokens); drop `images`")
 
     def explain_symbols(self) -> dict[str, int]:
         raise UserError("explain: Llama 3.2 Vision's tiled tower is not worked out yet; see `llmcalc params` and "
