@@ -493,3 +493,17 @@ def test_mllama_kv_and_images(cli_json):
     assert r["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
     bad = run_cli("kv", "--config", str(MLLAMA_SPEC), "--images", "1")
     assert bad.returncode == 2 and "images" in bad.stderr
+
+
+def test_tiled_tower_survives_a_dump():
+    """A spec's model_dump keeps the tiled tower's own fields (validate's scaled copies and YAML round-trips rebuild
+    the spec from it); the reference tower refuses a tiled one with the field named."""
+    spec = load_spec_file(MLLAMA_SPEC)
+    assert ModelSpec.model_validate(spec.model_dump()) == spec
+    assert spec.model_dump()["vision"]["max_tiles"] == 4
+    pytest.importorskip("torch")
+    from llmcalc.errors import UserError
+    from llmcalc.reference.vision import measure_image
+
+    with pytest.raises(UserError, match="vision.kind"):
+        measure_image(spec.vision, spec.d_model, 560, 560)

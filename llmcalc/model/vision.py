@@ -14,7 +14,7 @@ f its MLP width, D the language model's width, m the patch merger's side.
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, SerializeAsAny, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.attention import linear
@@ -604,5 +604,5 @@ def _tower(value: object) -> object:
     return value
 
 
-VisionTowerSpec = Annotated[VisionTower, BeforeValidator(_tower)]
-"""A vision tower of any kind, picked by its `kind` (default vit)."""
+VisionTowerSpec = Annotated[SerializeAsAny[VisionTower], BeforeValidator(_tower)]
+"""A vision tower of any kind, picked by its `kind` (default vit), dumped with its own kind's fields."""

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from llmcalc.errors import UserError
 from llmcalc.model.vision import VisionTower
 from llmcalc.reference.layers import ACTIVATIONS
 
@@ -97,6 +98,9 @@ class VisionEncoder(nn.Module):
 
     def __init__(self, t: VisionTower, d_text: int, flash: bool = False) -> None:
         super().__init__()
+        if t.kind != "vit":
+            raise UserError(f"vision.kind: the reference tower builds ViTs only, not a {t.kind} tower (Llama 3.2 "
+                            "Vision's is checked against transformers in tests/test_vision.py)")
         self.t, d = t, t.d_model
         self.patch = nn.Linear(t.patch_inputs, d, bias=t.patch_bias)
         self.cls = nn.Parameter(torch.zeros(d)) if t.class_token else None
