@@ -507,3 +507,32 @@ def test_tiled_tower_survives_a_dump():
 
     with pytest.raises(UserError, match="vision.kind"):
         measure_image(spec.vision, spec.d_model, 560, 560)
+
+
+def test_mllama_hf_import_equals_the_spec_file(tmp_path):
+    """--hf-config on the 11B's config.json fields (model_type mllama, its text and vision configs) builds the spec
+    file's model: the same tower, cross-attention mixer and 5-layer cycle, 10,670,188,067 parameters."""
+    raw = dict(model_type="mllama", vision_config=MLLAMA_11B_VISION,
+               text_config=dict(model_type="mllama_text_model", **MLLAMA_11B_TEXT))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    spec, want = load_hf_config(tmp_path), load_spec_file(MLLAMA_SPEC)
+    assert (spec.vision, spec.mixers, spec.hybrid_pattern) == (want.vision, want.mixers, want.hybrid_pattern)
+    assert params(spec).total == params(want).total == 10_670_188_067
+    bad = dict(raw, text_config=dict(raw["text_config"], cross_attention_layers=[3, 99]))
+    (tmp_path / "config.json").write_text(json.dumps(bad))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and "cross_attention_layers" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_mllama_tiny_hf_import_equals_transformers(tmp_path):
+    """The tiny mllama's config imported: its vision tower and projector as transformers counts them, exactly;
+    its language model less embed_tokens' 8 extra rows (8 × 64)."""
+    pytest.importorskip("torch")
+    model, _ = tiny_mllama()
+    raw = dict(model_type="mllama", vision_config=MLLAMA_TINY_VISION,
+               text_config=dict(model_type="mllama_text_model", **MLLAMA_TINY_TEXT))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = params(load_hf_config(tmp_path))
+    vision = sum(p.numel() for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    assert r.vision == vision
+    assert r.language == sum(p.numel() for p in model.parameters()) - vision - 8 * 64
