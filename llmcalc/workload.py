@@ -338,6 +338,8 @@ class Workload(Frozen):
         if self.images and spec.vision is None:
             raise UserError(f"`images`: {spec.name} has no vision tower; drop `images`, or pick a vision-language "
                             "model (llava-1.5-7b, gemma3-4b, qwen2.5-vl-7b)")
+        if self.images and spec.vision.check_images:
+            spec.vision.check_images()
         tokens = self.image_tokens(spec)
         if tokens > self.seq:
             raise UserError(f"`images`: {self.images} images × {tokens // self.images:,} tokens = {tokens:,} image "

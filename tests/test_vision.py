@@ -20,7 +20,7 @@ from hf_counts import FIXTURES_DIR
 from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config, spec_dict_from_hf
-from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.presets import load_preset, load_spec_file
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Workload
 
@@ -224,3 +224,315 @@ def test_bad_vision_config_is_two(tmp_path, field, value):
     r = run_cli("params", "--hf-config", str(tmp_path))
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
     assert field in r.stderr
+
+
+# Memory, fit and explain with images ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,size,images", [("llava-1.5-7b", (336, 336), 3), ("gemma3-4b", (896, 896), 2),
+                                              ("qwen2.5-vl-7b", (1080, 1920), 1), ("qwen2.5-vl-7b", (333, 517), 3)])
+def test_tower_peak_equals_the_reference_tower_measured(name, size, images):
+    """The tower's activation peak (VisionTower.activation_bytes) against the live bytes of the reference tower
+    (llmcalc/reference/vision.py on SDPA) encoding `images` images at full size on fake tensors, counted by
+    validate's LiveBytes: equal for LLaVA and Gemma 3 (13,676,032 B per 336-px LLaVA image, 103,645,184 B per 896-px
+    Gemma 3 image); for Qwen2.5-VL the window index tensors (int64) are all that differs, under 0.05%."""
+    pytest.importorskip("torch")
+    from llmcalc.reference.vision import image_peak
+
+    spec = load_preset(name)
+    measured = image_peak(spec.vision, spec.d_model, *size, images=images)
+    estimate = images * spec.vision.activation_bytes(*size, spec.d_model, 2)
+    assert abs(measured - estimate) <= 0.0005 * measured, (measured, estimate)
+    if name != "qwen2.5-vl-7b":
+        assert measured == estimate
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_tower_peak_on_real_tensors(name):
+    """The tiny towers run for real on the CPU in fp32, 2 images: the live-byte peak within 4% under the estimate.
+    The real CPU flash kernel lays its output out as (k, n, H, h), so gathering the heads is a view, not the (n, d)
+    copy the full-size fake run makes (and the estimate counts); the peak is then n·(6·d + H·4 B of log-sum-exp)
+    bytes a layer (Gemma 3 tiny: 401,408 B measured, 415,744 B estimated).
+    Qwen2.5-VL also holds its windows' int64 token indices (1,120 B here)."""
+    pytest.importorskip("torch")
+    import torch
+
+    from llmcalc.reference.vision import image_peak
+
+    tower = ModelSpec.model_validate(spec_dict_from_hf(dict(TINY[name]), name=name)).vision
+    size = (140, 196) if name == "qwen2_5_vl" else (tower.image_size, tower.image_size)
+    measured = image_peak(tower, 64, *size, images=2, dtype=torch.float32, device="cpu")
+    estimate = 2 * tower.activation_bytes(*size, 64, 4)
+    indices = 8 * tower.sequence(*size) if tower.window else 0  # Qwen2.5-VL: its windows' int64 token indices
+    assert 0.96 * estimate <= measured <= estimate + indices, (measured, estimate)
+
+
+def test_memory_counts_the_tower_and_the_image_tokens():
+    """memory with images: activations are the larger of the language model's prefill peak and the tower's
+    (8 Gemma 3 images a sequence: the tower's); the image tokens' share of the cache is kv's image_bytes; the
+    weights hold the tower, as `params` counts it."""
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.costs.memory import memory
+
+    spec = load_preset("gemma3-4b")
+    w = Workload(batch=4, seq=4096, images=8)
+    plain, r = memory(spec, Workload(batch=4, seq=4096)), memory(spec, w)
+    tower = 4 * 8 * spec.vision.activation_bytes(896, 896, spec.d_model, 2)
+    assert r.vision_activation_bytes == tower > plain.activation_bytes
+    assert r.activation_bytes == tower and r.kv_cache_bytes == plain.kv_cache_bytes
+    assert r.image_kv_bytes == kv_cache(spec, w).image_bytes == 4 * 5 * 2048 * 2 * 4 * 256 * 2
+    assert r.weights_bytes == 2 * params(spec).total
+
+
+def test_fit_holds_the_tower():
+    """fit: the tower's weights on the GPU (the same bytes as memory's with tp 1), and the workspace at least one
+    sequence's images through the tower."""
+    from llmcalc.costs.fit import fit
+    from llmcalc.costs.memory import memory
+    from llmcalc.inputs.gpus import load_gpu
+
+    spec, gpu = load_preset("qwen2.5-vl-7b"), load_gpu("h100-sxm")
+    w = Workload(batch=2, seq=16384, images=4, image_size=(1080, 1920))
+    r = fit(spec, gpu, w)
+    assert r.weights_bytes == memory(spec, w).weights_bytes == 2 * params(spec).total
+    assert r.activation_bytes >= 4 * spec.vision.activation_bytes(1080, 1920, spec.d_model, 2)
+    two = fit(spec, gpu, w.model_copy(update={"layout": w.layout.model_copy(update={"tp": 2})}))
+    assert two.weights_bytes < r.weights_bytes
+
+
+@pytest.mark.parametrize("topic", ["flops", "memory", "params"])
+def test_explain_works_out_the_images(cli_json, topic):
+    """explain with images: the vision steps sum to the commands' own figures (exit 0: every total matches)."""
+    r = cli_json("explain", topic, "-p", "qwen2.5-vl-7b", "--images", "2", "--image-size", "1080x1920",
+                 "--seq", "8192")
+    assert r["matches"]
+    if topic == "flops":
+        image = next(t for t in r["totals"] if t["component"] == "image")
+        assert image["value"] == sum(load_preset("qwen2.5-vl-7b").vision.flops(1080, 1920, 3584).values())
+    if topic == "memory":
+        assert "I" in next(s for s in r["steps"] if s["component"] == "activations")["symbols"]
+
+
+def test_memory_and_fit_cli_take_images(cli_json):
+    m = cli_json("memory", "-p", "llava-1.5-7b", "--images", "2", "--seq", "2048", "-b", "64")
+    assert m["images"] == 2 and m["vision_activation_bytes"] == 64 * 2 * 13_676_032
+    f = cli_json("fit", "-p", "llava-1.5-7b", "--gpu", "h100-sxm", "--images", "2", "--seq", "2048")
+    assert f["fits"]
+    r = run_cli("memory", "-p", "llama2-7b", "--images", "1")
+    assert r.returncode == 2 and "images" in r.stderr
+
+
+# Llama 3.2 Vision's tiled tower (mllama) ------------------------------------------------------------------------
+
+MLLAMA_SPEC = FIXTURES_DIR.parent / "llama-3.2-11b-vision.yaml"
+"""Llama 3.2 11B Vision as a llmcalc spec file (each number sourced in its comments)."""
+MLLAMA_11B_VISION = dict(image_size=560, patch_size=14, hidden_size=1280, num_hidden_layers=32, num_global_layers=8,
+                         attention_heads=16, intermediate_size=5120, vision_output_dim=7680, max_num_tiles=4,
+                         intermediate_layers_indices=[3, 7, 15, 23, 30],
+                         supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]])
+"""meta-llama/Llama-3.2-11B-Vision's vision_config (its config.json on the Hub); transformers' MllamaVisionConfig
+defaults differ (image_size 448), so every field is given."""
+MLLAMA_11B_TEXT = dict(cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38])
+"""Its text_config's cross-attention layers; the other fields are MllamaTextConfig's defaults, which are the 11B's
+(hidden 4096, 40 layers, 32 heads, 8 kv heads, FFN 14,336, vocabulary 128,256)."""
+
+
+def tiled_tower(v: dict):
+    from llmcalc.model.vision import TiledVisionTower
+
+    return TiledVisionTower(
+        kind="tiled", image_size=v["image_size"], patch_size=v["patch_size"], patch_bias=False, class_token=True,
+        pre_norm=True, post_norm=True, d_model=v["hidden_size"], n_layers=v["num_hidden_layers"],
+        heads=v["attention_heads"], d_ff=v["intermediate_size"], activation="gelu", max_tiles=v["max_num_tiles"],
+        aspect_ratios=len(v["supported_aspect_ratios"]), global_layers=v["num_global_layers"],
+        intermediate_layers=v["intermediate_layers_indices"],
+        projector=dict(kind="linear", concat=1 + len(v["intermediate_layers_indices"])))
+
+
+def test_mllama_tower_params_equal_transformers():
+    """The 11B's vision tower and projector against transformers' MllamaForConditionalGeneration on the meta device:
+    895,028,755 parameters (vision_model + multi_modal_projector); the whole model is 10,670,220,835 (the model
+    card's 10.6B)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    assert sum(tiled_tower(MLLAMA_11B_VISION).params(4096).values()) == vision == 895_028_755
+    assert sum(p.numel() for p in m.parameters()) == 10_670_220_835
+
+
+@pytest.mark.parametrize("size", [(1, 1), (100, 4000), (299, 561), (560, 560), (561, 560), (700, 1000),
+                                  (1080, 1920), (1120, 1120), (1500, 700), (2240, 560), (3000, 4000), (4000, 299)])
+def test_mllama_tiles_follow_the_processor(size):
+    """The tile arrangement against transformers' own canvas choice (get_optimal_tiled_canvas), max 4 tiles of
+    560 px; every image gives max_tiles · (40² + 1) = 6,404 image tokens (padding tiles masked, not dropped)."""
+    pytest.importorskip("transformers")
+    from transformers.models.mllama.image_processing_pil_mllama import get_optimal_tiled_canvas
+
+    tower = tiled_tower(MLLAMA_11B_VISION)
+    canvas = get_optimal_tiled_canvas(*size, 4, 560)
+    assert tower.tiles(*size) == (canvas[0] // 560, canvas[1] // 560)
+    assert tower.tokens(*size) == 6404 and tower.sequence(*size) == 4 * 1608
+
+
+MLLAMA_TINY_VISION = dict(image_size=28, patch_size=14, hidden_size=32, num_hidden_layers=3, num_global_layers=2,
+                          attention_heads=4, intermediate_size=48, vision_output_dim=96, max_num_tiles=2,
+                          intermediate_layers_indices=[0, 2], supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]])
+MLLAMA_TINY_TEXT = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=2, vocab_size=300, cross_attention_layers=[1, 3], bos_token_id=1,
+                        eos_token_id=2, pad_token_id=0)
+
+
+def tiny_mllama():
+    """A tiny MllamaForConditionalGeneration on the CPU, eager attention everywhere, and its vision_config."""
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    config = MllamaConfig(vision_config=MLLAMA_TINY_VISION, text_config=MLLAMA_TINY_TEXT, image_token_index=299)
+    config._attn_implementation = "eager"
+    config.vision_config._attn_implementation = config.text_config._attn_implementation = "eager"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return MllamaForConditionalGeneration(config).eval(), MLLAMA_TINY_VISION
+
+
+def tiny_mllama_spec() -> ModelSpec:
+    """The tiny model as a llmcalc spec: 4 layers, cross-attention at 1 and 3, one image of 2 tiles' 5 tokens."""
+    tower = tiled_tower(MLLAMA_TINY_VISION)
+    t = MLLAMA_TINY_TEXT
+    slots = [{"mixer": "cross_attention" if i in t["cross_attention_layers"] else "attention"} for i in range(4)]
+    return ModelSpec.model_validate(dict(
+        name="tiny-mllama", vocab_size=300, d_model=64, n_layers=4, max_seq_len=4096, tie_embeddings=False,
+        norm=dict(kind="rmsnorm"), positions=dict(kind="rope"), attention=dict(kind="gqa", heads=4, kv_heads=2,
+                                                                              head_dim=16),
+        ffn=dict(kind="gated", d_ff=96, activation="silu"),
+        mixers={"cross_attention": dict(kind="cross", heads=4, kv_heads=2, head_dim=16,
+                                        image_tokens=tower.tokens(28, 56), image_width=64)},
+        hybrid_pattern=slots, vision=tower.model_dump()))
+
+
+def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
+    """A tiny mllama tower (28 px tiles of 2 × 2 patches, up to 2 tiles, 3 local + 2 global layers, eager attention)
+    under FlopCounterMode: its vision_model and multi_modal_projector on one image as the processor gives it
+    (pixel_values padded to max tiles, aspect_ratio_ids, aspect_ratio_mask); parameters too."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model, v = tiny_mllama()
+    tower = tiled_tower(v)
+    vision = [p for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n]
+    assert sum(tower.params(64).values()) == sum(p.numel() for p in vision)
+    inputs = dict(pixel_values=torch.randn(1, 1, 2, 3, 28, 28), aspect_ratio_ids=torch.tensor([[2]]),
+                  aspect_ratio_mask=torch.tensor([[[1, 1]]]))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model.model.vision_model(**inputs).last_hidden_state  # (1, 1, T, N + 1, c·d)
+        states = model.model.multi_modal_projector(out)
+    assert states.reshape(-1, 64).shape[0] == tower.tokens(28, 56)
+    assert sum(tower.flops(28, 56, 64).values()) == counter.get_total_flops()
+
+
+def test_mllama_preset_params_equal_transformers():
+    """The llama-3.2-11b-vision spec (tests/fixtures) against transformers' MllamaForConditionalGeneration of the
+    checkpoint's config on the meta device: the vision tower and projector exactly (895,028,755); the language
+    model 9,775,159,312 = transformers' 9,775,192,080 less embed_tokens' 8 extra rows (8 × 4096, which llmcalc's
+    one vocab_size does not hold: the spec file says so); the 8 cross-attention layers' own parameters exactly."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers import MllamaConfig, MllamaForConditionalGeneration
+
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    language = sum(p.numel() for p in m.parameters()) - vision
+    r = params(load_spec_file(MLLAMA_SPEC))
+    assert r.vision == vision == 895_028_755
+    assert r.language == language - 8 * 4096 == 9_775_159_312
+    cross = sum(p.numel() for n, p in m.named_parameters() if ".cross_attn" in n or "cross_attn_" in n)
+    assert cross == sum(row.params for row in r.breakdown if row.component.startswith("cross_attention/"))
+
+
+def test_mllama_prefill_flops_and_cache_equal_transformers():
+    """The tiny mllama's whole forward (vision tower, projector, 4 text layers of which 2 cross-attention, logits
+    of every position) on a 12-token prompt with one 2-tile image, as the processor gives it (pixel_values padded to
+    max tiles, aspect_ratio_ids, aspect_ratio_mask, cross_attention_mask): FlopCounterMode's total is llmcalc's
+    prefill (dense attention, all logits) plus the tower's FLOPs per image (5,247,488). The cache transformers
+    builds: the self-attention layers 12 tokens, the cross-attention layers the image's 2 × 5 tokens, each K and V
+    of 2 kv heads × 16 in fp32: kv's bytes_per_token × 12 + state_bytes_per_sequence."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmcalc.costs.kv import kv_cache
+
+    model, _ = tiny_mllama()
+    spec, seq = tiny_mllama_spec(), 12
+    ids = torch.randint(3, 290, (1, seq))
+    ids[0, 2] = 299  # the image token
+    inputs = dict(input_ids=ids, pixel_values=torch.randn(1, 1, 2, 3, 28, 28), aspect_ratio_ids=torch.tensor([[2]]),
+                  aspect_ratio_mask=torch.tensor([[[1, 1]]]),
+                  cross_attention_mask=torch.ones(1, seq, 1, 2, dtype=torch.long))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model(**inputs, use_cache=True)
+    f = flops(spec, Workload(seq=seq, attention_core="dense", logits="all"))
+    assert f.prefill_flops + f.vision.flops_per_image == counter.get_total_flops() == 5_247_488
+    measured = sum(t.nbytes for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
+    kv = kv_cache(spec, Workload(seq=seq, kv_dtype="fp32"))
+    assert kv.state_bytes_per_sequence == 2 * 2 * 10 * 2 * 16 * 4
+    assert kv.total_bytes == kv.bytes_per_token * seq + kv.state_bytes_per_sequence == measured
+
+
+def test_mllama_kv_and_images(cli_json):
+    """The 11B's cross cache: 8 layers × 2 × 6,404 image tokens × 8 kv heads × 128 × 2 bytes = 209,846,272 bytes a
+    sequence, whatever the prompt's length; --images is refused (its images are the spec's)."""
+    r = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
+    assert r["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
+    assert r["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    bad = run_cli("kv", "--config", str(MLLAMA_SPEC), "--images", "1")
+    assert bad.returncode == 2 and "images" in bad.stderr
+
+
+def test_tiled_tower_survives_a_dump():
+    """A spec's model_dump keeps the tiled tower's own fields (validate's scaled copies and YAML round-trips rebuild
+    the spec from it); the reference tower refuses a tiled one with the field named."""
+    spec = load_spec_file(MLLAMA_SPEC)
+    assert ModelSpec.model_validate(spec.model_dump()) == spec
+    assert spec.model_dump()["vision"]["max_tiles"] == 4
+    pytest.importorskip("torch")
+    from llmcalc.errors import UserError
+    from llmcalc.reference.vision import measure_image
+
+    with pytest.raises(UserError, match="vision.kind"):
+        measure_image(spec.vision, spec.d_model, 560, 560)
+
+
+def test_mllama_hf_import_equals_the_spec_file(tmp_path):
+    """--hf-config on the 11B's config.json fields (model_type mllama, its text and vision configs) builds the spec
+    file's model: the same tower, cross-attention mixer and 5-layer cycle, 10,670,188,067 parameters."""
+    raw = dict(model_type="mllama", vision_config=MLLAMA_11B_VISION,
+               text_config=dict(model_type="mllama_text_model", **MLLAMA_11B_TEXT))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    spec, want = load_hf_config(tmp_path), load_spec_file(MLLAMA_SPEC)
+    assert (spec.vision, spec.mixers, spec.hybrid_pattern) == (want.vision, want.mixers, want.hybrid_pattern)
+    assert params(spec).total == params(want).total == 10_670_188_067
+    bad = dict(raw, text_config=dict(raw["text_config"], cross_attention_layers=[3, 99]))
+    (tmp_path / "config.json").write_text(json.dumps(bad))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and "cross_attention_layers" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_mllama_tiny_hf_import_equals_transformers(tmp_path):
+    """The tiny mllama's config imported: its vision tower and projector as transformers counts them, exactly;
+    its language model less embed_tokens' 8 extra rows (8 × 64)."""
+    pytest.importorskip("torch")
+    model, _ = tiny_mllama()
+    raw = dict(model_type="mllama", vision_config=MLLAMA_TINY_VISION,
+               text_config=dict(model_type="mllama_text_model", **MLLAMA_TINY_TEXT))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = params(load_hf_config(tmp_path))
+    vision = sum(p.numel() for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
+    assert r.vision == vision
+    assert r.language == sum(p.numel() for p in model.parameters()) - vision - 8 * 64

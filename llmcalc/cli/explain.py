@@ -18,6 +18,8 @@ from llmcalc.cli.options import (
     FormatOpt,
     GPUsOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     KVDtypeOpt,
     LogitsOpt,
     MLADecodeOpt,
@@ -32,6 +34,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
+    image_fields,
     load_gpu_named,
     load_model,
     weight_formats,
@@ -76,6 +79,8 @@ def explain(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -90,7 +95,8 @@ def explain(
     w = Workload(batch=batch, seq=seq, gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1), kv_dtype=kv_dtype,
                  weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
                  attention_core=attention, logits=logits, mla_decode=mla_decode,
-                 train=train, optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep))
+                 train=train, optimizer=optimizer, layout=Layout.of(gpus, tp, pp, dp, ep),
+                 **image_fields(images, image_size))
     device = load_gpu_named(gpu)
     tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
     report = work_out(topic, load_model(preset, config, hf_config), w, device, tm)

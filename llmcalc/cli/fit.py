@@ -17,6 +17,8 @@ from llmcalc.cli.options import (
     GPUsOpt,
     GroupOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     KVDtypeOpt,
     PPOpt,
     PresetOpt,
@@ -28,6 +30,7 @@ from llmcalc.cli.options import (
     WeightsFormatOpt,
     _count_opt,
     emit,
+    image_fields,
     load_gpu_named,
     load_model,
     weight_formats,
@@ -59,6 +62,8 @@ def fit(
                                              "activation workspace).", panel=GPUS)] = 8192,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -68,7 +73,8 @@ def fit(
 
     w = Workload(batch=batch, seq=seq, weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
                  kv_dtype=kv_dtype, group_size=group_size,
-                 reserve=reserve, prefill_chunk=prefill_chunk, layout=Layout.of(gpus, tp, pp, dp, ep))
+                 reserve=reserve, prefill_chunk=prefill_chunk, layout=Layout.of(gpus, tp, pp, dp, ep),
+                 **image_fields(images, image_size))
     device = load_gpu_named(gpu, "fit")
     tm = load_time_model(time_model, device, calibration)
     emit(check(load_model(preset, config, hf_config), device, w, tm), format, units, of=fit)

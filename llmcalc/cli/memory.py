@@ -14,6 +14,8 @@ from llmcalc.cli.options import (
     FormatOpt,
     GroupOpt,
     HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
     KVDtypeOpt,
     LoraOpt,
     LoraTargetsOpt,
@@ -28,6 +30,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     emit,
+    image_fields,
     load_model,
     lora_fields,
     weight_formats,
@@ -79,6 +82,8 @@ def memory(
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
         "--grad-dtype", help="Training: gradients' type (default: the weights'; fp32: Megatron's main gradients).",
         panel=TRAINING, metavar="DTYPE")] = None,
+    images: ImagesOpt = 0,
+    image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -102,5 +107,5 @@ def memory(
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
                  grad_dtype=grad_dtype, micro_batch=micro_batch,
                  layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp),
-                 **lora_fields(lora_rank, lora_targets))
+                 **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size))
     emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)

@@ -9,7 +9,8 @@ max_num_batched_tokens does).
 from __future__ import annotations
 
 from llmcalc.costs.memory import inference_activations
-from llmcalc.costs.shard import kv_per_gpu, weights_per_gpu
+from llmcalc.costs.shard import ceil_div, kv_per_gpu
+from llmcalc.costs.shard import weights_per_gpu as layer_weights_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -32,10 +33,20 @@ def holds(weights: int, workspace: int, kv: int, usable: int) -> bool:
     return weights + workspace + kv <= usable
 
 
+def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
+    """The most weight bytes a serving GPU holds (costs/shard.py), with a vision tower and projector split over
+    the tp GPUs of the first stage beside the embedding (costs/vision.py)."""
+    from llmcalc.costs.vision import tower_weight_bytes
+
+    return layer_weights_per_gpu(spec, w) + ceil_div(tower_weight_bytes(spec, w), w.layout.tp)
+
+
 def activation_workspace(spec: ModelSpec, w: Workload) -> int:
     """Peak activations of one prefill chunk (`prefill_chunk` tokens) on one GPU (residual stream plus the
-    largest transient)."""
-    return inference_activations(spec, 1, w.prefill_chunk, w)[0]
+    largest transient), or, when larger, the vision tower's peak encoding one sequence's images (costs/vision.py)."""
+    from llmcalc.costs.vision import tower_activation_bytes
+
+    return max(inference_activations(spec, 1, w.prefill_chunk, w)[0], tower_activation_bytes(spec, w, 1))
 
 
 def smallest_layout(spec: ModelSpec, gpu: GPU, batch: int, seq: int, w: Workload,

@@ -10,9 +10,16 @@ where it fits, and the decode throughput max_batch / tpot(max_batch) at S, the m
 
 from __future__ import annotations
 
-from llmcalc.costs.capacity import activation_workspace, holds, layout_hint, smallest_layout, usable_bytes
+from llmcalc.costs.capacity import (
+    activation_workspace,
+    holds,
+    layout_hint,
+    smallest_layout,
+    usable_bytes,
+    weights_per_gpu,
+)
 from llmcalc.costs.latency import latency
-from llmcalc.costs.shard import kv_per_gpu, weights_per_gpu
+from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel

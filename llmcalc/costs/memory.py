@@ -46,6 +46,9 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     enc_seq = spec.stack.encoder_length(w.encoder_seq, seq)
     if w.train and enc_seq:
         spec.stack.check_modelled("training memory")
+    if w.train and w.images:
+        raise UserError("`images`: training memory of a vision tower is not modelled; drop `images` (inference "
+                        "memory counts them)")
     if w.train:
         return training_memory(spec, w)
     layout = w.layout
@@ -62,16 +65,36 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     act, act_note = inference_activations(spec, batch, seq, w)
     if enc_seq:
         act, act_note = encoder_decoder_activations(spec, batch, enc_seq, w, act, act_note)
+    tower, image_kv, kv_note = image_memory(spec, w)
+    if tower > act:
+        act, act_note = tower, f"vision tower peak: {batch} × {w.images} images encoded together"
+    if enc_seq:
+        kv_note += f", + the cross-attention cache of {enc_seq:,} encoder positions"
     rows = [MemoryRow(component="weights", bytes=weights, note=w_note),
-            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}"
-                      + (f", + the cross-attention cache of {enc_seq:,} encoder positions" if enc_seq else "")),
+            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}" + kv_note),
             MemoryRow(component="activations", bytes=act, note=act_note)]
     return MemoryReport(
         model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
         weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=0, optimizer_bytes=0,
         total_bytes=sum(r.bytes for r in rows), dominant=max(rows, key=lambda r: r.bytes).component, breakdown=rows,
-        formula=FORMULA, notes=[],
+        formula=FORMULA, notes=[f"vision tower peak {tower:,} B for {batch} × {w.images} image(s) encoded together; "
+                                "activations are the larger of it and the language model's prefill peak"]
+        if w.images else [], images=w.images, vision_activation_bytes=tower, image_kv_bytes=image_kv,
     )
+
+
+def image_memory(spec: ModelSpec, w: Workload) -> tuple[int, int, str]:
+    """(the vision tower's activation peak for the batch's images, the image tokens' bytes of the KV cache, a note
+    for the cache row); zeros without images. Activations are the larger of the tower's peak and the language
+    model's prefill peak: the tower finishes before the language model's first layer."""
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.costs.vision import tower_activation_bytes
+
+    tower = tower_activation_bytes(spec, w, w.batch)
+    if not w.images:
+        return tower, 0, ""
+    image_kv = kv_cache(spec, w).image_bytes
+    return tower, image_kv, f"; {w.images} image(s) × {w.image_tokens(spec) // w.images:,} tokens hold {image_kv:,} B"
 
 
 def layer_peak_per_token(spec: ModelSpec, seq: int, w: Workload) -> tuple[int, str]:

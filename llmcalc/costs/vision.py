@@ -4,13 +4,14 @@ the prompt. See docs/vision.md.
   flops_per_image = patch embedding + Σ_layers (q, k, v, o, MLP, attention core) + projector   (VisionTower.flops)
   image_tokens    = images × tokens_per_image;   image_share = image_tokens / seq
   image time      = max(flops_per_image / (tp · peak · e_compute), tower weight bytes / (tp · bandwidth · e_memory))
+  tower peak      = B · images · a · (N·P + max(n·7·d, n·(3·d + (2|3)·f), projector))   (VisionTower.activation_bytes)
 """
 
 from __future__ import annotations
 
 from llmcalc.costs.kv import nbytes
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import ModelSpec
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.vision import VisionCost, VisionRow
 from llmcalc.workload import Workload
@@ -48,8 +49,30 @@ def image_seconds(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> floa
     tower = spec.vision
     if tower is None:
         return None
-    tp, formats = w.layout.tp, w.formats(spec)
+    tp = w.layout.tp
     flops = sum(tower.flops(*w.image_pixels(spec), spec.d_model).values())
-    weights = nbytes(sum(tower.params(spec.d_model).values()), formats.dense if formats.quantized else formats.default)
+    weights = tower_weight_bytes(spec, w)
     compute = flops / (tp * gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype))
     return max(compute, weights / (tp * gpu.bandwidth * tm.memory_efficiency))
+
+
+def tower_activation_bytes(spec: ModelSpec, w: Workload, sequences: int) -> int:
+    """Bytes the vision tower holds at its peak (weights apart) encoding the images of `sequences` sequences as
+    one batch: sequences · images · VisionTower.activation_bytes, in the activation dtype (0: no images). The
+    tower runs before the language model's layers, and its transients are freed before they start (the image
+    tokens it leaves are part of the prompt's residual stream, which the language model's peak counts)."""
+    w.check_images(spec)
+    if not w.images or spec.vision is None:
+        return 0
+    per_image = spec.vision.activation_bytes(*w.image_pixels(spec), spec.d_model, DTYPE_BITS[w.act_dtype] // 8)
+    return sequences * w.images * per_image
+
+
+def tower_weight_bytes(spec: ModelSpec, w: Workload) -> int:
+    """Bytes of the vision tower and projector stored as memory stores them (costs/weights.py): the plain format,
+    or the dense dtype when the language model is quantised (0: a text-only model)."""
+    if spec.vision is None:
+        return 0
+    formats = w.formats(spec)
+    dtype = formats.dense if formats.quantized else formats.default
+    return nbytes(sum(spec.vision.params(spec.d_model).values()), dtype)

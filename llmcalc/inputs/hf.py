@@ -29,6 +29,9 @@ _BERT = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attent
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": _LLAMA,
+    "mllama_text_model": dict(_LLAMA, vocab_size=128256, intermediate_size=14336, num_hidden_layers=40,
+                              num_key_value_heads=8, max_position_embeddings=131072, hidden_act="silu",
+                              cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38]),
     "mistral": dict(_LLAMA, intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=131072,
                     sliding_window=4096),
     "mixtral": dict(_LLAMA, intermediate_size=14336, num_key_value_heads=8, max_position_embeddings=131072,
@@ -123,9 +126,16 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                        vision=dict(depth=32, hidden_size=3584, intermediate_size=3420, num_heads=16, in_channels=3,
                                    patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
                                    out_hidden_size=3584, fullatt_block_indexes=[7, 15, 23, 31], hidden_act="silu")),
+    "mllama": dict(text_model_type="mllama_text_model",
+                   vision=dict(hidden_size=1280, hidden_act="gelu", num_hidden_layers=32, num_global_layers=8,
+                               attention_heads=16, num_channels=3, intermediate_size=5120, image_size=448,
+                               patch_size=14, max_num_tiles=4, intermediate_layers_indices=[3, 7, 15, 23, 30],
+                               supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1],
+                                                        [4, 1]])),
 }
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
-with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig)."""
+with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
+with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560)."""
 QWEN_PIXELS = (3136, 12845056)
 """Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
 (https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/preprocessor_config.json); config.json has none."""
@@ -199,7 +209,9 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
-    if vlm is not None:
+    if vlm is not None and outer_raw["model_type"] == "mllama":
+        spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
+    elif vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
     return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
 
@@ -243,6 +255,39 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
                         '"default" (class token dropped) with biases is known; set them so or write a llmcalc spec')
     return tower | dict(patch_bias=False, class_token=True, pre_norm=True,
                         projector=dict(kind="mlp", activation=_act(c["projector_hidden_act"])))
+
+
+def _mllama(c: dict, v: dict) -> dict[str, Any]:
+    """Llama 3.2 Vision's tiled tower (llmcalc/model/vision.py TiledVisionTower) and its text layers at
+    cross_attention_layers as gated cross-attention (llmcalc/model/cross_attention.py) over one image's tokens,
+    max_num_tiles · ((image_size / patch_size)² + 1), placed by hybrid_pattern (its shortest repeating cycle)."""
+    if not isinstance(v, dict):
+        raise UserError("config.json: vision_config: give a JSON object, or leave it out")
+    for key in ("hidden_size", "num_hidden_layers", "num_global_layers", "attention_heads", "num_channels",
+                "intermediate_size", "image_size", "patch_size", "max_num_tiles"):
+        if type(v.get(key)) is not int or v[key] <= 0:
+            raise UserError(f"config.json: vision_config.{key} is {repr(v.get(key))[:40]}, not a whole number > 0; "
+                            f"fix vision_config.{key}")
+    n, cross = c["num_hidden_layers"], c["cross_attention_layers"]
+    if not (isinstance(cross, list) and all(type(i) is int and 0 <= i < n for i in cross)):
+        raise UserError(f"config.json: text_config.cross_attention_layers: give layer indices in 0..{n - 1}")
+    ratios, layers = v["supported_aspect_ratios"], v["intermediate_layers_indices"]
+    if not (isinstance(ratios, list) and ratios and isinstance(layers, list)):
+        raise UserError("config.json: vision_config.supported_aspect_ratios and intermediate_layers_indices: give "
+                        "lists (the 11B: 8 ratios, layers [3, 7, 15, 23, 30])")
+    tile_tokens = (v["image_size"] // v["patch_size"]) ** 2 + 1
+    tower = dict(kind="tiled", image_size=v["image_size"], patch_size=v["patch_size"], channels=v["num_channels"],
+                 patch_bias=False, class_token=True, pre_norm=True, post_norm=True, d_model=v["hidden_size"],
+                 n_layers=v["num_hidden_layers"], heads=v["attention_heads"], d_ff=v["intermediate_size"],
+                 activation=_act(v["hidden_act"]), max_tiles=v["max_num_tiles"], aspect_ratios=len(ratios),
+                 global_layers=v["num_global_layers"], intermediate_layers=list(layers),
+                 projector=dict(kind="linear", concat=1 + len(layers)))
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    kinds = ["cross_attention" if i in cross else "attention" for i in range(n)]
+    mixer = dict(kind="cross", heads=h, kv_heads=c.get("num_key_value_heads") or h, head_dim=_div(d, h),
+                 image_tokens=v["max_num_tiles"] * tile_tokens, image_width=d)
+    return dict(vision=tower, mixers={"cross_attention": mixer},
+                hybrid_pattern=[{"mixer": k} for k in _shortest_cycle(kinds)])
 
 
 _DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}

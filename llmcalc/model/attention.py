@@ -55,8 +55,8 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.deltanet", "llmcalc.model.sparse_attention",
-                                                  "llmcalc.model.state_space")
+    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.cross_attention", "llmcalc.model.deltanet",
+                                                  "llmcalc.model.sparse_attention", "llmcalc.model.state_space")
     """Gated DeltaNet (with Mamba-2, which it builds on); Longformer, Linformer, Reformer and DSA; Mamba-2: loaded
     when a spec names one of their kinds (Variant), in the order a package walk imports them."""
     affine_after_knee: ClassVar[bool] = False

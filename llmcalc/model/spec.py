@@ -16,7 +16,7 @@ from llmcalc.model.ffn import FFN
 from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
 from llmcalc.model.stack import Decoder, Stack
-from llmcalc.model.vision import VisionTower
+from llmcalc.model.vision import VisionTowerSpec
 
 AttentionSpec = Annotated[Attention, ByKind()]
 """Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
@@ -95,7 +95,7 @@ class ModelSpec(Frozen):
     """What the layers are for: a generating decoder (default) or a bidirectional encoder."""
     checkpoint: Checkpoint | None = None
     """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
-    vision: VisionTower | None = None
+    vision: VisionTowerSpec | None = None
     """A vision-language model's image encoder and projector (llmcalc/model/vision.py); None: text only."""
 
     @model_validator(mode="after")

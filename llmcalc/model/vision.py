@@ -14,8 +14,9 @@ f its MLP width, D the language model's width, m the patch merger's side.
 import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, SerializeAsAny, model_validator
 
+from llmcalc.errors import UserError
 from llmcalc.model.attention import linear
 from llmcalc.model.base import ByKind, Frozen, Parts, PosInt, Variant
 from llmcalc.model.ffn import Activation, mlp_params
@@ -57,9 +58,18 @@ class Projector(Variant):
         """params as text over d_img (the tower's width), d (the language model's) and the projector's symbols."""
         raise NotImplementedError
 
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """Elements one image holds at the projector's peak, the encoder's output (`encoder` × d) included."""
+        raise NotImplementedError
+
     def explain_symbols(self) -> dict[str, int]:
         """The projector's own explain symbols (none)."""
         return {}
+
+    def explain_matmuls(self) -> dict[str, str]:
+        """Weights each image token is multiplied by, per matmul, as text (matmuls)."""
+        return {k: v.removesuffix(" + d").removesuffix(" + (m_img · m_img · d_img)")
+                for k, v in self.explain_params().items() if k in self.matmuls(1, 1)}
 
 
 class MLPProjector(Projector):
@@ -83,6 +93,10 @@ class MLPProjector(Projector):
 
     def explain_params(self) -> dict[str, str]:
         return {"linear_1": "d_img · d + d", "linear_2": "d · d + d"}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """n·d + 2·T·D: the encoder's output, then linear_1's output and its activation (then that and linear_2's)."""
+        return encoder * d_vision + 2 * tokens * d_text
 
 
 class PoolProjector(Projector):
@@ -123,6 +137,10 @@ class PoolProjector(Projector):
     def explain_params(self) -> dict[str, str]:
         return {"norm": "d_img", "linear": "d_img · d"}
 
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """n·d + 2·T·d + T·D: the encoder's output, the pooled grid, its normed copy and the projection."""
+        return encoder * d_vision + 2 * tokens * d_vision + tokens * d_text
+
 
 class MergerProjector(Projector):
     """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
@@ -156,6 +174,12 @@ class MergerProjector(Projector):
     def explain_symbols(self) -> dict[str, int]:
         return {"m_img": self.merge}
 
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d, its normed copy, the m × m blocks gathered (a copy) and fc1's output, each
+        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them."""
+        wide = tokens * self.merge**2 * d_vision
+        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text)
+
 
 ProjectorSpec = Annotated[Projector, ByKind()]
 
@@ -169,6 +193,7 @@ class VisionTower(Frozen):
     not in full_layers (Qwen2.5-VL: 112 px / 14 = 8); None: every layer attends to the whole image.
     """
 
+    kind: Literal["vit", "tiled"] = "vit"
     image_size: PosInt
     resize: Literal["fixed", "dynamic"] = "fixed"
     min_pixels: PosInt | None = None
@@ -194,10 +219,16 @@ class VisionTower(Frozen):
     window: PosInt | None = None
     full_layers: list[int] = Field(default_factory=list)
     projector: ProjectorSpec
+    check_images: ClassVar[object] = None
+    """A tower whose images a workload may not set (a method raising UserError with the fix); None: any."""
     explain_legend: ClassVar[dict[str, str]] = {
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
-        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side"}
+        "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side",
+        "N_p": "patches of one image after the processor's resize", "n_img": "tokens the encoder runs on: N_p (+1 "
+        "class token)", "T_img": "image tokens one image gives the language model", "I": "images per sequence",
+        "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
+        "m_proj": "elements one image holds at the projector's peak (Projector.activation_elements)"}
 
     @model_validator(mode="after")
     def _consistent(self) -> "VisionTower":
@@ -343,6 +374,45 @@ class VisionTower(Frozen):
         tokens = self.projector.tokens(gh, gw)
         return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
 
+    def explain_image_symbols(self, height: int, width: int, d_text: int) -> dict[str, int]:
+        """The per-image explain symbols of an image of height × width pixels: N_p, n_img, T_img, P_img, m_proj."""
+        gh, gw = self.grid(height, width)
+        pairs, n, tokens = self.pairs(height, width), self.sequence(height, width), self.tokens(height, width)
+        core = (self.n_layers - self.window_layers) * pairs["full"] + self.window_layers * pairs.get("window", 0)
+        return {"N_p": gh * gw, "n_img": n, "T_img": tokens, "P_img": core,
+                "m_proj": self.projector.activation_elements(n, self.d_model, d_text, tokens)}
+
+    def explain_flops(self) -> dict[str, str]:
+        """flops as text for one image, component by component (symbols: explain_image_symbols)."""
+        out = {"vision/patch_embedding": "2 · N_p · px · d_img"}
+        out |= {f"vision/layers/attention/{k}": "2 · L_img · n_img · d_img · d_img" for k in ("q", "k", "v", "o")}
+        out |= {f"vision/layers/attention/core_{k}": "2 · P_img · d_img" for k in ("qk", "av")}
+        for k in mlp_params(1, 1, gated=self.gated, bias=False):
+            out[f"vision/layers/mlp/{k}"] = "2 · L_img · n_img · d_img · f_img"
+        return out | {f"projector/{k}": f"2 · T_img · {w}" for k, w in self.projector.explain_matmuls().items()}
+
+    def explain_activations(self) -> str:
+        """activation_bytes as text over a (bytes per element) and explain_image_symbols."""
+        mlp = "3 · f_img" if self.gated else "2 · f_img"
+        return f"a · (N_p · px + max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
+
+    # ── activations ──────────────────────────────────────────────────────────────────────────────
+    def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
+        """Bytes one image holds at the tower's peak (its weights apart), elements of `act` bytes, attention on
+        a flash kernel (SDPA: no n × n scores). The pixel values N·P are held throughout (the caller keeps
+        them); beside them the largest stage of:
+          an attention layer, n·7·d: the layer's input, the normed input, q, k, v, the kernel's output and its
+            (n, d) copy with the heads gathered (window layers hold no more than a full one);
+          an MLP, n·(3·d + 2·f) (gated 3·f): the layer's input, the residual after attention, the normed input,
+            the first matrix's output and its activation (gated: the activated gate, up and their product);
+          the projector (Projector.activation_elements), over the encoder's output.
+        B sequences of `images` images, encoded as one batch, hold B · images times this."""
+        gh, gw = self.grid(height, width)
+        n, d, f = self.sequence(height, width), self.d_model, self.d_ff
+        layer = n * max(7 * d, 3 * d + (3 if self.gated else 2) * f)
+        head = self.projector.activation_elements(n, d, d_text, self.projector.tokens(gh, gw))
+        return act * (gh * gw * self.patch_inputs + max(layer, head))
+
     @property
     def label(self) -> str:
         attn = f"window {self.window} + {len(self.full_layers)} full layers" if self.window else "full attention"
@@ -353,3 +423,186 @@ def _squares(side: int, window: int) -> int:
     """Σ of the squared tile sizes when `side` is cut into tiles of `window` from the start: q·w² + r²."""
     q, r = divmod(side, window)
     return q * window * window + r * r
+
+
+class LinearProjector(Projector):
+    """Llama 3.2 Vision (mllama): the encoder's last output and `concat` − 1 intermediate layers' outputs
+    concatenated per token (concat·d), one Linear(concat·d → D) with a bias, on every token of every tile (class
+    token included)."""
+
+    kind: Literal["linear"] = "linear"
+    concat: PosInt = 1
+    label: ClassVar[str] = "concatenated layers + linear"
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """g_h · g_w: one token per patch (the tower adds the class token and the tiles)."""
+        return grid_h * grid_w
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """c·d·D + D."""
+        return {"linear": linear(self.concat * d_vision, d_text, True)}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"linear": self.concat * d_vision * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"linear": "c_img · d_img · d + d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"c_img": self.concat}
+
+    def explain_matmuls(self) -> dict[str, str]:
+        return {"linear": "c_img · d_img · d"}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The concatenated features c·n·d and the projection n·D."""
+        return self.concat * encoder * d_vision + tokens * d_text
+
+
+def tile_grid(height: int, width: int, tile: int, max_tiles: int) -> tuple[int, int]:
+    """(rows, columns) of tiles Llama 3.2 Vision's processor cuts an image of height × width pixels into: of every
+    canvas of r × c tiles with r·c ≤ max_tiles, the image fits at scale s = min(r·tile / height, c·tile / width);
+    the smallest s ≥ 1 is taken (the least upscaling), else the largest s < 1 (the least downscaling); among
+    canvases at that scale, the smallest area. Exact arithmetic (fractions), as the processor's floats give
+    for every size tested (tests/test_vision.py)."""
+    from fractions import Fraction
+
+    shapes = [(r, c) for r in range(1, max_tiles + 1) for c in range(1, max_tiles + 1) if r * c <= max_tiles]
+    scale = {s: min(Fraction(s[0] * tile, height), Fraction(s[1] * tile, width)) for s in shapes}
+    up = [v for v in scale.values() if v >= 1]
+    best = min(up) if up else max(scale.values())
+    return min((s for s in shapes if scale[s] == best), key=lambda s: s[0] * s[1])
+
+
+class TiledVisionTower(VisionTower):
+    """Llama 3.2 Vision's tower (transformers' MllamaVisionModel): each image resized into a canvas of up to
+    `max_tiles` tiles of image_size² pixels (tile_grid), padded with empty tiles to max_tiles; every tile's
+    patches + a class token, padded to a multiple of `pad_to` tokens; a local encoder of n_layers and a global
+    encoder of global_layers (gated residuals, tanh gates), both over all max_tiles · n_pad tokens of an image
+    (padding masked, not skipped); learned positions gated, per-aspect-ratio tile embeddings before (pre-tile,
+    T·d per ratio) and after the local encoder (post-tile), and a per-ratio, per-tile, per-position table
+    (T·n_pos·d per ratio, +1 row each for the padding id 0). The projector reads the global encoder's output
+    concatenated with `intermediate_layers` of the local one. Attention has no biases, the MLP has."""
+
+    kind: Literal["tiled"] = "tiled"
+    max_tiles: PosInt
+    aspect_ratios: PosInt
+    """Tile arrangements the checkpoint has embeddings for (8 for max_tiles 4: 1×1 … 4×1)."""
+    global_layers: PosInt
+    intermediate_layers: list[int]
+    pad_to: PosInt = 8
+    attention_bias: bool = False
+
+    @model_validator(mode="after")
+    def _tiled(self) -> "TiledVisionTower":
+        if any(not 0 <= i < self.n_layers for i in self.intermediate_layers):
+            raise ValueError(f"vision.intermediate_layers: give layer indices in 0..{self.n_layers - 1}")
+        if self.projector.kind != "linear" or self.projector.concat != 1 + len(self.intermediate_layers):
+            raise ValueError("vision.projector: a tiled tower's projector is linear over 1 + len(intermediate_layers) "
+                             f"concatenated outputs; give kind linear, concat {1 + len(self.intermediate_layers)}")
+        return self
+
+    def tiles(self, height: int, width: int) -> tuple[int, int]:
+        """(rows, columns) of real tiles of an image of height × width (tile_grid)."""
+        return tile_grid(height, width, self.image_size, self.max_tiles)
+
+    def grid(self, height: int, width: int) -> tuple[int, int]:
+        """One tile's patch grid, whatever the image (each tile is image_size² pixels)."""
+        side = self.image_size // self.patch_size
+        return side, side
+
+    @property
+    def tile_tokens(self) -> int:
+        """Tokens of one tile: patches + the class token."""
+        return (self.image_size // self.patch_size) ** 2 + 1
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image tokens the language model's cross-attention reads per image: max_tiles · (patches + 1), padding
+        tiles included (the processor pads every image to max_tiles; their rows are masked, not dropped)."""
+        return self.max_tiles * self.tile_tokens
+
+    def sequence(self, height: int, width: int) -> int:
+        """Tokens each encoder layer runs on per image: max_tiles · (patches + 1 rounded up to pad_to)."""
+        return self.max_tiles * -(-self.tile_tokens // self.pad_to) * self.pad_to
+
+    def pairs(self, height: int, width: int) -> dict[str, int]:
+        n = self.sequence(height, width)
+        return {"full": n * n}
+
+    @property
+    def window_layers(self) -> int:
+        return 0
+
+    def layer_params(self) -> Parts:
+        """One local layer: q, k, v, o (d², + d with attention_bias), the MLP (with biases), two LayerNorms."""
+        d = self.d_model
+        parts = {f"attention/{k}": linear(d, d, self.attention_bias) for k in ("q", "k", "v", "o")}
+        parts |= {f"mlp/{k}": v for k, v in mlp_params(d, self.d_ff, gated=self.gated, bias=self.bias).items()}
+        return parts | {"norms/layer": 2 * norm_params(self.norm, d)}
+
+    def params(self, d_text: int) -> Parts:
+        """patch embedding C·p²·d; class d; gated positions n_pos·d + 1 and the tile-position table
+        (A + 1)·T·n_pos·d; pre- and post-tile embeddings (A + 1)·T·d + 1 each; local layers L·layer; global
+        layers G·(layer + 2 gates); pre and post LayerNorms; the projector."""
+        d, a, t, n_pos = self.d_model, self.aspect_ratios + 1, self.max_tiles, self.tile_tokens
+        parts = {"vision/patch_embedding": self.patch_inputs * d, "vision/class_embedding": d,
+                 "vision/position_embedding": n_pos * d + 1 + a * t * n_pos * d,
+                 "vision/tile_embedding": 2 * (a * t * d + 1)}
+        layer = self.layer_params()
+        parts |= {f"vision/layers/{k}": self.n_layers * v for k, v in layer.items()}
+        parts |= {f"vision/global_layers/{k}": self.global_layers * v for k, v in layer.items()}
+        parts["vision/global_layers/gates"] = 2 * self.global_layers
+        parts["vision/norms/outer"] = 2 * norm_params(self.norm, d)
+        return parts | {f"projector/{k}": v for k, v in self.projector.params(d, d_text).items()}
+
+    def flops(self, height: int, width: int, d_text: int) -> Parts:
+        """Matmul FLOPs of one image (every one of its max_tiles tiles, padding ones included): patch embedding
+        2·T·N_p·C·p²·d; per layer (local and global alike) over n = T·n_pad tokens 2·n·d² for each of q, k, v, o,
+        2·n·d·f per MLP matrix, 2·n²·d for QKᵀ and again for AV (every pair: padding is masked, not skipped); the
+        projector 2 · T·(N_p + 1) · c·d · D; and the padding mask, built as the outer product of the tokens'
+        kept flags (n × 1 by 1 × n, 2·n², a matmul in transformers)."""
+        gh, gw = self.grid(height, width)
+        d, n, layers = self.d_model, self.sequence(height, width), self.n_layers + self.global_layers
+        out = {"vision/patch_embedding": MAC * self.max_tiles * gh * gw * self.patch_inputs * d,
+               "vision/attention_mask": MAC * n * n}
+        for k in ("q", "k", "v", "o"):
+            out[f"vision/layers/attention/{k}"] = layers * MAC * n * d * d
+        out["vision/layers/attention/core_qk"] = out["vision/layers/attention/core_av"] = layers * MAC * n * n * d
+        for k in mlp_params(d, self.d_ff, gated=self.gated, bias=False):
+            out[f"vision/layers/mlp/{k}"] = layers * MAC * n * d * self.d_ff
+        tokens = self.tokens(height, width)
+        return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
+
+    def check_images(self) -> None:
+        """Images of a workload: this tower's image tokens are in the cross-attention layers' cache, sized in the
+        spec (mixers.cross_attention.image_tokens), not in the prompt."""
+        raise UserError("`images`: Llama 3.2 Vision's images enter through its cross-attention layers, whose cache the "
+                        "spec sizes (mixers.cross_attention.image_tokens: one image, 6,404 tokens); drop `images`")
+
+    def explain_symbols(self) -> dict[str, int]:
+        raise UserError("explain: Llama 3.2 Vision's tiled tower is not worked out yet; see `llmcalc params` and "
+                        "`llmcalc flops`")
+
+    def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
+        raise UserError("`images`: the activations of Llama 3.2 Vision's tiled tower are not modelled yet; drop "
+                        "`images` from memory and fit")
+
+    @property
+    def label(self) -> str:
+        return (f"tiled ViT {self.n_layers}+{self.global_layers}×{self.d_model}, patch {self.patch_size}, "
+                f"up to {self.max_tiles} tiles of {self.image_size} px, {self.projector.label}")
+
+
+def _tower(value: object) -> object:
+    """A vision dict's class by its `kind` (vit: VisionTower, the default; tiled: TiledVisionTower)."""
+    if isinstance(value, dict):
+        kinds = {"vit": VisionTower, "tiled": TiledVisionTower}
+        kind = value.get("kind", "vit")
+        if kind not in kinds:
+            raise ValueError(f"vision.kind: {kind!r} is not one of {', '.join(kinds)}")
+        return kinds[kind].model_validate(value)
+    return value
+
+
+VisionTowerSpec = Annotated[SerializeAsAny[VisionTower], BeforeValidator(_tower)]
+"""A vision tower of any kind, picked by its `kind` (default vit), dumped with its own kind's fields."""

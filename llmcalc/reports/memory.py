@@ -58,6 +58,13 @@ class MemoryReport(Report):
     """Training: sequence parallelism (over the tp GPUs)."""
     vpp: int = 1
     """Training: virtual stages per pipeline GPU (1: the 1F1B schedule; more: interleaved)."""
+    images: int = 0
+    """Images per sequence (a vision-language model); their image tokens are part of seq."""
+    vision_activation_bytes: int = 0
+    """The vision tower's activation peak over batch × images images encoded together (docs/vision.md#memory);
+    activation_bytes is the larger of it and the language model's prefill peak."""
+    image_kv_bytes: int = 0
+    """Of kv_cache_bytes, what the image tokens hold."""
     grad_dtype: str | None = None
     """Training: the gradients' type."""
     micro_batches: int = 1

@@ -220,7 +220,19 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
              "decode: one new token per sequence, attending to S + 1 keys (min(S + 1, W) in a sliding layer)"]
     if note := a.explain_decode_note(conv.mla_decode):
         notes.append(note)
+    if spec.vision and r.vision is not None:
+        totals.append(_image_flops(spec, conv, r.vision.flops_per_image, steps, notes))
     return _report("flops", spec, conv, steps, totals, conventions, notes, gen=gen)
+
+
+def _image_flops(spec: ModelSpec, w: Workload, check: int, steps: list[ExplainStep], notes: list[str]) -> ExplainTotal:
+    """One image through the vision tower and projector (VisionTower.explain_flops), added to `steps`; its total."""
+    tower, (height, width) = spec.vision, w.image_pixels(spec)
+    env = env_of(spec) | tower.explain_symbols() | tower.explain_image_symbols(height, width, spec.d_model)
+    steps += [step(f"image/{k}", f, env, "FLOPs") for k, f in tower.explain_flops().items()]
+    notes.append(f"image/*: one {height}×{width} image, apart from the totals above (`llmcalc flops`: vision); "
+                 "the encoder's attention is bidirectional, every pair counted")
+    return sum_total("image", steps, "image/", check, "llmcalc flops: vision.flops_per_image")
 
 
 def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[str, dict]:
@@ -257,11 +269,19 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
         rot = a.rope_dim - a.rope_dim % 2 if spec.positions.rotary else 0
         at = env | {"m": m, "d_rot": rot}
         peak = "S · (8 + 2 · a · d_rot) + max(B · S · (2 · a · d + m), a · B · S · d + B · (a · d + (a + 4) · V))"
+        if w.images:  # the tower finishes before the language model's first layer: the larger peak
+            tower = spec.vision
+            at |= tower.explain_symbols() | tower.explain_image_symbols(*w.image_pixels(spec), spec.d_model)
+            at |= {"I": w.images}
+            peak = f"max({peak}, B · I · {tower.explain_activations()})"
         steps.append(step("activations", peak, at, "bytes"))
         notes = ["activations: the prefill peak (docs/formulas.md#inference-peak): the residual stream and the "
                  f"normed input (2·a·d per token) plus the largest layer stage, m bytes per token (here the {what}'s), "
                  "or at the head the last positions' logits in the activation dtype and in fp32; plus per position "
                  "its index (int64) and RoPE's cos and sin; flash attention"]
+        if w.images:
+            notes.append("images: the vision tower encodes the batch's B · I images together before the language "
+                         "model runs; its peak (docs/vision.md#memory) and the language model's are not held at once")
     else:
         master = "master + states" if w.weights_dtype != "fp32" else "states"
         at = env | {"master": 4, "states": OPTIMIZER_BYTES[w.optimizer]}
