@@ -100,6 +100,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
                    num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
                    chunk_size=256, tie_word_embeddings=False),
+    "mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2, conv_kernel=4,
+                  use_bias=False, use_conv_bias=True, time_step_rank="auto", tie_word_embeddings=True),
+    "falcon_mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2,
+                         conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank="auto",
+                         tie_word_embeddings=True),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -193,7 +198,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
-             "qwen3_next": _qwen3_next}.get(mt, _decoder)
+             "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
@@ -510,6 +515,31 @@ def _mamba2(mt: str, c: dict) -> dict[str, Any]:
         attention=dict(kind="mamba2", heads=h, head_dim=p, state_size=c["state_size"], groups=c["n_groups"],
                        conv_kernel=c["conv_kernel"], chunk_size=c["chunk_size"], bias=c["use_bias"],
                        conv_bias=c["use_conv_bias"]),
+        ffn=dict(kind="none"),
+    )
+
+
+def _dt_rank(rank: Any, d: int, field: str) -> int:
+    """Δ's projection rank: ⌈d / 16⌉ for "auto" (transformers' MambaConfig, JambaConfig), else the int given."""
+    if rank == "auto":
+        return -(-d // 16)
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise UserError(f"config.json: {field}: {rank!r} is not a positive int or \"auto\"; give one")
+    return rank
+
+
+def _mamba(mt: str, c: dict) -> dict[str, Any]:
+    """Mamba-1 and Falcon-Mamba: every layer an RMSNorm and the selective-scan mixer, no FFN, no positions;
+    I = expand·d (int, as transformers), R = ⌈d / 16⌉ for "auto". Falcon-Mamba's norms over Δ, B and C are
+    weightless (buffers, no parameters), so both import alike."""
+    d = c["hidden_size"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=NO_POSITION_LIMIT, tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=1, final=True), positions=dict(kind="none"),
+        attention=dict(kind="mamba", inner=int(c["expand"] * d), state_size=c["state_size"],
+                       conv_kernel=c["conv_kernel"], dt_rank=_dt_rank(c["time_step_rank"], d, "time_step_rank"),
+                       bias=c["use_bias"], conv_bias=c["use_conv_bias"]),
         ffn=dict(kind="none"),
     )
 
