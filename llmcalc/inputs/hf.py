@@ -105,6 +105,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon_mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2,
                          conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank="auto",
                          tie_word_embeddings=True),
+    "jamba": dict(vocab_size=65536, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                  num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                  max_position_embeddings=262144, num_experts_per_tok=2, num_experts=16, expert_layer_period=2,
+                  expert_layer_offset=1, attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16,
+                  mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=False),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -198,7 +203,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
-             "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba}.get(mt, _decoder)
+             "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
+             "jamba": _jamba}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
@@ -541,6 +547,34 @@ def _mamba(mt: str, c: dict) -> dict[str, Any]:
                        conv_kernel=c["conv_kernel"], dt_rank=_dt_rank(c["time_step_rank"], d, "time_step_rank"),
                        bias=c["use_bias"], conv_bias=c["use_conv_bias"]),
         ffn=dict(kind="none"),
+    )
+
+
+def _jamba(mt: str, c: dict) -> dict[str, Any]:
+    """Jamba: Mamba-1 layers (with RMSNorms over Δ, B and C) and GQA attention without positions, one every
+    attn_layer_period from attn_layer_offset; the MoE FFN every expert_layer_period from expert_layer_offset, a
+    gated MLP of the same width elsewhere (all of them when num_experts is 1); two norms per layer."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    for period, offset in (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset")):
+        if not (isinstance(c[period], int) and isinstance(c[offset], int) and 0 <= c[offset] < c[period]):
+            raise UserError(f"config.json: {offset}: give an int from 0 to {period} − 1")
+    moe = c["num_experts"] > 1
+    slots = [dict(mixer="attention" if i % c["attn_layer_period"] == c["attn_layer_offset"] else "mamba",
+                  ffn="ffn" if not moe or i % c["expert_layer_period"] == c["expert_layer_offset"] else "dense")
+             for i in range(n_layers)]
+    act, d_ff = _act(c["hidden_act"]), c["intermediate_size"]
+    ffn = (dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"], d_ff=d_ff, activation=act,
+                dense_d_ff=d_ff) if moe else dict(kind="gated", d_ff=d_ff, activation=act))
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="none"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c.get("num_key_value_heads") or h, head_dim=_div(d, h)),
+        ffn=ffn,
+        mixers={"mamba": dict(kind="mamba", inner=int(c["mamba_expand"] * d), state_size=c["mamba_d_state"],
+                              conv_kernel=c["mamba_d_conv"], dt_rank=_dt_rank(c["mamba_dt_rank"], d, "mamba_dt_rank"),
+                              bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"], dt_norms=True)},
+        hybrid_pattern=_shortest_cycle(slots),
     )
 
 
