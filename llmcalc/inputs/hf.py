@@ -110,6 +110,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                   max_position_embeddings=262144, num_experts_per_tok=2, num_experts=16, expert_layer_period=2,
                   expert_layer_offset=1, attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16,
                   mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=False),
+    "falcon_h1": dict(vocab_size=128000, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                      max_position_embeddings=8192, mamba_d_ssm=1024, mamba_n_heads=128, mamba_d_head="auto",
+                      mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256,
+                      mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False, projectors_bias=False,
+                      attention_bias=False, mlp_bias=False, head_dim=None),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -204,7 +210,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
-             "jamba": _jamba}.get(mt, _decoder)
+             "jamba": _jamba, "falcon_h1": _falcon_h1}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None:
         spec["vision"] = _vision(outer_raw["model_type"], vlm | {k: v for k, v in outer_raw.items() if v is not None})
@@ -575,6 +581,36 @@ def _jamba(mt: str, c: dict) -> dict[str, Any]:
                               conv_kernel=c["mamba_d_conv"], dt_rank=_dt_rank(c["mamba_dt_rank"], d, "mamba_dt_rank"),
                               bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"], dt_norms=True)},
         hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _falcon_h1(mt: str, c: dict) -> dict[str, Any]:
+    """Falcon-H1: every layer runs GQA attention (RoPE) and a Mamba-2 mixer side by side on the same normed
+    input (a `parallel` mixer), then a gated MLP; two norms per layer. The Mamba's width is mamba_d_ssm (else
+    mamba_expand·d), its head dim that over mamba_n_heads for "auto"; its gated norm only with mamba_rms_norm.
+    The µP multipliers scale activations and have no parameters."""
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    inner = c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None else int(c["mamba_expand"] * d)
+    heads = c["mamba_n_heads"]
+    head_dim = c["mamba_d_head"] if c["mamba_d_head"] != "auto" else inner // heads
+    if not isinstance(head_dim, int) or head_dim * heads != inner:
+        raise UserError(f"config.json: mamba_d_head: {head_dim!r} × mamba_n_heads {heads} is not the Mamba width "
+                        f"{inner}; give a head dim that fits (or \"auto\")")
+    attention = dict(kind="gqa", heads=h, kv_heads=c.get("num_key_value_heads") or h,
+                     head_dim=c.get("head_dim") or _div(d, h), qkv_bias=c["attention_bias"], o_bias=c["attention_bias"])
+    mamba = dict(kind="mamba2", heads=heads, head_dim=head_dim, state_size=c["mamba_d_state"],
+                 groups=c["mamba_n_groups"], conv_kernel=c["mamba_d_conv"], chunk_size=c["mamba_chunk_size"],
+                 bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"], gate_norm=bool(c["mamba_rms_norm"]))
+    if c["projectors_bias"] != c["mamba_proj_bias"]:
+        raise UserError("config.json: projectors_bias: out_proj's bias differing from in_proj's "
+                        "(mamba_proj_bias) is not modelled; give both the same")
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=c["max_position_embeddings"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=2, final=True), positions=dict(kind="rope"), attention=attention,
+        ffn=dict(kind="gated", d_ff=c["intermediate_size"], activation=_act(c["hidden_act"]), bias=c["mlp_bias"]),
+        mixers={"parallel": dict(kind="parallel", attention=attention, mamba=mamba)},
+        hybrid_pattern=[dict(mixer="parallel", ffn="ffn")],
     )
 
 

@@ -155,6 +155,19 @@ class Attention(Variant):
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
         return -(-tokens * self.kv_elements() * bits // 8)
 
+    def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
+        """Bytes one layer keeps for `batch` sequences that each keep `kept` tokens (cached_tokens): cache_bytes
+        of batch · kept (a mixer with two caches, Parallel, sums its parts')."""
+        return self.cache_bytes(batch * kept, bits)
+
+    def token_cache_bytes(self, layers: int, bits: int) -> int:
+        """Of `layers` layers' cache, the bytes each new token adds: cache_bytes(layers), 0 for a fixed state."""
+        return 0 if self.fixed_state else self.cache_bytes(layers, bits)
+
+    def sequence_cache_bytes(self, layers: int, bits: int) -> int:
+        """Of `layers` layers' cache, the bytes each sequence holds whatever its length: a fixed state's."""
+        return self.cache_bytes(layers, bits) if self.fixed_state else 0
+
     def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
         """Bytes a prefill of `tokens` new tokens over `batch` sequences writes to the cache: every new token's."""
         return self.cache_bytes(tokens, bits)
