@@ -1,9 +1,12 @@
 """The reference model (llmcalc/reference) on hybrid stacks and the new mixers.
 
-Mamba-1: the reference module with transformers' MambaForCausalLM weights gives its logits (prompt, then decode
-steps from the cache). Hybrids (Jamba: Mamba-1 + attention + MoE; Nemotron-H: one block per layer, MLP-only
-layers; Falcon-H1: attention ∥ Mamba-2 in every layer): the reference decoder built from the spec, measured under
-FakeTensorMode, has the parameters, prefill / decode / train FLOPs and cache bytes the estimators give.
+Gated DeltaNet: the reference module with the weights of transformers' Qwen3NextGatedDeltaNet gives its output
+(the chunked prompt), and its recurrent steps after a cache continue it. Mamba-1: the reference module with
+transformers' MambaForCausalLM weights gives its logits (prompt, then decode steps from the cache). Hybrids (Jamba:
+Mamba-1 + attention + MoE; Nemotron-H: one block per layer, MLP-only layers; Falcon-H1: attention ∥ Mamba-2 in
+every layer; Qwen3-Next: Gated DeltaNet + gated attention + MoE): the reference decoder built from the spec,
+measured under FakeTensorMode, has the parameters, prefill / decode / train FLOPs and cache bytes the estimators
+give.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ HYBRIDS = {
                    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96, "mamba_num_heads": 8,
                    "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
                    "hybrid_override_pattern": "M-M*-M-", "max_position_embeddings": 256},
+    "qwen3_next": {"model_type": "qwen3_next", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 4,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_conv_kernel_dim": 4,
+                   "linear_key_head_dim": 8, "linear_value_head_dim": 12, "linear_num_key_heads": 2,
+                   "linear_num_value_heads": 4, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 24,
+                   "shared_expert_intermediate_size": 32, "max_position_embeddings": 256},
     "falcon_h1": {"model_type": "falcon_h1", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 96,
                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "max_position_embeddings": 256, "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_n_groups": 2,
@@ -81,5 +89,40 @@ def test_reference_hybrid_matches_estimators(tmp_path, name):
     f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
     want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
                 train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
+    if name == "qwen3_next":
+        # autograd skips what no gradient reaches: the first chunk's two state reads are against the zero initial
+        # state (no gradient for it: one pass each of 2·Q·d_k·d_v) and the final state's update feeds no loss (its
+        # two backward passes): 8·Q·d_k·d_v per head, sequence and DeltaNet layer below 3 × forward
+        a = spec.mixers["linear"]
+        want["train_flops"] -= 8 * a.chunk_size * a.key_head_dim * a.value_head_dim * a.value_heads * batch * 3
     got = {k: getattr(m, k) for k in want}
     assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+
+
+def test_reference_gated_deltanet_computes_what_transformers_does(tmp_path):
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    from llmcalc.reference.layers import Step
+
+    raw = HYBRIDS["qwen3_next"] | {"rms_norm_eps": 1e-6}
+    spec = load(tmp_path, raw)
+    cfg = transformers.Qwen3NextConfig(**{k: v for k, v in raw.items() if k != "model_type"})
+    torch.manual_seed(0)
+    theirs = Qwen3NextGatedDeltaNet(cfg, layer_idx=0).eval()
+    ours = Decoder(spec).layers[0].attn  # layer 0 is a Gated DeltaNet layer (full_attention_interval 4)
+    hf = dict(theirs.named_parameters())
+    names = {"in_proj_qkvz.weight": "in_proj_qkvz.weight", "in_proj_ba.weight": "in_proj_ba.weight",
+             "conv_weight": "conv1d.weight", "dt_bias": "dt_bias", "A_log": "A_log", "norm_weight": "norm.weight",
+             "out_proj.weight": "out_proj.weight"}
+    with torch.no_grad():
+        for mine, p in ours.named_parameters():
+            p.copy_(hf[names[mine]].reshape(p.shape) + (0.1 * torch.randn(p.shape) if mine == "norm_weight" else 0))
+            hf[names[mine]].copy_(p.reshape(hf[names[mine]].shape))
+        x = torch.randn(2, 19, 64)  # 19 tokens: chunks of 64, one padded
+        want = theirs(x)
+        torch.testing.assert_close(ours(x, None, Step(0, None, None, False)), want,
+                                   rtol=1e-4, atol=1e-4)
+        cache = [torch.zeros(s) for s in ours.cache_shapes(2, 19)]
+        steps = [ours(x[:, :15], cache, Step(0, None, None, False))]
+        steps += [ours(x[:, t:t + 1], cache, Step(t, None, None, False)) for t in range(15, 19)]
+        torch.testing.assert_close(torch.cat(steps, 1), want, rtol=1e-4, atol=1e-4)

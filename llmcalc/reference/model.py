@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
+from llmcalc.reference.deltanet import GatedDeltaNetMixer
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
     MLP,
@@ -90,7 +91,8 @@ def attention_module(kind: str) -> type[nn.Module]:
 
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
-            "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer}[kind]
+            "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
+            "gated_deltanet": GatedDeltaNetMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):
