@@ -66,6 +66,6 @@ def test_decode_matches_flop_counter(name):
 @pytest.mark.parametrize("name", PRESETS)
 def test_kv_bytes_equal_transformers_cache(name):
     spec = load_preset(name)
-    seq = min(4096, spec.max_seq_len)
+    seq = min(512 if spec.hybrid else 4096, spec.max_seq_len)  # Jamba's torch scan steps token by token
     ours = kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="bf16")).total_bytes
     assert ours == kv_cache_bytes(model(name), 2, seq)
