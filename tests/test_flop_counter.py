@@ -38,7 +38,13 @@ def close(ours: int, measured: int) -> bool:
     return abs(ours - measured) <= TOLERANCE * measured
 
 
-@pytest.mark.parametrize("name", PRESETS)
+UNIFORM = [n for n in PRESETS if not load_preset(n).hybrid]
+"""The hybrid presets' recurrent mixers are checked exactly on tiny models instead, with the terms their torch paths
+count differently stated (the conv's padded outputs, DeltaNet's triangular solves): tests/test_hybrid.py,
+test_deltanet.py, test_jamba.py, test_falcon_h1.py."""
+
+
+@pytest.mark.parametrize("name", UNIFORM)
 @pytest.mark.parametrize("seq", [128, 2048])
 @pytest.mark.parametrize("logits", ["all", "last"])
 def test_prefill_matches_flop_counter(name, seq, logits):
@@ -47,7 +53,7 @@ def test_prefill_matches_flop_counter(name, seq, logits):
     assert close(ours, measured), (ours, measured, ours - measured)
 
 
-@pytest.mark.parametrize("name", [n for n in PRESETS if load_preset(n).attention.kind not in ("dsa", "mamba2")])
+@pytest.mark.parametrize("name", [n for n in UNIFORM if load_preset(n).attention.kind not in ("dsa", "mamba2")])
 def test_decode_matches_flop_counter(name):
     """DSA: transformers masks, not gathers (test_sparse_attention.py); Mamba-2: transformers' torch path runs a
     decode token through the chunked scan, not the recurrent step (test_state_space.py)."""
@@ -60,6 +66,6 @@ def test_decode_matches_flop_counter(name):
 @pytest.mark.parametrize("name", PRESETS)
 def test_kv_bytes_equal_transformers_cache(name):
     spec = load_preset(name)
-    seq = min(4096, spec.max_seq_len)
+    seq = min(512 if spec.hybrid else 4096, spec.max_seq_len)  # Jamba's torch scan steps token by token
     ours = kv_cache(spec, Workload(batch=2, seq=seq, kv_dtype="bf16")).total_bytes
     assert ours == kv_cache_bytes(model(name), 2, seq)

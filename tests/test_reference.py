@@ -32,7 +32,8 @@ from llmcalc.reference.model import Decoder, layer_shape  # noqa: E402
 
 B, S = 2, 64
 MLA_PRESETS = [n for n in preset_names() if load_preset(n).attention.kind == "mla"]
-DECODERS = [n for n in preset_names() if load_preset(n).stack.kind == "decoder"]
+DECODERS = [n for n in preset_names() if load_preset(n).stack.kind == "decoder" and not load_preset(n).hybrid]
+"""Uniform decoders (the hybrid presets' reference checks: tests/test_hybrid_reference.py)."""
 """The presets the reference decoder builds (the others: tests/test_encoders.py, tests/test_encoder_decoder.py)."""
 
 

@@ -51,7 +51,7 @@ def kv_layers(spec: ModelSpec, batch: int, seq: int,
     out = []
     for (_, window), (attn, count) in mixer_layers(spec).items():
         kept = attn.cached_tokens(seq, window) if spec.stack.decodes else 0
-        out.append((attn, window, count, kept, attn.cache_bytes(batch * kept, bits)))
+        out.append((attn, window, count, kept, attn.layer_cache_bytes(batch, kept, bits)))
     return out
 
 
@@ -97,11 +97,11 @@ def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
         model=spec.name, batch=batch, seq=seq, kv_dtype=w.kv_dtype, image_tokens=images,
         image_bytes=sum(r.bytes * _first_kept(images, seq, r.tokens_cached) // r.tokens_cached for r in rows if images),
         total_bytes=sum(r.bytes for r in rows),
-        bytes_per_token=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype]) for attn, _, count, _, _ in layers
-                            if not attn.fixed_state) * spec.stack.decodes,
+        bytes_per_token=sum(attn.token_cache_bytes(count, DTYPE_BITS[w.kv_dtype])
+                            for attn, _, count, _, _ in layers) * spec.stack.decodes,
         encoder_seq=enc_seq or None, cross_bytes_per_sequence=cross // batch,
-        state_bytes_per_sequence=sum(attn.cache_bytes(count, DTYPE_BITS[w.kv_dtype])
-                                     for attn, _, count, _, _ in layers if attn.fixed_state),
+        state_bytes_per_sequence=sum(attn.sequence_cache_bytes(count, DTYPE_BITS[w.kv_dtype])
+                                     for attn, _, count, _, _ in layers),
         per_layer=rows, formula=FORMULA, notes=notes,
     )
 

@@ -107,6 +107,22 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
                    num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
                    chunk_size=256, tie_word_embeddings=False),
+    "mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2, conv_kernel=4,
+                  use_bias=False, use_conv_bias=True, time_step_rank="auto", tie_word_embeddings=True),
+    "falcon_mamba": dict(vocab_size=50280, hidden_size=768, state_size=16, num_hidden_layers=32, expand=2,
+                         conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank="auto",
+                         tie_word_embeddings=True),
+    "jamba": dict(vocab_size=65536, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                  num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                  max_position_embeddings=262144, num_experts_per_tok=2, num_experts=16, expert_layer_period=2,
+                  expert_layer_offset=1, attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16,
+                  mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=False),
+    "falcon_h1": dict(vocab_size=128000, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                      max_position_embeddings=8192, mamba_d_ssm=1024, mamba_n_heads=128, mamba_d_head="auto",
+                      mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256,
+                      mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False, projectors_bias=False,
+                      attention_bias=False, mlp_bias=False, head_dim=None),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -207,7 +223,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
-             "qwen3_next": _qwen3_next}.get(mt, _decoder)
+             "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
+             "jamba": _jamba, "falcon_h1": _falcon_h1}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
         spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
@@ -588,6 +605,89 @@ def _mamba2(mt: str, c: dict) -> dict[str, Any]:
                        conv_kernel=c["conv_kernel"], chunk_size=c["chunk_size"], bias=c["use_bias"],
                        conv_bias=c["use_conv_bias"]),
         ffn=dict(kind="none"),
+    )
+
+
+def _dt_rank(rank: Any, d: int, field: str) -> int:
+    """Δ's projection rank: ⌈d / 16⌉ for "auto" (transformers' MambaConfig, JambaConfig), else the int given."""
+    if rank == "auto":
+        return -(-d // 16)
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise UserError(f"config.json: {field}: {rank!r} is not a positive int or \"auto\"; give one")
+    return rank
+
+
+def _mamba(mt: str, c: dict) -> dict[str, Any]:
+    """Mamba-1 and Falcon-Mamba: every layer an RMSNorm and the selective-scan mixer, no FFN, no positions;
+    I = expand·d (int, as transformers), R = ⌈d / 16⌉ for "auto". Falcon-Mamba's norms over Δ, B and C are
+    weightless (buffers, no parameters), so both import alike."""
+    d = c["hidden_size"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=NO_POSITION_LIMIT, tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=1, final=True), positions=dict(kind="none"),
+        attention=dict(kind="mamba", inner=int(c["expand"] * d), state_size=c["state_size"],
+                       conv_kernel=c["conv_kernel"], dt_rank=_dt_rank(c["time_step_rank"], d, "time_step_rank"),
+                       bias=c["use_bias"], conv_bias=c["use_conv_bias"]),
+        ffn=dict(kind="none"),
+    )
+
+
+def _jamba(mt: str, c: dict) -> dict[str, Any]:
+    """Jamba: Mamba-1 layers (with RMSNorms over Δ, B and C) and GQA attention without positions, one every
+    attn_layer_period from attn_layer_offset; the MoE FFN every expert_layer_period from expert_layer_offset, a
+    gated MLP of the same width elsewhere (all of them when num_experts is 1); two norms per layer."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    for period, offset in (("attn_layer_period", "attn_layer_offset"), ("expert_layer_period", "expert_layer_offset")):
+        if not (isinstance(c[period], int) and isinstance(c[offset], int) and 0 <= c[offset] < c[period]):
+            raise UserError(f"config.json: {offset}: give an int from 0 to {period} − 1")
+    moe = c["num_experts"] > 1
+    slots = [dict(mixer="attention" if i % c["attn_layer_period"] == c["attn_layer_offset"] else "mamba",
+                  ffn="ffn" if not moe or i % c["expert_layer_period"] == c["expert_layer_offset"] else "dense")
+             for i in range(n_layers)]
+    act, d_ff = _act(c["hidden_act"]), c["intermediate_size"]
+    ffn = (dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"], d_ff=d_ff, activation=act,
+                dense_d_ff=d_ff) if moe else dict(kind="gated", d_ff=d_ff, activation=act))
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="none"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c.get("num_key_value_heads") or h, head_dim=_div(d, h)),
+        ffn=ffn,
+        mixers={"mamba": dict(kind="mamba", inner=int(c["mamba_expand"] * d), state_size=c["mamba_d_state"],
+                              conv_kernel=c["mamba_d_conv"], dt_rank=_dt_rank(c["mamba_dt_rank"], d, "mamba_dt_rank"),
+                              bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"], dt_norms=True)},
+        hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _falcon_h1(mt: str, c: dict) -> dict[str, Any]:
+    """Falcon-H1: every layer runs GQA attention (RoPE) and a Mamba-2 mixer side by side on the same normed
+    input (a `parallel` mixer), then a gated MLP; two norms per layer. The Mamba's width is mamba_d_ssm (else
+    mamba_expand·d), its head dim that over mamba_n_heads for "auto"; its gated norm only with mamba_rms_norm.
+    The µP multipliers scale activations and have no parameters."""
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    inner = c["mamba_d_ssm"] if c["mamba_d_ssm"] is not None else int(c["mamba_expand"] * d)
+    heads = c["mamba_n_heads"]
+    head_dim = c["mamba_d_head"] if c["mamba_d_head"] != "auto" else inner // heads
+    if not isinstance(head_dim, int) or head_dim * heads != inner:
+        raise UserError(f"config.json: mamba_d_head: {head_dim!r} × mamba_n_heads {heads} is not the Mamba width "
+                        f"{inner}; give a head dim that fits (or \"auto\")")
+    attention = dict(kind="gqa", heads=h, kv_heads=c.get("num_key_value_heads") or h,
+                     head_dim=c.get("head_dim") or _div(d, h), qkv_bias=c["attention_bias"], o_bias=c["attention_bias"])
+    mamba = dict(kind="mamba2", heads=heads, head_dim=head_dim, state_size=c["mamba_d_state"],
+                 groups=c["mamba_n_groups"], conv_kernel=c["mamba_d_conv"], chunk_size=c["mamba_chunk_size"],
+                 bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"], gate_norm=bool(c["mamba_rms_norm"]))
+    if c["projectors_bias"] != c["mamba_proj_bias"]:
+        raise UserError("config.json: projectors_bias: out_proj's bias differing from in_proj's "
+                        "(mamba_proj_bias) is not modelled; give both the same")
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=c["max_position_embeddings"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=2, final=True), positions=dict(kind="rope"), attention=attention,
+        ffn=dict(kind="gated", d_ff=c["intermediate_size"], activation=_act(c["hidden_act"]), bias=c["mlp_bias"]),
+        mixers={"parallel": dict(kind="parallel", attention=attention, mamba=mamba)},
+        hybrid_pattern=[dict(mixer="parallel", ffn="ffn")],
     )
 
 

@@ -67,9 +67,12 @@ class Attention(Variant):
     reprojected: ClassVar[tuple[str, ...]] = ()
     """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
     own_key_pattern: ClassVar[bool] = False
+    """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
     fixed_state: ClassVar[bool] = False
     """Whether the layer keeps a fixed-size state per sequence (a recurrent mixer) rather than entries per token."""
-    """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
+    referenced: ClassVar[bool] = True
+    """Whether the torch reference model (llmcalc/reference) has a module for the variant, so validate can
+    measure it."""
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""
@@ -154,6 +157,19 @@ class Attention(Variant):
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
         return -(-tokens * self.kv_elements() * bits // 8)
+
+    def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
+        """Bytes one layer keeps for `batch` sequences that each keep `kept` tokens (cached_tokens): cache_bytes
+        of batch · kept (a mixer with two caches, Parallel, sums its parts')."""
+        return self.cache_bytes(batch * kept, bits)
+
+    def token_cache_bytes(self, layers: int, bits: int) -> int:
+        """Of `layers` layers' cache, the bytes each new token adds: cache_bytes(layers), 0 for a fixed state."""
+        return 0 if self.fixed_state else self.cache_bytes(layers, bits)
+
+    def sequence_cache_bytes(self, layers: int, bits: int) -> int:
+        """Of `layers` layers' cache, the bytes each sequence holds whatever its length: a fixed state's."""
+        return self.cache_bytes(layers, bits) if self.fixed_state else 0
 
     def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
         """Bytes a prefill of `tokens` new tokens over `batch` sequences writes to the cache: every new token's."""

@@ -338,7 +338,8 @@ class MoE(FFN):
     Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
     Shared experts: shared_experts·P(shared_d_ff), applied to every token; shared_gate adds a
     d→1 sigmoid gate (Qwen-MoE). `dense_layers` of the model's layers (DeepSeek: the first k) use a
-    gated MLP of dense_d_ff instead. Active per token: top_k·P_e + shared + router.
+    gated MLP of dense_d_ff instead (as do a hybrid_pattern's `dense` slots, Jamba's). Active per token:
+    top_k·P_e + shared + router.
     """
 
     kind: Literal["moe"] = "moe"
@@ -372,7 +373,7 @@ class MoE(FFN):
             )
         if self.shared_gate and not self.shared_experts:
             raise ValueError("ffn.shared_gate: needs shared experts; set shared_experts or shared_gate: false")
-        if bool(self.dense_layers) != bool(self.dense_d_ff):
+        if self.dense_layers and not self.dense_d_ff:  # dense_d_ff alone: a hybrid_pattern's `dense` slots (Jamba)
             raise ValueError(
                 "ffn.dense_d_ff: dense_layers and dense_d_ff go together; set both (> 0) or both to 0"
             )

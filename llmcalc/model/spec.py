@@ -135,6 +135,8 @@ class ModelSpec(Frozen):
         for name in self.mixers:
             if name in ("attention", "ffn", "norms", "embedding", "lm_head", "mtp"):
                 raise ValueError(f"mixers: {name!r} is a component path of its own; name the mixer otherwise")
+        if any(s.ffn == "dense" for s in pattern) and self.ffn.routed_experts and not self.ffn.dense_d_ff:
+            raise ValueError("ffn.dense_d_ff: hybrid_pattern has dense slots; give the dense FFN's width")
         if self.mtp_modules or self.ffn.leading_dense_layers:
             raise ValueError("hybrid_pattern: give dense layers as ffn: dense slots, and no mtp_modules")
 

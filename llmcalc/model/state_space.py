@@ -1,4 +1,5 @@
-"""State-space mixers: Mamba-2 (SSD), a layer that keeps a fixed-size recurrent state instead of a KV cache.
+"""State-space mixers: Mamba-2 (SSD) and Mamba-1 (the selective scan), layers that keep a fixed-size recurrent
+state instead of a KV cache.
 
 A recurrent mixer answers what the code asks of an attention (`Attention`): its parameters and matmuls,
 what one sequence's core costs, what it keeps between steps, its roofline inputs and its explain terms. Its
@@ -7,12 +8,12 @@ state's elements per sequence. See docs/mamba.md.
 """
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.attention import Attention, linear
+from llmcalc.model.attention import GQA, Attention, linear
 from llmcalc.model.base import Parts, PosInt
 
 
@@ -154,6 +155,8 @@ class Mamba2(RecurrentMixer):
     chunk_size: PosInt
     bias: bool = False
     conv_bias: bool = True
+    gate_norm: bool = True
+    """The gated RMSNorm over I before out_proj (Falcon-H1's mamba_rms_norm false: y · silu(z), no weights)."""
     state_dtype: Literal["fp32", "cache"] = "fp32"
     """The SSM state's dtype: fp32 (transformers' torch path and mamba_ssm's scan keep it in fp32 whatever the
     weights) or the cache's (`kv_dtype`); the conv state is always in the cache's."""
@@ -197,7 +200,8 @@ class Mamba2(RecurrentMixer):
         (d, proj), (i, _) = self._shapes(d_model).values()
         return {"in_proj": linear(d, proj, self.bias),
                 "conv": self.conv_width * self.conv_kernel + (self.conv_width if self.conv_bias else 0),
-                "ssm": 3 * self.heads, "gate_norm": self.inner, "out_proj": linear(i, d_model, self.bias)}
+                "ssm": 3 * self.heads, "gate_norm": self.inner if self.gate_norm else 0,
+                "out_proj": linear(i, d_model, self.bias)}
 
     def query_io(self) -> int:
         """Elements the scan reads and writes per token besides its state: x, B, C, dt in, y out."""
@@ -282,7 +286,7 @@ class Mamba2(RecurrentMixer):
         proj = "2 · H · P + 2 · G · N + H"
         conv = "(H · P + 2 · G · N) · K" + (" + H · P + 2 · G · N" if self.conv_bias else "")
         return {"in_proj": (f"d · ({proj})" + (f" + {proj}" if self.bias else ""), f"d · ({proj})"),
-                "conv": (conv, None), "ssm": ("3 · H", None), "gate_norm": ("H · P", None),
+                "conv": (conv, None), "ssm": ("3 · H", None), "gate_norm": ("H · P" if self.gate_norm else "0", None),
                 "out_proj": ("H · P · d" + (" + d" if self.bias else ""), "H · P · d")}
 
     def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
@@ -307,3 +311,342 @@ class Mamba2(RecurrentMixer):
 
     def explain_saved(self) -> str:
         return "d + 5 · H · P + 4 · G · N + H"
+
+
+class Mamba(RecurrentMixer):
+    """Mamba-1's selective-scan mixer (Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective State
+    Spaces", arXiv:2312.00752; transformers' MambaMixer, FalconMambaMixer, JambaMambaMixer). Letters: d model
+    width, I inner width (expand·d), N state size per channel, R the rank of Δ's projection (dt_rank), K conv
+    width.
+
+    in_proj d → 2·I (x and the gate z), a depthwise causal conv of width K over x (I·K weights, + I biases),
+    x_proj I → R + 2·N (Δ's low-rank input, B, C; no bias), dt_proj R → I (+ I bias), A_log I·N, D I,
+    out_proj I → d; `dt_norms`: RMSNorms over Δ's R and over B and C (N each), with weights (Jamba: R + 2·N;
+    Falcon-Mamba's are weightless buffers, no parameters). State per sequence: I·N (ssm, fp32 by default) +
+    I·K (the conv's last K inputs, as transformers' cache keeps them).
+
+    FLOPs convention (docs/mamba.md#mamba-1): the matmuls (in_proj, x_proj, dt_proj, out_proj), the conv and the
+    scan's output y = C·h (2·I·N per token, a batched matmul) are counted; the recurrence itself,
+    h ← exp(Δ·A) ⊙ h + (Δ·B) ⊙ x (about 5·I·N element-wise FLOPs per token: Δ·A, exp, Δ·B, ·x, the update's
+    multiply-add), is element-wise work and not counted, as norms and activations are not. That is what torch's
+    FlopCounterMode sees of transformers' pure-torch scan. A prompt and a decode step cost the same per token.
+    """
+
+    kind: Literal["mamba"] = "mamba"
+    inner: PosInt
+    state_size: PosInt
+    conv_kernel: PosInt
+    dt_rank: PosInt
+    bias: bool = False
+    conv_bias: bool = True
+    dt_norms: bool = False
+    """RMSNorms with weights over Δ's low-rank input (R) and over B and C (N each), as Jamba's mixer has."""
+    state_dtype: Literal["fp32", "cache"] = "fp32"
+    """The SSM state's dtype: fp32 (transformers' scan keeps it so whatever the weights) or the cache's."""
+    chunk_size: PosInt = 1
+    """The scan is sequential: one token at a time (no chunks)."""
+
+    explain_legend: ClassVar[dict[str, str]] = {
+        "I": "Mamba inner width", "N": "SSM state size per channel", "R": "Δ projection rank (dt_rank)",
+        "K": "causal conv width"}
+
+    @property
+    def heads(self) -> int:
+        """Each of the I channels runs its own recurrence: I single-channel heads."""
+        return self.inner
+
+    @property
+    def head_dim(self) -> int:
+        return 1
+
+    @property
+    def label(self) -> str:
+        return f"Mamba inner {self.inner}, state {self.state_size}, dt rank {self.dt_rank}, conv {self.conv_kernel}"
+
+    @property
+    def kind_label(self) -> str:
+        return f"Mamba {self.inner}"
+
+    def _shapes(self, d_model: int) -> dict[str, tuple[int, int]]:
+        i = self.inner
+        return {"in_proj": (d_model, 2 * i), "x_proj": (i, self.dt_rank + 2 * self.state_size),
+                "dt_proj": (self.dt_rank, i), "out_proj": (i, d_model)}
+
+    def params(self, d_model: int) -> Parts:
+        """in_proj d·2·I (+ 2·I), conv I·K (+ I), x_proj I·(R + 2·N), dt_proj R·I + I, A_log I·N and D I (ssm),
+        out_proj I·d (+ d), dt_norms R + 2·N (biases where `bias`, `conv_bias`)."""
+        i, n = self.inner, self.state_size
+        out = {"in_proj": linear(d_model, 2 * i, self.bias),
+               "conv": i * self.conv_kernel + (i if self.conv_bias else 0),
+               "x_proj": i * (self.dt_rank + 2 * n), "dt_proj": linear(self.dt_rank, i, True),
+               "ssm": i * n + i, "out_proj": linear(i, d_model, self.bias)}
+        return out | ({"dt_norms": self.dt_rank + 2 * n} if self.dt_norms else {})
+
+    def query_io(self) -> int:
+        """Elements the scan reads and writes per token besides its state: x, Δ, z (I each), B, C (N each) in,
+        y (I) out."""
+        return 4 * self.inner + 2 * self.state_size
+
+    def kv_elements(self) -> int:
+        """Elements one layer keeps per sequence: the SSM state I·N and the conv's last K inputs I·K."""
+        return self.inner * (self.state_size + self.conv_kernel)
+
+    def cache_bytes(self, tokens: int, bits: int) -> int:
+        """Bytes of `tokens` states (sequences × layers): I·N at the state's bits (fp32: 32), I·K at `bits`."""
+        state_bits = 32 if self.state_dtype == "fp32" else bits
+        return -(-tokens * self.inner * (self.state_size * state_bits + self.conv_kernel * bits) // 8)
+
+    def kv_formula(self) -> tuple[str, str]:
+        return "I·N + I·K per sequence", f"{self.inner}·{self.state_size} + {self.inner}·{self.conv_kernel}"
+
+    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        """A prompt runs the recurrence token by token from a zero state: one step per token."""
+        return {"steps": new, "tokens": new, "seqs": 1, "keys": 2}
+
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        """FLOPs by component, a multiply-add 2 (docs/mamba.md#mamba-1): conv 2·I·K per token, the scan's
+        output y = C·h 2·I·N per step (prompt tokens and decode steps alike); the element-wise recurrence is not
+        counted (the class docstring)."""
+        return {"core_conv": 2 * self.inner * self.conv_kernel * counts["tokens"],
+                "core_state_output": 2 * self.inner * self.state_size * counts["steps"]}
+
+    def saved_elements(self, d_model: int) -> int:
+        """Elements per token a training layer keeps for the backward pass: its input d, in_proj's output 2·I,
+        the conv's output I, x_proj's output R + 2·N, Δ I and the scan's output I."""
+        return d_model + 5 * self.inner + self.dt_rank + 2 * self.state_size
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """Bytes per token at the mixer's peak in a prefill: in_proj's output 2·I beside the conv's output I,
+        then z and x beside Δ, B and C in fp32 (4·(I + 2·N))."""
+        return max(act * 3 * self.inner, act * 2 * self.inner + 4 * (self.inner + 2 * self.state_size))
+
+    def layer_type(self, window: int | None) -> str:
+        return "mamba"
+
+    @property
+    def kv_note(self) -> str:
+        return ("Mamba: each layer keeps one SSM state (I·N" + (", fp32" if self.state_dtype == "fp32" else "")
+                + ") and one conv state (I·K) per sequence, whatever the length; tokens_cached 1 and "
+                "elements_per_token are per sequence")
+
+    @property
+    def pattern_note(self) -> str:
+        return ("Mamba: the selective scan runs token by token (prompt and decode alike); counted: its output C·h "
+                "(2·I·N per token) and the conv, not the element-wise recurrence; see docs/mamba.md")
+
+    def scaled_fields(self, div: Any) -> dict[str, Any]:
+        """Fields of a narrower copy: the inner width divided by `div`."""
+        return self.model_dump() | {"inner": div(self.inner)}
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return {"I": self.inner, "N": self.state_size, "R": self.dt_rank, "K": self.conv_kernel}
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        out = {"in_proj": ("d · 2 · I" + (" + 2 · I" if self.bias else ""), "d · 2 · I"),
+               "conv": ("I · K" + (" + I" if self.conv_bias else ""), None),
+               "x_proj": ("I · (R + 2 · N)", "I · (R + 2 · N)"), "dt_proj": ("R · I + I", "R · I"),
+               "ssm": ("I · N + I", None), "out_proj": ("I · d" + (" + d" if self.bias else ""), "I · d")}
+        return out | ({"dt_norms": ("R + 2 · N", None)} if self.dt_norms else {})
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of the layers' states, as cache_bytes."""
+        ssm = "N · 32" if self.state_dtype == "fp32" else f"N · {bits}"
+        return f"{layers} · ((B · I · ({ssm} + K · {bits}) + 7) // 8)"
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each Mamba layer keeps one SSM state and one conv state per sequence, whatever the length"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        tokens = "" if phase == "decode" else " · S"
+        return {"core_conv": f"2 · I · K{tokens}", "core_state_output": f"2 · I · N{tokens}"}
+
+    def explain_saved(self) -> str:
+        return "d + 5 · I + R + 2 · N"
+
+
+class Parallel(Attention):
+    """Two mixers on the same normed input, their outputs summed (Falcon-H1: attention and a Mamba-2 mixer side
+    by side in every layer, Zuo et al. 2025, arXiv:2507.22448; transformers' FalconH1DecoderLayer). It answers
+    for both: parameters, matmuls and core FLOPs are the parts' under `attention/` and `mamba/` (so a layer's
+    path reads parallel/attention/q, parallel/mamba/in_proj); its cache is the attention's K and V of every
+    token kept (per token) plus the Mamba's fixed state (per sequence). Scalar multipliers (Falcon-H1's µP
+    factors) have no parameters and no matmuls."""
+
+    kind: Literal["parallel"] = "parallel"
+    attention: GQA
+    mamba: Annotated[Mamba2 | Mamba, Field(discriminator="kind")]
+
+    def _parts(self) -> dict[str, Attention]:
+        return {"attention": self.attention, "mamba": self.mamba}
+
+    @staticmethod
+    def _split(counts: Mapping[str, Any], name: str) -> dict[str, Any]:
+        return {k.split(".", 1)[1]: v for k, v in counts.items() if k.startswith(name + ".")}
+
+    def _merged(self, of: Any) -> Parts:
+        return {f"{n}/{k}": v for n, part in self._parts().items() for k, v in of(part).items()}
+
+    @property
+    def heads(self) -> int:
+        return self.attention.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.attention.head_dim
+
+    @property
+    def label(self) -> str:
+        return f"{self.attention.label} ∥ {self.mamba.label}"
+
+    @property
+    def kind_label(self) -> str:
+        return f"{self.attention.kind_label} ∥ {self.mamba.kind_label}"
+
+    def params(self, d_model: int) -> Parts:
+        """Both mixers' parameters, by part."""
+        return self._merged(lambda p: p.params(d_model))
+
+    def matmuls(self, d_model: int) -> Parts:
+        return self._merged(lambda p: p.matmuls(d_model))
+
+    def io(self, d_model: int) -> Parts:
+        return self._merged(lambda p: p.io(d_model))
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        return {f"{n}/{k}": v for n, part in self._parts().items() for k, v in part.matrices(d_model).items()}
+
+    def query_io(self) -> int:
+        return self.attention.query_io() + self.mamba.query_io()
+
+    def key_value_io(self) -> int:
+        return self.attention.key_value_io()
+
+    def kv_elements(self) -> int:
+        """Elements each token adds to the cache: the attention's K and V (the Mamba's state is per sequence)."""
+        return self.attention.kv_elements()
+
+    def cache_bytes(self, tokens: int, bits: int) -> int:
+        """Bytes of `tokens` cached tokens' K and V (layer_cache_bytes adds the Mamba's state per sequence)."""
+        return self.attention.cache_bytes(tokens, bits)
+
+    def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
+        """One layer's cache for `batch` sequences of `kept` tokens: the attention's K and V of every token kept
+        plus one Mamba state per sequence."""
+        return self.attention.cache_bytes(batch * kept, bits) + self.mamba.cache_bytes(batch, bits)
+
+    def token_cache_bytes(self, layers: int, bits: int) -> int:
+        return self.attention.cache_bytes(layers, bits)
+
+    def sequence_cache_bytes(self, layers: int, bits: int) -> int:
+        return self.mamba.cache_bytes(layers, bits)
+
+    def kv_formula(self) -> tuple[str, str]:
+        (a, a_num), (m, m_num) = self.attention.kv_formula(), self.mamba.kv_formula()
+        return f"{a} per token + {m}", f"{a_num} per token + {m_num} per sequence"
+
+    def cached_tokens(self, seq: int, window: int | None) -> int:
+        return self.attention.cached_tokens(seq, window)
+
+    def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
+        return self.attention.pairs(new, context, window, attention)
+
+    def counts(self, new: int, context: int, window: int | None, attention: str = "causal") -> dict[str, int]:
+        """Each part's counts under `attention.` and `mamba.`; keys: the attention's cached keys read and written."""
+        out = {f"{n}.{k}": v for n, p in self._parts().items() for k, v in p.counts(new, context, window,
+                                                                                   attention).items()}
+        return out | ({"keys": out["attention.keys"]} if "attention.keys" in out else {})
+
+    def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
+        out = {f"{n}.{k}": v for n, p in self._parts().items() for k, v in p.chunk_counts(new, context, window).items()}
+        return out | {"keys": out["attention.keys"]}
+
+    def core(self, new: int, context: int, window: int | None, attention: str = "causal",
+             absorbed: bool = False) -> Parts:
+        """Both parts' core FLOPs of one sequence, by part."""
+        return self._merged(lambda p: p.core(new, context, window, attention, absorbed))
+
+    def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
+        return {f"{n}/{k}": v for n, p in self._parts().items()
+                for k, v in p.core_from(self._split(counts, n), new, absorbed).items()}
+
+    def core_per_pair(self, absorbed: bool = False) -> Parts:
+        return {f"attention/{k}": v for k, v in self.attention.core_per_pair(absorbed).items()}
+
+    def prefill_cache_bytes(self, tokens: Any, batch: Any, bits: int) -> Any:
+        return self.attention.prefill_cache_bytes(tokens, batch, bits) + self.mamba.prefill_cache_bytes(
+            tokens, batch, bits)
+
+    def step_cache_bytes(self, counts: Mapping[str, Any], batch: Any, bits: int) -> Any:
+        return sum(p.step_cache_bytes(self._split(counts, n), batch, bits) for n, p in self._parts().items())
+
+    def kernel_passes(self, name: str, kernel: str) -> int:
+        part, _, rest = name.partition("/")
+        return self._parts()[part].kernel_passes(rest, kernel) if part in self._parts() else self.train_passes(name)
+
+    @property
+    def rope_dim(self) -> int:
+        return self.attention.rope_dim
+
+    def rope_elements(self) -> int:
+        return self.attention.rope_elements()
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        return self.attention.qk_norm_widths()
+
+    def saved_elements(self, d_model: int) -> int:
+        """Both parts' saved elements, their shared input d once."""
+        return self.attention.saved_elements(d_model) + self.mamba.saved_elements(d_model) - d_model
+
+    def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
+                                 qk_norm: str) -> int:
+        """The attention's peak with the Mamba's output d kept beside it, or the Mamba's peak: the larger."""
+        return max(self.attention.prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm) + act * d_model,
+                   self.mamba.prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm))
+
+    def knee(self, window: int | None) -> int | None:
+        return self.attention.knee(window)
+
+    def gqa_shape(self) -> dict[str, Any]:
+        return self.attention.gqa_shape()
+
+    def layer_type(self, window: int | None) -> str:
+        return f"{self.attention.layer_type(window)} ∥ {self.mamba.layer_type(window)}"
+
+    @property
+    def kv_note(self) -> str:
+        return ("parallel attention ∥ Mamba: each layer keeps the attention's K and V of every token "
+                "(bytes_per_token) and one Mamba state per sequence (state_bytes_per_sequence); tokens_cached and "
+                "elements_per_token are the attention's")
+
+    @property
+    def pattern_note(self) -> str:
+        return "parallel: every layer runs attention and a Mamba mixer side by side; " + self.mamba.pattern_note
+
+    def scaled_fields(self, div: Any) -> dict[str, Any]:
+        return self.model_dump() | {"attention": self.attention.scaled_fields(div),
+                                    "mamba": self.mamba.scaled_fields(div)}
+
+    # ---- explain terms ----------------------------------------------------------------------------
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        return self.attention.explain_symbols(kv_bits) | self.mamba.explain_symbols(kv_bits)
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        return {f"{n}/{k}": v for n, p in self._parts().items() for k, v in p.explain_parts().items()}
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        return f"{self.attention.explain_kv(layers, bits, sliding)} + {self.mamba.explain_kv(layers, bits, sliding)}"
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each parallel layer keeps its attention's K and V per token and its Mamba's state per sequence"
+
+    def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
+        return {f"mamba/{k}": v for k, v in self.mamba.explain_extra_core(phase, attention).items()}
+
+    def explain_saved(self) -> str:
+        return f"{self.attention.explain_saved()} + {self.mamba.explain_saved()} − d"

@@ -277,7 +277,8 @@ class GQAttention(nn.Module):
         super().__init__()
         a, d = spec.attention, spec.d_model
         self.window, self.head_dim, self.kv_heads = window, a.head_dim, a.kv_heads
-        self.q = nn.Linear(d, a.q_width, bias=a.qkv_bias)
+        self.output_gate = getattr(a, "output_gate", False)  # Qwen3-Next: q's projection doubled, a gate per head
+        self.q = nn.Linear(d, a.q_width * (2 if self.output_gate else 1), bias=a.qkv_bias)
         self.k = nn.Linear(d, a.kv_width, bias=a.qkv_bias and a.key_bias)
         self.v = nn.Linear(d, a.kv_width, bias=a.qkv_bias)
         self.o = nn.Linear(a.q_width, d, bias=a.o_bias)
@@ -290,7 +291,12 @@ class GQAttention(nn.Module):
 
     def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None, step: Step) -> Tensor:
         B, T, _ = x.shape
-        q, k, v = self.qkv(x, step)  # [B, T, heads, h]
+        gate = None
+        if self.output_gate:  # [B, T, d] @ [d, 2·H·h]: each head's query beside its gate
+            q, gate = self.q(x).view(B, T, -1, 2 * self.head_dim).chunk(2, -1)
+            q, k, v = self.qkv(x, step, q.reshape(B, T, -1))
+        else:
+            q, k, v = self.qkv(x, step)  # [B, T, heads, h]
         cache_k, cache_v = kv or (None, None)
         k = cache_step(cache_k, k.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
         v = cache_step(cache_v, v.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
@@ -298,12 +304,15 @@ class GQAttention(nn.Module):
                      alibi=step.alibi, sinks=self.sinks, serving=step.serving,
                      scratch=step.scratch)  # [B, H, T, h], laid out [B, T, H, h]
         del q, k, v  # a cache holds K and V now
-        return self.o(out.transpose(1, 2).reshape(B, T, -1))  # [B, T, H·h] @ [H·h, d] → [B, T, d]
+        out = out.transpose(1, 2).reshape(B, T, -1)
+        if gate is not None:
+            out = out * torch.sigmoid(gate.reshape(B, T, -1))
+        return self.o(out)  # [B, T, H·h] @ [H·h, d] → [B, T, d]
 
-    def qkv(self, x: Tensor, step: Step) -> tuple[Tensor, Tensor, Tensor]:
-        """Projected, normed and rotated q [B, T, H, h], k and v [B, T, H_kv, h]."""
+    def qkv(self, x: Tensor, step: Step, q: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Projected, normed and rotated q [B, T, H, h], k and v [B, T, H_kv, h] (q given: already projected)."""
         B, T, _ = x.shape
-        q = self.q(x)  # [B, T, d] @ [d, H·h] → [B, T, H·h]
+        q = self.q(x) if q is None else q  # [B, T, d] @ [d, H·h] → [B, T, H·h]
         k = self.k(x)  # [B, T, d] @ [d, H_kv·h] → [B, T, H_kv·h]
         v = self.v(x)  # [B, T, d] @ [d, H_kv·h] → [B, T, H_kv·h]
         if self.qk_norm == "full":

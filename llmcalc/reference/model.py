@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
+from llmcalc.reference.deltanet import GatedDeltaNetMixer
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
     MLP,
@@ -39,22 +40,27 @@ from llmcalc.reference.sparse import (
     LongformerAttention,
     ReformerAttention,
 )
-from llmcalc.reference.state_space import Mamba2Mixer
+from llmcalc.reference.state_space import Mamba2Mixer, MambaMixer, ParallelMixer
 
 
 class Layer(nn.Module):
     """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)); a layer
-    without an FFN, Mamba-2's: x + mixer(n(x)));
+    without an FFN, Mamba-2's: x + mixer(n(x)); without a mixer, Nemotron-H's MLP layers: x + ffn(n(x)));
     2 pre-norm (x + attn(n₀(x)), then x + ffn(n₁(x))); 3 adds n₂ on the attention output; 4 also n₃ on
     the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2.
-    `first`: the stack's first layer, which holds T5's bias table (t5_buckets)."""
+    `first`: the stack's first layer, which holds T5's bias table (t5_buckets). `mixer`: a hybrid layer's own
+    mixer (spec.attention by default; None: a layer without one)."""
 
-    def __init__(self, spec: ModelSpec, window: int | None, ffn, first: bool = False):
+    def __init__(self, spec: ModelSpec, window: int | None, ffn, first: bool = False, mixer=...):
         super().__init__()
         if spec.norm.per_layer > 4:
             raise ValueError(f"norm.per_layer {spec.norm.per_layer}: the reference block places at most 4 norms")
         kind = spec.positions.kind
-        if kind == "relative":
+        if mixer is None:
+            self.attn = None
+        elif mixer is not ... and mixer is not spec.attention:  # a hybrid's mixer: built as that spec's attention
+            self.attn = attention_module(mixer.kind)(spec.model_copy(update={"attention": mixer}), window)
+        elif kind == "relative":
             self.attn = RelativeAttention(spec, window)
         elif kind == "t5_buckets":
             self.attn = BucketAttention(spec, window, table=first)
@@ -68,13 +74,15 @@ class Layer(nn.Module):
         n = self.norms
         if len(n) == 1:
             h = n[0](x)
-            a = self.attn(h, kv, step)  # held while the FFN runs on the same input
-            return add(x, a) if self.ffn is None else add(add(x, a), self.ffn(h))
+            if self.attn is not None:
+                x = add(x, self.attn(h, kv, step))  # the FFN runs on the same input h
+            return x if self.ffn is None else add(x, self.ffn(h))
 
         def norm(i: int, t: Tensor) -> Tensor:
             return n[i](t) if i < len(n) else t
 
-        x = add(x, norm(2, self.attn(norm(0, x), kv, step)))
+        if self.attn is not None:
+            x = add(x, norm(2, self.attn(norm(0, x), kv, step)))
         return x if self.ffn is None else add(x, norm(3, self.ffn(norm(1, x))))
 
 
@@ -83,14 +91,23 @@ def attention_module(kind: str) -> type[nn.Module]:
 
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
-            "mamba2": Mamba2Mixer}[kind]
+            "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
+            "gated_deltanet": GatedDeltaNetMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):
     """Layer i's attention window (None: full) and FFN spec, as spec.layer_groups() counts them."""
+    if spec.hybrid:
+        group = spec.layer_groups(i, i + 1)[0]
+        return group.window, group.ffn
     window = spec.sliding_window if spec.layer_pattern[i % len(spec.layer_pattern)] == "sliding" else None
     dense = i < spec.ffn.leading_dense_layers
     return window, spec.ffn.dense_ffn() if dense else spec.ffn
+
+
+def layer_mixer(spec: ModelSpec, i: int):
+    """Layer i's mixer: its hybrid_pattern slot's (None: none), else spec.attention."""
+    return spec.layer_groups(i, i + 1)[0].mixer if spec.hybrid else spec.attention
 
 
 class Decoder(nn.Module):
@@ -111,7 +128,8 @@ class Decoder(nn.Module):
             shared = getattr(spec.positions, "shared_biases", False)  # relative positions' u and v, all layers
             a = spec.attention
             self.pos_biases = nn.Parameter(torch.empty(2, a.heads, a.head_dim)) if shared else None  # [2, H, h]
-            self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i), first=i == 0) for i in range(spec.n_layers))
+            self.layers = nn.ModuleList(Layer(spec, *layer_shape(spec, i), first=i == 0, mixer=layer_mixer(spec, i))
+                                        for i in range(spec.n_layers))
             self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
             tied = spec.tie_embeddings
             self.lm_head = None if tied else nn.Linear(d, V, bias=spec.lm_head_bias)
@@ -160,6 +178,9 @@ class Decoder(nn.Module):
         w = self.embed.weight
         out = []
         for layer in self.layers:
+            if layer.attn is None:  # a layer without a mixer keeps nothing
+                out.append(())
+                continue
             window = layer.attn.window
             n = max_tokens if window is None else min(max_tokens, window - 1)
             own = layer.attn.cache_dtypes() if hasattr(layer.attn, "cache_dtypes") else {}  # e.g. DSA's fp8 keys

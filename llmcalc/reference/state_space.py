@@ -1,4 +1,5 @@
-"""State-space mixers of the reference model: Mamba-2's SSD layer (docs/mamba.md).
+"""State-space mixers of the reference model: Mamba-2's SSD layer, Mamba-1's selective scan and a parallel pair of
+mixers (Falcon-H1) (docs/mamba.md).
 
 Shapes: B batch, T new tokens, d model width, H heads of P channels (I = H·P), G groups of B/C, N state size,
 K conv width, Q chunk length, c chunks. Every product the formulas count is one einsum or bmm call, so
@@ -49,7 +50,7 @@ class Mamba2Mixer(nn.Module):
         self.conv_weight = nn.Parameter(torch.empty(a.conv_width, a.conv_kernel))
         self.conv_bias = nn.Parameter(torch.empty(a.conv_width)) if a.conv_bias else None
         self.A_log, self.D, self.dt_bias = (nn.Parameter(torch.empty(a.heads)) for _ in range(3))
-        self.norm = GatedRMSNorm(a.inner, a.groups)
+        self.norm = GatedRMSNorm(a.inner, a.groups) if a.gate_norm else None  # else y · silu(z) (Falcon-H1)
         self.out_proj = nn.Linear(a.inner, d, bias=a.bias)
 
     def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
@@ -85,7 +86,8 @@ class Mamba2Mixer(nn.Module):
             if kv is not None:
                 kv[0].copy_(final)
         y = y + xs * self.D.float()[:, None]  # the D skip
-        y = self.norm(y.flatten(2).to(x.dtype), z)
+        y = y.flatten(2).to(x.dtype)
+        y = self.norm(y, z) if self.norm is not None else y * F.silu(z)
         return self.out_proj(y)  # [B, T, I] @ [I, d] → [B, T, d]
 
     def chunked(self, xs: Tensor, dt: Tensor, A: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
@@ -122,3 +124,91 @@ class Mamba2Mixer(nn.Module):
             ys.append(torch.bmm(h.view(Bt * H, P, N), c[:, t].reshape(Bt * H, N, 1)).view(Bt, H, P))  # h·C
         state.copy_(h)
         return torch.stack(ys, 1)  # [B, T, H, P]
+
+
+class MambaMixer(nn.Module):
+    """Mamba-1 (the selective scan; docs/mamba.md#mamba-1). Letters: I inner width, N state size per channel,
+    R Δ's rank, K conv width. Cache per sequence: the SSM state [B, I, N] (fp32 unless state_dtype is cache) and
+    the conv's last K inputs [B, I, K]. Prompt and decode run the same recurrence, one token at a time; the
+    output C·h is one bmm per token (what FlopCounterMode counts of the scan), the update is element-wise."""
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        super().__init__()
+        a, d = spec.attention, spec.d_model
+        self.window, self.a = window, a
+        self.in_proj = nn.Linear(d, 2 * a.inner, bias=a.bias)  # x and the gate z
+        self.conv_weight = nn.Parameter(torch.empty(a.inner, a.conv_kernel))
+        self.conv_bias = nn.Parameter(torch.empty(a.inner)) if a.conv_bias else None
+        self.x_proj = nn.Linear(a.inner, a.dt_rank + 2 * a.state_size, bias=False)  # Δ's input, B, C
+        self.dt_proj = nn.Linear(a.dt_rank, a.inner, bias=True)
+        self.A_log = nn.Parameter(torch.empty(a.inner, a.state_size))
+        self.D = nn.Parameter(torch.empty(a.inner))
+        # Jamba's norms over Δ's input, B and C (weights R, N, N)
+        self.dt_norms = nn.ModuleList(nn.RMSNorm(w, eps=1e-6) for w in (a.dt_rank, a.state_size, a.state_size)) \
+            if a.dt_norms else None
+        self.out_proj = nn.Linear(a.inner, d, bias=a.bias)
+
+    def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
+        a = self.a
+        return [(batch, a.inner, a.state_size), (batch, a.inner, a.conv_kernel)]
+
+    def cache_dtypes(self) -> dict[int, torch.dtype]:
+        return {0: torch.float32} if self.a.state_dtype == "fp32" else {}
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, Tensor] | None, step: Step) -> Tensor:
+        a, B, T = self.a, x.shape[0], x.shape[1]
+        K, N, R = a.conv_kernel, a.state_size, a.dt_rank
+        xs, z = self.in_proj(x).chunk(2, -1)  # [B, T, d] @ [d, 2I] → x, z [B, T, I]
+        xs = xs.transpose(1, 2)  # [B, I, T]
+        past = kv[1][..., 1:] if kv is not None and step.start else xs.new_zeros(B, a.inner, K - 1)
+        window = torch.cat([past, xs], -1)  # [B, I, K − 1 + T]
+        if kv is not None:
+            kv[1].copy_(window[..., -K:])  # the last K inputs
+        # depthwise causal conv: [B, I, T, K] windows · [I, K] taps → [B, I, T]
+        xs = torch.einsum("bctk,ck->bct", window.unfold(-1, K, 1), self.conv_weight)
+        if self.conv_bias is not None:
+            xs = xs + self.conv_bias[:, None]
+        xs = F.silu(xs).transpose(1, 2)  # [B, T, I]
+        dt, b, c = self.x_proj(xs).split([R, N, N], -1)  # [B, T, I] @ [I, R + 2N]
+        if self.dt_norms is not None:
+            dt, b, c = (norm(t) for norm, t in zip(self.dt_norms, (dt, b, c), strict=True))
+        dt = F.softplus(self.dt_proj(dt).float())  # [B, T, R] @ [R, I] (+ bias) → Δ [B, T, I]
+        A = -torch.exp(self.A_log.float())  # [I, N]
+        h = kv[0].float() if kv is not None and step.start else x.new_zeros(B, a.inner, N, dtype=torch.float32)
+        u, b, c = xs.float(), b.float(), c.float()
+        ys = []
+        for t in range(T):  # h ← exp(Δ·A) ⊙ h + (Δ·x) ⊗ B, element-wise; y = h·C, one bmm
+            h = torch.exp(dt[:, t, :, None] * A) * h + (dt[:, t] * u[:, t])[..., None] * b[:, t, None, :]
+            ys.append(torch.bmm(h, c[:, t, :, None])[..., 0])  # [B, I, N] @ [B, N, 1] → [B, I]
+        if kv is not None:
+            kv[0].copy_(h)
+        y = torch.stack(ys, 1) + u * self.D.float()  # [B, T, I], the D skip
+        y = (y * F.silu(z.float())).to(x.dtype)
+        return self.out_proj(y)  # [B, T, I] @ [I, d] → [B, T, d]
+
+
+class ParallelMixer(nn.Module):
+    """Two mixers on the same input, their outputs summed (Falcon-H1: attention ∥ Mamba-2). The cache is the
+    attention's tensors followed by the Mamba's. Falcon-H1's scalar multipliers are left out (no parameters, no
+    matmuls)."""
+
+    def __init__(self, spec: ModelSpec, window: int | None):
+        from llmcalc.reference.model import attention_module
+
+        super().__init__()
+        p = spec.attention
+        self.window = window
+        self.attention = attention_module(p.attention.kind)(spec.model_copy(update={"attention": p.attention}), window)
+        self.mamba = attention_module(p.mamba.kind)(spec.model_copy(update={"attention": p.mamba}), None)
+        self.split = len(self.attention.cache_shapes(1, 1))
+
+    def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
+        return self.attention.cache_shapes(batch, n) + self.mamba.cache_shapes(batch, n)
+
+    def cache_dtypes(self) -> dict[int, torch.dtype]:
+        own = getattr(self.attention, "cache_dtypes", dict)()
+        return own | {self.split + i: t for i, t in self.mamba.cache_dtypes().items()}
+
+    def forward(self, x: Tensor, kv: tuple[Tensor, ...] | None, step: Step) -> Tensor:
+        a_kv, m_kv = (None, None) if kv is None else (kv[:self.split], kv[self.split:])
+        return self.attention(x, a_kv, step) + self.mamba(x, m_kv, step)
