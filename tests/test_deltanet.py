@@ -27,7 +27,8 @@ QWEN3_NEXT = {"model_type": "qwen3_next", "vocab_size": 100, "hidden_size": 64, 
               "linear_value_head_dim": 16, "linear_num_value_heads": 4, "num_experts": 6, "num_experts_per_tok": 2,
               "moe_intermediate_size": 32, "shared_expert_intermediate_size": 40, "max_position_embeddings": 256}
 """Four layers (three DeltaNet, the fourth attention: full_attention_interval 4); two value heads per key head."""
-SCAN = ("core_scores", "core_ut_system", "core_values", "core_state_read", "core_state_update")
+SCAN = ("core_scores", "core_ut_system", "core_values", "core_state_read", "core_first_read", "core_state_update",
+        "core_final_update")
 MATMULS = ("linear/in_proj_qkvz", "linear/in_proj_ba", "linear/out_proj", "ffn/router", "ffn/shared_experts",
            "ffn/shared_gate", "attention/q", "attention/k", "attention/v", "attention/o", "lm_head")
 

@@ -82,8 +82,8 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
             logits: int, mtp: bool, pairs_of=None, layers: int | None = None) -> dict[str, int]:
     """Whole-model forward FLOPs by component (of the first `layers` layers only, the head's included, when
-    given: the MTP modules after the last layer only when every layer is). core_of(mixer, window) gives one sequence's core FLOPs of a
-    layer's mixer by component, latents_of(window) its cached latents the attention re-projects, and
+    given: the MTP modules after the last layer only when every layer is). core_of(mixer, window) gives one
+    sequence's core FLOPs of a layer's mixer by component, latents_of(window) its cached latents the attention re-projects, and
     pairs_of(window) its (query, key) pairs and the distances a relative position encoding projects
     (shared by the batch), for the encoding's layer_matmuls (None: the encoding has none)."""
     total: dict[str, int] = defaultdict(int)
@@ -218,6 +218,9 @@ def _passes(spec: ModelSpec, component: str) -> int:
     (Whisper's first audio convolution: its input needs no gradient)."""
     if (own := spec.stack.train_passes(component)) is not None:
         return own
+    block, name = component.removeprefix("mtp/").split("/", 1) if "/" in component else ("", component)
+    if block in spec.mixers:  # a hybrid's other mixer (Gated DeltaNet's first read and final update)
+        return spec.mixers[block].train_passes(name)
     if "attention/" not in component:
         return FWD_BWD
     name = component.rsplit("attention/", 1)[1]

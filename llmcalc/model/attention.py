@@ -73,6 +73,9 @@ class Attention(Variant):
     referenced: ClassVar[bool] = True
     """Whether the torch reference model (llmcalc/reference) has a module for the variant, so validate can
     measure it."""
+    reference_activations: ClassVar[str | None] = None
+    """Why the reference module's activations differ from the ones the memory model counts (validate then leaves
+    the peak-memory row out with this note), or None when they are the same."""
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""

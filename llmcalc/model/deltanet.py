@@ -117,11 +117,19 @@ class GatedDeltaNet(RecurrentMixer):
             steps = counts["steps"]
             return out | {"core_state_read": 2 * h * dk * dv * steps, "core_state_update": 2 * h * dk * dv * steps,
                           "core_state_output": 2 * h * dk * dv * steps}
-        pairs, tokens = counts["chunk_pairs"], counts["chunk_tokens"]
+        pairs, tokens, q = counts["chunk_pairs"], counts["chunk_tokens"], self.chunk_size
         below = (pairs - tokens) // 2  # Q·(Q − 1)/2 per chunk: the strictly lower triangle
         return out | {"core_scores": 2 * h * dk * pairs, "core_ut_system": 2 * h * dk * pairs,
                       "core_ut_solve": 2 * h * (dk + dv) * below, "core_values": 2 * h * dv * pairs,
-                      "core_state_read": 4 * h * dk * dv * tokens, "core_state_update": 2 * h * dk * dv * tokens}
+                      "core_state_read": 4 * h * dk * dv * (tokens - q), "core_first_read": 4 * h * dk * dv * q,
+                      "core_state_update": 2 * h * dk * dv * (tokens - q), "core_final_update": 2 * h * dk * dv * q}
+
+    def train_passes(self, name: str) -> int:
+        """Forward + backward cost of component `name` in forwards: 3, except the first chunk's reads of the
+        state, 2 (a training step starts from a zero state that needs no gradient: only the gradient of the keys
+        and queries that read it), and the last chunk's state update, 1 (its result is only the state handed on,
+        which a training step does not use, so no backward runs through it)."""
+        return {"core_first_read": 2, "core_final_update": 1}.get(name, 3)
 
     def saved_elements(self, d_model: int) -> int:
         """Elements per token kept for the backward pass: the input d, both projections' outputs, the conv's
@@ -190,8 +198,10 @@ class GatedDeltaNet(RecurrentMixer):
         return {"core_conv": f"{conv} · S", "core_scores": f"2 · H_v · d_k · {c} · Q · Q",
                 "core_ut_system": f"2 · H_v · d_k · {c} · Q · Q",
                 "core_ut_solve": f"2 · H_v · (d_k + d_v) · {c} · Q · (Q − 1) // 2",
-                "core_values": f"2 · H_v · d_v · {c} · Q · Q", "core_state_read": f"4 · H_v · d_k · d_v · {c} · Q",
-                "core_state_update": f"2 · H_v · d_k · d_v · {c} · Q"}
+                "core_values": f"2 · H_v · d_v · {c} · Q · Q",
+                "core_state_read": f"4 · H_v · d_k · d_v · ({c} − 1) · Q", "core_first_read": "4 · H_v · d_k · d_v · Q",
+                "core_state_update": f"2 · H_v · d_k · d_v · ({c} − 1) · Q",
+                "core_final_update": "2 · H_v · d_k · d_v · Q"}
 
     def explain_saved(self) -> str:
         return "d + 4 · H_k · d_k + 5 · H_v · d_v + 2 · H_v"

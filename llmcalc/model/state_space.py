@@ -24,6 +24,9 @@ class RecurrentMixer(Attention):
     params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
 
     own_key_pattern: ClassVar[bool] = True
+    reference_activations: ClassVar[str | None] = (
+        "the reference's scan materialises its intermediate decays and states in fp32, which the memory model, "
+        "a fused kernel's activations, does not count")
     fixed_state: ClassVar[bool] = True
 
     def matmuls(self, d_model: int) -> Parts:
@@ -479,6 +482,7 @@ class Parallel(Attention):
     kind: Literal["parallel"] = "parallel"
     attention: GQA
     mamba: Annotated[Mamba2 | Mamba, Field(discriminator="kind")]
+    reference_activations: ClassVar[str | None] = RecurrentMixer.reference_activations
 
     def _parts(self) -> dict[str, Attention]:
         return {"attention": self.attention, "mamba": self.mamba}

@@ -115,13 +115,14 @@ def compare_lora(spec: ModelSpec, batch: int, seq: int, m, w: Workload) -> list[
 
 
 def memory_note(spec: ModelSpec) -> str | None:
-    """Why the peak-memory row is left out for `spec` (the memory model refuses it: a hybrid it does not cover
-    yet), or None."""
+    """Why the peak-memory row is left out for `spec` (the memory model refuses it, or a layer's reference module
+    holds activations the memory model does not count: Attention.reference_activations), or None."""
     try:
         memory(spec, Workload(batch=1, seq=1))
     except UserError as e:
         return f"{spec.name}: peak memory left out ({e})"
-    return None
+    why = next((g.mixer.reference_activations for g in spec.layer_groups() if g.mixer.reference_activations), None)
+    return f"{spec.name}: peak memory left out ({why})" if why else None
 
 
 def check_referenced(spec: ModelSpec) -> None:
