@@ -17,7 +17,7 @@ from llmcalc.reports.kv import KVLayerRow, KVReport
 from llmcalc.workload import Workload
 
 FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per_token · bytes; "
-           "GQA 2·H_kv·h, MLA r_kv + d_r; a recurrent layer (Mamba-2, Gated DeltaNet): batch · its state")
+           "GQA 2·H_kv·h, MLA r_kv + d_r; a recurrent layer (Mamba, Mamba-2, Gated DeltaNet): batch · its state")
 
 
 def nbytes(elements: int, dtype: str) -> int:
