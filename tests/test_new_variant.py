@@ -108,8 +108,8 @@ def test_subclassing_registers_the_kind_and_specs_take_it():
     assert ModelSpec.model_validate(spec.model_dump()) == spec
     assert ModelSpec.model_validate_json(spec.model_dump_json()) == spec
     assert spec.model_dump()["attention"] == {"kind": "strided", "heads": 32, "kv_heads": 32, "head_dim": 128,
-                                              "qkv_bias": False, "o_bias": False, "sinks": False,
-                                              "output_gate": False, "local": 256,
+                                              "qkv_bias": False, "key_bias": True, "o_bias": False,
+                                              "sinks": False, "output_gate": False, "local": 256,
                                               "stride": 128}
 
 

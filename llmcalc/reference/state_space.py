@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
-from llmcalc.reference.layers import Step
+from llmcalc.reference.layers import GQAttention, Step
 
 
 def segment_sum(a: Tensor) -> Tensor:
@@ -193,13 +193,12 @@ class ParallelMixer(nn.Module):
     matmuls)."""
 
     def __init__(self, spec: ModelSpec, window: int | None):
-        from llmcalc.reference.model import attention_module
-
         super().__init__()
         p = spec.attention
         self.window = window
-        self.attention = attention_module(p.attention.kind)(spec.model_copy(update={"attention": p.attention}), window)
-        self.mamba = attention_module(p.mamba.kind)(spec.model_copy(update={"attention": p.mamba}), None)
+        self.attention = GQAttention(spec.model_copy(update={"attention": p.attention}), window)
+        mamba = {"mamba2": Mamba2Mixer, "mamba": MambaMixer}[p.mamba.kind]  # the two a parallel mixer takes
+        self.mamba = mamba(spec.model_copy(update={"attention": p.mamba}), None)
         self.split = len(self.attention.cache_shapes(1, 1))
 
     def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
