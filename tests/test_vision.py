@@ -496,12 +496,63 @@ def test_mllama_prefill_flops_and_cache_equal_transformers():
 
 def test_mllama_kv_and_images(cli_json):
     """The 11B's cross cache: 8 layers × 2 × 6,404 image tokens × 8 kv heads × 128 × 2 bytes = 209,846,272 bytes a
-    sequence, whatever the prompt's length; --images is refused (its images are the spec's)."""
-    r = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
-    assert r["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
-    assert r["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
-    bad = run_cli("kv", "--config", str(MLLAMA_SPEC), "--images", "1")
-    assert bad.returncode == 2 and "images" in bad.stderr
+    sequence, whatever the prompt's length: one image without --images (the spec's image_tokens), N times that
+    with --images N; the prompt holds no image tokens (image_tokens 0: cross-attention reads them)."""
+    one = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
+    assert one["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
+    assert one["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    for n in (1, 3):
+        r = cli_json("kv", "-p", "llama-3.2-11b-vision", "--seq", "100", "--images", str(n))
+        assert r["state_bytes_per_sequence"] == n * 209_846_272 and r["image_tokens"] == 0
+        assert r["total_bytes"] == 100 * r["bytes_per_token"] + n * 209_846_272
+
+
+def test_mllama_images_follow_the_workload(cli_json):
+    """--images N on the 11B: each image adds 6,404 image tokens to every cross layer (k, v projected once, every
+    text token attends to them), the tower's FLOPs once per image, its cache to memory, and a decode step reads
+    the larger cache; a 100-token prompt with 3 images is fine (the images are not in the prompt)."""
+    spec = load_preset("llama-3.2-11b-vision")
+    f = [flops(spec, Workload(seq=1000, images=n)) for n in (1, 2)]
+    d, kv, heads, tokens = 4096, 8 * 128, 32 * 128, 6404
+    assert f[1].prefill_flops - f[0].prefill_flops == 8 * (2 * tokens * 2 * d * kv + 2 * 1000 * tokens * heads * 2)
+    assert f[1].decode_flops - f[0].decode_flops == 8 * 4 * tokens * heads
+    assert f[1].vision.flops == 2 * f[0].vision.flops == 2 * 19_001_986_418_688
+    assert flops(spec, Workload(seq=1000)).prefill_flops == f[0].prefill_flops
+    m = [cli_json("memory", "-p", "llama-3.2-11b-vision", "--seq", "100", "--images", str(n)) for n in (1, 3)]
+    assert m[1]["kv_cache_bytes"] - m[0]["kv_cache_bytes"] == 2 * 209_846_272
+    t = [cli_json("latency", "-p", "llama-3.2-11b-vision", "--gpu", "h100-sxm", "--seq", "100", "--gen", "10",
+                  "--images", str(n)) for n in (1, 3)]
+    assert t[1]["ttft_s"] > t[0]["ttft_s"] and t[1]["tpot_s"] > t[0]["tpot_s"]
+    assert t[1]["kv_bytes_per_gpu"] - t[0]["kv_bytes_per_gpu"] == 2 * 209_846_272
+
+
+def test_mllama_two_images_equal_transformers():
+    """The tiny mllama on a 12-token prompt with two 2-tile images (pixel_values (1, 2, 2, 3, 28, 28), as the
+    processor pads them): the cache transformers leaves holds 2 × 2 × 5 = 20 image tokens in each cross layer,
+    equal to kv's total with --images 2 (fp32), and FlopCounterMode's total over the whole forward is llmcalc's
+    prefill (dense attention, all logits) plus the tower's FLOPs for the 2 images."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmcalc.costs.kv import kv_cache
+
+    model, _ = tiny_mllama()
+    spec, seq = tiny_mllama_spec(), 12
+    ids = torch.randint(3, 290, (1, seq))
+    ids[0, 2] = ids[0, 6] = 299  # the image tokens
+    inputs = dict(input_ids=ids, pixel_values=torch.randn(1, 2, 2, 3, 28, 28),
+                  aspect_ratio_ids=torch.tensor([[2, 3]]), aspect_ratio_mask=torch.tensor([[[1, 1], [1, 1]]]),
+                  cross_attention_mask=torch.ones(1, seq, 2, 2, dtype=torch.long))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model(**inputs, use_cache=True)
+    measured = sum(t.nbytes for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
+    w = Workload(seq=seq, kv_dtype="fp32", images=2, image_size=(28, 56))
+    kv = kv_cache(spec, w)
+    assert kv.state_bytes_per_sequence == 2 * 2 * 20 * 2 * 16 * 4
+    assert kv.total_bytes == kv.bytes_per_token * seq + kv.state_bytes_per_sequence == measured
+    f = flops(spec, Workload(seq=seq, attention_core="dense", logits="all", images=2, image_size=(28, 56)))
+    assert f.prefill_flops + f.vision.flops == counter.get_total_flops()
 
 
 def test_tiled_tower_survives_a_dump():

@@ -128,6 +128,14 @@ class ModelSpec(Frozen):
         self.stack.check_spec(self)
         return self
 
+    def for_images(self, tokens: int) -> "ModelSpec":
+        """This model with every mixer sized for `tokens` image tokens a sequence (Attention.for_images: a
+        cross-attention layer's cache; the others unchanged); itself when nothing changes."""
+        mixers = {name: m.for_images(tokens) for name, m in self.mixers.items()}
+        if mixers == self.mixers:
+            return self
+        return type(self).model_validate(self.model_dump() | {"mixers": {k: m.model_dump() for k, m in mixers.items()}})
+
     @property
     def embedding_rows(self) -> int:
         """Rows of the token embedding: vocab_size + embedding_extra_rows."""
