@@ -325,9 +325,30 @@ class Workload(Frozen):
         return self.image_size or (spec.vision.image_size, spec.vision.image_size)
 
     def image_tokens(self, spec: ModelSpec) -> int:
-        """Image tokens in one sequence: `images` × the tower's tokens per image (0 without images)."""
+        """Image tokens in one sequence's prompt: `images` × the tower's tokens per image (0 without images, and 0
+        for a tower whose tokens cross-attention reads instead: cross_image_tokens)."""
         if not self.images and (spec.vision is None or self.image_size is None):
             return 0
+        if not spec.vision.in_prompt:
+            return 0
+        return self.all_image_tokens(spec)
+
+    def cross_image_tokens(self, spec: ModelSpec) -> int:
+        """Image tokens one sequence brings to cross-attention layers (Llama 3.2 Vision): `images` × tokens per
+        image; 0 without images or for a tower whose tokens are in the prompt."""
+        if not self.images or spec.vision is None or spec.vision.in_prompt:
+            return 0
+        return self.all_image_tokens(spec)
+
+    def sized(self, spec: ModelSpec) -> ModelSpec:
+        """`spec` as this workload runs it: its cross-attention layers sized for the workload's images
+        (ModelSpec.for_images); unchanged without images, where the spec's own image_tokens stand (one image for
+        the llama-3.2-11b-vision preset)."""
+        tokens = self.cross_image_tokens(spec)
+        return spec.for_images(tokens) if tokens else spec
+
+    def all_image_tokens(self, spec: ModelSpec) -> int:
+        """`images` × the tower's tokens per image of `image_size`."""
         try:
             return self.images * spec.vision.tokens(*self.image_pixels(spec))
         except ValueError as e:

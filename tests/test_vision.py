@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -24,7 +25,7 @@ from llmcalc.inputs.presets import load_preset, load_spec_file
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Workload
 
-VLMS = ["llava-1.5-7b", "gemma3-4b", "qwen2.5-vl-7b"]
+VLMS = ["llava-1.5-7b", "gemma3-4b", "qwen2.5-vl-7b", "llama-3.2-11b-vision"]
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +56,11 @@ def test_params_split_equals_transformers(name, transformers_split):
 
 
 def test_published_totals():
-    """Model cards: LLaVA-1.5-7B 7.06B, Gemma 3 4B 4.30B, Qwen2.5-VL-7B 8.29B parameters; the language models
+    """Model cards: LLaVA-1.5-7B 7.06B, Gemma 3 4B 4.30B, Qwen2.5-VL-7B 8.29B, Llama 3.2 11B Vision 10.6B
+    parameters; the language models
     are Vicuna-7B (Llama-2-7B with 64 more vocabulary rows) and Qwen2.5-7B (7,615,616,512, shared/REFERENCES.md)."""
     got = {n: params(load_preset(n)) for n in VLMS}
-    assert [round(got[n].total / 1e9, 2) for n in VLMS] == [7.06, 4.30, 8.29]
+    assert [round(got[n].total / 1e9, 2) for n in VLMS] == [7.06, 4.30, 8.29, 10.67]
     assert got["qwen2.5-vl-7b"].language == 7_615_616_512
     assert got["llava-1.5-7b"].language == 6_738_415_616 + 64 * 4096 * 2
 
@@ -323,8 +325,8 @@ def test_memory_and_fit_cli_take_images(cli_json):
 
 # Llama 3.2 Vision's tiled tower (mllama) ------------------------------------------------------------------------
 
-MLLAMA_SPEC = FIXTURES_DIR.parent / "llama-3.2-11b-vision.yaml"
-"""Llama 3.2 11B Vision as a llmcalc spec file (each number sourced in its comments)."""
+MLLAMA_SPEC = Path(__file__).resolve().parent.parent / "presets" / "llama-3.2-11b-vision.yaml"
+"""The llama-3.2-11b-vision preset's file (each number sourced in its comments)."""
 MLLAMA_11B_VISION = dict(image_size=560, patch_size=14, hidden_size=1280, num_hidden_layers=32, num_global_layers=8,
                          attention_heads=16, intermediate_size=5120, vision_output_dim=7680, max_num_tiles=4,
                          intermediate_layers_indices=[3, 7, 15, 23, 30],
@@ -405,6 +407,7 @@ def tiny_mllama_spec() -> ModelSpec:
     slots = [{"mixer": "cross_attention" if i in t["cross_attention_layers"] else "attention"} for i in range(4)]
     return ModelSpec.model_validate(dict(
         name="tiny-mllama", vocab_size=300, d_model=64, n_layers=4, max_seq_len=4096, tie_embeddings=False,
+        embedding_extra_rows=8,
         norm=dict(kind="rmsnorm"), positions=dict(kind="rope"), attention=dict(kind="gqa", heads=4, kv_heads=2,
                                                                               head_dim=16),
         ffn=dict(kind="gated", d_ff=96, activation="silu"),
@@ -437,8 +440,9 @@ def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
 def test_mllama_preset_params_equal_transformers():
     """The llama-3.2-11b-vision spec (tests/fixtures) against transformers' MllamaForConditionalGeneration of the
     checkpoint's config on the meta device: the vision tower and projector exactly (895,028,755); the language
-    model 9,775,159,312 = transformers' 9,775,192,080 less embed_tokens' 8 extra rows (8 × 4096, which llmcalc's
-    one vocab_size does not hold: the spec file says so); the 8 cross-attention layers' own parameters exactly."""
+    model exactly (9,775,192,080, embed_tokens' 8 extra rows included: embedding_extra_rows, 8 × 4096), the token
+    embedding (128,264 × 4096) and the LM head (128,256 × 4096) each exactly; the 8 cross-attention layers' own
+    parameters exactly."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from transformers import MllamaConfig, MllamaForConditionalGeneration
@@ -450,7 +454,10 @@ def test_mllama_preset_params_equal_transformers():
     language = sum(p.numel() for p in m.parameters()) - vision
     r = params(load_spec_file(MLLAMA_SPEC))
     assert r.vision == vision == 895_028_755
-    assert r.language == language - 8 * 4096 == 9_775_159_312
+    assert r.language == language == 9_775_192_080
+    rows = {row.component: row.params for row in r.breakdown}
+    assert rows["embedding/token"] == m.get_input_embeddings().weight.numel() == 128_264 * 4096
+    assert rows["lm_head"] == m.lm_head.weight.numel() == 128_256 * 4096
     cross = sum(p.numel() for n, p in m.named_parameters() if ".cross_attn" in n or "cross_attn_" in n)
     assert cross == sum(row.params for row in r.breakdown if row.component.startswith("cross_attention/"))
 
@@ -461,7 +468,8 @@ def test_mllama_prefill_flops_and_cache_equal_transformers():
     max tiles, aspect_ratio_ids, aspect_ratio_mask, cross_attention_mask): FlopCounterMode's total is llmcalc's
     prefill (dense attention, all logits) plus the tower's FLOPs per image (5,247,488). The cache transformers
     builds: the self-attention layers 12 tokens, the cross-attention layers the image's 2 × 5 tokens, each K and V
-    of 2 kv heads × 16 in fp32: kv's bytes_per_token × 12 + state_bytes_per_sequence."""
+    of 2 kv heads × 16 in fp32: kv's bytes_per_token × 12 + state_bytes_per_sequence. The spec's parameters are
+    the model's, embed_tokens' 8 extra rows included."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from torch.utils.flop_counter import FlopCounterMode
@@ -477,6 +485,7 @@ def test_mllama_prefill_flops_and_cache_equal_transformers():
                   cross_attention_mask=torch.ones(1, seq, 1, 2, dtype=torch.long))
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         out = model(**inputs, use_cache=True)
+    assert params(spec).total == sum(p.numel() for p in model.parameters())
     f = flops(spec, Workload(seq=seq, attention_core="dense", logits="all"))
     assert f.prefill_flops + f.vision.flops_per_image == counter.get_total_flops() == 5_247_488
     measured = sum(t.nbytes for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
@@ -487,12 +496,63 @@ def test_mllama_prefill_flops_and_cache_equal_transformers():
 
 def test_mllama_kv_and_images(cli_json):
     """The 11B's cross cache: 8 layers × 2 × 6,404 image tokens × 8 kv heads × 128 × 2 bytes = 209,846,272 bytes a
-    sequence, whatever the prompt's length; --images is refused (its images are the spec's)."""
-    r = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
-    assert r["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
-    assert r["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
-    bad = run_cli("kv", "--config", str(MLLAMA_SPEC), "--images", "1")
-    assert bad.returncode == 2 and "images" in bad.stderr
+    sequence, whatever the prompt's length: one image without --images (the spec's image_tokens), N times that
+    with --images N; the prompt holds no image tokens (image_tokens 0: cross-attention reads them)."""
+    one = cli_json("kv", "--config", str(MLLAMA_SPEC), "--seq", "8192")
+    assert one["state_bytes_per_sequence"] == 8 * 2 * 6404 * 8 * 128 * 2 == 209_846_272
+    assert one["bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    for n in (1, 3):
+        r = cli_json("kv", "-p", "llama-3.2-11b-vision", "--seq", "100", "--images", str(n))
+        assert r["state_bytes_per_sequence"] == n * 209_846_272 and r["image_tokens"] == 0
+        assert r["total_bytes"] == 100 * r["bytes_per_token"] + n * 209_846_272
+
+
+def test_mllama_images_follow_the_workload(cli_json):
+    """--images N on the 11B: each image adds 6,404 image tokens to every cross layer (k, v projected once, every
+    text token attends to them), the tower's FLOPs once per image, its cache to memory, and a decode step reads
+    the larger cache; a 100-token prompt with 3 images is fine (the images are not in the prompt)."""
+    spec = load_preset("llama-3.2-11b-vision")
+    f = [flops(spec, Workload(seq=1000, images=n)) for n in (1, 2)]
+    d, kv, heads, tokens = 4096, 8 * 128, 32 * 128, 6404
+    assert f[1].prefill_flops - f[0].prefill_flops == 8 * (2 * tokens * 2 * d * kv + 2 * 1000 * tokens * heads * 2)
+    assert f[1].decode_flops - f[0].decode_flops == 8 * 4 * tokens * heads
+    assert f[1].vision.flops == 2 * f[0].vision.flops == 2 * 19_001_986_418_688
+    assert flops(spec, Workload(seq=1000)).prefill_flops == f[0].prefill_flops
+    m = [cli_json("memory", "-p", "llama-3.2-11b-vision", "--seq", "100", "--images", str(n)) for n in (1, 3)]
+    assert m[1]["kv_cache_bytes"] - m[0]["kv_cache_bytes"] == 2 * 209_846_272
+    t = [cli_json("latency", "-p", "llama-3.2-11b-vision", "--gpu", "h100-sxm", "--seq", "100", "--gen", "10",
+                  "--images", str(n)) for n in (1, 3)]
+    assert t[1]["ttft_s"] > t[0]["ttft_s"] and t[1]["tpot_s"] > t[0]["tpot_s"]
+    assert t[1]["kv_bytes_per_gpu"] - t[0]["kv_bytes_per_gpu"] == 2 * 209_846_272
+
+
+def test_mllama_two_images_equal_transformers():
+    """The tiny mllama on a 12-token prompt with two 2-tile images (pixel_values (1, 2, 2, 3, 28, 28), as the
+    processor pads them): the cache transformers leaves holds 2 × 2 × 5 = 20 image tokens in each cross layer,
+    equal to kv's total with --images 2 (fp32), and FlopCounterMode's total over the whole forward is llmcalc's
+    prefill (dense attention, all logits) plus the tower's FLOPs for the 2 images."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmcalc.costs.kv import kv_cache
+
+    model, _ = tiny_mllama()
+    spec, seq = tiny_mllama_spec(), 12
+    ids = torch.randint(3, 290, (1, seq))
+    ids[0, 2] = ids[0, 6] = 299  # the image tokens
+    inputs = dict(input_ids=ids, pixel_values=torch.randn(1, 2, 2, 3, 28, 28),
+                  aspect_ratio_ids=torch.tensor([[2, 3]]), aspect_ratio_mask=torch.tensor([[[1, 1], [1, 1]]]),
+                  cross_attention_mask=torch.ones(1, seq, 2, 2, dtype=torch.long))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model(**inputs, use_cache=True)
+    measured = sum(t.nbytes for layer in out.past_key_values.layers for t in (layer.keys, layer.values))
+    w = Workload(seq=seq, kv_dtype="fp32", images=2, image_size=(28, 56))
+    kv = kv_cache(spec, w)
+    assert kv.state_bytes_per_sequence == 2 * 2 * 20 * 2 * 16 * 4
+    assert kv.total_bytes == kv.bytes_per_token * seq + kv.state_bytes_per_sequence == measured
+    f = flops(spec, Workload(seq=seq, attention_core="dense", logits="all", images=2, image_size=(28, 56)))
+    assert f.prefill_flops + f.vision.flops == counter.get_total_flops()
 
 
 def test_tiled_tower_survives_a_dump():
@@ -511,13 +571,15 @@ def test_tiled_tower_survives_a_dump():
 
 def test_mllama_hf_import_equals_the_spec_file(tmp_path):
     """--hf-config on the 11B's config.json fields (model_type mllama, its text and vision configs) builds the spec
-    file's model: the same tower, cross-attention mixer and 5-layer cycle, 10,670,188,067 parameters."""
+    file's model: the same tower, cross-attention mixer, 5-layer cycle and 8 extra embedding rows, 10,670,220,835
+    parameters."""
     raw = dict(model_type="mllama", vision_config=MLLAMA_11B_VISION,
                text_config=dict(model_type="mllama_text_model", **MLLAMA_11B_TEXT))
     (tmp_path / "config.json").write_text(json.dumps(raw))
     spec, want = load_hf_config(tmp_path), load_spec_file(MLLAMA_SPEC)
     assert (spec.vision, spec.mixers, spec.hybrid_pattern) == (want.vision, want.mixers, want.hybrid_pattern)
-    assert params(spec).total == params(want).total == 10_670_188_067
+    assert spec.embedding_extra_rows == want.embedding_extra_rows == 8
+    assert params(spec).total == params(want).total == 10_670_220_835
     bad = dict(raw, text_config=dict(raw["text_config"], cross_attention_layers=[3, 99]))
     (tmp_path / "config.json").write_text(json.dumps(bad))
     r = run_cli("params", "--hf-config", str(tmp_path))
@@ -526,7 +588,7 @@ def test_mllama_hf_import_equals_the_spec_file(tmp_path):
 
 def test_mllama_tiny_hf_import_equals_transformers(tmp_path):
     """The tiny mllama's config imported: its vision tower and projector as transformers counts them, exactly;
-    its language model less embed_tokens' 8 extra rows (8 × 64)."""
+    its language model too, embed_tokens' 8 extra rows (8 × 64) included."""
     pytest.importorskip("torch")
     model, _ = tiny_mllama()
     raw = dict(model_type="mllama", vision_config=MLLAMA_TINY_VISION,
@@ -535,4 +597,27 @@ def test_mllama_tiny_hf_import_equals_transformers(tmp_path):
     r = params(load_hf_config(tmp_path))
     vision = sum(p.numel() for n, p in model.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
     assert r.vision == vision
-    assert r.language == sum(p.numel() for p in model.parameters()) - vision - 8 * 64
+    assert r.language == sum(p.numel() for p in model.parameters()) - vision
+
+
+def test_embedding_extra_rows_refuses_a_tied_head(tmp_path):
+    """A tied head shares the embedding's rows, so extra rows there are refused with the field named (exit 2)."""
+    spec = load_spec_file(MLLAMA_SPEC).model_dump(mode="json") | {"tie_embeddings": True}
+    path = tmp_path / "tied.json"
+    path.write_text(json.dumps(spec))
+    r = run_cli("params", "--config", str(path))
+    assert r.returncode == 2 and "embedding_extra_rows" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_validate_all_leaves_the_mllama_preset_out_with_a_note():
+    """validate over many models (as `validate --all` runs it) leaves llama-3.2-11b-vision out, with a note naming its
+    cross-attention mixer, and measures the others; validating it alone is refused (exit 2, one line)."""
+    pytest.importorskip("torch")
+    from llmcalc.views.validate import validate
+
+    specs = [load_preset(n) for n in ("llama-3.2-11b-vision", "tiny-decoder-example")]
+    report = validate(specs, batch=1, seq=16, device="fake", skip_unreferenced=True)
+    assert report.models == ["tiny-decoder-example"] and report.ok
+    assert any(n.startswith("llama-3.2-11b-vision left out: `cross_attention`") for n in report.notes)
+    r = run_cli("validate", "-p", "llama-3.2-11b-vision", "--device", "fake")
+    assert r.returncode == 2 and "cross_attention" in r.stderr and len(r.stderr.strip().splitlines()) == 1

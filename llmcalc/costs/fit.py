@@ -37,6 +37,7 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
     """Whether the workload's `batch` × `seq` fits on its layout, the largest batch and longest context that
     do, and when it does not fit, the smallest layout that holds it (a workload that does not fit is a
     result); the time of the workload where it fits and the decode throughput at max_batch, under `tm`."""
+    spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     L, batch, seq = w.layout, w.batch, w.seq
     w.check(spec)
     spec.stack.check_decoding("model")

@@ -129,6 +129,7 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     """Prefill of `batch` sequences of `seq` tokens, one decode step, `gen` decode steps and a training step,
     by component, under the workload's conventions (attention, logits, mla_decode, mtp); the training step's
     hardware FLOPs under its attention_kernel and recompute policy (recompute, recompute_ops)."""
+    spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     attn, batch, seq, gen, stack = spec.attention, w.batch, w.seq, w.gen, spec.stack
     stack.check_sized("FLOPs")
     absorbed = attn.latent_cache and w.mla_decode == "absorbed"

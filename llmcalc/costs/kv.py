@@ -63,6 +63,7 @@ def kv_bytes(spec: ModelSpec, batch: int, seq: int, kv_dtype: str) -> int:
 def kv_cache(spec: ModelSpec, w: Workload) -> KVReport:
     """The KV cache of the workload's `batch` sequences of `seq` tokens in `kv_dtype`, per layer type and in
     total."""
+    spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     batch, seq, stack = w.batch, w.seq, spec.stack
     stack.check_sized("the KV cache")
     enc_seq = stack.encoder_length(w.encoder_seq, seq)

@@ -348,6 +348,7 @@ def sum_max_affine(a: float, b: float, c: float, d: float, n: int) -> float:
 def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> LatencyReport:
     """Time of the workload on its layout of `gpu`s under the time model `tm`: prefill of `seq` tokens (the
     first token), then `gen` − 1 decode steps, per phase and op."""
+    spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     L, batch, seq, gen = w.layout, w.batch, w.seq, w.gen
     w.check(spec)
     spec.stack.check_decoding("model")

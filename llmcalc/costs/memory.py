@@ -35,6 +35,7 @@ from llmcalc.workload import Workload
 def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
     (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
+    spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     spec.stack.check_sized("memory")
     formats = w.formats(spec)
@@ -93,7 +94,11 @@ def image_memory(spec: ModelSpec, w: Workload) -> tuple[int, int, str]:
     tower = tower_activation_bytes(spec, w, w.batch)
     if not w.images:
         return tower, 0, ""
-    image_kv = kv_cache(spec, w).image_bytes
+    kv = kv_cache(spec, w)
+    if cross := w.cross_image_tokens(spec):  # read by cross-attention layers from a cache of their own
+        return tower, 0, (f"; {w.images} image(s) × {cross // w.images:,} tokens in the cross-attention layers hold "
+                          f"{kv.state_bytes_per_sequence * w.batch:,} B")
+    image_kv = kv.image_bytes
     return tower, image_kv, f"; {w.images} image(s) × {w.image_tokens(spec) // w.images:,} tokens hold {image_kv:,} B"
 
 

@@ -55,7 +55,7 @@ def mtp_parts(spec: ModelSpec) -> tuple[dict[str, int], dict[str, int]]:
 def params(spec: ModelSpec) -> ParamsReport:
     """Exact parameter counts of `spec` (ints), with the breakdown and layer types."""
     d, v = spec.d_model, spec.vocab_size
-    emb = {"embedding/token": token_embedding_params(v, d)}
+    emb = {"embedding/token": token_embedding_params(spec.embedding_rows, d)}
     if pos := spec.positions.params(spec.max_seq_len, d, spec.attention):
         emb["embedding/position"] = pos
     emb |= {k: n for k, n in spec.stack.embedding_params(d, spec.norm).items() if n}

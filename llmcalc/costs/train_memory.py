@@ -148,7 +148,8 @@ def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
                     dense += g.count * ceil_div(n, shards)
     d, v = spec.d_model, spec.vocab_size
     if stage == 0:
-        dense += ceil_div(token_embedding_params(v, d), tp) + spec.positions.params(spec.max_seq_len, d, spec.attention)
+        dense += ceil_div(token_embedding_params(spec.embedding_rows, d), tp)
+        dense += spec.positions.params(spec.max_seq_len, d, spec.attention)
         dense += sum(spec.stack.embedding_params(d, spec.norm).values())  # an encoder's: every rank whole
         dense += sum(spec.stack.extra_params(spec).values())
     if stage == layout.pp - 1:

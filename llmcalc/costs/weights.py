@@ -33,7 +33,7 @@ def edge_parts(spec: ModelSpec) -> dict[str, tuple[int, list[tuple[int, int]]]]:
     d, v = spec.d_model, spec.vocab_size
     head = lm_head_params(v, d, tied=spec.tie_embeddings, bias=spec.lm_head_bias)
     extra = spec.stack.embedding_params(d, spec.norm) | spec.stack.head_params(d) | spec.stack.extra_params(spec)
-    return {"embedding/token": (token_embedding_params(v, d), [(d, v)]),
+    return {"embedding/token": (token_embedding_params(spec.embedding_rows, d), [(d, spec.embedding_rows)]),
             "embedding/position": (spec.positions.params(spec.max_seq_len, d, spec.attention), []),
             "norms/final": (spec.norm.params(d) if spec.norm.final else 0, []),
             "lm_head": (head, [(d, v)] if head else [])} | {k: (n, []) for k, n in extra.items()}

@@ -277,7 +277,9 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
 def _mllama(c: dict, v: dict) -> dict[str, Any]:
     """Llama 3.2 Vision's tiled tower (llmcalc/model/vision.py TiledVisionTower) and its text layers at
     cross_attention_layers as gated cross-attention (llmcalc/model/cross_attention.py) over one image's tokens,
-    max_num_tiles · ((image_size / patch_size)² + 1), placed by hybrid_pattern (its shortest repeating cycle)."""
+    max_num_tiles · ((image_size / patch_size)² + 1), placed by hybrid_pattern (its shortest repeating cycle). Its
+    embed_tokens holds vocab_size + 8 rows (MllamaTextModel's fixed 8, for the image token and padding): 8
+    embedding_extra_rows; the LM head has vocab_size outputs."""
     if not isinstance(v, dict):
         raise UserError("config.json: vision_config: give a JSON object, or leave it out")
     for key in ("hidden_size", "num_hidden_layers", "num_global_layers", "attention_heads", "num_channels",
@@ -303,7 +305,7 @@ def _mllama(c: dict, v: dict) -> dict[str, Any]:
     kinds = ["cross_attention" if i in cross else "attention" for i in range(n)]
     mixer = dict(kind="cross", heads=h, kv_heads=c.get("num_key_value_heads") or h, head_dim=_div(d, h),
                  image_tokens=v["max_num_tiles"] * tile_tokens, image_width=d)
-    return dict(vision=tower, mixers={"cross_attention": mixer},
+    return dict(vision=tower, mixers={"cross_attention": mixer}, embedding_extra_rows=8,
                 hybrid_pattern=[{"mixer": k} for k in _shortest_cycle(kinds)])
 
 

@@ -77,6 +77,11 @@ class Attention(Variant):
     """Why the reference module's activations differ from the ones the memory model counts (validate then leaves
     the peak-memory row out with this note), or None when they are the same."""
 
+    def for_images(self, tokens: int) -> "Attention":
+        """This mixer when each sequence brings `tokens` image tokens to cross-attention layers: itself (only a
+        cross-attention layer reads them: llmcalc/model/cross_attention.py)."""
+        return self
+
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""
         return window

@@ -2,7 +2,8 @@
 text decoder's self-attention layers (`cross_attention_layers`). See docs/vision.md#llama-32-vision.
 
 Letters: d model width, H query heads, H_kv key/value heads, h head dim, T image tokens one sequence's cross cache
-holds (images × max_tiles × (patches + 1)), S text tokens.
+holds (images × max_tiles × (patches + 1): the workload's images, Workload.sized; without them the spec's
+image_tokens), S text tokens.
 
 A cross-attention layer's queries are the text tokens; its keys and values are the projected image tokens, computed
 once per sequence (prefill) and kept: a fixed cache per sequence, 2·T·H_kv·h elements a layer, whatever the text's
@@ -29,13 +30,18 @@ class GatedCrossAttention(GQA):
 
     kind: Literal["cross"] = "cross"
     image_tokens: PosInt
-    """Image tokens each sequence's cross cache holds: images × max_tiles × (patches + 1) (one 11B image: 6,404)."""
+    """Image tokens each sequence's cross cache holds when the workload names no images: max_tiles × (patches + 1)
+    for one image (the 11B: 6,404); a workload's `images` N replace it with N × that (ModelSpec.for_images)."""
     image_width: PosInt
     """Width of the image tokens k and v project from: the language model's d (the projector maps to it)."""
     fixed_state: ClassVar[bool] = True
     own_key_pattern: ClassVar[bool] = True
     referenced: ClassVar[bool] = False
     explain_legend: ClassVar[dict[str, str]] = {"T_x": "image tokens a sequence's cross-attention reads"}
+
+    def for_images(self, tokens: int) -> "GatedCrossAttention":
+        """This layer reading `tokens` image tokens a sequence (a workload's images × tokens per image)."""
+        return type(self).model_validate(self.model_dump() | {"image_tokens": tokens})
 
     @property
     def label(self) -> str:

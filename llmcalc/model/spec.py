@@ -79,6 +79,9 @@ class ModelSpec(Frozen):
     max_seq_len: PosInt
     tie_embeddings: bool
     lm_head_bias: bool = False
+    embedding_extra_rows: NonNegInt = 0
+    """Rows the token embedding holds beyond vocab_size (Llama 3.2 Vision: 8, for its image and padding tokens):
+    they add rows·d to the embedding only; the LM head still has vocab_size outputs (no logits for them)."""
     norm: Norm
     positions: PositionsSpec
     attention: AttentionSpec
@@ -111,6 +114,9 @@ class ModelSpec(Frozen):
                 'layer_pattern: sliding_window is set but no layer is sliding; '
                 'add "sliding" to layer_pattern or drop sliding_window'
             )
+        if self.embedding_extra_rows and self.tie_embeddings:
+            raise ValueError("embedding_extra_rows: a tied LM head shares the embedding's vocab_size rows; "
+                             "set tie_embeddings false or embedding_extra_rows 0")
         self.attention.check_spec(self)
         if len(self.layer_pattern) > self.n_layers:
             raise ValueError(
@@ -121,6 +127,19 @@ class ModelSpec(Frozen):
         self.positions.check_spec(self)
         self.stack.check_spec(self)
         return self
+
+    def for_images(self, tokens: int) -> "ModelSpec":
+        """This model with every mixer sized for `tokens` image tokens a sequence (Attention.for_images: a
+        cross-attention layer's cache; the others unchanged); itself when nothing changes."""
+        mixers = {name: m.for_images(tokens) for name, m in self.mixers.items()}
+        if mixers == self.mixers:
+            return self
+        return type(self).model_validate(self.model_dump() | {"mixers": {k: m.model_dump() for k, m in mixers.items()}})
+
+    @property
+    def embedding_rows(self) -> int:
+        """Rows of the token embedding: vocab_size + embedding_extra_rows."""
+        return self.vocab_size + self.embedding_extra_rows
 
     def _check_hybrid(self) -> None:
         pattern = self.hybrid_pattern or []

@@ -221,6 +221,9 @@ class VisionTower(Frozen):
     projector: ProjectorSpec
     check_images: ClassVar[object] = None
     """A tower whose images a workload may not set (a method raising UserError with the fix); None: any."""
+    in_prompt: ClassVar[bool] = True
+    """Whether its image tokens are part of the prompt (LLaVA, Gemma 3, Qwen2.5-VL); False: cross-attention layers
+    read them from a cache of their own (Llama 3.2 Vision), sized by the workload's images (ModelSpec.for_images)."""
     explain_legend: ClassVar[dict[str, str]] = {
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
@@ -492,6 +495,7 @@ class TiledVisionTower(VisionTower):
     intermediate_layers: list[int]
     pad_to: PosInt = 8
     attention_bias: bool = False
+    in_prompt: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _tiled(self) -> "TiledVisionTower":
@@ -573,19 +577,23 @@ class TiledVisionTower(VisionTower):
         tokens = self.tokens(height, width)
         return out | {f"projector/{k}": MAC * tokens * w for k, w in self.projector.matmuls(d, d_text).items()}
 
-    def check_images(self) -> None:
-        """Images of a workload: this tower's image tokens are in the cross-attention layers' cache, sized in the
-        spec (mixers.cross_attention.image_tokens), not in the prompt."""
-        raise UserError("`images`: Llama 3.2 Vision's images enter through its cross-attention layers, whose cache the "
-                        "spec sizes (mixers.cross_attention.image_tokens: one image, 6,404 tokens); drop `images`")
-
     def explain_symbols(self) -> dict[str, int]:
         raise UserError("explain: Llama 3.2 Vision's tiled tower is not worked out yet; see `llmcalc params` and "
                         "`llmcalc flops`")
 
     def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
-        raise UserError("`images`: the activations of Llama 3.2 Vision's tiled tower are not modelled yet; drop "
-                        "`images` from memory and fit")
+        """Bytes one image holds at the tower's peak (weights apart), in elements of `act` bytes, on a flash kernel:
+        VisionTower's accounting over the tiled sequence n = max_tiles · n_pad: the pixel values of every tile,
+        padding tiles included (T·g²·C·p²), the k = len(intermediate_layers) local layers' outputs the projector
+        concatenates, kept from where each is taken to the end (k·n·d), and beside them the largest stage: an
+        encoder layer n·max(7·d, 3·d + 2·f), or the projector (the c·d-wide concatenation of its input and its
+        T·(N_p + 1)·D output). Not checked against a measured peak (the reference has no tiled tower)."""
+        g, _ = self.grid(height, width)
+        n, d, f = self.sequence(height, width), self.d_model, self.d_ff
+        kept = len(self.intermediate_layers) * n * d
+        layer = n * max(7 * d, 3 * d + (3 if self.gated else 2) * f)
+        head = self.projector.activation_elements(n, d, d_text, self.tokens(height, width))
+        return act * (self.max_tiles * g * g * self.patch_inputs + kept + max(layer, head))
 
     @property
     def label(self) -> str:

@@ -123,7 +123,7 @@ class Decoder(nn.Module):
         self.spec, self.kernels = spec, "counted"
         d, V = spec.d_model, spec.vocab_size
         with torch.device("meta"):
-            self.embed = nn.Embedding(V, d)
+            self.embed = nn.Embedding(spec.embedding_rows, d)  # [V + extra rows, d]
             self.pos_embed = nn.Embedding(spec.max_seq_len, d) if spec.positions.kind == "learned" else None
             shared = getattr(spec.positions, "shared_biases", False)  # relative positions' u and v, all layers
             a = spec.attention
