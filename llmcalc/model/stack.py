@@ -118,6 +118,37 @@ class Stack(Variant):
         """Bytes of the cross-attention cache of `batch` sequences whose encoder read `encoder_seq` tokens; 0."""
         return 0
 
+    def held_params(self, spec: Any) -> Parts:
+        """Parameters beside the layers, the embedding and the head that the GPU serving the model holds (an
+        encoder-decoder's encoder and embedding norm), by component; none."""
+        return {}
+
+    def read_params(self, spec: Any, encode: bool) -> Parts:
+        """Of held_params, those one forward reads whole (`encode`: the forward runs the encoder), by component."""
+        return {}
+
+    def encoder_vars(self, batch: int, new: int, encoder_seq: int) -> dict[str, int]:
+        """The cost form's variables of a second stack at a point (llmcalc/costs/latency.py: step_costs); none."""
+        return {}
+
+    def time_terms(self, spec: Any, tokens: Any, seqs: Any, enc_tokens: Any, enc_pairs: Any, cross_pairs: Any,
+                   encode: bool, act: int, bits: int) -> dict[str, list]:
+        """[FLOPs, bytes, row FLOPs] by op of what the stack runs beside the layers in one forward (an
+        encoder-decoder's encoder and cross-attention); none."""
+        return {}
+
+    def time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """Kernels one forward launches beside the layers', by op (time_terms' ops); none."""
+        return {}
+
+    def time_note(self) -> str | None:
+        """What latency's figures of this stack include beyond a decoder's; None."""
+        return None
+
+    def check_timed(self, field: str, layout: Any) -> None:
+        """Refuses `latency` and `sweep` where their time is not modelled: as check_decoding."""
+        self.check_decoding(field)
+
     def cross_cache_note(self, encoder_seq: int) -> str | None:
         """What the cross-attention cache holds, for kv's notes; None without one."""
         return None
@@ -291,26 +322,94 @@ class EncoderDecoder(Stack):
     def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
         """encode (when `encode`): per encoder layer 2·B·S_e·W for each attention and FFN matmul, B·S_e² pairs ×
         the attention's per-pair cost; the cross K/V projections 2·B·S_e·W per decoder layer (when `encode`);
-        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer."""
+        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer (encoder_terms with
+        E = B·S_e, E2 = B·S_e², T = B·new, X = B·new·S_e)."""
+        e = batch * encoder_seq
+        return self.encoder_terms(spec, e if encode else 0, e * encoder_seq if encode else 0, batch * new,
+                                  batch * new * encoder_seq)
+
+    def encoder_terms(self, spec: Any, enc_tokens: Any, enc_pairs: Any, tokens: Any, cross_pairs: Any) -> Parts:
+        """FLOPs by component, linear in four counts (ints, or the cost form's variables): E encoder tokens
+        (0: nothing encoded), E2 = Σ_seq S_e² encoder pairs, T decoder tokens and X = Σ_tokens S_e cross pairs:
+          audio stem  2·k·mel·d·2E + 2·k·d²·E
+          encode      L_e · [2·E·(W_attn + W_ffn) + E2·c_pair]
+          cross K/V   L_d · 2·E·(W_k + W_v)
+          cross       L_d · [2·T·(W_q + W_o) + X·c_pair]"""
         attn, d, layers = spec.attention, spec.d_model, spec.n_layers
         cross = attn.matmuls(d)
-        kv_names = [k for k in cross if k in ("k", "v")]
-        out: dict[str, int] = {}
-        if encode and self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
-            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * batch * 2 * encoder_seq
-            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * batch * encoder_seq
-        if encode:
-            tokens, n = batch * encoder_seq, self.encoder_layers
-            out |= {f"encoder/attention/{k}": n * MAC * tokens * w for k, w in attn.matmuls(d).items()}
-            pairs = batch * encoder_seq * encoder_seq
-            out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
-            out |= {f"encoder/ffn/{k}": n * MAC * tokens * w for k, w in spec.ffn.matmuls(d).items()}
-            out |= {f"cross_attention/{k}": layers * MAC * tokens * cross[k] for k in kv_names}
-        tokens = batch * new
-        out |= {f"cross_attention/{k}": layers * MAC * tokens * w for k, w in cross.items() if k not in kv_names}
-        pairs = batch * new * encoder_seq
-        out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+        out: dict[str, Any] = {}
+        if self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
+            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * 2 * enc_tokens
+            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * enc_tokens
+        n = self.encoder_layers
+        out |= {f"encoder/attention/{k}": n * MAC * enc_tokens * w for k, w in attn.matmuls(d).items()}
+        out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": enc_pairs}, enc_tokens).items()}
+        out |= {f"encoder/ffn/{k}": n * MAC * enc_tokens * w for k, w in spec.ffn.matmuls(d).items()}
+        out |= {f"cross_attention/{k}": layers * MAC * (enc_tokens if k in ("k", "v") else tokens) * w
+                for k, w in cross.items()}
+        out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": cross_pairs}, tokens).items()}
+        if isinstance(enc_tokens, int) and not enc_tokens:  # nothing encoded: no encoder rows
+            out = {k: v for k, v in out.items() if not k.startswith("encoder/")}
         return out
+
+    def encoder_vars(self, batch: int, new: int, encoder_seq: int) -> dict[str, int]:
+        """The cost form's encoder variables at a point of `batch` sequences of `new` decoder tokens each:
+        E = B·S_e, E2 = B·S_e², X = B·new·S_e."""
+        return {"E": batch * encoder_seq, "E2": batch * encoder_seq * encoder_seq, "X": batch * new * encoder_seq}
+
+    def time_terms(self, spec: Any, tokens: Any, seqs: Any, enc_tokens: Any, enc_pairs: Any, cross_pairs: Any,
+                   encode: bool, act: int, bits: int) -> dict[str, list]:
+        """[FLOPs, activation and cache bytes, row FLOPs] of the encoder and the cross-attention in one forward, by
+        op (time_op), linear in T decoder tokens, R sequences, E encoder tokens, E2 encoder pairs and X cross pairs
+        (weights are the caller's). `encode` (a prefill): the stem, the encoder and the cross K/V projection run
+        over E tokens and the cross cache (E positions of K and V per decoder layer) is written; every forward
+        runs the cross queries and output over T tokens and reads the cross cache (X pairs of FLOPs). Bytes at
+        `act` bytes per activation element and `bits` per cache element:
+          embedding   E·d·(2 + a)                    each encoder position's row read (as the decoder's tokens)
+          stem        a·E·(2·mel + 5·d)              conv1 reads 2E·mel, writes 2E·d; conv2 reads 2E·d, writes E·d
+          encoder     L_e · a·E·(Σ io + 2·H·h + 2·H_kv·h)   each projection's in + out, the core's Q, O, K, V
+          cross proj  L_d · a·(T·(io_q + io_o) + E·(io_k + io_v))   (E terms when encoding)
+          cross core  L_d · a·T·2·H·h + cross cache (written when encoding, read every forward)"""
+        attn, ffn, d, L_d, L_e = spec.attention, spec.ffn, spec.d_model, spec.n_layers, self.encoder_layers
+        e = enc_tokens if encode else 0
+        flops = self.encoder_terms(spec, e, enc_pairs if encode else 0, tokens, cross_pairs)
+        out: dict[str, list] = {}
+        for comp, f in flops.items():
+            out.setdefault(self.time_op(comp), [0, 0, 0])[0] += f
+        # one more row of each weight matmul the forward launches (the core is no weight matmul)
+        rows = self.encoder_terms(spec, 1 if encode else 0, 0, 1, 0)
+        for comp, f in rows.items():
+            if not comp.startswith("encoder/conv"):
+                out[self.time_op(comp)][2] += f
+        cache = self.cross_cache_bytes(spec, enc_tokens, 1, bits)
+        io = attn.io(d)
+        out["cross_attention/proj"][1] += L_d * act * (tokens * (io["q"] + io["o"]) + e * (io["k"] + io["v"]))
+        out["cross_attention/core"][1] += L_d * act * tokens * attn.query_io() + cache * (2 if encode else 1)
+        if encode:
+            out["embedding"] = [0, e * d * (2 + act), 0]  # each encoder position's embedding (and position) row
+            if self.mel_bins:
+                out["encoder/stem"][1] += act * e * (2 * self.mel_bins + 5 * d)
+            out["encoder/proj"][1] += L_e * act * e * sum(io.values())
+            out["encoder/core"][1] += L_e * act * e * (attn.query_io() + attn.key_value_io())
+            out["encoder/ffn"][1] += L_e * act * e * sum(ffn.io(d).values())
+        return out
+
+    @staticmethod
+    def time_op(component: str) -> str:
+        """The op of a component of the encoder or the cross-attention: encoder/stem (the convolutions),
+        encoder/core, encoder/proj, encoder/ffn, cross_attention/core, cross_attention/proj (norms and position
+        tables go with the projections); the decoder's embedding norm: embedding."""
+        head, _, tail = component.partition("/")
+        if head not in ("encoder", "cross_attention"):  # the decoder's embedding norm
+            return "embedding"
+        if head == "cross_attention":
+            return "cross_attention/core" if tail.startswith("core") or tail == "sinks" else "cross_attention/proj"
+        if tail.startswith("conv"):
+            return "encoder/stem"
+        if tail.startswith("ffn/"):
+            return "encoder/ffn"
+        sub = tail.partition("/")[2]
+        return "encoder/core" if sub.startswith("core") or sub == "sinks" else "encoder/proj"
 
     def train_passes(self, component: str) -> int | None:
         """2 for the first audio convolution: its input, the mel features, needs no gradient, so its backward is the
@@ -330,12 +429,48 @@ class EncoderDecoder(Stack):
         return (f"cross-attention cache: K and V of the encoder's {encoder_seq:,} positions in each decoder layer, "
                 "computed once from the encoder output and fixed as the decoder grows (cross_bytes_per_sequence)")
 
+    def held_params(self, spec: Any) -> Parts:
+        """The encoder (extra_params) and the decoder's embedding norm."""
+        return self.extra_params(spec) | self.embedding_params(spec.d_model, spec.norm)
+
+    def read_params(self, spec: Any, encode: bool) -> Parts:
+        """Every forward: the decoder's embedding norm; a forward that encodes: the encoder but its position table
+        (looked up per position, as the decoder's is)."""
+        enc = {k: v for k, v in self.extra_params(spec).items() if k != "encoder/position"} if encode else {}
+        return self.embedding_params(spec.d_model, spec.norm) | enc
+
+    def time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """Per forward: each cross-attention matmul (q, o; k, v when encoding), its core and its norm per decoder
+        layer; when encoding, per encoder layer each matmul, the core and the norms, and the stem's two convolutions."""
+        attn, ffn, d, L_d, L_e = spec.attention, spec.ffn, spec.d_model, spec.n_layers, self.encoder_layers
+        cross = sum(1 for k in attn.matmuls(d) if encode or k not in ("k", "v"))
+        out = {"cross_attention/proj": L_d * (cross + 1), "cross_attention/core": L_d}
+        if encode:
+            out |= {"encoder/proj": L_e * (len(attn.matmuls(d)) + spec.norm.per_layer) + spec.norm.final,
+                    "encoder/core": L_e, "encoder/ffn": L_e * len(ffn.matmuls(d))}
+            out |= {"encoder/stem": 2} if self.mel_bins else {}
+        return out
+
+    def time_note(self) -> str | None:
+        return ("encoder-decoder: time to first token = the encoder over S_e tokens (its weights read once, "
+                "S_e² pairs per layer) + the cross K/V of its output (written to the cross cache) + the decoder's "
+                "prompt with cross-attention over S_e keys; each decode step reads the decoder's weights (with the "
+                "cross-attention's), its self cache and the fixed cross cache (cross_bytes_per_sequence × batch) "
+                "and runs one query per sequence over S_e keys; docs/encoder-decoder.md#time")
+
+    def check_timed(self, field: str, layout: Any) -> None:
+        """latency and sweep are modelled on one GPU per replica (tp = pp = ep = 1; dp replicas)."""
+        if layout.tp * layout.pp * layout.ep > 1:
+            raise UserError("`tp`: an encoder-decoder is timed on one GPU per replica (its encoder is not split); "
+                            "set tp, pp and ep to 1 (dp replicas are modelled)")
+
     def check_decoding(self, field: str) -> None:
-        self.check_modelled("time")
+        raise UserError(f"`{field}`: serving an encoder-decoder model (serve, plan, fit, compare) is not modelled "
+                        "yet; `llmcalc latency` and `llmcalc sweep` time it")
 
     def check_modelled(self, what: str) -> None:
-        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv and "
-                        "inference memory are")
+        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv, "
+                        "inference memory, latency, sweep and explain are")
 
     def encoder_flops_note(self) -> str | None:
         return ("encoder-decoder: prefill = the encoder over S_e tokens (bidirectional, S_e² pairs per layer) + the "
