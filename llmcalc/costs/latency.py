@@ -132,6 +132,11 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
                 else:
                     f = ceil_div(f, L.tp)
                 rows[comp] = f if comp not in rows or isinstance(f, Lin) else max(f, rows[comp])
+            # an encoder-decoder's cross-attention, each decoder layer's
+            for op, cost in spec.stack.layer_time_terms(spec, tokens, var("E" + tag), var("X" + tag),
+                                                        phase == "prefill", a, bits).items():
+                for i, v in enumerate(cost):
+                    out[(gi, op)][i] += n * v
             io = {f"{path}/{k}": v for k, v in attn.io(d).items()} if attn is not None else {}
             io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
             for comp, width in io.items():
@@ -155,7 +160,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp, path))][1] += n * b
-    for phase, tag in parts.items():  # an encoder-decoder's encoder (a prefill) and cross-attention (every forward)
+    for phase, tag in parts.items():  # an encoder-decoder's encoder (in a prefill)
         terms = spec.stack.time_terms(spec, var("T" + tag), var("R" + tag), var("E" + tag), var("E2" + tag),
                                       var("X" + tag), phase == "prefill", a, bits)
         for op, cost in terms.items():
@@ -260,6 +265,7 @@ def kernels(spec: ModelSpec, absorbed: bool, prefill: bool = True) -> dict[tuple
         if g.mixer is not None:
             per[f"{g.mixer_name}/core"] = 1
         per[op_name("norms/layer", g.mixer_name)] += spec.norm.per_layer
+        per.update(spec.stack.layer_time_kernels(spec, prefill))  # an encoder-decoder's cross-attention
         out |= {(gi, op): g.count * n for op, n in per.items()}
     return out
 
