@@ -156,7 +156,10 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
             out[(gi, f"{path}/core")][1] += n * (core_io + ceil_div(cache, shards))
         for comp, f in rows.items():
             out[(gi, op_name(comp, path))][2] += n * f
+        unread = spec.stack.unread_weights("prefill" in parts)  # a decode step's unused cross K/V weights
         for comp, b in layer_bytes_per_gpu(spec, g, w).items():
+            if comp in unread:
+                continue
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp, path))][1] += n * b

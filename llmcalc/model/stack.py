@@ -182,6 +182,10 @@ class Stack(Variant):
         """Kernels the stack adds to each layer per forward, by op (layer_time_terms'); none."""
         return {}
 
+    def unread_weights(self, encode: bool) -> frozenset[str]:
+        """Components of a layer's weights a forward does not read (`encode`: it runs the encoder); none."""
+        return frozenset()
+
     def time_note(self) -> str | None:
         """What latency's figures of this stack include beyond a decoder's; None."""
         return None
@@ -448,6 +452,10 @@ class EncoderDecoder(Stack):
         out["cross_attention/core"][1] += act * tokens * attn.query_io() + cache * (2 if encode else 1)
         return out
 
+    def unread_weights(self, encode: bool) -> frozenset[str]:
+        """A decode step projects nothing from the encoder: the cross-attention's K and V weights go unread."""
+        return frozenset() if encode else frozenset({"cross_attention/k", "cross_attention/v"})
+
     def layer_time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
         """Per decoder layer: each cross-attention matmul (q, o; k, v when encoding) with its norm, and its core."""
         cross = sum(1 for k in spec.attention.matmuls(spec.d_model) if encode or k not in ("k", "v"))
@@ -587,8 +595,8 @@ class EncoderDecoder(Stack):
     def time_note(self) -> str | None:
         return ("encoder-decoder: time to first token = the encoder over S_e tokens (its weights read once, "
                 "S_e² pairs per layer) + the cross K/V of its output (written to the cross cache) + the decoder's "
-                "prompt with cross-attention over S_e keys; each decode step reads the decoder's weights (with the "
-                "cross-attention's), its self cache and the fixed cross cache (cross_bytes_per_sequence × batch) "
+                "prompt with cross-attention over S_e keys; each decode step reads the decoder's weights (but the "
+                "cross K/V projections), its self cache and the fixed cross cache (cross_bytes_per_sequence × batch) "
                 "and runs one query per sequence over S_e keys; docs/encoder-decoder.md#time")
 
     def check_timed(self, field: str, layout: Any) -> None:
