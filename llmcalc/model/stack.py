@@ -49,6 +49,8 @@ class Stack(Variant):
     """Whether a forward ends in logits over the vocabulary."""
     sized: ClassVar[bool] = True
     """Whether FLOPs, the caches and memory are modelled for the stack (check_sized refuses them otherwise)."""
+    explained: ClassVar[bool] = True
+    """Whether `explain` works the stack's figures out (check_explained refuses it otherwise)."""
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """Parameters beside the token embedding and positions, by component path."""
@@ -90,6 +92,11 @@ class Stack(Variant):
 
     def check_modelled(self, what: str) -> None:
         """Refuses a figure (`what`) that llmcalc computes for decoders only."""
+
+    def check_explained(self) -> None:
+        """Refuses `explain` of a stack whose terms it does not write (not `explained`)."""
+        if not self.explained:
+            self.check_modelled("explain")
 
     def check_sized(self, what: str) -> None:
         """Refuses a size (`what`: FLOPs, a cache, memory) that is not modelled for this stack (not `sized`)."""
@@ -238,6 +245,7 @@ class Encoder(Stack):
     pooler: bool = False
     decodes: ClassVar[bool] = False
     lm_head: ClassVar[bool] = False
+    explained: ClassVar[bool] = False
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """T·d token-type table; the embedding norm's 2d (d without bias); − norm(d) off norms/layer without

@@ -41,6 +41,7 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
     with totals checked against that command's own figures."""
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
+    spec.stack.check_explained()
     if topic == "latency" and gpu is None:
         raise UserError("`gpu`: explain latency needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     for field, plain in UNMODELLED.get(topic, {}).items():
