@@ -3,7 +3,7 @@
 - transformers' T5ForConditionalGeneration built from the real config.json on the meta device (every fixture is
   compared in tests/test_transformers_parity.py; here the relative-bias tables module by module);
 - the size Raffel et al. 2020 (arXiv:1910.10683) give T5-Small in Section 3.7: "about 60 million parameters";
-- the figures not modelled yet (time, explain, training memory) are refused with exit code 2.
+- the figures not modelled yet (serving, training memory) are refused with exit code 2.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_bucket_fields_go_with_their_kind():
         Positions(kind="rope", offset=2)
 
 
-@pytest.mark.parametrize("command", [["latency", "--gpu", "h100-sxm"], ["explain", "params"],
+@pytest.mark.parametrize("command", [["serve", "--gpu", "h100-sxm"], ["fit", "--gpu", "h100-sxm"],
                                      ["memory", "--train"]])
 def test_figures_not_modelled_yet_are_refused(command):
     r = run_cli(*command, "-p", "t5-small")

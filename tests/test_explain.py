@@ -97,6 +97,31 @@ def test_every_topic_matches_the_plain_commands(preset):
     check("latency", spec, Workload(batch=4, seq=8192, gen=64), H200)
 
 
+@pytest.mark.parametrize("preset", ["t5-small", "bart-large", "whisper-large-v3"])
+def test_every_topic_of_an_encoder_decoder_matches_the_plain_commands(preset):
+    """The encoder's terms, the cross-attention's and the decoder's: every total equals the plain command's (T5 and
+    BART at a given encoder length and at the default one, the prompt's; Whisper's is fixed)."""
+    spec = load_preset(preset)
+    lengths = [None] if preset == "whisper-large-v3" else [None, 700]
+    check("params", spec, Workload())
+    for enc in lengths:
+        for w in (Workload(batch=3, seq=100, encoder_seq=enc), Workload(batch=3, seq=100, encoder_seq=enc,
+                                                                        kv_dtype="int4")):
+            check("kv", spec, w)
+        check("flops", spec, Workload(batch=2, seq=50, gen=7, encoder_seq=enc))
+        check("flops", spec, Workload(seq=30, attention_core="dense", logits="all", encoder_seq=enc))
+        check("memory", spec, Workload(batch=4, seq=256, encoder_seq=enc))
+        check("latency", spec, Workload(batch=4, seq=64, gen=64, encoder_seq=enc), H200)
+    r = explain("flops", spec, Workload(batch=2, seq=50))
+    rows = {s.component: s.formula for s in r.steps}
+    assert rows["prefill/encoder/attention/core_scores"] == "L_e · B · S_e · S_e · 2 · H · h"
+    assert rows["decode/cross_attention/core_scores"] == "L · B · S_e · 2 · H · h"
+    assert "decode/cross_attention/k" not in rows  # projected once, at the prefill
+    assert ("prefill/encoder/conv1" in rows) == (preset == "whisper-large-v3")
+    kv = {s.component: s.formula for s in explain("kv", spec, Workload(batch=2, seq=50)).steps}
+    assert kv["kv/cross"] == "2 · L · H_kv · h · B · S_e · bytes"
+
+
 def test_llama2_7b_kv_is_the_seed_arithmetic():
     r = explain("kv", load_preset("llama2-7b"), Workload(batch=64, seq=32768))
     (s,) = r.steps

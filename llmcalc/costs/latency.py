@@ -36,6 +36,7 @@ from llmcalc.costs.shard import (
     kv_per_gpu,
     layer_bytes_per_gpu,
     split_of,
+    stack_weight_bytes,
 )
 from llmcalc.costs.vision import image_seconds
 from llmcalc.model.attention import Attention
@@ -131,6 +132,11 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
                 else:
                     f = ceil_div(f, L.tp)
                 rows[comp] = f if comp not in rows or isinstance(f, Lin) else max(f, rows[comp])
+            # an encoder-decoder's cross-attention, each decoder layer's
+            for op, cost in spec.stack.layer_time_terms(spec, tokens, var("E" + tag), var("X" + tag),
+                                                        phase == "prefill", a, bits).items():
+                for i, v in enumerate(cost):
+                    out[(gi, op)][i] += n * v
             io = {f"{path}/{k}": v for k, v in attn.io(d).items()} if attn is not None else {}
             io |= {spec.ffn_prefix(g) + k: v for k, v in g.ffn.io(d).items()}
             for comp, width in io.items():
@@ -150,10 +156,22 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
             out[(gi, f"{path}/core")][1] += n * (core_io + ceil_div(cache, shards))
         for comp, f in rows.items():
             out[(gi, op_name(comp, path))][2] += n * f
+        unread = spec.stack.unread_weights("prefill" in parts)  # a decode step's unused cross K/V weights
         for comp, b in layer_bytes_per_gpu(spec, g, w).items():
+            if comp in unread:
+                continue
             if routed and comp.endswith("/experts"):
                 b = Lin({Whole(experts_read, "T", b, g.ffn.experts, g.ffn.top_k, L.ep, L.tp): 1})
             out[(gi, op_name(comp, path))][1] += n * b
+    for phase, tag in parts.items():  # an encoder-decoder's encoder (in a prefill)
+        terms = spec.stack.time_terms(spec, var("T" + tag), var("R" + tag), var("E" + tag), var("E2" + tag),
+                                      var("X" + tag), phase == "prefill", a, bits)
+        for op, cost in terms.items():
+            for i, v in enumerate(cost):
+                out[(None, op)][i] += v
+    # an encoder-decoder's embedding norm, and its encoder's weights in the forward that encodes (read once)
+    for comp, b in stack_weight_bytes(spec, w, spec.stack.read_params(spec, "prefill" in parts)).items():
+        out[(None, spec.stack.time_op(comp))][1] += b
     emb, head = edge_bytes(spec, w)
     # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all); a
     # chunk the last position of each sequence; a verify step every position
@@ -191,9 +209,11 @@ def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, 
 def step_costs(spec: ModelSpec, w: Workload, batch: int, new: int, context: int,
                form: dict[tuple, Cost] | None = None) -> dict[tuple, Cost]:
     """Per-GPU [FLOPs, bytes, row FLOPs] of one forward over `new` tokens per sequence with `context` tokens
-    cached (new > 1 or context 0: a prefill): step_form at the point (`form`: the phase's, built once)."""
+    cached (new > 1 or context 0: a prefill): step_form at the point (`form`: the phase's, built once); an
+    encoder-decoder's encoder variables (Stack.encoder_vars) at the workload's encoder length."""
     form = form or step_form(spec, w, new > 1 or context == 0)
     env = step_vars(spec, batch, new, context)
+    env |= spec.stack.encoder_vars(batch, new, spec.stack.encoder_length(w.encoder_seq, w.seq))
     return {k: [value(c, env) for c in cost] for k, cost in form.items()}
 
 
@@ -235,17 +255,20 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
     return {op: calls * per_call(op) for op, calls in collectives(spec, L).items()}
 
 
-def kernels(spec: ModelSpec, absorbed: bool) -> dict[tuple, int]:
+def kernels(spec: ModelSpec, absorbed: bool, prefill: bool = True) -> dict[tuple, int]:
     """Kernels one forward launches, keyed as step_form's entries: per layer, one per weight matmul
     (each FLOPs component of layer_flops), one for the attention core, one per norm (with the projections);
-    the embedding one, the head one plus its norm."""
+    the embedding one, the head one plus its norm; a second stack's (Stack.time_kernels: an encoder-decoder's
+    encoder when `prefill`, its cross-attention)."""
     out: dict[tuple, int] = {(None, "embedding"): 1, (None, "lm_head"): 1 + spec.norm.final}
+    out |= {(None, op): n for op, n in spec.stack.time_kernels(spec, prefill).items()}
     for gi, g in enumerate(spec.layer_groups()):
         mla = absorbed and g.mixer is not None and g.mixer.latent_cache
         per = Counter(op_name(c, g.mixer_name) for c in layer_flops(spec, g, 1, 1, 1, mla))
         if g.mixer is not None:
             per[f"{g.mixer_name}/core"] = 1
         per[op_name("norms/layer", g.mixer_name)] += spec.norm.per_layer
+        per.update(spec.stack.layer_time_kernels(spec, prefill))  # an encoder-decoder's cross-attention
         out |= {(gi, op): g.count * n for op, n in per.items()}
     return out
 
@@ -298,7 +321,7 @@ class StepTime:
         self.native = native_rates(spec, gpu, w, tm)
         self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
         absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
-        self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed).items()}
+        self.fixed = {k: n * tm.kernel_s for k, n in kernels(spec, absorbed, prefill).items()}
         self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
         node = gpu.link(1)
         for op, n in collectives(spec, w.layout).items():
@@ -351,7 +374,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     L, batch, seq, gen = w.layout, w.batch, w.seq, w.gen
     w.check(spec)
-    spec.stack.check_decoding("model")
+    spec.stack.check_timed("model", L)
     weights = require_weights_fit(spec, gpu, w)
     rep = batch // L.dp
     pre_time, dec_time = (StepTime(spec, gpu, w, tm, prefill) for prefill in (True, False))
@@ -371,7 +394,8 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     per_image = image_seconds(spec, gpu, w, tm)
     ttft = phases[0].time_s + (rep * w.images * per_image if w.images else 0.0)
     total = ttft + decode_s
-    kv = kv_per_gpu(spec, rep, seq + gen - 1, w)
+    kv = kv_per_gpu(spec, rep, seq + gen - 1, w) + spec.stack.cross_cache_bytes(  # and an encoder-decoder's cross
+        spec, rep, spec.stack.encoder_length(w.encoder_seq, seq), DTYPE_BITS[w.kv_dtype])
     act = activation_workspace(spec, w)
     fits = holds(weights, act, kv, usable_bytes(gpu, w.reserve))
     hits = next((experts_hit(g.ffn.experts, g.ffn.top_k, rep) for g in spec.layer_groups() if g.ffn.routed_experts),
@@ -469,6 +493,7 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
                      "overlap")
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
+    notes += [n for n in (spec.stack.time_note(),) if n]
     if spec.attention.latent_cache:
         notes.append(f"MLA decode {w.mla_decode}; the latent cache is held whole by every tensor-parallel rank")
     recurrent: dict[str, int] = {}

@@ -41,12 +41,22 @@ def edge_bytes(spec: ModelSpec, w: Workload) -> tuple[int, int]:
     return (stored["embedding/token"] + stored["embedding/position"], stored["lm_head"] + stored["norms/final"])
 
 
+def stack_weight_bytes(spec: ModelSpec, w: Workload, parts: dict[str, int] | None = None) -> dict[str, int]:
+    """Stored bytes of the stack's own parameters beside the layers, embedding and head (an encoder-decoder's encoder
+    and embedding norm: Stack.held_params; or `parts` of them), by component, all GPUs together; none for a
+    decoder."""
+    formats = w.formats(spec)
+    parts = spec.stack.held_params(spec) if parts is None else parts
+    return {k: stored_bytes(n, [], formats.of(k), formats.dense) for k, n in parts.items()}
+
+
 def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     """The most weight bytes any GPU of the workload's layout holds: its stage's layers plus the
-    embedding/head it keeps."""
+    embedding/head it keeps (and an encoder-decoder's encoder, beside the embedding)."""
     layout = w.layout
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
     emb, head = edge_bytes(spec, w)
+    emb += sum(stack_weight_bytes(spec, w).values())
     if layout.pp == 1:
         edges = emb + (0 if spec.tie_embeddings else head)
     else:

@@ -23,11 +23,17 @@ from llmcalc.errors import UserError
 from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.norm import Norm
+from llmcalc.model.terms import cached_bytes, prod
 
 MAC = 2
 """FLOPs per multiply-add."""
 STEM_KERNEL = 3
 """Width of Whisper's two audio convolutions."""
+
+
+def _wrap(term: str) -> str:
+    """A term as one factor of a product (parenthesised when it holds a top-level + − /)."""
+    return prod(term)
 
 
 class Stack(Variant):
@@ -43,6 +49,8 @@ class Stack(Variant):
     """Whether a forward ends in logits over the vocabulary."""
     sized: ClassVar[bool] = True
     """Whether FLOPs, the caches and memory are modelled for the stack (check_sized refuses them otherwise)."""
+    explained: ClassVar[bool] = True
+    """Whether `explain` works the stack's figures out (check_explained refuses it otherwise)."""
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """Parameters beside the token embedding and positions, by component path."""
@@ -85,6 +93,11 @@ class Stack(Variant):
     def check_modelled(self, what: str) -> None:
         """Refuses a figure (`what`) that llmcalc computes for decoders only."""
 
+    def check_explained(self) -> None:
+        """Refuses `explain` of a stack whose terms it does not write (not `explained`)."""
+        if not self.explained:
+            self.check_modelled("explain")
+
     def check_sized(self, what: str) -> None:
         """Refuses a size (`what`: FLOPs, a cache, memory) that is not modelled for this stack (not `sized`)."""
         if not self.sized:
@@ -117,6 +130,76 @@ class Stack(Variant):
     def cross_cache_bytes(self, spec: Any, batch: int, encoder_seq: int, bits: int) -> int:
         """Bytes of the cross-attention cache of `batch` sequences whose encoder read `encoder_seq` tokens; 0."""
         return 0
+
+    def held_params(self, spec: Any) -> Parts:
+        """Parameters beside the layers, the embedding and the head that the GPU serving the model holds (an
+        encoder-decoder's encoder and embedding norm), by component; none."""
+        return {}
+
+    def read_params(self, spec: Any, encode: bool) -> Parts:
+        """Of held_params, those one forward reads whole (`encode`: the forward runs the encoder), by component."""
+        return {}
+
+    explain_legend: ClassVar[dict[str, str]] = {}
+    """Meanings of the symbols the stack's explain terms write beyond the spec's."""
+
+    def explain_symbols(self, encoder_seq: int) -> dict[str, int]:
+        """The symbols of the stack's explain terms; none."""
+        return {}
+
+    def explain_params(self, spec: Any) -> dict[str, str]:
+        """held_params' components beside the layers as formulas (an encoder-decoder's encoder), by component; and
+        layer_params' per decoder layer (written L · …); none."""
+        return {}
+
+    def explain_flops(self, spec: Any, phase: str, passes: Any) -> dict[str, str]:
+        """encoder_flops' components of a phase (prefill, decode, train; `passes`(component): a training step's
+        forward + backward passes) as formulas; none."""
+        return {}
+
+    def explain_kv(self, spec: Any, bits: int) -> dict[str, str]:
+        """cross_cache_bytes as formulas, by name; none."""
+        return {}
+
+    def explain_activations(self, decoder: str) -> str:
+        """The inference activation peak as a formula, given the decoder's (`decoder`): the decoder's."""
+        return decoder
+
+    def encoder_vars(self, batch: int, new: int, encoder_seq: int) -> dict[str, int]:
+        """The cost form's variables of a second stack at a point (llmcalc/costs/latency.py: step_costs); none."""
+        return {}
+
+    def time_terms(self, spec: Any, tokens: Any, seqs: Any, enc_tokens: Any, enc_pairs: Any, cross_pairs: Any,
+                   encode: bool, act: int, bits: int) -> dict[str, list]:
+        """[FLOPs, bytes, row FLOPs] by op of what the stack runs beside the layers in one forward (an
+        encoder-decoder's encoder and cross-attention); none."""
+        return {}
+
+    def time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """Kernels one forward launches beside the layers', by op (time_terms' ops); none."""
+        return {}
+
+    def layer_time_terms(self, spec: Any, tokens: Any, enc_tokens: Any, cross_pairs: Any, encode: bool, act: int,
+                         bits: int) -> dict[str, list]:
+        """[FLOPs, bytes, row FLOPs] by op of what the stack adds to each layer in one forward (an encoder-decoder's
+        cross-attention); none."""
+        return {}
+
+    def layer_time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """Kernels the stack adds to each layer per forward, by op (layer_time_terms'); none."""
+        return {}
+
+    def unread_weights(self, encode: bool) -> frozenset[str]:
+        """Components of a layer's weights a forward does not read (`encode`: it runs the encoder); none."""
+        return frozenset()
+
+    def time_note(self) -> str | None:
+        """What latency's figures of this stack include beyond a decoder's; None."""
+        return None
+
+    def check_timed(self, field: str, layout: Any) -> None:
+        """Refuses `latency` and `sweep` where their time is not modelled: as check_decoding."""
+        self.check_decoding(field)
 
     def cross_cache_note(self, encoder_seq: int) -> str | None:
         """What the cross-attention cache holds, for kv's notes; None without one."""
@@ -162,6 +245,7 @@ class Encoder(Stack):
     pooler: bool = False
     decodes: ClassVar[bool] = False
     lm_head: ClassVar[bool] = False
+    explained: ClassVar[bool] = False
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """T·d token-type table; the embedding norm's 2d (d without bias); − norm(d) off norms/layer without
@@ -291,26 +375,116 @@ class EncoderDecoder(Stack):
     def encoder_flops(self, spec: Any, batch: int, new: int, encoder_seq: int, encode: bool) -> Parts:
         """encode (when `encode`): per encoder layer 2·B·S_e·W for each attention and FFN matmul, B·S_e² pairs ×
         the attention's per-pair cost; the cross K/V projections 2·B·S_e·W per decoder layer (when `encode`);
-        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer."""
-        attn, d, layers = spec.attention, spec.d_model, spec.n_layers
-        cross = attn.matmuls(d)
-        kv_names = [k for k in cross if k in ("k", "v")]
-        out: dict[str, int] = {}
-        if encode and self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
-            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * batch * 2 * encoder_seq
-            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * batch * encoder_seq
-        if encode:
-            tokens, n = batch * encoder_seq, self.encoder_layers
-            out |= {f"encoder/attention/{k}": n * MAC * tokens * w for k, w in attn.matmuls(d).items()}
-            pairs = batch * encoder_seq * encoder_seq
-            out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
-            out |= {f"encoder/ffn/{k}": n * MAC * tokens * w for k, w in spec.ffn.matmuls(d).items()}
-            out |= {f"cross_attention/{k}": layers * MAC * tokens * cross[k] for k in kv_names}
-        tokens = batch * new
-        out |= {f"cross_attention/{k}": layers * MAC * tokens * w for k, w in cross.items() if k not in kv_names}
-        pairs = batch * new * encoder_seq
-        out |= {f"cross_attention/{k}": layers * v for k, v in attn.core_from({"pairs": pairs}, tokens).items()}
+        the cross queries and output 2·B·new·W, and B·new·S_e pairs, per decoder layer (encoder_terms with
+        E = B·S_e, E2 = B·S_e², T = B·new, X = B·new·S_e)."""
+        e = batch * encoder_seq
+        return self.encoder_terms(spec, e if encode else 0, e * encoder_seq if encode else 0, batch * new,
+                                  batch * new * encoder_seq)
+
+    def encoder_terms(self, spec: Any, enc_tokens: Any, enc_pairs: Any, tokens: Any, cross_pairs: Any) -> Parts:
+        """FLOPs by component, linear in four counts (ints, or the cost form's variables): E encoder tokens
+        (0: nothing encoded), E2 = Σ_seq S_e² encoder pairs, T decoder tokens and X = Σ_tokens S_e cross pairs:
+          audio stem  2·k·mel·d·2E + 2·k·d²·E
+          encode      L_e · [2·E·(W_attn + W_ffn) + E2·c_pair]
+          cross       L_d · cross_terms"""
+        attn, d, n = spec.attention, spec.d_model, self.encoder_layers
+        out: dict[str, Any] = {}
+        if self.mel_bins:  # 2·k·C_in·C_out per output frame: 2·S_e frames of conv1, S_e of conv2
+            out["encoder/conv1"] = MAC * STEM_KERNEL * self.mel_bins * d * 2 * enc_tokens
+            out["encoder/conv2"] = MAC * STEM_KERNEL * d * d * enc_tokens
+        out |= {f"encoder/attention/{k}": n * MAC * enc_tokens * w for k, w in attn.matmuls(d).items()}
+        out |= {f"encoder/attention/{k}": n * v for k, v in attn.core_from({"pairs": enc_pairs}, enc_tokens).items()}
+        out |= {f"encoder/ffn/{k}": n * MAC * enc_tokens * w for k, w in spec.ffn.matmuls(d).items()}
+        if isinstance(enc_tokens, int) and not enc_tokens:  # nothing encoded: no encoder rows
+            out = {}
+        return out | {k: spec.n_layers * v for k, v in self.cross_terms(spec, enc_tokens, tokens, cross_pairs).items()}
+
+    def cross_terms(self, spec: Any, enc_tokens: Any, tokens: Any, cross_pairs: Any) -> Parts:
+        """One decoder layer's cross-attention FLOPs by component: the K/V projection of E encoder tokens
+        2·E·(W_k + W_v) (0: projected before), the queries and output of T tokens 2·T·(W_q + W_o), and X pairs
+        × the attention's per-pair cost."""
+        attn, d = spec.attention, spec.d_model
+        out = {f"cross_attention/{k}": MAC * (enc_tokens if k in ("k", "v") else tokens) * w
+               for k, w in attn.matmuls(d).items()}
+        return out | {f"cross_attention/{k}": v for k, v in attn.core_from({"pairs": cross_pairs}, tokens).items()}
+
+    def encoder_vars(self, batch: int, new: int, encoder_seq: int) -> dict[str, int]:
+        """The cost form's encoder variables at a point of `batch` sequences of `new` decoder tokens each:
+        E = B·S_e, E2 = B·S_e², X = B·new·S_e."""
+        return {"E": batch * encoder_seq, "E2": batch * encoder_seq * encoder_seq, "X": batch * new * encoder_seq}
+
+    def time_terms(self, spec: Any, tokens: Any, seqs: Any, enc_tokens: Any, enc_pairs: Any, cross_pairs: Any,
+                   encode: bool, act: int, bits: int) -> dict[str, list]:
+        """[FLOPs, activation bytes, row FLOPs] of the encoder in the forward that encodes (`encode`, a prefill), by
+        op (time_op), linear in E encoder tokens and E2 encoder pairs (weights are the caller's; the cross-attention
+        is each decoder layer's: layer_time_terms). Bytes at `act` bytes per activation element:
+          embedding   E·d·(2 + a)                    each encoder position's row read (as the decoder's tokens)
+          stem        a·E·(2·mel + 5·d)              conv1 reads 2E·mel, writes 2E·d; conv2 reads 2E·d, writes E·d
+          encoder     L_e · a·E·(Σ io + 2·H·h + 2·H_kv·h)   each projection's in + out, the core's Q, O, K, V"""
+        if not encode:
+            return {}
+        attn, ffn, d, L_e = spec.attention, spec.ffn, spec.d_model, self.encoder_layers
+        out: dict[str, list] = {}
+        for comp, f in self.encoder_terms(spec, enc_tokens, enc_pairs, 0, 0).items():
+            if comp.startswith("encoder/"):
+                out.setdefault(self.time_op(comp), [0, 0, 0])[0] += f
+        for comp, f in self.encoder_terms(spec, 1, 0, 0, 0).items():  # one more row of each weight matmul
+            if comp.startswith("encoder/") and not comp.startswith("encoder/conv") and self.time_op(comp) != \
+                    "encoder/core":
+                out[self.time_op(comp)][2] += f
+        out["embedding"] = [0, enc_tokens * d * (2 + act), 0]  # each encoder position's embedding (and position) row
+        if self.mel_bins:
+            out["encoder/stem"][1] += act * enc_tokens * (2 * self.mel_bins + 5 * d)
+        out["encoder/proj"][1] += L_e * act * enc_tokens * sum(attn.io(d).values())
+        out["encoder/core"][1] += L_e * act * enc_tokens * (attn.query_io() + attn.key_value_io())
+        out["encoder/ffn"][1] += L_e * act * enc_tokens * sum(ffn.io(d).values())
         return out
+
+    def layer_time_terms(self, spec: Any, tokens: Any, enc_tokens: Any, cross_pairs: Any, encode: bool, act: int,
+                         bits: int) -> dict[str, list]:
+        """[FLOPs, activation and cache bytes, row FLOPs] of one decoder layer's cross-attention in one forward, by
+        op (cross_attention/proj, cross_attention/core), linear in T decoder tokens, E encoder tokens and X cross
+        pairs (cross_terms); `encode` (a prefill) projects K and V of the E positions and writes them to the cross
+        cache; every forward reads the cross cache (E positions of K and V):
+          proj   2·T·(W_q + W_o) [+ 2·E·(W_k + W_v)];  a·(T·(io_q + io_o) [+ E·(io_k + io_v)])
+          core   X · c_pair;  a·T·2·H·h + cross cache read [+ written]"""
+        attn, d = spec.attention, spec.d_model
+        e = enc_tokens if encode else 0
+        out = {"cross_attention/proj": [0, 0, 0], "cross_attention/core": [0, 0, 0]}
+        for comp, f in self.cross_terms(spec, e, tokens, cross_pairs).items():
+            out[self.time_op(comp)][0] += f
+        for comp, f in self.cross_terms(spec, 1 if encode else 0, 1, 0).items():  # one more row of each matmul
+            out[self.time_op(comp)][2] += f if self.time_op(comp) == "cross_attention/proj" else 0
+        io, cache = attn.io(d), attn.cache_bytes(enc_tokens, bits)
+        out["cross_attention/proj"][1] += act * (tokens * (io["q"] + io["o"]) + e * (io["k"] + io["v"]))
+        out["cross_attention/core"][1] += act * tokens * attn.query_io() + cache * (2 if encode else 1)
+        return out
+
+    def unread_weights(self, encode: bool) -> frozenset[str]:
+        """A decode step projects nothing from the encoder: the cross-attention's K and V weights go unread."""
+        return frozenset() if encode else frozenset({"cross_attention/k", "cross_attention/v"})
+
+    def layer_time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """Per decoder layer: each cross-attention matmul (q, o; k, v when encoding) with its norm, and its core."""
+        cross = sum(1 for k in spec.attention.matmuls(spec.d_model) if encode or k not in ("k", "v"))
+        return {"cross_attention/proj": cross + 1, "cross_attention/core": 1}
+
+    @staticmethod
+    def time_op(component: str) -> str:
+        """The op of a component of the encoder or the cross-attention: encoder/stem (the convolutions),
+        encoder/core, encoder/proj, encoder/ffn, cross_attention/core, cross_attention/proj (norms and position
+        tables go with the projections); the decoder's embedding norm: embedding."""
+        head, _, tail = component.partition("/")
+        if head not in ("encoder", "cross_attention"):  # the decoder's embedding norm
+            return "embedding"
+        if head == "cross_attention":
+            return "cross_attention/core" if tail.startswith("core") or tail == "sinks" else "cross_attention/proj"
+        if tail.startswith("conv"):
+            return "encoder/stem"
+        if tail.startswith("ffn/"):
+            return "encoder/ffn"
+        sub = tail.partition("/")[2]
+        return "encoder/core" if sub.startswith("core") or sub == "sinks" else "encoder/proj"
 
     def train_passes(self, component: str) -> int | None:
         """2 for the first audio convolution: its input, the mel features, needs no gradient, so its backward is the
@@ -330,12 +504,122 @@ class EncoderDecoder(Stack):
         return (f"cross-attention cache: K and V of the encoder's {encoder_seq:,} positions in each decoder layer, "
                 "computed once from the encoder output and fixed as the decoder grows (cross_bytes_per_sequence)")
 
+    explain_legend: ClassVar[dict[str, str]] = {
+        "L_e": "encoder layers", "S_e": "encoder positions per sequence (`encoder_seq`; Whisper: its fixed frames)",
+        "S_src": "rows of the encoder's position table", "m_el": "mel bins (Whisper's audio features)",
+        "k_c": "audio convolution width (3)", "m_e": "bytes per encoder token of its largest layer stage beyond the "
+        "residual and the normed input (docs/formulas.md#inference-peak)"}
+
+    def explain_symbols(self, encoder_seq: int) -> dict[str, int]:
+        """L_e, S_e, S_src and, with an audio stem, m_el and k_c."""
+        out = {"L_e": self.encoder_layers, "S_e": encoder_seq, "S_src": self.encoder_frames or 0}
+        return out | ({"m_el": self.mel_bins, "k_c": STEM_KERNEL} if self.mel_bins else {})
+
+    def explain_params(self, spec: Any) -> dict[str, str]:
+        """Per decoder layer: the cross-attention (as the self-attention's parts) and its norm; the decoder's
+        embedding norm; the encoder: its position table (S_src rows where fixed, else S_max), the audio stem
+        k·m·d + d + k·d² + d, its embedding norm, L_e × (attention + FFN + n_norm norms), its final norm."""
+        attn, ffn, norm = spec.attention, spec.ffn, spec.norm
+        out = {f"cross_attention/{k}": f"L · {_wrap(p)}" for k, (p, _) in attn.explain_parts().items()}
+        out["norms/cross"] = f"L · {_wrap(norm.explain_params('d'))}"
+        out |= {"norms/embedding": norm.explain_params("d")} if self.embedding_norm else {}
+        position = spec.positions.explain_params()
+        out["encoder/position"] = position.replace("S_max", "S_src") if self.encoder_frames else position
+        if self.mel_bins:
+            out["encoder/conv_stem"] = "k_c · m_el · d + d + k_c · d · d + d"
+        out |= {"encoder/norms/embedding": norm.explain_params("d")} if self.embedding_norm else {}
+        out |= {f"encoder/attention/{k}": f"L_e · {_wrap(p)}" for k, (p, _) in attn.explain_parts().items()}
+        out |= {f"encoder/ffn/{k}": f"L_e · {_wrap(p)}" for k, (p, _) in ffn.explain_parts().items()}
+        out["encoder/norms/layer"] = f"L_e · n_norm · {_wrap(norm.explain_params('d'))}"
+        out["encoder/norms/final"] = norm.explain_params("d") if norm.final else "0"
+        return out
+
+    def explain_flops(self, spec: Any, phase: str, passes: Any) -> dict[str, str]:
+        """As encoder_terms: a prefill (and, × its passes, a training step) runs the stem, the encoder over B·S_e
+        tokens with B·S_e² pairs, the cross K/V over B·S_e and the cross queries and output over B·S tokens with
+        B·S·S_e pairs; a decode step the cross queries and output of B tokens over B·S_e pairs."""
+        attn, ffn = spec.attention, spec.ffn
+        decode = phase == "decode"
+
+        def lead(component: str) -> list[str]:
+            return [str(passes(component))] if phase == "train" else []
+
+        out: dict[str, str] = {}
+        if not decode:
+            if self.mel_bins:
+                out["encoder/conv1"] = " · ".join([*lead("encoder/conv1"), "2 · k_c · m_el · d · 2 · B · S_e"])
+                out["encoder/conv2"] = " · ".join([*lead("encoder/conv2"), "2 · k_c · d · d · B · S_e"])
+            for k, (_, w) in attn.explain_parts().items():
+                if w is not None:
+                    out[f"encoder/attention/{k}"] = " · ".join([*lead(f"encoder/attention/{k}"), "2 · L_e · B · S_e",
+                                                                 _wrap(w)])
+            for k, cost in attn.explain_pair_costs(False).items():
+                out[f"encoder/attention/{k}"] = " · ".join([*lead(f"encoder/attention/{k}"), "L_e · B · S_e · S_e",
+                                                             _wrap(cost)])
+            for k, (_, w) in ffn.explain_parts().items():
+                out[f"encoder/ffn/{k}"] = " · ".join([*lead(f"encoder/ffn/{k}"), "2 · L_e · B · S_e", _wrap(w)])
+        tokens = "B" if decode else "B · S"
+        for k, (_, w) in attn.explain_parts().items():
+            if w is not None and not (decode and k in ("k", "v")):
+                rows = "B · S_e" if k in ("k", "v") else tokens
+                out[f"cross_attention/{k}"] = " · ".join([*lead(f"cross_attention/{k}"), f"2 · L · {rows}", _wrap(w)])
+        for k, cost in attn.explain_pair_costs(False).items():
+            out[f"cross_attention/{k}"] = " · ".join([*lead(f"cross_attention/{k}"), f"L · {tokens} · S_e",
+                                                      _wrap(cost)])
+        return out
+
+    def explain_kv(self, spec: Any, bits: int) -> dict[str, str]:
+        """The cross cache: K and V of the S_e encoder positions in each decoder layer (gqa attention, check_spec),
+        2 · L · H_kv · h · B · S_e · bytes (sub-byte: rounded up per layer, as cache_bytes)."""
+        return {"cross": cached_bytes(("2", "L", "H_kv", "h"), ("2", "H_kv", "h"), "L", "S_e", bits)}
+
+    def explain_activations(self, decoder: str) -> str:
+        """The larger of the encoder's forward peak, the decoder's prefill peak with the encoder output held
+        (a · B · S_e · d), and an audio stem's (its features and first convolution's output and GELU)."""
+        encoder = "S_e · (8 + 2 · a · d_rot) + B · S_e · (2 · a · d + m_e)"
+        stem = ", a · B · 2 · S_e · (m_el + 2 · d)" if self.mel_bins else ""
+        return f"max({encoder}, {decoder} + a · B · S_e · d{stem})"
+
+    def held_params(self, spec: Any) -> Parts:
+        """The encoder (extra_params) and the decoder's embedding norm."""
+        return self.extra_params(spec) | self.embedding_params(spec.d_model, spec.norm)
+
+    def read_params(self, spec: Any, encode: bool) -> Parts:
+        """Every forward: the decoder's embedding norm; a forward that encodes: the encoder but its position table
+        (looked up per position, as the decoder's is)."""
+        enc = {k: v for k, v in self.extra_params(spec).items() if k != "encoder/position"} if encode else {}
+        return self.embedding_params(spec.d_model, spec.norm) | enc
+
+    def time_kernels(self, spec: Any, encode: bool) -> dict[str, int]:
+        """When encoding: per encoder layer each matmul, the core and the norms, its final norm, and the stem's two
+        convolutions (the cross-attention's are each decoder layer's: layer_time_kernels)."""
+        if not encode:
+            return {}
+        attn, ffn, d, L_e = spec.attention, spec.ffn, spec.d_model, self.encoder_layers
+        out = {"encoder/proj": L_e * (len(attn.matmuls(d)) + spec.norm.per_layer) + spec.norm.final,
+               "encoder/core": L_e, "encoder/ffn": L_e * len(ffn.matmuls(d))}
+        return out | ({"encoder/stem": 2} if self.mel_bins else {})
+
+    def time_note(self) -> str | None:
+        return ("encoder-decoder: time to first token = the encoder over S_e tokens (its weights read once, "
+                "S_e² pairs per layer) + the cross K/V of its output (written to the cross cache) + the decoder's "
+                "prompt with cross-attention over S_e keys; each decode step reads the decoder's weights (but the "
+                "cross K/V projections), its self cache and the fixed cross cache (cross_bytes_per_sequence × batch) "
+                "and runs one query per sequence over S_e keys; docs/encoder-decoder.md#time")
+
+    def check_timed(self, field: str, layout: Any) -> None:
+        """latency and sweep are modelled on one GPU per replica (tp = pp = ep = 1; dp replicas)."""
+        if layout.tp * layout.pp * layout.ep > 1:
+            raise UserError("`tp`: an encoder-decoder is timed on one GPU per replica (its encoder is not split); "
+                            "set tp, pp and ep to 1 (dp replicas are modelled)")
+
     def check_decoding(self, field: str) -> None:
-        self.check_modelled("time")
+        raise UserError(f"`{field}`: serving an encoder-decoder model (serve, plan, fit, compare) is not modelled "
+                        "yet; `llmcalc latency` and `llmcalc sweep` time it")
 
     def check_modelled(self, what: str) -> None:
-        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv and "
-                        "inference memory are")
+        raise UserError(f"`model`: {what} of an encoder-decoder model is not modelled yet; params, flops, kv, "
+                        "inference memory, latency, sweep and explain are")
 
     def encoder_flops_note(self) -> str | None:
         return ("encoder-decoder: prefill = the encoder over S_e tokens (bidirectional, S_e² pairs per layer) + the "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
@@ -40,7 +41,7 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
     with totals checked against that command's own figures."""
     if topic not in TOPICS:
         raise UserError(f"explain: unknown topic {topic!r}; give one of {', '.join(TOPICS)}")
-    spec.stack.check_modelled("explain")
+    spec.stack.check_explained()
     if topic == "latency" and gpu is None:
         raise UserError("`gpu`: explain latency needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     for field, plain in UNMODELLED.get(topic, {}).items():
@@ -93,6 +94,10 @@ def _params(spec: ModelSpec, w: Workload) -> ExplainReport:
     add("norms/final", norm.explain_params("d") if norm.final else "0")
     add("lm_head", ("V" if spec.lm_head_bias else "0") if spec.tie_embeddings else linear("d", "V", spec.lm_head_bias),
         keep=True)
+    stack_env = env | spec.stack.explain_symbols(0)
+    stack_env |= {"S_src": stack_env["S_src"] or spec.max_seq_len} if "S_src" in stack_env else {}
+    for name, formula in spec.stack.explain_params(spec).items():  # an encoder-decoder's encoder, cross-attention
+        add(name, formula, stack_env)
     if spec.vision:
         for name, formula in spec.vision.explain_params().items():
             add(name, formula, env | spec.vision.explain_symbols())
@@ -128,11 +133,19 @@ def kv_steps(spec: ModelSpec, batch: int, seq: int, dtype: str, prefix: str) -> 
     return steps
 
 
+def stack_kv_steps(spec: ModelSpec, w: Workload, prefix: str) -> list[ExplainStep]:
+    """An encoder-decoder's cross cache (Stack.explain_kv): L · B · S_e positions of K and V; none otherwise."""
+    bits, enc = DTYPE_BITS[w.kv_dtype], spec.stack.encoder_length(w.encoder_seq, w.seq)
+    env = env_of(spec) | {"L": spec.n_layers, "B": w.batch, "bits": bits, "bytes": bits // 8}
+    env |= spec.attention.explain_symbols(bits) | spec.stack.explain_symbols(enc)
+    return [step(prefix + name, f, env, "bytes") for name, f in spec.stack.explain_kv(spec, bits).items()]
+
+
 def _kv(spec: ModelSpec, w: Workload) -> ExplainReport:
     from llmcalc.costs.kv import kv_cache
 
     r = kv_cache(spec, w)
-    steps = kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv/")
+    steps = kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv/") + stack_kv_steps(spec, w, "kv/")
     notes = list(dict.fromkeys(m.explain_kv_note for m, _ in mixer_groups(spec).values()))
     if spec.sliding_window:
         notes.append("a sliding-window layer keeps the last W − 1 tokens between steps (the next token makes W keys)")
@@ -143,7 +156,7 @@ def _kv(spec: ModelSpec, w: Workload) -> ExplainReport:
 # ---- FLOPs ------------------------------------------------------------------------------------
 
 def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
-    from llmcalc.costs.flops import flops
+    from llmcalc.costs.flops import _passes, flops
 
     gen, a = conv.gen, spec.attention  # a: the spec's attention, for the position encoding's pairs
     r = flops(spec, conv)
@@ -201,6 +214,9 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
                 add(prefix + name, prod(*lead, "2", "L", *tokens, w), env | env_of(spec, ffn) | {"L": n})
         logits = tokens if phase == "train" or conv.logits == "all" else ["B"]
         add("lm_head", prod(*lead, "2", *logits, "d", "V"))
+        stack_env = env | spec.stack.explain_symbols(spec.stack.encoder_length(conv.encoder_seq, conv.seq))
+        for name, formula in spec.stack.explain_flops(spec, phase, partial(_passes, spec)).items():
+            add(name, formula, stack_env)  # an encoder-decoder's encoder and cross-attention
         if phase != "train" and spec.positions.adds_flops:  # element-wise, apart from the totals above
             steps.append(step(f"positions/{phase}", *_positions(spec, tokens, position_pairs, env), "FLOPs"))
     totals = [sum_total(p, steps, f"{p}/", getattr(r, f"{p}_flops"), f"llmcalc flops: {p}_flops")
@@ -264,11 +280,14 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
     else:
         steps = [step("weights", "N · bytes", env, "bytes")]
     if not w.train:
-        steps += kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv_cache/")
+        steps += kv_steps(spec, w.batch, w.seq, w.kv_dtype, "kv_cache/") + stack_kv_steps(spec, w, "kv_cache/")
         m, what = layer_peak_per_token(spec, w.seq, w)
         rot = a.rope_dim - a.rope_dim % 2 if spec.positions.rotary else 0
         at = env | {"m": m, "d_rot": rot}
         peak = "S · (8 + 2 · a · d_rot) + max(B · S · (2 · a · d + m), a · B · S · d + B · (a · d + (a + 4) · V))"
+        if enc := spec.stack.encoder_length(w.encoder_seq, w.seq):  # an encoder-decoder: its encoder's peak too
+            at |= spec.stack.explain_symbols(enc) | {"m_e": layer_peak_per_token(spec, enc, w)[0]}
+            peak = spec.stack.explain_activations(peak)
         if w.images:  # the tower finishes before the language model's first layer: the larger peak
             tower = spec.vision
             at |= tower.explain_symbols() | tower.explain_image_symbols(*w.image_pixels(spec), spec.d_model)

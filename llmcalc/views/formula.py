@@ -115,7 +115,7 @@ def legend(spec: ModelSpec) -> dict[str, str]:
     """Every symbol's meaning: LEGEND, then the spec's variants' own."""
     mixers = {k: v for a, _ in mixer_groups(spec).values() for k, v in a.explain_legend.items()}
     return LEGEND | spec.attention.explain_legend | mixers | spec.ffn.explain_legend | spec.positions.explain_legend | (
-        spec.vision.explain_legend if spec.vision else {})
+        spec.vision.explain_legend if spec.vision else {}) | spec.stack.explain_legend
 
 
 def ffn_groups(spec: ModelSpec) -> dict[str, tuple[int, object]]:

@@ -30,7 +30,7 @@ from llmcalc.costs.capacity import (
 from llmcalc.costs.form import Lin, source, var
 from llmcalc.costs.kv import mixer_layers
 from llmcalc.costs.latency import StepTime, count_scope, count_scopes, step_form
-from llmcalc.costs.memory import PrefillPeak, layer_peak_per_token, peak_key
+from llmcalc.costs.memory import PrefillPeak, encoder_decoder_activations, layer_peak_per_token, peak_key
 from llmcalc.costs.shard import ceil_div, kv_split
 from llmcalc.costs.step_source import time_source
 from llmcalc.costs.weights import weights_bytes
@@ -114,9 +114,16 @@ class Sweeper:
             for scale in ("batch", "rep"):
                 # the cache after seq tokens: what a decode step at context seq reads, less the one it writes
                 kept_names[scale][f"kept@{scope}"] = f"{scale} * (dec{i}_keys - 1)"
+        # an encoder-decoder's encoder length: the workload's, else the prompt's (Stack.encoder_length); its
+        # variables (Stack.encoder_vars) per GPU: E = R·S_e, E2 = R·S_e², X = T·S_e
+        follows = work.encoder_seq is None and spec.stack.encoder_length(None, 2) == 2  # S_e = seq
+        se = "seq" if follows else str(spec.stack.encoder_length(work.encoder_seq, 1))
         for scale, t in (("batch", "batch * seq"), ("rep", "rep * seq")):
             pre_names[scale] |= {"T": t, "R": scale}
             dec_names[scale] |= {"T": scale, "R": scale}
+            for names, x in ((pre_names, f"{t} * {se}"), (dec_names, f"{scale} * {se}")):
+                names[scale] |= {"E": f"{scale} * {se}", "E2": f"{scale} * {se} * {se}", "X": x}
+            kept_names[scale]["E"] = f"{scale} * {se}"
         # one GPU's values, used by several ops: computed once, into locals
         shared = []
         for phase, names in (("pre", pre_names), ("dec", dec_names)):
@@ -129,6 +136,7 @@ class Sweeper:
 
         bits = DTYPE_BITS[work.kv_dtype]
         kv = sum(n * attn.cache_bytes(var(f"kept@{count_scope(g)}"), bits) for g, attn, n in cache_groups(spec))
+        kv = kv + spec.stack.cross_cache_bytes(spec, var("E"), 1, bits)  # an encoder-decoder's cross cache
         lines += ["        key = peak_key(seq)",
                   "        peak = PEAKS.get(key)",
                   "        if peak is None:",
@@ -148,7 +156,7 @@ class Sweeper:
         ns |= {"DP": work.layout.dp,
                "SPEC": spec, "WORK": work, "PEAKS": self.peaks, "SEQ": {}, "SEQ_LIMIT": SEQ_LIMIT,
                "peak_key": peak_key(spec, work),
-               "layer_peak": layer_peak_per_token, "activations": PrefillPeak(spec, work),
+               "layer_peak": layer_peak_per_token, "activations": self._activations(),
                "Point": SweepPoint, "WEIGHTS": self.weights}
         if self.weights_per_gpu is None:
             fits = "None" if self.gpu is None else "False"
@@ -170,6 +178,20 @@ class Sweeper:
                    "WEIGHTS_PER_GPU": self.weights_per_gpu, "WORKSPACE": self.workspace}
         return "\n".join(lines) + "\n"
 
+    def _activations(self):
+        """(batch, seq, layer peak) → memory's inference activations: the decoder's prefill peak (PrefillPeak), and
+        for an encoder-decoder the larger of it (with the encoder output held) and the encoder's forward peak
+        (memory's encoder_decoder_activations)."""
+        spec, work, peak = self.spec, self.work, PrefillPeak(self.spec, self.work)
+        if not spec.stack.encoder_length(work.encoder_seq, 1):
+            return peak
+
+        def activations(batch: int, seq: int, per_token: int) -> tuple[int, bool]:
+            enc = spec.stack.encoder_length(work.encoder_seq, seq)
+            return encoder_decoder_activations(spec, batch, enc, work, peak(batch, seq, per_token)[0], "")[0], False
+
+        return activations
+
     def grid(self, batches: list[int], seqs: list[int]) -> list[SweepPoint]:
         """Every (batch, seq) point, batch-major."""
         for b in batches:
@@ -185,7 +207,7 @@ def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: lis
     neither)."""
     rows, notes = [], []
     for spec in specs:
-        spec.stack.check_decoding("model")
+        spec.stack.check_timed("model", work.layout)
         sweeper = Sweeper(spec, gpu, work, tm)
         rows += [SweepRow(model=spec.name, **p._asdict()) for p in sweeper.grid(batches, seqs)]
         notes += sweeper.notes
