@@ -148,10 +148,8 @@ def test_kv_and_weights_of_the_report_are_kv_and_memory(name):
     w = Workload(batch=2, seq=128, gen=64, encoder_seq=None if name == "whisper-large-v3" else 128)
     r = latency(spec, H100, w)
     assert r.kv_bytes_per_gpu == kv_cache(spec, w.model_copy(update={"seq": 128 + 63})).total_bytes
-    # a tied head's GPU share leaves the final norm out (costs/shard.py weights_per_gpu, as for every tied decoder:
-    # a gap of one norm, reported to the lead); the encoder, the cross-attention and the embedding norm are all in
-    gap = memory(spec, w).weights_bytes - r.weights_bytes_per_gpu
-    assert gap == 0 if not spec.tie_embeddings or not spec.norm.final else 0 < gap <= 4 * spec.d_model
+    # the encoder, the cross-attention, the embedding norm and the final norm (a tied head's too) are all in
+    assert r.weights_bytes_per_gpu == memory(spec, w).weights_bytes
 
 
 # ---- the one form --------------------------------------------------------------------------------------------------

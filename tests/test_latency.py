@@ -273,3 +273,14 @@ def test_time_model_errors_are_one_line_exit_2(cli, tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text("name: mine\nkernel_s: 1.0e-5\nsources: {kernel_s: a guess}\n")
     assert cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(good)).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["gpt2", "gemma2-9b", "llama2-7b"])
+def test_weights_per_gpu_on_one_gpu_are_memorys_weights(name):
+    """On one GPU the weights latency holds are the model's stored weights (memory's, from params checked against
+    transformers): a tied head adds only the final norm beside the embedding it shares."""
+    from llmcalc.costs.memory import memory
+    from llmcalc.inputs.presets import load_preset
+
+    spec, w = load_preset(name), Workload(batch=1, seq=128)
+    assert latency(spec, H100, w).weights_bytes_per_gpu == memory(spec, w).weights_bytes

@@ -172,7 +172,7 @@ def parts_form(spec: ModelSpec, w: Workload, parts: dict[str, str]) -> dict[tupl
     # an encoder-decoder's embedding norm, and its encoder's weights in the forward that encodes (read once)
     for comp, b in stack_weight_bytes(spec, w, spec.stack.read_params(spec, "prefill" in parts)).items():
         out[(None, spec.stack.time_op(comp))][1] += b
-    emb, head = edge_bytes(spec, w)
+    head = edge_bytes(spec, w)[1]
     # a decode step projects its new token; a prefill its last position (`logits` last) or every one (all); a
     # chunk the last position of each sequence; a verify step every position
     logits = sum((var(("T" if phase == "verify" or phase == "prefill" and w.logits == "all" else "R") + tag)

@@ -31,14 +31,15 @@ def layer_bytes_per_gpu(spec: ModelSpec, group: LayerGroup, w: Workload) -> dict
     return {k: ceil_div(b, split_of(k, w.layout)) for k, b in stored.items()}
 
 
-def edge_bytes(spec: ModelSpec, w: Workload) -> tuple[int, int]:
-    """Bytes of (token + position embedding, final norm + LM head), all GPUs together. The head
+def edge_bytes(spec: ModelSpec, w: Workload) -> tuple[int, int, int]:
+    """Bytes of (token + position embedding, final norm + LM head, final norm), all GPUs together. The head
     matrix is counted even when tied: a tied head is the embedding read again (or, under pp, copied)."""
     d, v, formats = spec.d_model, spec.vocab_size, w.formats(spec)
     parts = edge_parts(spec)
     parts["lm_head"] = (lm_head_params(v, d, tied=False, bias=spec.lm_head_bias), [(d, v)])
     stored = {k: stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in parts.items()}
-    return (stored["embedding/token"] + stored["embedding/position"], stored["lm_head"] + stored["norms/final"])
+    return (stored["embedding/token"] + stored["embedding/position"], stored["lm_head"] + stored["norms/final"],
+            stored["norms/final"])
 
 
 def stack_weight_bytes(spec: ModelSpec, w: Workload, parts: dict[str, int] | None = None) -> dict[str, int]:
@@ -55,10 +56,10 @@ def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     embedding/head it keeps (and an encoder-decoder's encoder, beside the embedding)."""
     layout = w.layout
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
-    emb, head = edge_bytes(spec, w)
+    emb, head, norm = edge_bytes(spec, w)
     emb += sum(stack_weight_bytes(spec, w).values())
-    if layout.pp == 1:
-        edges = emb + (0 if spec.tie_embeddings else head)
+    if layout.pp == 1:  # a tied head is the embedding itself: only the final norm is more
+        edges = emb + (norm if spec.tie_embeddings else head)
     else:
         edges = max(emb, head)
     return ceil_div(layers, layout.pp) + ceil_div(edges, layout.tp)
