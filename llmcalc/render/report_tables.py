@@ -297,12 +297,12 @@ def compare_table(r, units: str) -> list:
                ("active params", "active_params", short),
                ("KV elements/token", "kv_elements_per_token", lambda n: f"{n:,}"),
                ("KV bytes/token", "kv_bytes_per_token", lambda n: f"{n:,}"),
-               ("state bytes/sequence", "state_bytes_per_sequence", lambda n: f"{n:,}"),
+               ("state bytes/seq", "state_bytes_per_sequence", lambda n: f"{n:,}"),
                (f"KV cache {r.batch}×{r.seq:,}", "kv_cache_bytes", sz),
                ("prefill FLOPs", "prefill_flops", short), ("decode FLOPs/step", "decode_flops", short),
                ("decode bytes/step", "decode_bytes", sz),
-               ("decode FLOPs/step per context token", "decode_flops_per_context", short),
-               ("decode bytes/step per context token", "decode_bytes_per_context", lambda n: f"{n:,}"),
+               ("decode FLOPs/ctx token", "decode_flops_per_context", short),
+               ("decode bytes/ctx token", "decode_bytes_per_context", lambda n: f"{n:,}"),
                ("memory (inference)", "memory_bytes", sz)]
     if r.gpu:
         metrics += [("time to first token", "ttft_s", seconds), ("time per output token", "tpot_s", seconds),
@@ -319,6 +319,8 @@ def compare_table(r, units: str) -> list:
         *(esc(f"{x.name}: {x.attention}" + (f", {x.ffn}" if r.mode == "models" else "") + f"; KV/token {x.kv_formula}")
           for x in r.rows),
         f"[dim]rule: {esc(r.rule)}[/dim]",
+        "[dim]state bytes/seq: a recurrent layer's fixed state per sequence; /ctx token: what one more token of "
+        "context adds to a decode step[/dim]",
         "[dim]conventions: " + esc(", ".join(f"{k} {v}" for k, v in r.conventions.items())) + "[/dim]",
         *_footer(r),
     ]
