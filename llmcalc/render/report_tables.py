@@ -77,7 +77,7 @@ def kv_table(r, units: str) -> list:
         f"[bold]{esc(r.model)}[/bold] KV cache, {r.batch} × {r.seq:,} tokens in {r.kv_dtype}: "
         f"[bold]{nbytes_text(r.total_bytes, units)}[/bold]",
         f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
-        + (f"fixed state per sequence (recurrent layers): {r.state_bytes_per_sequence:,} bytes; "
+        + (f"fixed per sequence (recurrent states, cross-attention caches): {r.state_bytes_per_sequence:,} bytes; "
            if r.state_bytes_per_sequence else "")
         + f"per layer: {' + '.join(nbytes_text(t.bytes_per_layer, units) for t in r.per_layer)}",
         *([f"image tokens: {r.image_tokens:,} per sequence hold {nbytes_text(r.image_bytes, units)} "
