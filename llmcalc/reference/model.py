@@ -74,9 +74,10 @@ class Layer(nn.Module):
         n = self.norms
         if len(n) == 1:
             h = n[0](x)
-            if self.attn is not None:
-                x = add(x, self.attn(h, kv, step))  # the FFN runs on the same input h
-            return x if self.ffn is None else add(x, self.ffn(h))
+            if self.attn is None:
+                return x if self.ffn is None else add(x, self.ffn(h))
+            a = self.attn(h, kv, step)  # held while the FFN runs on the same input h (Falcon's parallel block)
+            return add(x, a) if self.ffn is None else add(add(x, a), self.ffn(h))
 
         def norm(i: int, t: Tensor) -> Tensor:
             return n[i](t) if i < len(n) else t
