@@ -86,3 +86,11 @@ def test_prefill_flops_equal_flop_counter(spec):
     # nn.Conv1d with padding K − 1 computes K − 1 outputs per sequence more than the mixer keeps (docs/mamba.md)
     k, channels = NEMOTRON_H["conv_kernel"], 8 * 16 + 2 * 2 * 16
     assert ours + 2 * channels * k * (k - 1) * batch * 3 == measured
+
+
+@pytest.mark.parametrize("args", [["memory", "-p", "nemotron-h-8b", "--train", "--lora", "8"],
+                                  ["flops", "-p", "jamba-v0.1", "--lora", "8"]])
+def test_lora_on_a_hybrid_is_refused_in_one_line(cli, args):
+    """LoRA's adapters sit on spec.attention's matrices only: a hybrid is refused (exit 2, no traceback)."""
+    r = cli(*args)
+    assert r.returncode == 2 and "LoRA does not cover hybrid" in r.stderr and "Traceback" not in r.stderr

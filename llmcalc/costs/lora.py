@@ -29,6 +29,7 @@ def adapters(spec: ModelSpec, w: Workload) -> list[tuple[int, str, Adaptable]]:
     targets = w.lora
     if targets is None:
         return []
+    spec.check_uniform("LoRA")  # the adapters sit on spec.attention's matrices
     out = [(g.count, path, a) for g in spec.layer_groups() for path, a in layer_adapters(spec, g, targets)]
     if not out:
         raise UserError(f"`lora_targets`: {','.join(w.lora_targets)} adapt no matrix of {spec.name}; use some of "

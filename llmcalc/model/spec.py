@@ -167,8 +167,8 @@ class ModelSpec(Frozen):
     def check_uniform(self, what: str) -> None:
         """Raise UserError when layers differ in their mixer: `what` costs every layer with one mixer."""
         if self.hybrid:
-            raise UserError(f"`hybrid_pattern`: {what} does not cover hybrid layer patterns yet (params, kv and flops "
-                            "do); use one of those")
+            raise UserError(f"`hybrid_pattern`: {what} does not cover hybrid layer patterns yet (params, kv, flops, "
+                            f"memory and the time model do); leave {what} out")
 
     def sliding_layers(self, start: int, stop: int) -> int:
         """How many of layers start..stop-1 are sliding-window layers."""
