@@ -121,7 +121,8 @@ def memory_note(spec: ModelSpec) -> str | None:
         memory(spec, Workload(batch=1, seq=1))
     except UserError as e:
         return f"{spec.name}: peak memory left out ({e})"
-    why = next((g.mixer.reference_activations for g in spec.layer_groups() if g.mixer.reference_activations), None)
+    why = next((g.mixer.reference_activations for g in spec.layer_groups()
+                if g.mixer is not None and g.mixer.reference_activations), None)
     return f"{spec.name}: peak memory left out ({why})" if why else None
 
 
@@ -130,7 +131,7 @@ def check_referenced(spec: ModelSpec) -> None:
     (`referenced` false). Decoders with any hybrid layer pattern, encoders and encoder-decoders all have one
     (llmcalc/reference/model.py, encoder_decoder.py)."""
     for group in spec.layer_groups():
-        if not group.mixer.referenced:
+        if group.mixer is not None and not group.mixer.referenced:
             raise UserError(f"`{group.mixer_name}`: the reference model has no {group.mixer.kind} module yet; "
                             "validate a model without it")
 
