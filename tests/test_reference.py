@@ -197,7 +197,8 @@ def test_tiny_matches_estimators(name, mla_decode):
 
 
 @pytest.mark.parametrize("name", TINY)
-@pytest.mark.parametrize("chunks", [(SEQ, 1), (4, 3, SEQ - 7, 1, 1)], ids=["prefill+decode", "chunked"])
+@pytest.mark.parametrize("chunks", [(SEQ, 1), (4, 3, SEQ - 7, 1, 1), (2,) + (1,) * (3 * WINDOW)],
+                         ids=["prefill+decode", "chunked", "decode steps"])
 def test_cached_steps_equal_one_full_forward(name, chunks):
     assert assert_cache_consistent(tiny(name), chunks).std() > 0.1  # logits with signal: a wrong key would show
 

@@ -163,6 +163,56 @@ def cache_step(cache: Tensor | None, new: Tensor, start: int, window: int | None
     return keys
 
 
+def ring_step(cache: Tensor, new: Tensor, start: int) -> Tensor:
+    """cache_step for serving kernels' sliding caches, kept as a ring: once positions outrun the C slots, position
+    p lives in slot p mod C, so a decode step writes one slot (ring_write) instead of shifting the whole window.
+    Returns the keys the new tokens attend over, oldest first (a copy only where the ring has wrapped)."""
+    T, C = new.shape[-2], cache.shape[-2]
+    if start + T <= C:
+        return cache_step(cache, new, start, None)
+    held = min(start, C)
+    old = cache[..., :held, :] if start <= C else cache.roll(-(start % C), -2)  # positions start − held …
+    keys = torch.cat([old.to(new.dtype), new], -2) if held else new  # positions start − held … start + T − 1
+    cache.copy_(keys[..., -C:, :].roll((start + T - C) % C, -2))  # the last C positions, each in slot p mod C
+    return keys
+
+
+def ring_write(cache: Tensor, new: Tensor, start: int) -> None:
+    """Store one new position `start` [..., 1, e] in its ring slot, over the position that leaves the window."""
+    cache[..., start % cache.shape[-2], :] = new[..., 0, :]
+
+
+def attend_held_and_new(q: Tensor, k: Tensor, v: Tensor, k1: Tensor, v1: Tensor, scale: float) -> Tensor:
+    """One query per sequence over the held keys k, v [B, H_kv, C, e] (in any order: all visible, no position
+    bias) and its own key k1, v1 [B, H_kv, 1, e], without concatenating them: a flash call over the held keys
+    returns its output and log-sum-exp, and the new key's score joins them, softmax(s) = e^(s − lse) re-weighted:
+    o = (o_held · e^lse + v1 · e^s1) / (e^lse + e^s1). q [B, H, 1, e] → [B, H, 1, e]."""
+    g = q.shape[1] // k.shape[1]
+    out, lse = _attention_lse(q, k, v, scale)  # [B, H, 1, e], [B, H, 1] (fp32)
+    s1 = (q.float() * k1.repeat_interleave(g, 1).float()).sum(-1) * scale  # [B, H, 1]
+    top = torch.maximum(lse, s1)
+    a, b = (lse - top).exp()[..., None], (s1 - top).exp()[..., None]
+    return ((out.float() * a + v1.repeat_interleave(g, 1).float() * b) / (a + b)).to(q.dtype)
+
+
+def _attention_lse(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    """Flash attention with no mask, returning the output and the per-query log-sum-exp [B, H, T] (fp32)."""
+    if q.device.type == "cuda":
+        try:  # the flash kernel takes fewer K/V heads than query heads (GQA) where its build does
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
+            return out[0], out[1]
+        except RuntimeError:
+            if k.shape[1] == q.shape[1]:
+                raise
+    if k.shape[1] != q.shape[1]:
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], 1) for t in (k, v))
+    if q.device.type == "cuda":
+        out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
+        return out[0], out[1]
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, scale=scale)
+    return out, lse
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, *, start: int, window: int | None, scale: float,
            alibi: Tensor | None = None, sinks: Tensor | None = None, serving: bool = False,
            scratch: int = MIN_SCRATCH) -> Tensor:
@@ -233,6 +283,9 @@ def _flash_block(q: Tensor, k: Tensor, v: Tensor, q_start: int, k_start: int, *,
     if alibi is not None:
         mask = (alibi[:, None, None] * (kpos - qpos)).masked_fill_(~keep, -math.inf).to(q.dtype)[None]
     if sinks is None:
+        if q.device.type == "cuda" and k.shape[1] != q.shape[1]:  # CUDA's kernels that take a mask have no GQA:
+            # SDPA would fall back to its math kernel (the scores in memory), so the band's K/V are repeated
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
     if q.device.type != "cpu":
         return _eager(q, k, v, q_start, k_start + k.shape[2], window=window, scale=scale, alibi=alibi, sinks=sinks)
@@ -298,11 +351,23 @@ class GQAttention(nn.Module):
         else:
             q, k, v = self.qkv(x, step)  # [B, T, heads, h]
         cache_k, cache_v = kv or (None, None)
-        k = cache_step(cache_k, k.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
-        v = cache_step(cache_v, v.transpose(1, 2), step.start, self.window)  # [B, H_kv, L, h]
-        out = attend(q.transpose(1, 2), k, v, start=step.start, window=self.window, scale=self.head_dim**-0.5,
-                     alibi=step.alibi, sinks=self.sinks, serving=step.serving,
-                     scratch=step.scratch)  # [B, H, T, h], laid out [B, T, H, h]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # [B, heads, T, h]
+        scale = self.head_dim**-0.5
+        if step.serving and cache_k is not None and 0 < cache_k.shape[-2] == (self.window or 0) - 1:
+            # a sliding layer's full-window cache, kept as a ring
+            if T == 1 and step.start >= cache_k.shape[-2] and step.alibi is None and self.sinks is None:
+                out = attend_held_and_new(q, cache_k, cache_v, k, v, scale)  # every held key is in the window
+                ring_write(cache_k, k, step.start)
+                ring_write(cache_v, v, step.start)
+            else:
+                k, v = ring_step(cache_k, k, step.start), ring_step(cache_v, v, step.start)  # [B, H_kv, L, h]
+                out = attend(q, k, v, start=step.start, window=self.window, scale=scale, alibi=step.alibi,
+                             sinks=self.sinks, serving=True, scratch=step.scratch)
+        else:
+            k = cache_step(cache_k, k, step.start, self.window)  # [B, H_kv, L, h]
+            v = cache_step(cache_v, v, step.start, self.window)  # [B, H_kv, L, h]
+            out = attend(q, k, v, start=step.start, window=self.window, scale=scale, alibi=step.alibi,
+                         sinks=self.sinks, serving=step.serving, scratch=step.scratch)  # [B, H, T, h] as [B, T, H, h]
         del q, k, v  # a cache holds K and V now
         out = out.transpose(1, 2).reshape(B, T, -1)
         if gate is not None:
@@ -375,7 +440,8 @@ class MLAttention(nn.Module):
         attn = partial(attend, start=step.start, window=self.window, scale=a.qk_head_dim**-0.5, alibi=step.alibi,
                        serving=step.serving, scratch=step.scratch)
         if step.absorbed:
-            out = self._absorbed(q[..., :dn], q[..., dn:], latent, k_rope, attn)
+            one = a.qk_head_dim**-0.5 if step.serving and T == 1 and step.alibi is None else None
+            out = self._absorbed(q[..., :dn], q[..., dn:], latent, k_rope, attn, one)
         else:
             out = self._decompressed(q, latent, k_rope, attn, step.serving)
         del q
@@ -404,18 +470,35 @@ class MLAttention(nn.Module):
         del q, k, v
         return out[..., :dv].transpose(1, 2).reshape(B, T, -1)  # [B, T, H·d_v]
 
-    def _absorbed(self, q_nope, q_rope, latent, k_rope, attn) -> Tensor:
+    def _absorbed(self, q_nope, q_rope, latent, k_rope, attn, one_query_scale: float | None = None) -> Tensor:
+        """one_query_scale: a serving decode step (one query, every held key visible, no position bias), whose
+        scores take this scale (see _absorbed_step); None: `attn` over the concatenated [latent, k_rope] keys."""
         a, (B, T, H, dn) = self.a, q_nope.shape
         # kv_up's weight [H·(d_n+d_v), r] per head: W_UK [H, d_n, r] makes no-RoPE keys, W_UV [H, d_v, r] values
         w_uk, w_uv = self.kv_up.weight.view(H, dn + a.v_head_dim, -1).split([dn, a.v_head_dim], 1)
         # [H, B·T, d_n] @ [H, d_n, r] → [H, B·T, r]
         q_lat = torch.bmm(q_nope.permute(2, 0, 1, 3).reshape(H, B * T, dn), w_uk)
+        if one_query_scale is not None:  # a serving decode step: the cache read in place, no copy
+            out = self._absorbed_step(q_lat.view(H, B, -1).transpose(0, 1), q_rope.reshape(B, H, -1), latent,
+                                      k_rope, one_query_scale)  # [B, H, r]
+            out = out.transpose(0, 1)[:, :, None]  # [H, B, 1, r]
+            return torch.bmm(out.reshape(H, B, -1), w_uv.transpose(1, 2)).transpose(0, 1).reshape(B, 1, -1)
         q = torch.cat([q_lat.view(H, B, T, -1).transpose(0, 1), q_rope.transpose(1, 2)], -1)  # [B, H, T, r+d_r]
         keys = torch.cat([latent, k_rope], -1)[:, None]  # [B, 1, L, r+d_r]: one K/V "head" for all H
         out = attn(q, keys, latent[:, None])  # [B, H, T, r]
         # [H, B·T, r] @ [H, r, d_v] → [H, B·T, d_v]
         out = torch.bmm(out.transpose(0, 1).reshape(H, B * T, -1), w_uv.transpose(1, 2))
         return out.view(H, B, T, -1).permute(1, 2, 0, 3).reshape(B, T, -1)
+
+    @staticmethod
+    def _absorbed_step(q_lat: Tensor, q_rope: Tensor, latent: Tensor, k_rope: Tensor, scale: float) -> Tensor:
+        """One query per sequence (all L keys visible) as serving MLA kernels run it: the H heads' queries are
+        the rows of one product with the latents, which are read where the cache holds them (no concatenated
+        keys, no copy per head): q_lat [B, H, r], q_rope [B, H, d_r], latent [B, L, r], k_rope [B, L, d_r]
+        → [B, H, r]. The same FLOPs as the attention over [latent, k_rope]."""
+        scores = torch.baddbmm(q_rope @ k_rope.transpose(1, 2), q_lat, latent.transpose(1, 2))  # [B, H, L]
+        p = (scores.float() * scale).softmax(-1).to(latent.dtype)
+        return p @ latent  # [B, H, L] @ [B, L, r] → [B, H, r]
 
 
 def mul(a: Tensor, b: Tensor) -> Tensor:
@@ -446,6 +529,10 @@ class MLP(nn.Module):
         h = self.act(self.gate(x))  # [B, T, d] @ [d, f] → [B, T, f]
         h = mul(h, self.up(x))  # [B, T, d] @ [d, f] → [B, T, f]
         return self.down(h)  # [B, T, f] @ [f, d] → [B, T, d]
+
+
+GROUPED_MM = getattr(F, "grouped_mm", None) or torch._grouped_mm
+"""One GEMM per group of rows: F.grouped_mm where torch has it, torch._grouped_mm in older releases."""
 
 
 class Experts(nn.Module):
@@ -489,7 +576,7 @@ class Experts(nn.Module):
 
     def _grouped(self, x: Tensor, name: str, ends: Tensor, expert: Tensor) -> Tensor:
         """x [R, d_in] in expert order (expert e's rows end at ends[e]) @ each expert's matrix → [R, d_out]."""
-        out = F.grouped_mm(x, getattr(self, name), offs=ends)
+        out = GROUPED_MM(x, getattr(self, name), offs=ends)
         b = getattr(self, f"{name}_bias")
         return out if b is None else add(out, b[expert])  # the bias of each row's expert, [R, d_out]
 
