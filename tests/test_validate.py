@@ -84,3 +84,12 @@ def test_encoders_and_encoder_decoders_are_validated_beside_decoders():
     report = validate(specs, batch=1, seq=16, device="fake", skip_unreferenced=True)
     assert report.models == ["t5-small", "bert-base-uncased", "tiny-decoder-example"] and report.ok
     assert not any("left out" in n for n in report.notes)
+
+
+def test_time_rows_check_the_roofline_as_a_lower_bound():
+    """On cuda the roofline's times pass when they are at most the measurement, however far below."""
+    from llmcalc.views.validate import lower_bound_row
+
+    below, above = (lower_bound_row("m", "prefill time (s)", "roofline", e, 0.010) for e in (0.002, 0.011))
+    assert below.ok and below.bound and below.rel_error == pytest.approx(0.8)
+    assert not above.ok

@@ -10,7 +10,6 @@ scores.) Params, FLOPs and cache bytes depend only on shapes, so device="cuda" t
 from __future__ import annotations
 
 import contextlib
-import statistics
 import weakref
 from dataclasses import dataclass, replace
 
@@ -249,33 +248,79 @@ def _measure_lora(spec, batch, seq, rank, targets, dtype) -> LoraMeasured:
 
 
 def _cuda_run(spec, batch, seq, mla_decode, dtype) -> dict:
-    """Peak memory of the prefill (torch.cuda.max_memory_allocated) and median prefill / decode times.
-    The decode step runs at position S over a zeroed cache of S + 1 positions (time does not depend on
-    the values)."""
+    """Peak memory of the prefill (torch.cuda.max_memory_allocated) and median prefill / decode times."""
     model = Decoder(spec, dtype=dtype, device="cuda").eval().use_kernels("serving")
-    tokens = torch.zeros(batch, seq, dtype=torch.long, device="cuda")
-    with torch.no_grad():
-        cache = model.new_cache(batch, seq)
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        prefill_s = _median_time(lambda: model(tokens, cache, 0, "last").float())
-        peak = torch.cuda.max_memory_allocated()
-        del cache
-        cache = model.new_cache(batch, seq + 1)
-        decode_s = _median_time(lambda: model(tokens[:, :1], cache, seq, "last", mla_decode))
+    prefill_s, peak, _ = prefill_run(model, batch, seq)
+    decode_s, _ = decode_run(model, batch, seq, mla_decode)
     return dict(peak_bytes=peak, prefill_s=prefill_s, decode_s=decode_s)
 
 
-def _median_time(fn, warmup: int = 2, runs: int = 5) -> float:
-    """Median seconds of fn() over `runs` timed calls after `warmup` untimed ones, by CUDA events."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(begin.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+def prefill_run(model: Decoder, batch: int, seq: int, warmup: int = 1, runs: int = 3) -> tuple[float, int | None, int]:
+    """Median seconds of a prefill of `seq` tokens (random_tokens) in `batch` sequences into a preallocated cache
+    of `seq` positions (logits of the last position, read in fp32 as sampling does), timed on the model's device (CUDA
+    events on cuda, after `warmup` untimed runs); on cuda the peak bytes allocated over it
+    (torch.cuda.max_memory_allocated: weights, cache, activations, kernels' workspaces; None elsewhere); and the
+    cache's bytes."""
+    from llmcalc.reference.calibrate import Timer
+
+    dev = model.embed.weight.device
+    tokens = random_tokens(model, batch, seq)
+    with torch.no_grad():
+        cache = model.new_cache(batch, seq)
+        cuda = dev.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        seconds = Timer(str(dev))(lambda: model(tokens, cache, 0, "last").float(), warmup, runs)
+        peak = torch.cuda.max_memory_allocated() if cuda else None
+        kv = sum(t.nbytes for c in cache for t in c)
+    return seconds, peak, kv
+
+
+def random_tokens(model: Decoder, batch: int, seq: int) -> torch.Tensor:
+    """Token ids drawn uniformly (a fixed seed), so a router sends tokens to experts as real text spreads them:
+    equal ids would give every token the same hidden state and the same experts, which reads fewer expert weights
+    than the time model's decode step (and real traffic) does."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    ids = torch.randint(0, model.spec.vocab_size, (batch, seq), generator=g)
+    return ids.to(model.embed.weight.device)
+
+
+def decode_run(model: Decoder, batch: int, seq: int, mla_decode: str = "absorbed", warmup: int = 3, runs: int = 20,
+               graph: bool = True) -> tuple[float, str]:
+    """Median seconds of one decode step of `batch` sequences (random_tokens) at position `seq` over a zeroed
+    cache of seq + 1 positions (attention's time does not depend on the cached values), and how it ran: on cuda
+    the step is captured once in a CUDA graph and replayed, so no Python or launch overhead is timed ("CUDA
+    graph"); "eager" where graph is False, off cuda, or where capture fails (the reason is given)."""
+    from llmcalc.reference.calibrate import Timer
+
+    dev = model.embed.weight.device
+    tokens = random_tokens(model, batch, 1)
+    with torch.no_grad():
+        cache = model.new_cache(batch, seq + 1)
+
+        def step():
+            return model(tokens, cache, seq, "last", mla_decode)
+
+        fn, how = step, "eager"
+        if graph and dev.type == "cuda":
+            try:
+                fn, how = _captured(step), "CUDA graph"
+            except RuntimeError as e:
+                how = f"eager (CUDA graph capture failed: {str(e).splitlines()[0][:120]})"
+        seconds = Timer(str(dev))(fn, warmup, runs)
+    return seconds, how
+
+
+def _captured(step):
+    """step() captured in a CUDA graph (after two warm-up calls on a side stream): its replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay

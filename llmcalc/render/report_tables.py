@@ -274,7 +274,8 @@ def validation_table(r, units: str) -> list:
         table("Estimate vs measurement", (["model"] if several else []) + ["quantity", "estimate", "measured",
                                                                           "rel. error", ""], rows,
               text=(0, 1) if several else (0,)),
-        "[dim]tolerance: exact for counts and bytes" + "".join(f"; {q} {t:.0%}" for q, t in tolerances) + "[/dim]",
+        "[dim]tolerance: exact for counts and bytes" + "".join(f"; {q} {t:.0%}" for q, t in tolerances)
+        + ("; times: at most the measurement (a lower bound)" if any(x.bound for x in r.rows) else "") + "[/dim]",
         *(f"[dim]note: {esc(n)}[/dim]" for n in r.notes),
     ]
 

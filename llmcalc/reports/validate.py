@@ -5,7 +5,8 @@ from llmcalc.reports.base import Report
 
 class ValidationRow(Report):
     """One quantity: the closed-form estimate, the reference model's measurement, and the verdict.
-    rel_error = |measured − estimate| / measured; ok when it is within tolerance."""
+    rel_error = |measured − estimate| / measured; ok when it is within tolerance, or for a bound (the roofline's
+    time, a lower bound) when the estimate is at most the measurement."""
 
     model: str
     quantity: str
@@ -16,6 +17,8 @@ class ValidationRow(Report):
     rel_error: float
     tolerance: float
     ok: bool
+    bound: bool = False
+    """The estimate is a lower bound (tolerance unused): ok when estimate ≤ measured."""
 
 
 class ValidationReport(Report):
