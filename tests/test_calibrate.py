@@ -79,6 +79,18 @@ def test_fit_recovers_the_figures_that_generated_the_timings(overlap, pad):
     assert "median error of the op form 0.0%" in notes[-1]
 
 
+def test_kernel_cost_inside_a_cuda_graph_is_the_profiles_and_the_isolated_call_is_what_the_fits_subtract():
+    """On cuda the harness also replays tiny kernels from a CUDA graph: that per-kernel cost is the profile's
+    kernel_s (a decode step is replayed so), while the GEMM and attention fits still subtract the isolated call's
+    time (each of their runs is one isolated call), so they recover the same efficiencies."""
+    raw = synthetic(TRUTH, 0.5) | {"graph_tiny": {"elements": 16, "kernels": 1000, "seconds_per_kernel": 2.1e-6}}
+    tm, _ = fit(raw, H100, TimeModel(overlap=0.5), "a base")
+    assert tm.kernel_s == pytest.approx(2.1e-6)
+    assert "CUDA graph" in tm.sources["kernel_s"] and "6.0 µs" in tm.sources["kernel_s"]
+    assert tm.compute_efficiency == pytest.approx(TRUTH["compute_efficiency"], rel=2e-3)
+    assert tm.attention_efficiency == pytest.approx(TRUTH["attention"], rel=2e-3)
+
+
 def test_fit_keeps_what_it_cannot_measure_and_says_where_each_figure_comes_from():
     base, name = base_profile(H100)
     raw = synthetic(TRUTH, base.overlap) | {"collectives": [], "comm_note": "one GPU visible: no collective measured"}

@@ -7,7 +7,9 @@ c = FLOPs / (peak · efficiency) and m = bytes / (bandwidth · memory_efficiency
   t(op) = max(c, m) + overlap · min(c, m) + kernel_s,   a weight matmul's FLOPs 2 · (M + matmul_pad_rows) · N · K
 
   memory_efficiency    = copy bytes (read + written) / seconds / datasheet bandwidth
-  kernel_s             = seconds of a tiny kernel (an add on a few elements)
+  kernel_s             = seconds per kernel of tiny kernels (an add on a few elements) replayed from a CUDA graph;
+                         the fits below subtract an isolated call's time instead (its host launch included), as
+                         each GEMM and attention run is timed as one isolated call
   compute_efficiency   = at each pad p: the best, over the large-M bf16 GEMMs, of the efficiency at which t(op)
                          is the measured time; matmul_pad_rows = the p whose t(op) fits every M of every shape best
                          (least squares of the relative error: a 1-D search over [0, 4096])
@@ -80,7 +82,7 @@ class Plan:
     @property
     def steps(self) -> int:
         """Measurements the harness makes, for a progress bar (collectives not counted)."""
-        return 2 * len(self.gemms) * len(self.rows) + len(self.prefill) + len(self.decode) + 2
+        return 2 * len(self.gemms) * len(self.rows) + len(self.prefill) + len(self.decode) + 2 + (self.device == "cuda")
 
 
 def gemm_shapes(spec: ModelSpec, scale: int = 1) -> list[Gemm]:
@@ -257,8 +259,14 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
     put("memory_efficiency", raw["copy"]["bytes"] / raw["copy"]["seconds"] / bandwidth,
         f"device-to-device copy of {raw['copy']['bytes'] // 2:,} bytes, bytes read + written / time, over the "
         f"datasheet {gpu.memory_bandwidth_gbs:g} GB/s")
-    put("kernel_s", raw["tiny"]["seconds"], f"median time of an add on {raw['tiny']['elements']} elements")
-    kernel_s, overlap = figures["kernel_s"], base.overlap
+    kernel_s, overlap = raw["tiny"]["seconds"], base.overlap  # an isolated call's fixed cost, launch included
+    if raw.get("graph_tiny"):
+        g = raw["graph_tiny"]
+        put("kernel_s", g["seconds_per_kernel"], f"per kernel of {g['kernels']:,} adds on {g['elements']} elements "
+            "replayed back to back from one CUDA graph, as serving stacks replay a decode step (an isolated call, "
+            f"launch included, took {kernel_s * 1e6:.1f} µs: the GEMM and attention fits subtract that)")
+    else:
+        put("kernel_s", kernel_s, f"median time of an add on {raw['tiny']['elements']} elements")
     stream = bandwidth * figures["memory_efficiency"]
 
     bf16 = [x for x in raw["gemm"] if x["dtype"] == "bf16"]

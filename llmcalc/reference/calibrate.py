@@ -68,6 +68,27 @@ class Timer:
         return time.perf_counter() - start
 
 
+GRAPH_KERNELS = 1000
+"""Tiny kernels in the CUDA graph whose replay gives the fixed cost of one kernel inside a captured step."""
+
+
+def graph_kernel_s(kernels: int = GRAPH_KERNELS, elements: int = 16, runs: int = 10) -> float:
+    """Seconds per kernel of `kernels` tiny kernels (an add on `elements` elements) replayed back to back from one
+    CUDA graph (median of `runs` replays after two): the fixed cost each kernel adds to a step that serving stacks
+    capture and replay, with no launch from the host between kernels (an isolated call's time includes one)."""
+    x = torch.ones(elements, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(kernels):
+            x.add_(1)
+    return Timer("cuda")(graph.replay, 2, runs) / kernels
+
+
 def device_name(device: str) -> str:
     """torch.cuda.get_device_name() on cuda; the CPU's model name on cpu."""
     if device == "cuda":
@@ -130,6 +151,10 @@ def measure(plan, progress: Callable[[str], None] = lambda step: None) -> dict:
     y = torch.empty_like(x)
     raw["tiny"] = {"elements": plan.tiny,
                    "seconds": timer(lambda: torch.add(x, 1, out=y), plan.warmup, plan.tiny_runs)}
+
+    if dev == "cuda":
+        progress("tiny kernels in a CUDA graph")
+        raw["graph_tiny"] = {"elements": plan.tiny, "kernels": GRAPH_KERNELS, "seconds_per_kernel": graph_kernel_s()}
 
     raw["gemm"] = gemms(plan, timer, progress, notes)
     raw["attention"], raw["attention_backend"] = attention(plan, timer, progress, notes)
