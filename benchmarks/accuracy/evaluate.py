@@ -559,7 +559,8 @@ ABOUT = {"roofline": "llmcalc's `latency` at its default shares of peak ({consta
                      "collective or step: the physical lower bound on time at those shares of the datasheet peaks",
          "calibrated": "llmcalc's `latency --time-model calibrated`: the GPU's profile in presets/calibration/ "
                        "(partial overlap, fixed costs per kernel, collective and step; its efficiencies fitted to "
-                       "this page's table subset by benchmarks/accuracy/fit_profiles.py, the held-out subset unseen)"}
+                       "this page's table subset by benchmarks/accuracy/fit_profiles.py, the held-out subset "
+                       "unseen; the H200's measured on an H200 by `llmcalc calibrate`, docs/validation.md)"}
 """What each time model is, for the page; {constants} is filled from latency()'s default time model."""
 
 QUANTITY_ORDER = {"ttft": 0, "step": 1, "run": 2}

@@ -14,7 +14,8 @@ seen. The search is coordinate descent, each figure by golden section within phy
 from fixed starting points: deterministic. No figure depends on a model: the same profile serves every model.
 
 A GPU preset with no published points gets the figures of the fitted GPU of its architecture (by analogy, said in
-its sources); one with no such neighbour is not written.
+its sources); one with no such neighbour is not written. A profile measured on the GPU itself by `llmcalc calibrate`
+(h200's, docs/validation.md) is kept as it is; the GPUs fitted by analogy to it keep the published fit's figures.
 """
 
 from __future__ import annotations
@@ -177,11 +178,23 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     targets = {g: g for g in counts} | {g: n for g, n in ANALOGY.items() if n in counts}
     for gpu, fitted_on in sorted(targets.items()):
+        if measured_on_device(OUT / f"{gpu}.yaml"):
+            print(f"kept {OUT / f'{gpu}.yaml'}: measured on the device by llmcalc calibrate")
+            continue
         text = yaml.safe_dump(profile(figures, gpu, counts, fitted_on), sort_keys=False, width=120, allow_unicode=True)
         (OUT / f"{gpu}.yaml").write_text(f"# Calibration profile for {gpu}: llmcalc/model/time_model.py names each "
                                          "figure; regenerate with benchmarks/accuracy/fit_profiles.py --write\n"
                                          + text, encoding="utf-8")
         print(f"wrote {OUT / f'{gpu}.yaml'}")
+
+
+def measured_on_device(path: Path) -> bool:
+    """A bundled profile that `llmcalc calibrate` measured on the GPU itself (its compute efficiency's source says
+    so): --write leaves it as it is, since a measurement outranks a fit to published figures."""
+    if not path.exists():
+        return False
+    sources = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("sources", {})
+    return str(sources.get("compute_efficiency", "")).startswith("measured by llmcalc calibrate")
 
 
 def fit_start(pairs: list) -> dict:
