@@ -81,7 +81,7 @@ def test_encoders_and_encoder_decoders_are_validated_beside_decoders():
     from llmcalc.views.validate import validate
 
     specs = [load_preset(n) for n in ("t5-small", "bert-base-uncased", "tiny-decoder-example")]
-    report = validate(specs, batch=1, seq=16, device="fake", skip_unreferenced=True)
+    report = validate(specs, batch=1, seq=16, device="fake")
     assert report.models == ["t5-small", "bert-base-uncased", "tiny-decoder-example"] and report.ok
     assert not any("left out" in n for n in report.notes)
 

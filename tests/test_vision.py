@@ -607,17 +607,3 @@ def test_embedding_extra_rows_refuses_a_tied_head(tmp_path):
     path.write_text(json.dumps(spec))
     r = run_cli("params", "--config", str(path))
     assert r.returncode == 2 and "embedding_extra_rows" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-
-
-def test_validate_all_leaves_the_mllama_preset_out_with_a_note():
-    """validate over many models (as `validate --all` runs it) leaves llama-3.2-11b-vision out, with a note naming its
-    cross-attention mixer, and measures the others; validating it alone is refused (exit 2, one line)."""
-    pytest.importorskip("torch")
-    from llmcalc.views.validate import validate
-
-    specs = [load_preset(n) for n in ("llama-3.2-11b-vision", "tiny-decoder-example")]
-    report = validate(specs, batch=1, seq=16, device="fake", skip_unreferenced=True)
-    assert report.models == ["tiny-decoder-example"] and report.ok
-    assert any(n.startswith("llama-3.2-11b-vision left out: `cross_attention`") for n in report.notes)
-    r = run_cli("validate", "-p", "llama-3.2-11b-vision", "--device", "fake")
-    assert r.returncode == 2 and "cross_attention" in r.stderr and len(r.stderr.strip().splitlines()) == 1

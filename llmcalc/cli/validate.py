@@ -99,10 +99,9 @@ def validate(
             def step(spec):
                 bar.update(task, advance=1, description=spec.name)
 
-            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=lora,
-                         skip_unreferenced=all_presets)
+            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=lora)
     else:
-        report = run(specs, batch, seq, device, mla_decode, lora=lora, skip_unreferenced=all_presets)
+        report = run(specs, batch, seq, device, mla_decode, lora=lora)
     emit(report, format, units, of=validate)
     if not report.ok:
         raise typer.Exit(1)

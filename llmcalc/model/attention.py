@@ -70,9 +70,6 @@ class Attention(Variant):
     """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
     fixed_state: ClassVar[bool] = False
     """Whether the layer keeps a fixed-size state per sequence (a recurrent mixer) rather than entries per token."""
-    referenced: ClassVar[bool] = True
-    """Whether the torch reference model (llmcalc/reference) has a module for the variant, so validate can
-    measure it."""
     reference_activations: ClassVar[str | None] = None
     """Why the reference module's activations differ from the ones the memory model counts (validate then leaves
     the peak-memory row out with this note), or None when they are the same."""

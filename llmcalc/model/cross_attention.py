@@ -36,7 +36,6 @@ class GatedCrossAttention(GQA):
     """Width of the image tokens k and v project from: the language model's d (the projector maps to it)."""
     fixed_state: ClassVar[bool] = True
     own_key_pattern: ClassVar[bool] = True
-    referenced: ClassVar[bool] = False
     explain_legend: ClassVar[dict[str, str]] = {"T_x": "image tokens a sequence's cross-attention reads"}
 
     def for_images(self, tokens: int) -> "GatedCrossAttention":

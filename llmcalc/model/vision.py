@@ -221,6 +221,9 @@ class VisionTower(Frozen):
     projector: ProjectorSpec
     check_images: ClassVar[object] = None
     """A tower whose images a workload may not set (a method raising UserError with the fix); None: any."""
+    referenced: ClassVar[bool] = True
+    """Whether the reference model (llmcalc/reference/vision.py) builds this tower; validate leaves out, with a note,
+    the vision rows of one it does not."""
     in_prompt: ClassVar[bool] = True
     """Whether its image tokens are part of the prompt (LLaVA, Gemma 3, Qwen2.5-VL); False: cross-attention layers
     read them from a cache of their own (Llama 3.2 Vision), sized by the workload's images (ModelSpec.for_images)."""
@@ -488,6 +491,7 @@ class TiledVisionTower(VisionTower):
     concatenated with `intermediate_layers` of the local one. Attention has no biases, the MLP has."""
 
     kind: Literal["tiled"] = "tiled"
+    referenced: ClassVar[bool] = False
     max_tiles: PosInt
     aspect_ratios: PosInt
     """Tile arrangements the checkpoint has embeddings for (8 for max_tiles 4: 1×1 … 4×1)."""

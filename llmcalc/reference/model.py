@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
+from llmcalc.reference.cross_attention import GatedCrossAttentionMixer
 from llmcalc.reference.deltanet import GatedDeltaNetMixer
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
@@ -47,7 +48,8 @@ class Layer(nn.Module):
     """One block. Norms by spec.norm.per_layer: 0 none; 1 parallel (Falcon: x + attn(n(x)) + ffn(n(x)); a layer
     without an FFN, Mamba-2's: x + mixer(n(x)); without a mixer, Nemotron-H's MLP layers: x + ffn(n(x)));
     2 pre-norm (x + attn(n₀(x)), then x + ffn(n₁(x))); 3 adds n₂ on the attention output; 4 also n₃ on
-    the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2.
+    the FFN output (Gemma-2/3). OLMo-2's post-only placement has the same parameters and FLOPs as 2. A mixer with
+    `ffn_scale` (gated cross-attention's MLP gate) scales the FFN branch by it.
     `first`: the stack's first layer, which holds T5's bias table (t5_buckets). `mixer`: a hybrid layer's own
     mixer (spec.attention by default; None: a layer without one)."""
 
@@ -84,7 +86,11 @@ class Layer(nn.Module):
 
         if self.attn is not None:
             x = add(x, norm(2, self.attn(norm(0, x), kv, step)))
-        return x if self.ffn is None else add(x, norm(3, self.ffn(norm(1, x))))
+        if self.ffn is None:
+            return x
+        f = norm(3, self.ffn(norm(1, x)))
+        scale = getattr(self.attn, "ffn_scale", None)  # gated cross-attention's MLP gate
+        return add(x, f if scale is None else f * scale().to(f.dtype))
 
 
 def attention_module(kind: str) -> type[nn.Module]:
@@ -93,7 +99,7 @@ def attention_module(kind: str) -> type[nn.Module]:
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
             "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
-            "gated_deltanet": GatedDeltaNetMixer}[kind]
+            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):

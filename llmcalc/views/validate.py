@@ -72,7 +72,7 @@ def compare(spec: ModelSpec, batch: int, seq: int, m, mla_decode: str, device: s
     ]
     if m.train_flops is not None:
         rows.insert(3, row(n, "train FLOPs", "forward + backward, all logits", f.train_flops, m.train_flops, EXACT))
-    if spec.vision:
+    if spec.vision and spec.vision.referenced:
         rows += vision_rows(spec, counts.vision)
     if m.peak_bytes is not None and memory_note(spec) is None:  # the reference's serving kernels: flash, grouped GEMM
         est = memory(spec, w).total_bytes - nbytes(counts.vision, "bf16")  # the reference decoder has no tower
@@ -131,39 +131,15 @@ def memory_note(spec: ModelSpec) -> str | None:
     return f"{spec.name}: peak memory left out ({why})" if why else None
 
 
-def check_referenced(spec: ModelSpec) -> None:
-    """Refuse (UserError) a spec the reference model cannot build: a layer whose mixer has no reference module
-    (`referenced` false). Decoders with any hybrid layer pattern, encoders and encoder-decoders all have one
-    (llmcalc/reference/model.py, encoder_decoder.py)."""
-    for group in spec.layer_groups():
-        if group.mixer is not None and not group.mixer.referenced:
-            raise UserError(f"`{group.mixer_name}`: the reference model has no {group.mixer.kind} module yet; "
-                            "validate a model without it")
-
-
 def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_decode: str = "absorbed",
-             progress=None, lora: Workload | None = None, skip_unreferenced: bool = False) -> ValidationReport:
+             progress=None, lora: Workload | None = None) -> ValidationReport:
     """Measure each spec on `device` and compare; `progress(spec)` is called before each. `lora`: a LoRA
-    training workload (lora_rank, lora_targets): its training step is measured and compared instead.
-    `skip_unreferenced`: leave out, with a note, the specs the reference model cannot build (else refuse them)."""
-    kept, skipped = [], []
-    for spec in specs:
-        try:
-            check_referenced(spec)
-            kept.append(spec)
-        except UserError as e:
-            if not skip_unreferenced:
-                raise
-            skipped.append(f"{spec.name} left out: {e}")
-    if not kept:
-        raise UserError(f"`model`: no model the reference can build; {skipped[0]}")
-    specs = kept
+    training workload (lora_rank, lora_targets): its training step is measured and compared instead."""
     for spec in specs:
         check_measurable(spec, batch, seq)
     measure = require_device(device)
     if lora is not None:
-        report = _validate_lora(specs, batch, seq, device, lora, progress)
-        return report.model_copy(update={"notes": report.notes + skipped})
+        return _validate_lora(specs, batch, seq, device, lora, progress)
     rows, gpu = [], None
     for spec in specs:
         if progress:
@@ -176,13 +152,16 @@ def validate(specs: list[ModelSpec], batch: int, seq: int, device: str, mla_deco
     notes = ["FLOPs under FlopCounterMode's conventions: every matmul, attention over the full S×S, "
              "no element-wise work; the estimates use the same (attention=dense)"]
     notes += [n for n in map(memory_note, specs) if n]
+    notes += [f"{s.name}: vision rows left out (the reference model has no {s.vision.kind} tower yet; its language "
+              "model, cross-attention layers included, is measured)"
+              for s in specs if s.vision and not s.vision.referenced]
     if device == "fake":
         notes.append("fake: FakeTensorMode on the CPU; shapes and allocations are real, values are not")
     if device == "cuda":
         notes.append("time rows: the roofline is a lower bound and passes when it is below the measurement; the "
                      "calibrated model's errors on this GPU are in docs/validation.md (benchmarks/gpu_validation.py)")
     return ValidationReport(device=device, gpu=gpu, models=[s.name for s in specs], batch=batch, seq=seq,
-                            ok=all(r.ok for r in rows), rows=rows, notes=notes + skipped)
+                            ok=all(r.ok for r in rows), rows=rows, notes=notes)
 
 
 def _validate_lora(specs, batch, seq, device, lora: Workload, progress) -> ValidationReport:
