@@ -76,7 +76,8 @@ EncoderSeqOpt = Annotated[Optional[int], _count_opt(
     "--encoder-seq", help="An encoder-decoder's encoder input per sequence, in tokens (default: --seq; Whisper: "
     "its fixed 1500 audio frames).")]
 ImagesOpt = Annotated[int, _count_opt(
-    "--images", help="Images per sequence for a vision-language model; their image tokens are part of --seq.")]
+    "--images", help="Images per sequence for a vision-language model: their tokens are part of --seq (LLaVA, "
+    "Gemma 3, Qwen2.5-VL), or the cross-attention layers read them from a cache of their own (Llama 3.2 Vision).")]
 ImageSizeOpt = Annotated[Optional[str], _opt(
     "--image-size", help="One image's HEIGHTxWIDTH in pixels, e.g. 1080x1920 (default: the vision tower's native "
     "size).", panel=WORKLOAD, metavar="HxW")]

@@ -349,6 +349,32 @@ class Attention(Variant):
         return None
 
 
+class FixedState:
+    """What a mixer with a fixed state per sequence and no positions answers alike (the recurrent mixers, gated
+    cross-attention; listed first among a variant's bases): one matrix per projection shape (`_shapes`), no fresh
+    keys read from a per-token cache, no rotary positions, no q/k norms of the spec's."""
+
+    own_key_pattern: ClassVar[bool] = True
+    fixed_state: ClassVar[bool] = True
+
+    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
+        return {name: [shape] for name, shape in self._shapes(d_model).items()}
+
+    def key_value_io(self) -> int:
+        """No cached keys are read per token: 0."""
+        return 0
+
+    @property
+    def rope_dim(self) -> int:
+        return 0
+
+    def rope_elements(self) -> int:
+        return 0
+
+    def qk_norm_widths(self) -> tuple[int, int, int]:
+        return 0, 0, 0
+
+
 class GQA(Attention):
     """Grouped-query attention: `heads` query heads share `kv_heads` key/value heads.
 

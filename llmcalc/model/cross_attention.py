@@ -19,11 +19,11 @@ every image token (no causal mask: T pairs a query). q and k are RMS-normed per 
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from llmcalc.model.attention import GQA
+from llmcalc.model.attention import GQA, FixedState
 from llmcalc.model.base import Parts, PosInt
 
 
-class GatedCrossAttention(GQA):
+class GatedCrossAttention(FixedState, GQA):
     """Llama 3.2 Vision's cross-attention layer (MllamaTextCrossAttention and its decoder layer's two gates):
     GQA-shaped projections, per-head q and k RMSNorms, keys and values over `image_tokens` image tokens per
     sequence."""
@@ -34,8 +34,6 @@ class GatedCrossAttention(GQA):
     for one image (the 11B: 6,404); a workload's `images` N replace it with N × that (ModelSpec.for_images)."""
     image_width: PosInt
     """Width of the image tokens k and v project from: the language model's d (the projector maps to it)."""
-    fixed_state: ClassVar[bool] = True
-    own_key_pattern: ClassVar[bool] = True
     explain_legend: ClassVar[dict[str, str]] = {"T_x": "image tokens a sequence's cross-attention reads"}
 
     def for_images(self, tokens: int) -> "GatedCrossAttention":
@@ -55,31 +53,12 @@ class GatedCrossAttention(GQA):
         """q, k, v, o (no biases), the q and k norms (h each) and the layer's two gates."""
         return super().params(d_model) | {"qk_norm": 2 * self.head_dim, "gates": 2}
 
-    def qk_norm_widths(self) -> tuple[int, int, int]:
-        """The q/k norms are the layer's own (params), not the spec's qk_norm."""
-        return 0, 0, 0
-
     def matmuls(self, d_model: int) -> Parts:
         """Weights each text token is multiplied by: q and o (k and v run on the image tokens: core_from)."""
         return {"q": d_model * self.q_width, "o": self.q_width * d_model}
 
     def io(self, d_model: int) -> Parts:
         return {"q": d_model + self.q_width, "o": self.q_width + d_model}
-
-    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
-        return {name: [shape] for name, shape in self._shapes(d_model).items()}
-
-    def key_value_io(self) -> int:
-        """The text tokens bring no fresh keys: 0."""
-        return 0
-
-    @property
-    def rope_dim(self) -> int:
-        """No rotary positions on cross-attention."""
-        return 0
-
-    def rope_elements(self) -> int:
-        return 0
 
     def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
         """Every text query with every image key: new · T (no mask to skip, under every convention)."""

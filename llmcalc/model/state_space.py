@@ -13,21 +13,19 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.attention import GQA, Attention, linear
+from llmcalc.model.attention import GQA, Attention, FixedState, linear
 from llmcalc.model.base import Parts, PosInt
 
 
-class RecurrentMixer(Attention):
+class RecurrentMixer(FixedState, Attention):
     """A mixer that keeps a fixed-size state per sequence instead of a KV cache (Mamba-2, Gated DeltaNet): a
     prompt runs a chunked scan over chunks of `chunk_size` (the last padded), each decode token one recurrent
     step. A subclass gives its fields (`chunk_size` among them), `_shapes` (its projections, (d_in, d_out)),
     params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
 
-    own_key_pattern: ClassVar[bool] = True
     reference_activations: ClassVar[str | None] = (
         "the reference's scan materialises its intermediate decays and states in fp32, which the memory model, "
         "a fused kernel's activations, does not count")
-    fixed_state: ClassVar[bool] = True
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights each new token is multiplied by: in_proj and out_proj."""
@@ -35,24 +33,6 @@ class RecurrentMixer(Attention):
 
     def io(self, d_model: int) -> Parts:
         return {name: d_in + d_out for name, (d_in, d_out) in self._shapes(d_model).items()}
-
-    def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
-        """in_proj and out_proj (the conv, A, D, dt_bias and the norm stay in 16 bits)."""
-        return {name: [shape] for name, shape in self._shapes(d_model).items()}
-
-    def key_value_io(self) -> int:
-        """The scan reads no cached keys: 0."""
-        return 0
-
-    @property
-    def rope_dim(self) -> int:
-        return 0
-
-    def rope_elements(self) -> int:
-        return 0
-
-    def qk_norm_widths(self) -> tuple[int, int, int]:
-        return 0, 0, 0
 
     def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
         """No (query, key) pairs: the intra-chunk (position, position) pairs are counted by `counts`."""
