@@ -350,10 +350,9 @@ def tiled_tower(v: dict):
         projector=dict(kind="linear", concat=1 + len(v["intermediate_layers_indices"])))
 
 
-def test_mllama_tower_params_equal_transformers():
-    """The 11B's vision tower and projector against transformers' MllamaForConditionalGeneration on the meta device:
-    895,028,755 parameters (vision_model + multi_modal_projector); the whole model is 10,670,220,835 (the model
-    card's 10.6B)."""
+@pytest.fixture(scope="module")
+def mllama_11b():
+    """transformers' MllamaForConditionalGeneration of the 11B checkpoint's config, on the meta device."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from transformers import MllamaConfig, MllamaForConditionalGeneration
@@ -361,6 +360,14 @@ def test_mllama_tower_params_equal_transformers():
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    return m
+
+
+def test_mllama_tower_params_equal_transformers(mllama_11b):
+    """The 11B's vision tower and projector against transformers' MllamaForConditionalGeneration on the meta device:
+    895,028,755 parameters (vision_model + multi_modal_projector); the whole model is 10,670,220,835 (the model
+    card's 10.6B)."""
+    m = mllama_11b
     vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
     assert sum(tiled_tower(MLLAMA_11B_VISION).params(4096).values()) == vision == 895_028_755
     assert sum(p.numel() for p in m.parameters()) == 10_670_220_835
@@ -437,19 +444,13 @@ def test_mllama_flops_per_image_equal_flop_counter_on_transformers():
     assert sum(tower.flops(28, 56, 64).values()) == counter.get_total_flops()
 
 
-def test_mllama_preset_params_equal_transformers():
+def test_mllama_preset_params_equal_transformers(mllama_11b):
     """The llama-3.2-11b-vision spec (tests/fixtures) against transformers' MllamaForConditionalGeneration of the
     checkpoint's config on the meta device: the vision tower and projector exactly (895,028,755); the language
     model exactly (9,775,192,080, embed_tokens' 8 extra rows included: embedding_extra_rows, 8 × 4096), the token
     embedding (128,264 × 4096) and the LM head (128,256 × 4096) each exactly; the 8 cross-attention layers' own
     parameters exactly."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from transformers import MllamaConfig, MllamaForConditionalGeneration
-
-    with warnings.catch_warnings(), torch.device("meta"):
-        warnings.simplefilter("ignore")
-        m = MllamaForConditionalGeneration(MllamaConfig(vision_config=MLLAMA_11B_VISION, text_config=MLLAMA_11B_TEXT))
+    m = mllama_11b
     vision = sum(p.numel() for n, p in m.named_parameters() if "vision_model" in n or "multi_modal_projector" in n)
     language = sum(p.numel() for p in m.parameters()) - vision
     r = params(load_spec_file(MLLAMA_SPEC))
