@@ -284,7 +284,7 @@ def run(args) -> None:
                 continue
             t0 = time.perf_counter()
             model = Decoder(spec, dtype=torch.bfloat16, device=device).eval().use_kernels("serving")
-            if cpu is False:
+            if not cpu:
                 torch.cuda.synchronize()
             entry["params_measured"] = sum(p.numel() for p in model.parameters())
             entry["weight_bytes"] = model.weight_bytes
