@@ -1,4 +1,5 @@
-"""The `llmcalc calibrate` command: microbenchmarks on this machine's GPU, fitted into a time-model profile."""
+"""The `llmcalc calibrate` command: microbenchmarks on this machine's GPU, fitted into a time-model profile (a serving
+stack's) or an engine profile (the bundled reference model's own kernels); or a refit of earlier raw timings."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from llmcalc.cli.app import app
 from llmcalc.cli.options import GPUS, MODEL, OUTPUT, WORKLOAD, _opt
 from llmcalc.errors import UserError
 
+RAW_LIMIT = 64 << 20
+"""Bytes of a --from-raw file read at most."""
+
 
 @app.command()
 def calibrate(
@@ -18,9 +22,18 @@ def calibrate(
         "not a GPU's figures).", panel=WORKLOAD, metavar="cuda|cpu")] = "cuda",
     gpu: Annotated[Optional[str], _opt(
         "--gpu", help="GPU preset whose peaks and bandwidth the fit divides by (default: the one named like the "
-        "detected GPU; h100-sxm on cpu).", panel=GPUS, metavar="NAME")] = None,
+        "detected GPU, or like the device of --from-raw; h100-sxm on cpu).", panel=GPUS, metavar="NAME")] = None,
     preset: Annotated[str, _opt("--preset", "-p", help="Model whose weight-matmul and attention shapes are "
                                 "measured.", panel=MODEL, metavar="NAME")] = "llama3-8b",
+    engine: Annotated[Literal["serving", "reference"], _opt(
+        "--engine", help="serving: a time-model profile (GEMM, attention, bandwidth and kernel figures a serving "
+        "stack's fused kernels reach); reference: an engine profile of the bundled reference model's own kernels "
+        "(element-wise passes, GEMMs in a CUDA graph, grouped experts, attention by length, MLA decode, Mamba-2, "
+        "host cost), measured at the shapes of the validation campaign's five families.", panel=WORKLOAD,
+        metavar="serving|reference")] = "serving",
+    from_raw: Annotated[Optional[Path], _opt(
+        "--from-raw", help="Fit the raw timings of an earlier run (a --raw file) instead of measuring: no GPU or "
+        "torch needed.", panel=WORKLOAD, metavar="FILE")] = None,
     quick: Annotated[bool, _opt("--quick", help="Every other size and half the runs (about a quarter of the time).",
                                 panel=WORKLOAD)] = False,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Write the profile here (default: print it).",
@@ -29,15 +42,12 @@ def calibrate(
                                         metavar="FILE")] = None,
     force: Annotated[bool, _opt("--force", help="Overwrite --out and --raw when they exist.", panel=OUTPUT)] = False,
 ) -> None:
-    """Measure this GPU (GEMMs, attention, bandwidth, kernel cost) into a time-model profile (needs PyTorch)."""
+    """Measure this GPU into a time-model profile, or the reference model's kernels into an engine profile
+    (needs PyTorch; --from-raw refits earlier timings without it)."""
     import json
 
-    from llmcalc.costs.calibration import plan
-    from llmcalc.inputs.gpus import load_gpu
-    from llmcalc.inputs.presets import load_preset
-    from llmcalc.inputs.time_models import dump_profile
-    from llmcalc.views.calibrate import calibrate as run
-    from llmcalc.views.calibrate import detected_gpu, require_torch
+    from llmcalc.cli.files import write_atomic
+    from llmcalc.inputs.gpus import load_gpu, preset_for_device
 
     for name, path in (("out", out), ("raw", raw)):
         if path is not None and path.exists() and not force:
@@ -45,7 +55,22 @@ def calibrate(
                             "`force` to overwrite it")
         if path is not None and not path.parent.is_dir():
             raise UserError(f"`{name}` {path}: no folder {path.parent}; create it or give another path")
-    runs = plan(load_preset(preset), device, quick)
+    if from_raw is not None:
+        if raw is not None:
+            raise UserError("`raw`: with `from_raw` nothing is measured; drop `raw`")
+        data = read_raw(from_raw)
+        named = data.get("device_name") or (data.get("gpu_raw") or {}).get("device_name")
+        device_gpu = load_gpu(gpu or preset_for_device(named or "") or _no_gpu(named))
+        text = refit(data, device_gpu, engine, f"--from-raw {from_raw.name}")
+        return _emit(text, out, write_atomic)
+
+    from llmcalc.costs.calibration import REFERENCE_PRESETS, plan
+    from llmcalc.inputs.presets import load_preset
+    from llmcalc.views.calibrate import calibrate as run
+    from llmcalc.views.calibrate import detected_gpu, require_torch
+
+    curves = [load_preset(p) for p in REFERENCE_PRESETS] if engine == "reference" else None
+    runs = plan(load_preset(preset), device, quick, curves)
     device_gpu = load_gpu(gpu) if gpu is not None else None  # bad input is named before a missing torch
     require_torch(device)
     device_gpu = device_gpu or load_gpu(detected_gpu(device))
@@ -53,22 +78,73 @@ def calibrate(
     from rich.console import Console
     from rich.progress import Progress
 
+    def checkpoint(data: dict) -> None:  # the raw timings so far, so a failure later keeps them
+        if raw is not None:
+            write_atomic(raw, json.dumps(data, indent=1, allow_nan=False) + "\n")
+
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("calibrating", total=runs.steps)
-        tm, notes, raw_data = run(runs, device_gpu, lambda step: bar.update(task, advance=1, description=step))
-
-    header = [f"Calibration profile for {device_gpu.name}: measured by `llmcalc calibrate --device {device}` on "
-              f"{raw_data['device_name']}, {raw_data['date']}; llmcalc/model/time_model.py names each figure",
-              *(f"note: {n}" for n in notes),
-              "use: llmcalc latency --time-model calibrated --calibration FILE (docs/roofline.md#time-models)"]
-    text = dump_profile(tm, header)
+        tm, notes, raw_data = run(runs, device_gpu, lambda step: bar.update(task, advance=1, description=step),
+                                  checkpoint)
     if raw is not None:
         raw_data["fit"] = tm.model_dump()
-        raw.write_text(json.dumps(raw_data, indent=1) + "\n", encoding="utf-8")
+        write_atomic(raw, json.dumps(raw_data, indent=1, allow_nan=False) + "\n")
         sys.stderr.write(f"wrote the raw timings to {raw}\n")
+    text = refit(raw_data, device_gpu, engine, f"--device {device}")
+    _emit(text, out, write_atomic)
+
+
+def _no_gpu(named: str | None) -> str:
+    raise UserError(f"`gpu`: no GPU preset matches the raw timings' device {named!r}; give `gpu` NAME")
+
+
+def read_raw(path: Path) -> dict:
+    """A raw-timings JSON file, size-checked and strict (no NaN or Infinity)."""
+    import json
+
+    if not path.is_file():
+        raise UserError(f"`from_raw` {path}: no such file; give a file `llmcalc calibrate --raw` wrote")
+    if path.stat().st_size > RAW_LIMIT:
+        raise UserError(f"`from_raw` {path}: over {RAW_LIMIT >> 20} MiB; give a raw-timings file")
+
+    def refuse(token: str):
+        raise ValueError(f"{token} is not a number JSON allows")
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"`from_raw` {path}: not valid JSON ({str(e).splitlines()[0][:80]}); give a raw-timings "
+                        "file") from None
+    if not isinstance(data, dict) or not ("gemm" in data or "curves" in data):
+        raise UserError(f"`from_raw` {path}: no GEMM timings or kernel curves in it; give a raw-timings file")
+    return data
+
+
+def refit(data: dict, gpu, engine: str, how: str) -> str:
+    """The profile text fitted to raw timings `data` on `gpu`: a time-model profile (serving) or the reference
+    engine's profile."""
+    from llmcalc.inputs.time_models import dump_engine_profile, dump_profile
+    from llmcalc.views.calibrate import fit_reference_profile, fit_serving_profile
+
+    if engine == "reference":
+        profile, notes = fit_reference_profile(data, gpu)
+        on = profile.measured_on
+        header = [f"Reference-engine profile for {gpu.name}: `llmcalc calibrate --engine reference {how}`, measured on "
+                  f"{on.get('device_name', '?')} (driver {on.get('driver', '?')}, CUDA {on.get('cuda', '?')}, torch "
+                  f"{on.get('torch', '?')}), {on.get('date', '?')}; llmcalc/model/engine_profile.py names each "
+                  "figure", *(f"fit: {n}" for n in notes),
+                  "use: llmcalc validate --device cuda (docs/roofline.md#the-reference-engine)"]
+        return dump_engine_profile(profile, header)
+    tm, notes, named = fit_serving_profile(data, gpu)
+    header = [f"Calibration profile for {gpu.name}: measured by `llmcalc calibrate {how}` on {named}; "
+              "llmcalc/model/time_model.py names each figure", *(f"note: {n}" for n in notes),
+              "use: llmcalc latency --time-model calibrated --calibration FILE (docs/roofline.md#time-models)"]
+    return dump_profile(tm, header)
+
+
+def _emit(text: str, out: Path | None, write_atomic) -> None:
     if out is None:
         sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote the profile to {out}; use it with --time-model calibrated --calibration {out}\n")
-
+        return
+    write_atomic(out, text)
+    sys.stderr.write(f"wrote the profile to {out}\n")

@@ -42,6 +42,11 @@ CPU_SCALE = 16
 """A CPU smoke run divides every GEMM width by this: it covers the code path in seconds, not the figures."""
 LARGE = 3
 """The efficiency of a series is the best of its LARGE largest runs (largest M, longest prefill, largest message)."""
+REFERENCE_PRESETS = ("llama3-8b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b", "nemotron-h-8b")
+"""The families whose shapes the reference engine's kernel curves take (the GPU validation campaign's): dense GQA,
+MoE, MLA + MoE, sliding window, a Mamba-2 hybrid."""
+HOST_EXTRA = ("qwen3-8b", "olmo2-7b", "qwen1.5-moe-a2.7b")
+"""Families beyond the calibrated ones whose tiny copies also time the reference's host cost per call."""
 KEPT = ("overlap", "step_s")
 """Figures no microbenchmark measures: always kept from the bundled profile."""
 
@@ -78,11 +83,51 @@ class Plan:
     quick: bool
     smoke: bool  # a CPU run: covers the code path, not the figures
     notes: list[str] = field(default_factory=list)
+    curves: Curves | None = None  # the reference engine's kernel curves (engine reference), else None
 
     @property
     def steps(self) -> int:
-        """Measurements the harness makes, for a progress bar (collectives not counted)."""
-        return 2 * len(self.gemms) * len(self.rows) + len(self.prefill) + len(self.decode) + 2 + (self.device == "cuda")
+        """Measurements the harness makes, for a progress bar (collectives not counted; the curves one each)."""
+        curves = len(CURVES) if self.curves else 0
+        return (2 * len(self.gemms) * len(self.rows) + len(self.prefill) + len(self.decode) + 2 + (self.device == "cuda")
+                + curves)
+
+
+CURVES = ("graph", "graph_copies", "host", "eager", "elementwise", "strided", "reductions", "scatter", "gemm",
+          "grouped_gemm", "attention_prefill", "attention_backward", "attention_decode", "mla_decode", "mamba",
+          "host_models", "host_full_depth")
+"""The reference engine's kernel curves, in the order the harness measures them (llmcalc/reference/kernel_curves.py)."""
+
+
+@dataclass
+class Curves:
+    """What the reference engine's kernel curves measure: sizes, and the shapes of the presets they come from."""
+
+    presets: list[str]
+    gemms: list[tuple[str, int, int]]  # (name, N, K) of every weight matrix and LM head
+    rows: list[int]  # M of every GEMM
+    head_rows: int  # the largest M of an LM head's GEMM
+    elementwise: list[int]  # elements of each element-wise kernel
+    width: int  # row width of the row norm
+    experts: list[tuple[str, int, int, int, int]]  # (name, E, K, N, top_k) of every routed expert matrix
+    per_expert: list[int]  # rows per expert of the uniform grouped GEMMs
+    routed: list[int]  # tokens routed top-k at random
+    heads: list[tuple[str, int, int, int]]  # (name, H, H_kv, hd) of every prefill attention (MLA: its decompressed)
+    decode_heads: list[tuple[str, int, int, int]]  # the same for a decode step's attention over a K/V cache
+    mla: list[tuple[str, int, int, int]]  # (name, H, r, d_r) of every absorbed MLA decode
+    prefill: list[tuple[int, int]]  # (B, S) of the prefill attentions
+    backward: list[int]  # S of the attention backwards (one sequence, the first head shape)
+    batches: list[int]  # B of the decode steps
+    lengths: list[int]  # L of the decode steps
+    cache_budget: int  # bytes of cache a decode cell may hold
+    mamba: str | None  # the preset whose Mamba-2 mixer is timed
+    mamba_prefill: list[tuple[int, int]]  # (B, T) of its prefills
+    mamba_steps: list[int]  # B of its decode steps
+    reduction_rows: list[int]  # rows of the row norms
+    host_presets: list[str]  # the families whose tiny copies time the host's cost per call
+    scatter_tokens: list[int]  # tokens of the routed experts' combine (index_add_)
+    scatter_widths: list[int]
+    scatter_top_k: list[int]
 
 
 def gemm_shapes(spec: ModelSpec, scale: int = 1) -> list[Gemm]:
@@ -101,9 +146,10 @@ def gemm_shapes(spec: ModelSpec, scale: int = 1) -> list[Gemm]:
     return [Gemm("/".join(names), n, k) for (n, k), names in found.items()]
 
 
-def plan(spec: ModelSpec, device: str, quick: bool = False) -> Plan:
+def plan(spec: ModelSpec, device: str, quick: bool = False, curves: list[ModelSpec] | None = None) -> Plan:
     """The runs of a calibration on `device`: on cuda M = 1, 2, 4, … 16384 and lengths 512 … 32768 (quick:
-    every other one, fewer runs); on cpu a smoke run at tiny sizes (M ≤ 64, lengths ≤ 256, widths / 16)."""
+    every other one, fewer runs); on cpu a smoke run at tiny sizes (M ≤ 64, lengths ≤ 256, widths / 16).
+    `curves`: also the reference engine's kernel curves, at the shapes of these models (curve_plan)."""
     a = spec.attention.gqa_shape()
     if device == "cpu":
         rows, lengths = [2**i for i in range(7)], [16, 32, 64, 128, 256]
@@ -111,14 +157,76 @@ def plan(spec: ModelSpec, device: str, quick: bool = False) -> Plan:
                     lengths, lengths, copy_bytes=4 << 20, tiny=16, flush_bytes=1 << 20, messages=[1 << 10, 1 << 20],
                     warmup=1, runs=3, tiny_runs=20, quick=quick, smoke=True,
                     notes=[f"CPU smoke run: GEMM widths / {CPU_SCALE}, M ≤ 64, lengths ≤ 256; it covers the code "
-                           "path, its figures are not a GPU's"])
+                           "path, its figures are not a GPU's"],
+                    curves=curve_plan(curves, device) if curves else None)
     step = 2 if quick else 1
     rows = [2**i for i in range(0, 15, step)]
     lengths = [2**i for i in range(9, 16, step)]
     messages = [2**i for i in range(10, 31, 2 * step)]  # 1 KiB … 1 GiB
     return Plan(device, spec.name, gemm_shapes(spec), rows, a["heads"], a["kv_heads"], a["head_dim"], lengths,
                 lengths, copy_bytes=1 << 30, tiny=16, flush_bytes=256 << 20, messages=messages, warmup=3,
-                runs=5 if quick else 10, tiny_runs=50 if quick else 200, quick=quick, smoke=False)
+                runs=5 if quick else 10, tiny_runs=50 if quick else 200, quick=quick, smoke=False,
+                curves=curve_plan(curves, device) if curves else None)
+
+
+def curve_plan(specs: list[ModelSpec], device: str) -> Curves:
+    """The reference engine's kernel curves at the shapes of `specs` (every weight matrix, LM head, attention
+    and expert shape, deduplicated): on cuda at the sizes the campaign's steps reach (GEMMs M = 1 … 16384,
+    prefills to 32768 tokens, caches to 32768 keys); on cpu a smoke run (widths / CPU_SCALE, tiny sizes)."""
+    cpu = device == "cpu"
+    scale = CPU_SCALE if cpu else 1
+
+    def w(x: int) -> int:
+        return ceil_div(ceil_div(x, scale), 16) * 16 if cpu else x
+
+    gemms: dict[tuple[int, int], str] = {}
+    heads, decode_heads, mla, experts = {}, {}, {}, {}
+    mamba = None
+    for spec in specs:
+        for g in gemm_shapes(spec, scale):
+            gemms.setdefault((g.n, g.k), f"{g.name} ({spec.name})")
+        gemms.setdefault((w(spec.vocab_size), w(spec.d_model)), f"lm_head ({spec.name})")
+        for g in spec.layer_groups():
+            m = g.mixer
+            if m is not None and m.kind == "mla":
+                h = max(1, m.heads // scale)
+                heads.setdefault((h, h, m.qk_head_dim), spec.name)
+                mla.setdefault((h, w(m.kv_lora_rank), m.qk_rope_head_dim), spec.name)
+            elif m is not None and m.kind == "gqa":
+                h, kv = max(1, m.heads // scale), max(1, m.kv_heads // scale)
+                heads.setdefault((h, kv if h % kv == 0 else 1, m.head_dim), spec.name)
+                decode_heads.setdefault((h, kv if h % kv == 0 else 1, m.head_dim), spec.name)
+            elif m is not None and m.kind == "mamba2":
+                mamba = mamba or spec.name
+            f = g.ffn
+            if f.routed_experts:
+                d, dff = w(spec.d_model), w(f.d_ff)
+                experts.setdefault((f.experts, d, dff), (f"{spec.name} gate/up", f.top_k))
+                experts.setdefault((f.experts, dff, d), (f"{spec.name} down", f.top_k))
+    two = [2**i for i in range(0, 15)]
+    if cpu:
+        curves = dict(rows=[1, 2, 8, 16], head_rows=8, elementwise=[2**10, 2**12, 2**14], width=64,
+                      per_expert=[1, 4], routed=[1, 8], prefill=[(1, 16), (2, 32)], backward=[16, 32],
+                      batches=[1, 2], lengths=[16, 17, 64], cache_budget=1 << 26, mamba_prefill=[(1, 16)],
+                      mamba_steps=[1], reduction_rows=[1, 4, 64], scatter_tokens=[1, 16], scatter_widths=[64],
+                      scatter_top_k=[2])
+    else:
+        curves = dict(rows=two, head_rows=4096, elementwise=[2**i for i in range(10, 29, 2)], width=4096,
+                      per_expert=two[:13], routed=[1, 8, 64, 512, 4096],
+                      prefill=[(1, 2**i) for i in range(9, 16)] + [(8, 512), (8, 4096), (8, 32768), (64, 512),
+                                                                   (64, 4096)],
+                      backward=[2**i for i in range(9, 15)], batches=[1, 8, 64],
+                      lengths=sorted({n for i in range(9, 16) for n in (2**i, 2**i + 1)}),
+                      cache_budget=16 << 30, mamba_prefill=[(1, 512), (1, 4096), (8, 512), (8, 4096), (1, 16384)],
+                      mamba_steps=[1, 8, 64], reduction_rows=[4**i for i in range(9)],
+                      scatter_tokens=[8**i for i in range(6)], scatter_widths=[2048, 4096], scatter_top_k=[2, 6])
+    return Curves(presets=[s.name for s in specs], gemms=[(name, n, k) for (n, k), name in gemms.items()],
+                  experts=[(name, e, k, n, top) for (e, k, n), (name, top) in experts.items()],
+                  heads=[(name, *shape) for shape, name in heads.items()],
+                  decode_heads=[(name, *shape) for shape, name in decode_heads.items()],
+                  mla=[(name, *shape) for shape, name in mla.items()], mamba=mamba,
+                  host_presets=[s.name for s in specs] + [p for p in HOST_EXTRA if p not in {s.name for s in specs}],
+                  **curves)
 
 
 # ---- the fit ----------------------------------------------------------------------------------------------

@@ -255,19 +255,20 @@ def _comm_bytes(spec: ModelSpec, L: Layout, tokens: int, a: int) -> dict[str, in
     return {op: calls * per_call(op) for op, calls in collectives(spec, L).items()}
 
 
-def kernels(spec: ModelSpec, absorbed: bool, prefill: bool = True) -> dict[tuple, int]:
+def kernels(spec: ModelSpec, absorbed: bool, prefill: bool = True, norms: bool = True) -> dict[tuple, int]:
     """Kernels one forward launches, keyed as step_form's entries: per layer, one per weight matmul
-    (each FLOPs component of layer_flops), one for the attention core, one per norm (with the projections);
-    the embedding one, the head one plus its norm; a second stack's (Stack.time_kernels: an encoder-decoder's
-    encoder when `prefill`, its cross-attention)."""
-    out: dict[tuple, int] = {(None, "embedding"): 1, (None, "lm_head"): 1 + spec.norm.final}
+    (each FLOPs component of layer_flops), one for the attention core, one per norm (with the projections;
+    `norms` False: none, for an engine that counts its norms' kernels itself); the embedding one, the head one
+    plus its norm; a second stack's (Stack.time_kernels: an encoder-decoder's encoder when `prefill`, its
+    cross-attention)."""
+    out: dict[tuple, int] = {(None, "embedding"): 1, (None, "lm_head"): 1 + (spec.norm.final and norms)}
     out |= {(None, op): n for op, n in spec.stack.time_kernels(spec, prefill).items()}
     for gi, g in enumerate(spec.layer_groups()):
         mla = absorbed and g.mixer is not None and g.mixer.latent_cache
         per = Counter(op_name(c, g.mixer_name) for c in layer_flops(spec, g, 1, 1, 1, mla))
         if g.mixer is not None:
             per[f"{g.mixer_name}/core"] = 1
-        per[op_name("norms/layer", g.mixer_name)] += spec.norm.per_layer
+        per[op_name("norms/layer", g.mixer_name)] += spec.norm.per_layer if norms else 0
         per.update(spec.stack.layer_time_kernels(spec, prefill))  # an encoder-decoder's cross-attention
         out |= {(gi, op): g.count * n for op, n in per.items()}
     return out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from llmcalc.errors import UserError
 from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 
@@ -68,3 +69,36 @@ def dump_profile(tm: TimeModel, header: list[str]) -> str:
     data = {k: getattr(tm, k) for k in PROFILE_FIELDS if getattr(tm, k) is not None}
     text = yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
     return "".join(f"# {line}\n" for line in header) + text
+
+
+ENGINE_DIR = CALIBRATION_DIR / "reference"
+"""The reference engine's profiles, one per GPU (`llmcalc calibrate --engine reference`)."""
+
+
+def engine_gpus() -> list[str]:
+    """GPU presets with a bundled reference-engine profile."""
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+def load_engine_profile(gpu: GPU, path: Path | None = None) -> EngineProfile | None:
+    """The reference engine's profile for `gpu` (presets/calibration/reference/<gpu>.yaml), or the file `path`;
+    None where no bundled profile exists."""
+    if path is None:
+        path = ENGINE_DIR / f"{gpu.name}.yaml"
+        if not path.exists():
+            return None
+    return validated(EngineProfile, read_yaml(path, "engine profile"), f"engine profile {path.name}",
+                     "presets/calibration/reference/h100-sxm.yaml")
+
+
+def dump_engine_profile(profile: EngineProfile, header: list[str]) -> str:
+    """`profile` as a YAML file: the `header` lines as comments, then its fields (curves as flow rows)."""
+    import yaml
+
+    data = profile.model_dump()
+    text = yaml.safe_dump({k: v for k, v in data.items() if k != "curves"}, sort_keys=False, width=120,
+                          allow_unicode=True)
+    rows = "".join(f"  {name}:\n" + "".join(f"  - {yaml.safe_dump(r, default_flow_style=True).strip()}\n"
+                                            for r in points) if points else f"  {name}: []\n"
+                   for name, points in data["curves"].items())
+    return "".join(f"# {line}\n" for line in header) + text + "curves:\n" + rows

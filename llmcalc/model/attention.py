@@ -66,6 +66,11 @@ class Attention(Variant):
     mla_decode convention applies, and the variant gives absorbed_matmuls and explain_absorbed."""
     reprojected: ClassVar[tuple[str, ...]] = ()
     """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
+    def core_kernel(self, prefill: bool, absorbed: bool) -> str:
+        """The kernel class an engine runs this mixer's core on (llmcalc/model/engine_profile.py KERNEL_CLASSES):
+        attention over a prompt, or a decode step's over its cache."""
+        return "attention_prefill" if prefill else "attention_decode"
+
     own_key_pattern: ClassVar[bool] = False
     """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
     fixed_state: ClassVar[bool] = False
@@ -607,6 +612,10 @@ class MLA(Attention):
     qk_rope_head_dim: PosInt
     v_head_dim: PosInt
     bias: bool = False
+
+    def core_kernel(self, prefill: bool, absorbed: bool) -> str:
+        """An absorbed decode step attends over the latent cache with batched products (latent_decode)."""
+        return "latent_decode" if absorbed and not prefill else super().core_kernel(prefill, absorbed)
 
     latent_cache: ClassVar[bool] = True
     reprojected: ClassVar[tuple[str, ...]] = ("kv_up",)

@@ -23,6 +23,10 @@ class RecurrentMixer(FixedState, Attention):
     step. A subclass gives its fields (`chunk_size` among them), `_shapes` (its projections, (d_in, d_out)),
     params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
 
+    def core_kernel(self, prefill: bool, absorbed: bool) -> str:
+        """A recurrent mixer's core is its scan over a prompt, or one step of its recurrence."""
+        return "scan_prefill" if prefill else "scan_decode"
+
     reference_activations: ClassVar[str | None] = (
         "the reference's scan materialises its intermediate decays and states in fp32, which the memory model, "
         "a fused kernel's activations, does not count")

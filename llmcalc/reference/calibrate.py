@@ -134,8 +134,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, gqa: b
     return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
 
-def measure(plan, progress: Callable[[str], None] = lambda step: None) -> dict:
-    """Time every run of `plan`; `progress(step)` is called once per measurement (plan.steps in all)."""
+def measure(plan, progress: Callable[[str], None] = lambda step: None,
+            checkpoint: Callable[[dict], None] = lambda raw: None) -> dict:
+    """Time every run of `plan`; `progress(step)` is called once per measurement (plan.steps in all), and
+    `checkpoint(raw so far)` after the standard runs and after each kernel curve (plan.curves)."""
     dev = plan.device
     timer = Timer(dev, plan.flush_bytes)
     notes = list(plan.notes)
@@ -174,6 +176,11 @@ def measure(plan, progress: Callable[[str], None] = lambda step: None) -> dict:
         raw["comm_note"] = ("one GPU visible: no collective measured" if dev == "cuda"
                             else "CPU smoke run: no collective measured")
     raw["notes"] = notes
+    if plan.curves is not None:
+        from llmcalc.reference.kernel_curves import measure as curves
+
+        checkpoint(raw)
+        raw["curves"] = curves(plan.curves, dev, progress, notes, lambda c: checkpoint(raw | {"curves": c}))
     return raw
 
 

@@ -45,6 +45,14 @@ MIN_SCRATCH = 2**20
 run in blocks whose scratch stays within the largest of 1/16 of the residual stream's bytes, 1/128 of the
 weights' and this floor, as a flash kernel's tiles stay bounded. It is not in llmcalc's estimate."""
 ROPE_BASE = 10_000.0
+GPU_PATHS = [False]
+"""True while the reference's kernels are counted for a GPU on fake CPU tensors (llmcalc/reference/kernel_count.py):
+every tensor then takes the path a CUDA tensor takes."""
+
+
+def on_gpu(t: Tensor) -> bool:
+    """Whether `t` takes the GPU's kernels: a CUDA tensor, or any tensor while GPU_PATHS is set."""
+    return t.device.type == "cuda" or GPU_PATHS[0]
 
 Cache = list[tuple[Tensor, Tensor]]
 """Per layer: GQA (K, V) [B, H_kv, n, h] each; MLA (latent [B, n, r], RoPE key [B, n, d_r])."""
@@ -197,7 +205,7 @@ def attend_held_and_new(q: Tensor, k: Tensor, v: Tensor, k1: Tensor, v1: Tensor,
 
 def _attention_lse(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple[Tensor, Tensor]:
     """Flash attention with no mask, returning the output and the per-query log-sum-exp [B, H, T] (fp32)."""
-    if q.device.type == "cuda":
+    if on_gpu(q):
         try:  # the flash kernel takes fewer K/V heads than query heads (GQA) where its build does
             out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
             return out[0], out[1]
@@ -206,7 +214,7 @@ def _attention_lse(q: Tensor, k: Tensor, v: Tensor, scale: float) -> tuple[Tenso
                 raise
     if k.shape[1] != q.shape[1]:
         k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], 1) for t in (k, v))
-    if q.device.type == "cuda":
+    if on_gpu(q):
         out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
         return out[0], out[1]
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, scale=scale)
@@ -283,11 +291,11 @@ def _flash_block(q: Tensor, k: Tensor, v: Tensor, q_start: int, k_start: int, *,
     if alibi is not None:
         mask = (alibi[:, None, None] * (kpos - qpos)).masked_fill_(~keep, -math.inf).to(q.dtype)[None]
     if sinks is None:
-        if q.device.type == "cuda" and k.shape[1] != q.shape[1]:  # CUDA's kernels that take a mask have no GQA:
+        if on_gpu(q) and k.shape[1] != q.shape[1]:  # CUDA's kernels that take a mask have no GQA:
             # SDPA would fall back to its math kernel (the scores in memory), so the band's K/V are repeated
             k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
-    if q.device.type != "cpu":
+    if on_gpu(q):
         return _eager(q, k, v, q_start, k_start + k.shape[2], window=window, scale=scale, alibi=alibi, sinks=sinks)
     if mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, -math.inf)
@@ -558,7 +566,7 @@ class Experts(nn.Module):
         """grouped_mm needs rows of 16-byte multiples, and bf16 on CUDA."""
         widths = self.up.shape[1:]
         return all(w * x.element_size() % 16 == 0 for w in widths) and (
-            x.device.type != "cuda" or x.dtype == torch.bfloat16)
+            not on_gpu(x) or x.dtype == torch.bfloat16)
 
     def _bmm(self, x: Tensor, name: str, idx: Tensor | None) -> Tensor:
         w, b = getattr(self, name), getattr(self, f"{name}_bias")

@@ -10,6 +10,8 @@ scores.) Params, FLOPs and cache bytes depend only on shapes, so device="cuda" t
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 import weakref
 from dataclasses import dataclass, replace
 
@@ -324,3 +326,100 @@ def _captured(step):
     with torch.cuda.graph(graph):
         step()
     return graph.replay
+
+
+OPTIMIZER_CHUNK = 1 << 26
+"""Elements of a parameter the reference's AdamW updates at a time: its transient fp32 gradient stays within 256 MB."""
+
+
+@dataclass
+class TrainTimes:
+    """One training step of the reference (train_run): medians of each part, and the peak bytes allocated."""
+
+    step_s: float  # forward + backward + optimizer
+    forward_s: float  # forward with every position's logits, and the cross-entropy loss
+    backward_s: float
+    optimizer_s: float
+    peak_bytes: int | None  # torch.cuda.max_memory_allocated over the steps (None off cuda)
+    static_bytes: int | None  # allocated before the first step: weights, fp32 master, Adam m and v (None off cuda)
+
+
+class MasterAdamW:
+    """AdamW in mixed precision as Megatron runs it: the model's bf16 weights and gradients, an fp32 master copy of
+    each weight and fp32 first and second moments (16 bytes a parameter with the bf16 gradient). A step walks the
+    parameters in chunks of OPTIMIZER_CHUNK elements: the chunk's gradient in fp32, the moments and the master
+    updated, the bf16 weight rewritten from the master; then the gradients are dropped."""
+
+    def __init__(self, params, lr: float = 1e-4, betas=(0.9, 0.95), eps: float = 1e-8, weight_decay: float = 0.1):
+        self.params = [p for p in params if p.requires_grad]
+        self.master = [p.detach().float() for p in self.params]
+        self.m = [torch.zeros_like(m) for m in self.master]
+        self.v = [torch.zeros_like(m) for m in self.master]
+        self.lr, self.betas, self.eps, self.wd, self.t = lr, betas, eps, weight_decay, 0
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        for p, w, m, v in zip(self.params, self.master, self.m, self.v, strict=True):
+            if p.grad is None:
+                continue
+            flat = [t.view(-1) for t in (p, p.grad, w, m, v)]
+            for i in range(0, flat[0].numel(), OPTIMIZER_CHUNK):
+                pc, gc, wc, mc, vc = (t[i:i + OPTIMIZER_CHUNK] for t in flat)
+                g = gc.float()
+                mc.mul_(b1).add_(g, alpha=1 - b1)
+                vc.mul_(b2).addcmul_(g, g, value=1 - b2)
+                wc.mul_(1 - self.lr * self.wd).addcdiv_(mc / c1, (vc / c2).sqrt_().add_(self.eps), value=-self.lr)
+                pc.copy_(wc)
+            p.grad = None
+
+
+def train_run(model: Decoder, batch: int, seq: int, warmup: int = 1, runs: int = 3) -> TrainTimes:
+    """Median seconds of a training step of `model` (serving kernels: flash attention, grouped expert GEMMs; with
+    autograd) on `batch` random sequences of `seq` tokens: forward with every position's logits and the
+    cross-entropy loss in fp32, backward, MasterAdamW's update; each part timed with CUDA events on cuda."""
+    dev = model.embed.weight.device
+    cuda = dev.type == "cuda"
+    model.train()
+    opt = MasterAdamW(model.parameters())
+    tokens = random_tokens(model, batch, seq)
+    if cuda:
+        torch.cuda.synchronize()
+        static = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    parts: list[tuple[float, float, float]] = []
+    for i in range(warmup + runs):
+        marks = []
+
+        def mark():
+            if cuda:
+                e = torch.cuda.Event(enable_timing=True)
+                e.record()
+                marks.append(e)
+            else:
+                marks.append(time.perf_counter())
+
+        mark()
+        logits = model(tokens, None, 0, "all")  # [B, S, V]
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
+        del logits
+        mark()
+        loss.backward()
+        del loss
+        mark()
+        opt.step()
+        mark()
+        if cuda:
+            torch.cuda.synchronize()
+            gaps = [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:])]
+        else:
+            gaps = [b - a for a, b in zip(marks, marks[1:])]
+        if i >= warmup:
+            parts.append(tuple(gaps))
+    model.eval()
+    fwd, bwd, upd = (statistics.median(p[i] for p in parts) for i in range(3))
+    return TrainTimes(step_s=statistics.median(sum(p) for p in parts), forward_s=fwd, backward_s=bwd,
+                      optimizer_s=upd, peak_bytes=torch.cuda.max_memory_allocated() if cuda else None,
+                      static_bytes=static if cuda else None)

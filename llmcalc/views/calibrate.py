@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from llmcalc.costs.calibration import Plan, fit
 from llmcalc.errors import UserError
+from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
 from llmcalc.model.time_model import TimeModel
 from llmcalc.views.torch_needed import require_torch as torch_needed
@@ -32,14 +33,54 @@ def detected_gpu(device: str) -> str:
     return preset
 
 
-def calibrate(runs: Plan, gpu: GPU, progress: Callable[[str], None] = lambda step: None
-              ) -> tuple[TimeModel, list[str], dict]:
+def calibrate(runs: Plan, gpu: GPU, progress: Callable[[str], None] = lambda step: None,
+              checkpoint: Callable[[dict], None] = lambda raw: None) -> tuple[TimeModel, list[str], dict]:
     """Measure `runs` on this machine and fit them on `gpu`'s datasheet: the profile, notes on the fit, and the
-    raw timings. Figures no run measures are kept from `gpu`'s bundled profile (else the roofline)."""
-    from llmcalc.inputs.time_models import base_profile
+    raw timings (`checkpoint(raw so far)` as they come). Figures no run measures are kept from `gpu`'s bundled
+    profile (else the roofline)."""
     from llmcalc.reference.calibrate import measure
 
     require_torch(runs.device)
-    raw = measure(runs, progress)
-    tm, notes = fit(raw, gpu, *base_profile(gpu))
+    raw = measure(runs, progress, checkpoint)
+    checkpoint(raw)
+    tm, notes, _ = fit_serving_profile(raw, gpu)
     return tm, notes, raw
+
+
+def fit_serving_profile(raw: dict, gpu: GPU) -> tuple[TimeModel, list[str], str]:
+    """The time-model profile of raw timings (a calibrate --raw file) on `gpu`, figures it lacks kept from the
+    bundled profile; notes; the device that measured them."""
+    from llmcalc.inputs.time_models import base_profile
+
+    if "gemm" not in raw:
+        raise UserError("`from_raw`: these are kernel curves alone (no serving-profile timings); use `engine` "
+                        "reference")
+    tm, notes = fit(raw, gpu, *base_profile(gpu))
+    return tm, notes, f"{raw.get('device_name', '?')}, {raw.get('date', '?')}"
+
+
+def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]]:
+    """The reference engine's profile of raw kernel curves on `gpu`: a calibrate --raw file of `--engine
+    reference`, or a merged curves file (benchmarks/gpu/h100-2026-11-28-curves.json) whose `runs` give each
+    run's environment."""
+    from llmcalc.costs.engine_fit import fit_reference
+    from llmcalc.inputs.presets import load_preset
+
+    curves = raw.get("curves")
+    if not isinstance(curves, dict) or not curves.get("gemm"):
+        raise UserError("`from_raw`: no kernel curves in it; run `llmcalc calibrate --engine reference --raw FILE` "
+                        "on the GPU")
+    if "runs" in raw:  # merged from several runs: the first run's environment, each curve's run in its source
+        env = next(iter(raw["runs"].values()))
+        by = raw.get("measured_by", {})
+        stamp = (f"measured by llmcalc calibrate --engine reference on {env['device_name']}, {env['date']}, torch "
+                 f"{env['torch']}, CUDA {env['cuda']}" + (f" ({len(raw['runs'])} runs: "
+                                                          + ", ".join(sorted(set(by.values()))) + ")" if by else ""))
+    else:
+        env = {k: str(raw.get(k)) for k in ("device_name", "date", "torch", "cuda")} | {
+            "driver": str(raw.get("driver") or "?")}
+        stamp = (f"measured by llmcalc calibrate --engine reference on {env['device_name']}, {env['date']}, torch "
+                 f"{env['torch']}, CUDA {env['cuda']}")
+    scan = next((p.get("preset") for p in curves.get("mamba", []) if p.get("preset")), None)
+    return fit_reference(curves, {k: str(v) for k, v in env.items()}, gpu, load_preset(scan) if scan else None,
+                         stamp)
