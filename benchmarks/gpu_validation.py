@@ -48,14 +48,22 @@ from llmcalc.costs.memory import memory  # noqa: E402
 from llmcalc.costs.params import params  # noqa: E402
 from llmcalc.inputs.gpus import load_gpu, preset_for_device  # noqa: E402
 from llmcalc.inputs.presets import load_preset  # noqa: E402
-from llmcalc.inputs.time_models import load_time_model  # noqa: E402
+from llmcalc.costs.engine_time import engine_step  # noqa: E402
+from llmcalc.inputs.time_models import load_engine_profile, load_time_model  # noqa: E402
 from llmcalc.model.time_model import ROOFLINE  # noqa: E402
-from llmcalc.views.validate import scaled_copy  # noqa: E402
+from llmcalc.views.validate import memory_note, scaled_copy  # noqa: E402
 from llmcalc.workload import Workload  # noqa: E402
 
 MODELS = [("llama3-8b", "dense, GQA"), ("mixtral-8x7b", "MoE (8 experts, top 2)"),
           ("deepseek-v2-lite", "MLA + MoE (64 routed + 2 shared)"),
-          ("gemma2-9b", "sliding window (4096, every other layer)")]
+          ("gemma2-9b", "sliding window (4096, every other layer)"),
+          ("nemotron-h-8b", "hybrid: 24 Mamba-2, 4 attention, 24 MLP layers")]
+TRAINING = [("llama3-8b", 8, 2, "dense, GQA"), ("mixtral-8x7b", 4, 2, "MoE (8 experts, top 2)")]
+"""(preset, layers, width divisor, family) of the scaled models whose training step is measured."""
+TRAIN_SEQS, TRAIN_RUNS = (2048, 8192), (1, 3)
+"""Sequence lengths of the training steps (batch 1), and their (warm-up, timed) runs."""
+PROFILE_TOKENS = 32768
+"""Cells of at most this many prompt tokens also run once under torch.profiler (prefill and eager decode)."""
 BATCHES, PROMPTS = (1, 8, 64), (512, 4096, 32768)
 CPU_BATCHES, CPU_PROMPTS, CPU_LAYERS, CPU_SCALE, CPU_FIRST_PASS = (1, 2), (16, 48), 2, 16, 48
 """A CPU smoke run: scaled copies (CPU_LAYERS layers, widths ÷ CPU_SCALE) at tiny shapes; it covers the code path."""
@@ -65,8 +73,10 @@ FIT_SHARE = 0.9
 """A cell runs when `llmcalc memory` puts its peak within this share of the GPU's memory."""
 FIRST_PASS_TOKENS = 32768
 """Prefills of at most this many tokens (batch × prompt) run in the first pass, with every decode step."""
-PREFILL_RUNS, DECODE_RUNS, EAGER_RUNS = (1, 3), (3, 20), (2, 5)
-"""(warm-up, timed) runs of a prefill, a graph-replayed decode step, an eager decode step."""
+PREFILL_RUNS, LONG_PREFILL_RUNS, DECODE_RUNS, EAGER_RUNS = (1, 3), (1, 2), (3, 20), (2, 5)
+"""(warm-up, timed) runs of a prefill (one estimated over LONG_PREFILL_S: LONG_PREFILL_RUNS), a graph-replayed decode
+step, an eager decode step."""
+LONG_PREFILL_S = 2.0
 BEGIN, END = "<!-- gpu-validation:begin -->", "<!-- gpu-validation:end -->"
 
 
@@ -149,21 +159,22 @@ def serving_check(device: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def calibrate(out: dict, device: str, timeout: int) -> None:
-    """`llmcalc calibrate` on the device: its profile (YAML text), raw timings and seconds, into out["calibration"]."""
+def calibrate(out: dict, device: str, timeout: int, engine: str = "serving") -> None:
+    """`llmcalc calibrate` on the device: its profile (YAML text), raw timings and seconds, into out["calibration"]
+    (raw timings written before a failure or a timeout are kept)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         profile, raw = Path(tmp, "profile.yaml"), Path(tmp, "raw.json")
         cmd = [sys.executable, "-m", "llmcalc", "calibrate", "--device", device, "--out", str(profile), "--raw",
-               str(raw)]
+               str(raw), "--engine", engine]
         start = time.perf_counter()
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
             rc, err = done.returncode, done.stderr[-2000:]
         except subprocess.TimeoutExpired:
             rc, err = None, f"timed out after {timeout} s"
-        out["calibration"] = {"command": " ".join(["llmcalc", *cmd[3:6]]), "rc": rc, "stderr": err,
+        out["calibration"] = {"command": " ".join(["llmcalc", *cmd[3:6], *cmd[-2:]]), "rc": rc, "stderr": err,
                               "seconds": time.perf_counter() - start,
                               "profile": profile.read_text() if profile.exists() else None,
                               "raw": json.loads(raw.read_text()) if raw.exists() else None}
@@ -217,22 +228,24 @@ def cells(batches, prompts, first_pass: bool, limit: int) -> list[tuple[int, int
 def run(args) -> None:
     import torch
 
-    from llmcalc.reference.measure import decode_run, prefill_run
-    from llmcalc.reference.model import Decoder
-
     device, dest = args.device, Path(args.out)
     started = time.perf_counter()
     deadline = started + args.budget
     out = {"env": environment(device), "settings": {
         "budget_s": args.budget, "weight_share": WEIGHT_SHARE, "fit_share": FIT_SHARE,
-        "first_pass_tokens": FIRST_PASS_TOKENS, "prefill_runs": PREFILL_RUNS, "decode_runs": DECODE_RUNS,
-        "eager_runs": EAGER_RUNS, "dtype": "bf16"}, "calibration": None, "models": [], "why": args.why}
+        "first_pass_tokens": FIRST_PASS_TOKENS, "prefill_runs": PREFILL_RUNS, "long_prefill_runs": LONG_PREFILL_RUNS,
+        "long_prefill_s": LONG_PREFILL_S, "decode_runs": DECODE_RUNS, "eager_runs": EAGER_RUNS,
+        "profile_tokens": PROFILE_TOKENS if args.profiles else None, "train_runs": TRAIN_RUNS, "dtype": "bf16"},
+        "calibration": None, "models": [], "training": [], "why": args.why}
+    profiles: dict[str, dict] = {}
 
     prior = json.loads(Path(args.update).read_text(encoding="utf-8")) if args.update else None
 
     def save() -> None:
         out["elapsed_s"] = time.perf_counter() - started
-        dest.write_text(json.dumps(updated(prior, out) if prior else out, indent=1) + "\n", encoding="utf-8")
+        write(dest, updated(prior, out) if prior else out)
+        if args.profiles:
+            write(Path(args.profiles), profiles)
 
     save()
     print(json.dumps(out["env"]), flush=True)
@@ -242,82 +255,239 @@ def run(args) -> None:
         out["env"]["serving_check"] = f"{type(e).__name__}: {str(e)[:300]}"
     print("serving check:", out["env"]["serving_check"], flush=True)
     if not args.no_calibrate:
-        calibrate(out, device, args.calibrate_timeout)
+        calibrate(out, device, args.calibrate_timeout, args.engine)
         c = out["calibration"]
         print(f"calibrate: rc {c['rc']} in {c['seconds']:.1f} s", flush=True)
         save()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    presets = args.models or [m for m, _ in MODELS]
+    campaign(out, profiles, presets, device, True, deadline, save, args.profiles is not None)
+    if not args.no_training:
+        training(out, device, deadline, save)
+    campaign(out, profiles, presets, device, False, deadline, save, args.profiles is not None)
+    if args.compiled and time.perf_counter() + 150 < deadline:
+        compiled_decode(out, args.compiled, device, deadline, save)
+    save()
+    print(f"done in {time.perf_counter() - started:.0f} s; wrote {dest}", flush=True)
+
+
+def failure(e: Exception) -> str:
+    """One line naming an exception a cell recorded instead of its figures."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+
+
+def write(path: Path, data) -> None:
+    """`data` as strict JSON (no NaN or Infinity), written whole: a temporary file renamed over `path`."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def campaign(out: dict, profiles: dict, presets: list[str], device: str, first_pass: bool, deadline: float, save,
+             profile: bool) -> None:
+    """One pass of the campaign over `presets` (cells: see `cells`), each cell written to `out` as it is measured;
+    with `profile`, the first pass's cells of at most PROFILE_TOKENS prompt tokens also run once under
+    torch.profiler, into `profiles`."""
+    import torch
+
+    from llmcalc.reference.measure import decode_run, prefill_run
+    from llmcalc.reference.model import Decoder
+
     mem = out["env"]["memory_bytes"]
     cpu = device == "cpu"
     gpu = load_gpu(preset_for_device(out["env"]["device_name"]) or "h100-sxm") if not cpu else load_gpu("h100-sxm")
     batches = CPU_BATCHES if cpu else BATCHES
     prompts = CPU_PROMPTS if cpu else PROMPTS
-    presets = args.models or [m for m, _ in MODELS]
-    for first_pass in (True, False):
-        for preset in presets:
-            full = load_preset(preset)
-            layers = CPU_LAYERS if cpu else layers_that_fit(full, mem)
-            scale = CPU_SCALE if cpu else 1
-            spec = model_spec(preset, layers, scale)
-            entry = next((m for m in out["models"] if m["preset"] == preset), None)
-            if entry is None:
-                entry = {"preset": preset, "family": dict(MODELS).get(preset, ""), "layers": layers,
-                         "n_layers": full.n_layers, "scale": scale, "cells": []}
-                out["models"].append(entry)
-            todo = []
-            for b, s, pre, dec in cells(batches, prompts, first_pass, CPU_FIRST_PASS if cpu else FIRST_PASS_TOKENS):
-                cell = {"batch": b, "seq": s, "pass": 1 if first_pass else 2}
-                fits = fit_check(spec, b, s, mem)
-                pre, dec = pre and fits["prefill"] is None, dec and fits["decode"] is None
-                cell |= {f"{k}_left_out": v for k, v in fits.items() if v}
-                if not (pre or dec):
-                    cell["skipped"] = "; ".join(v for v in fits.values() if v) or "nothing to measure"
-                    entry["cells"].append(cell)
-                    continue
-                lat = latency(spec, gpu, Workload(batch=b, seq=s, gen=2))
-                est = (sum(PREFILL_RUNS) * lat.ttft_s if pre else 0) + (
-                    (sum(DECODE_RUNS) + sum(EAGER_RUNS)) * lat.tpot_s if dec else 0)
-                todo.append((cell, pre, dec, 3 * est + 2))
-            if not todo:
-                continue
-            if time.perf_counter() + todo[0][3] + 10 > deadline:
-                entry.setdefault("notes", []).append(f"pass {2 - first_pass}: the budget ran out before it")
-                continue
-            t0 = time.perf_counter()
-            model = Decoder(spec, dtype=torch.bfloat16, device=device).eval().use_kernels("serving")
-            if not cpu:
-                torch.cuda.synchronize()
-            entry["params_measured"] = sum(p.numel() for p in model.parameters())
-            entry["weight_bytes"] = model.weight_bytes
-            entry.setdefault("build_s", []).append(time.perf_counter() - t0)
-            for cell, pre, dec, est in todo:
-                if time.perf_counter() + est > deadline:
-                    cell["skipped"] = "the GPU-time budget ran out"
-                    entry["cells"].append(cell)
-                    continue
-                print(f"{preset} ({layers} layers) batch {cell['batch']} seq {cell['seq']}", flush=True)
-                try:
-                    if pre:
-                        cell["prefill_s"], cell["peak_bytes"], cell["kv_bytes"] = prefill_run(
-                            model, cell["batch"], cell["seq"], *PREFILL_RUNS)
-                    if dec:
-                        cell["decode_s"], cell["decode_mode"] = decode_run(model, cell["batch"], cell["seq"],
-                                                                           "absorbed", *DECODE_RUNS)
-                        cell["decode_eager_s"], _ = decode_run(model, cell["batch"], cell["seq"], "absorbed",
-                                                               *EAGER_RUNS, graph=False)
-                except Exception as e:  # noqa: BLE001 - one cell's failure is recorded, the campaign goes on
-                    cell["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-                    print(cell["error"], flush=True)
+    for preset in presets:
+        full = load_preset(preset)
+        layers = CPU_LAYERS if cpu else layers_that_fit(full, mem)
+        scale = CPU_SCALE if cpu else 1
+        spec = model_spec(preset, layers, scale)
+        entry = next((m for m in out["models"] if m["preset"] == preset), None)
+        if entry is None:
+            entry = {"preset": preset, "family": dict(MODELS).get(preset, ""), "layers": layers,
+                     "n_layers": full.n_layers, "scale": scale, "cells": []}
+            out["models"].append(entry)
+        todo = []
+        for b, s, pre, dec in cells(batches, prompts, first_pass, CPU_FIRST_PASS if cpu else FIRST_PASS_TOKENS):
+            cell = {"batch": b, "seq": s, "pass": 1 if first_pass else 2}
+            fits = fit_check(spec, b, s, mem)
+            pre, dec = pre and fits["prefill"] is None, dec and fits["decode"] is None
+            cell |= {f"{k}_left_out": v for k, v in fits.items() if v}
+            if not (pre or dec):
+                cell["skipped"] = "; ".join(v for v in fits.values() if v) or "nothing to measure"
                 entry["cells"].append(cell)
+                continue
+            lat = latency(spec, gpu, Workload(batch=b, seq=s, gen=2))
+            runs = LONG_PREFILL_RUNS if lat.ttft_s > LONG_PREFILL_S else PREFILL_RUNS
+            est = (sum(runs) * lat.ttft_s if pre else 0) + (
+                (sum(DECODE_RUNS) + sum(EAGER_RUNS)) * lat.tpot_s if dec else 0)
+            todo.append((cell, pre, dec, runs, 3 * est + 2))
+        if not todo:
+            continue
+        if time.perf_counter() + todo[0][4] + 10 > deadline:
+            entry.setdefault("notes", []).append(f"pass {2 - first_pass}: the budget ran out before it")
+            continue
+        t0 = time.perf_counter()
+        try:
+            model = Decoder(spec, dtype=torch.bfloat16, device=device).eval().use_kernels("serving")
+        except Exception as e:  # noqa: BLE001 - recorded; the next model goes on
+            entry.setdefault("notes", []).append(f"the model did not build: {type(e).__name__}: {str(e)[:200]}")
+            continue
+        if not cpu:
+            torch.cuda.synchronize()
+        entry["params_measured"] = sum(p.numel() for p in model.parameters())
+        entry["weight_bytes"] = model.weight_bytes
+        entry.setdefault("build_s", []).append(time.perf_counter() - t0)
+        for cell, pre, dec, runs, est in todo:
+            if time.perf_counter() + est > deadline:
+                cell["skipped"] = "the GPU-time budget ran out"
+                entry["cells"].append(cell)
+                continue
+            b, s = cell["batch"], cell["seq"]
+            print(f"{preset} ({layers} layers) batch {b} seq {s}", flush=True)
+            try:
+                if pre:
+                    cell["prefill_s"], cell["peak_bytes"], cell["kv_bytes"] = prefill_run(model, b, s, *runs)
+                if dec:
+                    cell["decode_s"], cell["decode_mode"] = decode_run(model, b, s, "absorbed", *DECODE_RUNS)
+                    cell["decode_eager_s"], _ = decode_run(model, b, s, "absorbed", *EAGER_RUNS, graph=False)
+                if profile and first_pass and b * s <= (CPU_FIRST_PASS if cpu else PROFILE_TOKENS):
+                    profiles[f"{preset} {b}x{s}"] = cell_profile(model, b, s, pre, dec, device)
+            except Exception as e:  # noqa: BLE001 - one cell's failure is recorded, the campaign goes on
+                cell["error"] = failure(e)
+            record(entry["cells"], cell, cpu, save)
+        del model
+        if not cpu:
+            torch.cuda.empty_cache()
+
+
+def record(cells: list, cell: dict, cpu: bool, save) -> None:
+    """Append a measured cell (its error printed), free the GPU's cached blocks and save the JSON."""
+    import torch
+
+    if "error" in cell:
+        print(cell["error"], flush=True)
+    cells.append(cell)
+    if not cpu:
+        torch.cuda.empty_cache()
+    save()
+
+
+def op_profile(fn, device: str) -> dict:
+    """fn() once under torch.profiler: per aten op and input shapes (and per CUDA kernel) the calls, the device
+    time of the kernels it launched itself and its own host time, in µs; ops with neither above 20 µs are
+    summed into one row. Also the kernels launched and the host's total."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=acts, record_shapes=True) as prof:
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    rows, rest, kernels, kernel_us, ops, host_us = [], [0, 0.0, 0.0], 0, 0.0, 0, 0.0
+    for e in prof.key_averages(group_by_input_shape=True):
+        dev = float(getattr(e, "self_device_time_total", 0) or 0)
+        cpu_us = float(e.self_cpu_time_total or 0)
+        kernel = "CUDA" in str(getattr(e, "device_type", ""))
+        if kernel:
+            kernels += e.count
+            kernel_us += dev
+        elif e.key.startswith("aten::"):
+            ops += e.count
+            host_us += cpu_us
+        if dev > 20 or cpu_us > 20 or kernel:
+            rows.append([e.key[:160], "" if kernel else str(e.input_shapes)[:240], e.count, round(dev, 1),
+                         round(cpu_us, 1), int(kernel)])
+        else:
+            rest = [rest[0] + e.count, rest[1] + dev, rest[2] + cpu_us]
+    rows.append(["(the rest)", "", rest[0], round(rest[1], 1), round(rest[2], 1), 0])
+    return {"kernels": kernels, "kernel_us": round(kernel_us, 1), "aten_calls": ops, "aten_host_us": round(host_us, 1),
+            "rows": rows}
+
+
+def cell_profile(model, batch: int, seq: int, prefill: bool, decode: bool, device: str) -> dict:
+    """A cell's prefill and eager decode step once each under op_profile."""
+    import torch
+
+    from llmcalc.reference.measure import random_tokens
+
+    out = {}
+    with torch.no_grad():
+        if prefill:
+            tokens, cache = random_tokens(model, batch, seq), model.new_cache(batch, seq)
+            out["prefill"] = op_profile(lambda: model(tokens, cache, 0, "last").float(), device)
+            del cache
+        if decode:
+            tokens, cache = random_tokens(model, batch, 1), model.new_cache(batch, seq + 1)
+            model(tokens, cache, seq, "last")  # warm
+            out["decode"] = op_profile(lambda: model(tokens, cache, seq, "last"), device)
+            del cache
+    return out
+
+
+def training_profiles(device: str) -> dict:
+    """One training step (after a warm-up) of each TRAINING model at its first sequence length under op_profile."""
+    import torch
+
+    from llmcalc.reference.measure import MasterAdamW, random_tokens
+    from llmcalc.reference.model import Decoder
+
+    cpu, out = device == "cpu", {}
+    for preset, layers, scale, _ in TRAINING:
+        spec = model_spec(preset, CPU_LAYERS if cpu else layers, CPU_SCALE if cpu else scale)
+        seq = (CPU_PROMPTS if cpu else TRAIN_SEQS)[0]
+        model = Decoder(spec, dtype=torch.bfloat16, device=device).use_kernels("serving").train()
+        opt = MasterAdamW(model.parameters())
+        tokens = random_tokens(model, 1, seq)
+
+        def step():
+            logits = model(tokens, None, 0, "all")
+            torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten()).backward()
+            opt.step()
+
+        step()
+        out[f"{preset} 1x{seq}"] = op_profile(step, device)
+        del model, opt
+        if not cpu:
+            torch.cuda.empty_cache()
+    return out
+
+
+def training(out: dict, device: str, deadline: float, save) -> None:
+    """A training step (forward, backward, MasterAdamW) of each TRAINING model, scaled, at batch 1 and each of
+    TRAIN_SEQS, into out["training"]: the parts' medians and the peak and static bytes allocated."""
+    from dataclasses import asdict
+
+    import torch
+
+    from llmcalc.reference.measure import train_run
+    from llmcalc.reference.model import Decoder
+
+    cpu = device == "cpu"
+    for preset, layers, scale, family in TRAINING:
+        spec = model_spec(preset, CPU_LAYERS if cpu else layers, CPU_SCALE if cpu else scale)
+        for seq in (CPU_PROMPTS if cpu else TRAIN_SEQS):
+            cell = {"preset": preset, "family": family, "layers": CPU_LAYERS if cpu else layers,
+                    "scale": CPU_SCALE if cpu else scale, "batch": 1, "seq": seq}
+            if time.perf_counter() + 30 > deadline:
+                cell["skipped"] = "the GPU-time budget ran out"
+                out["training"].append(cell)
+                continue
+            print(f"training {preset} ({cell['layers']} layers, widths ÷{cell['scale']}) seq {seq}", flush=True)
+            try:
                 if not cpu:
                     torch.cuda.empty_cache()
-                save()
-            del model
-            if not cpu:
-                torch.cuda.empty_cache()
-    if args.compiled and time.perf_counter() + 150 < deadline:
-        compiled_decode(out, args.compiled, device, deadline, save)
-    save()
-    print(f"done in {time.perf_counter() - started:.0f} s; wrote {dest}", flush=True)
+                    torch.cuda.reset_peak_memory_stats()
+                model = Decoder(spec, dtype=torch.bfloat16, device=device).use_kernels("serving")
+                cell["params"] = sum(p.numel() for p in model.parameters())
+                cell |= asdict(train_run(model, 1, seq, *TRAIN_RUNS))
+                del model
+            except Exception as e:  # noqa: BLE001 - recorded; the campaign goes on
+                cell["error"] = failure(e)
+            record(out["training"], cell, cpu, save)
 
 
 def compiled_decode(out: dict, preset: str, device: str, deadline: float, save) -> None:
@@ -343,7 +513,7 @@ def compiled_decode(out: dict, preset: str, device: str, deadline: float, save) 
         try:
             cell["decode_s"], cell["decode_mode"] = decode_run(fast, 1, s, "absorbed", *DECODE_RUNS)
         except Exception as e:  # noqa: BLE001 - recorded
-            cell["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            cell["error"] = failure(e)
         cell["wall_s"] = time.perf_counter() - t0  # compile included
         print(f"compiled {preset} batch 1 seq {s}: {cell}", flush=True)
         entry["cells"].append(cell)
@@ -362,6 +532,8 @@ def updated(prior: dict, out: dict) -> dict:
                                                    "elapsed_s": out.get("elapsed_s")}]
     if "compiled" in out:
         merged["compiled"] = out["compiled"]
+    if out.get("training"):
+        merged["training"] = out["training"]
     if out.get("calibration"):
         merged["calibration"] = out["calibration"]
     return merged
@@ -370,6 +542,8 @@ def updated(prior: dict, out: dict) -> dict:
 # ---- report (CPU) ----------------------------------------------------------------------------------------
 
 
+ENGINE = "reference engine"
+"""The time model column of the reference engine's profile (presets/calibration/reference/<gpu>.yaml)."""
 COUNTS: dict[str, dict] = {}
 """Counts already measured, by model name and cell (report --counts-cache keeps them between runs)."""
 
@@ -379,6 +553,20 @@ def _counts(spec, b: int, s: int) -> dict:
     if key not in COUNTS:
         COUNTS[key] = _measure_counts(spec, b, s)
     return {k: tuple(v) for k, v in COUNTS[key].items()}
+
+
+def _engine_counts(spec, b: int, s: int, phase: str):
+    """The reference engine's own kernels at a cell's prefill or decode step (kernel_count.count_step, shapes only),
+    kept in COUNTS."""
+    from dataclasses import asdict
+
+    from llmcalc.model.engine_profile import EngineKernels
+    from llmcalc.reference.kernel_count import count_step
+
+    key = f"engine {spec.name} {b}x{s} {phase}"
+    if key not in COUNTS:
+        COUNTS[key] = asdict(count_step(spec, b, s, 0) if phase == "prefill" else count_step(spec, b, 1, s))
+    return EngineKernels(**COUNTS[key])
 
 
 def _measure_counts(spec, b: int, s: int) -> dict:
@@ -432,7 +620,9 @@ def evaluate(data: dict, extra: dict) -> dict:
     gpu = load_gpu(preset_for_device(env["device_name"]) or "h100-sxm") if not cpu else load_gpu("h100-sxm")
     models = {"roofline": ROOFLINE, "calibrated": load_time_model("calibrated", gpu)} | {
         k: load_time_model("calibrated", gpu, Path(v)) for k, v in extra.items()}
-    result = {"gpu": gpu.name, "time_models": list(models), "models": []}
+    profile = None if cpu else load_engine_profile(gpu)
+    result = {"gpu": gpu.name, "time_models": list(models) + ([ENGINE] if profile else []), "models": [],
+              "engine_profile": profile.measured_on if profile else None}
     for entry in data["models"]:
         spec = model_spec(entry["preset"], entry["layers"], entry["scale"])
         rows = []
@@ -442,8 +632,8 @@ def evaluate(data: dict, extra: dict) -> dict:
                 continue
             b, s = cell["batch"], cell["seq"]
             row = {"cell": cell, "counts": _counts(spec, b, s)}
-            if "peak_bytes" in cell and cell["peak_bytes"] is not None:
-                w = Workload(batch=b, seq=s, attention_core="dense", logits="last")
+            if cell.get("peak_bytes") is not None and memory_note(spec) is None:  # a mixer's reference activations
+                w = Workload(batch=b, seq=s, attention_core="dense", logits="last")  # are not in the memory model
                 row["peak_estimate"] = memory(spec, w).total_bytes
             times = {}
             for name, tm in models.items():
@@ -452,6 +642,13 @@ def evaluate(data: dict, extra: dict) -> dict:
                 if name == "roofline":
                     row["prefill_flops_causal"] = lat.phases[0].flops
                     row["decode_bytes"] = lat.phases[1].bytes
+            if profile is not None:
+                w = Workload(batch=b, seq=s, gen=2)
+                pre = engine_step(spec, gpu, w, profile, _engine_counts(spec, b, s, "prefill"), b, s, 0)
+                dec = engine_step(spec, gpu, w, profile, _engine_counts(spec, b, s, "decode"), b, 1, s)
+                times[ENGINE] = {"prefill_s": pre.seconds, "decode_s": dec.seconds}
+                row["engine_bound"] = {"prefill_s": pre.bound, "decode_s": dec.bound}
+                row["engine_gpu"] = {"prefill_s": pre.gpu_s, "decode_s": dec.gpu_s}
             row["times"] = times
             if cell.get("prefill_s"):
                 row["tflops"] = row["prefill_flops_causal"] / cell["prefill_s"] / 1e12
@@ -470,6 +667,7 @@ def _summary(result: dict) -> dict:
     cells within 15%), the exact rows' agreement and the peak memory rows' worst error."""
     out = {"exact": True, "peak_worst": 0.0}
     ratios: dict[str, list[float]] = {}
+    host = {"cells": 0, "bound_holds": 0}
     for m in result["models"]:
         for r in m["rows"]:
             if r["counts"] is None:
@@ -481,11 +679,16 @@ def _summary(result: dict) -> dict:
                 if r["cell"].get(phase):
                     for name, t in r["times"].items():
                         ratios.setdefault(name, []).append(t[phase] / r["cell"][phase])
+                    if r.get("engine_bound", {}).get(phase) == "host":
+                        host["cells"] += 1
+                        host["bound_holds"] += r["engine_gpu"][phase] <= r["cell"][phase]
     for name, rs in ratios.items():
         out[name] = {"cells": len(rs), "below": sum(x < 1 for x in rs),
                      "within_15": sum(abs(x - 1) <= 0.15 for x in rs),
                      "median_abs_error": statistics.median(abs(x - 1) for x in rs),
                      "median_measured_over_estimate": statistics.median(1 / x for x in rs)}
+    if ENGINE in out:
+        out[ENGINE] |= {"host_bound": host["cells"], "host_bound_holds": host["bound_holds"]}
     return out
 
 
@@ -502,8 +705,8 @@ def markdown(data: dict, result: dict) -> str:
         lines += [f"Measured again in a second run on {e['device_name']} (driver {e.get('driver')}, CUDA "
                   f"{e.get('cuda')}, torch {e['torch']}, {e['date']}): {', '.join(r['models'])}"
                   + (f" ({r['why']})" if r.get("why") else "") + ". Their rows below are that run's.", ""]
-    lines += ["How it ran: the reference decoder in bf16 on its serving kernels (SDPA: flash for causal prefill "
-              f"and decode, flash takes grouped K/V: {env.get('flash_gqa', '—')}; grouped GEMMs for routed "
+    lines += ["How it ran: the reference decoder in bf16 on its serving kernels (SDPA as torch dispatches it: a fused "
+              f"flash or cuDNN kernel, flash takes grouped K/V: {env.get('flash_gqa', '—')}; grouped GEMMs for routed "
               "experts; a preallocated static cache, a sliding layer's kept as a ring). Prefill: "
               f"{PREFILL_RUNS[0]} warm-up + median of {PREFILL_RUNS[1]} runs, CUDA events, peak memory "
               "`torch.cuda.max_memory_allocated` over it. Decode: one step at position S over a cache of S + 1, "
@@ -521,6 +724,10 @@ def markdown(data: dict, result: dict) -> str:
             lines.append(f"- `{name}`: below the measurement in {t['below']} of {t['cells']} timings, within 15% in "
                          f"{t['within_15']}; median |error| {t['median_abs_error']:.0%}, median measured / "
                          f"estimate ×{t['median_measured_over_estimate']:.2f}.")
+            if name == ENGINE:
+                lines.append(f"  The engine profile finds {t['host_bound']} of these steps host-bound (marked ʰ: "
+                             "the host's dispatch outlasts the kernels); their GPU time is below the measurement in "
+                             f"{t['host_bound_holds']} of {t['host_bound']}.")
     kernel = next((e["graph_kernel_s"] for e in [env] + [r["env"] for r in data.get("reruns", [])]
                    if e.get("graph_kernel_s")), None)
     if kernel:
@@ -533,6 +740,8 @@ def markdown(data: dict, result: dict) -> str:
         lines += _model_section(m, names)
     if data.get("compiled"):
         lines += _compiled_section(data["compiled"], result["gpu"])
+    if data.get("training"):
+        lines += _training_section(data["training"], result["gpu"])
     lines.append("Errors are estimate / measured − 1: negative means the estimate is below the measurement.")
     return "\n".join(lines) + "\n"
 
@@ -568,7 +777,9 @@ def _model_section(m: dict, names: list[str]) -> list[str]:
                 c, t = r["cell"], r["times"]
                 if not c.get(phase):
                     continue
-                ests = " | ".join(f"{_ms(t[n][phase])} ({_pct(_err(c[phase], t[n][phase]))})" for n in names)
+                ests = " | ".join(f"{_ms(t[n][phase])} ({_pct(_err(c[phase], t[n][phase]))})"
+                                  + ("ʰ" if n == ENGINE and r.get("engine_bound", {}).get(phase) == "host" else "")
+                                  for n in names)
                 if phase == "prefill_s":
                     got = f"{r['tflops']:,.0f} ({r['mfu']:.0%})"
                     head = _ms(c[phase])
@@ -610,6 +821,37 @@ def _compiled_section(comp: dict, gpu_name: str) -> list[str]:
     return lines + [""]
 
 
+def _training_section(cells: list[dict], gpu_name: str) -> list[str]:
+    """The measured training steps beside `llmcalc train` (the bundled calibrated profile and the roofline, one GPU,
+    micro-batch 1) and `llmcalc memory --train`."""
+    from llmcalc.costs.training import training_step
+
+    gpu = load_gpu(gpu_name)
+    tm = load_time_model("calibrated", gpu)
+    lines = ["### Training steps", "",
+             "Forward (every position's logits, cross-entropy in fp32), backward and the reference's AdamW "
+             "(`reference/measure.py` MasterAdamW: bf16 weights and gradients, fp32 master and moments, updated "
+             f"in chunks), batch 1, {TRAIN_RUNS[0]} warm-up + median of {TRAIN_RUNS[1]}, CUDA events; peak "
+             "`torch.cuda.max_memory_allocated` over the steps.", "",
+             "| model | seq | step ms | forward | backward | optimizer | `train` calibrated | roofline | "
+             "peak GiB | `memory --train` | error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in cells:
+        if "step_s" not in c:
+            lines.append(f"| {c['preset']} | {c['seq']:,} | — ({c.get('skipped') or c.get('error')}) |" + " |" * 8)
+            continue
+        spec = model_spec(c["preset"], c["layers"], c["scale"])
+        w = Workload(batch=1, seq=c["seq"], train=True, micro_batch=1)
+        cal, roof = training_step(spec, gpu, w, tm).step_s, training_step(spec, gpu, w).step_s
+        peak = memory(spec, w).total_bytes
+        name = f"{c['preset']}, first {c['layers']} layers, widths ÷{c['scale']}"
+        measured = (f"{c['peak_bytes'] / 2**30:,.2f} | {peak / 2**30:,.2f} | {_pct(_err(c['peak_bytes'], peak))}"
+                    if c.get("peak_bytes") else "— | — | —")
+        lines.append(f"| {name} | {c['seq']:,} | {_ms(c['step_s'])} | {_ms(c['forward_s'])} | {_ms(c['backward_s'])} | "
+                     f"{_ms(c['optimizer_s'])} | {_ms(cal)} ({_pct(_err(c['step_s'], cal))}) | {_ms(roof)} "
+                     f"({_pct(_err(c['step_s'], roof))}) | {measured} |")
+    return lines + [""]
+
+
 def report(args) -> None:
     data = json.loads(Path(args.results).read_text(encoding="utf-8"))
     data["_path"] = args.results
@@ -625,11 +867,37 @@ def report(args) -> None:
         return
     page = Path(args.write)
     doc = page.read_text(encoding="utf-8")
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"{page}: no {BEGIN} … {END} markers to write between")
-    head, rest = doc.split(BEGIN, 1)
-    page.write_text(head + BEGIN + "\n" + text + END + rest.split(END, 1)[1], encoding="utf-8")
+    begin, end = markers(args.section)
+    if begin not in doc or end not in doc:
+        sys.exit(f"{page}: no {begin} … {end} markers to write between")
+    head, rest = doc.split(begin, 1)
+    page.write_text(head + begin + "\n" + text + end + rest.split(end, 1)[1], encoding="utf-8")
     print(f"wrote {page}")
+
+
+def curves(args) -> None:
+    """Some of the reference engine's kernel curves (`llmcalc calibrate --engine reference` measures them all), into
+    a JSON file with the environment: for a run that adds curves to an earlier calibration."""
+    from llmcalc.costs.calibration import REFERENCE_PRESETS, curve_plan
+    from llmcalc.reference.kernel_curves import measure
+
+    device = args.device
+    out = {"env": environment(device), "notes": []}
+    plan = curve_plan([load_preset(p) for p in REFERENCE_PRESETS], device)
+    out["curves"] = measure(plan, device, lambda step: print(step, flush=True), out["notes"],
+                            lambda c: write(Path(args.out), out | {"curves": c}), args.names.split(","))
+    write(Path(args.out), out)
+    if args.train_profile:
+        out["training_profiles"] = training_profiles(device)
+        write(Path(args.out), out)
+    print(json.dumps(out["notes"]), flush=True)
+
+
+def markers(section: str | None) -> tuple[str, str]:
+    """The page's markers of a report section (None: the first campaign's, BEGIN and END)."""
+    if section is None:
+        return BEGIN, END
+    return f"<!-- gpu-validation:{section}:begin -->", f"<!-- gpu-validation:{section}:end -->"
 
 
 def main(argv=None) -> None:
@@ -642,6 +910,11 @@ def main(argv=None) -> None:
     r.add_argument("--models", nargs="*", help="presets to measure (default: the four families)")
     r.add_argument("--no-calibrate", action="store_true", help="skip `llmcalc calibrate`")
     r.add_argument("--calibrate-timeout", type=int, default=150)
+    r.add_argument("--engine", choices=("serving", "reference"), default="serving",
+                   help="calibrate's engine: reference also measures the reference model's kernel curves")
+    r.add_argument("--profiles", metavar="FILE", help="also profile the small cells once (torch.profiler: per op and "
+                   "shape, device and host time) into this JSON file")
+    r.add_argument("--no-training", action="store_true", help="skip the training steps")
     r.add_argument("--update", metavar="FILE", help="a JSON file of an earlier run: write it to --out with this "
                    "run's models in place of its own (a rerun of some models)")
     r.add_argument("--why", help="why this run (recorded with its environment under `reruns` when updating)")
@@ -652,10 +925,17 @@ def main(argv=None) -> None:
     p.add_argument("--write", help="write between the GPU markers of this page (docs/validation.md)")
     p.add_argument("--profile", action="append", default=[], metavar="NAME=FILE",
                    help="also a calibrated time model from this profile file, under NAME")
+    p.add_argument("--section", help="write between the markers of this section (<!-- gpu-validation:NAME:begin "
+                   "-->), for a page holding several campaigns")
     p.add_argument("--counts-cache", metavar="FILE", help="keep the counts measured under FakeTensorMode here, and "
                    "read them back on the next run (they depend on the shapes only)")
+    c = sub.add_parser("curves", help="some of the reference engine's kernel curves, into a JSON file")
+    c.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    c.add_argument("--out", required=True)
+    c.add_argument("--names", required=True, help="comma-separated curve names (llmcalc/costs/calibration.py CURVES)")
+    c.add_argument("--train-profile", action="store_true", help="also profile a training step of each TRAINING model")
     args = parser.parse_args(argv)
-    run(args) if args.step == "run" else report(args)
+    {"run": run, "report": report, "curves": curves}[args.step](args)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,14 @@ def script():
 def test_cpu_smoke_run_and_its_report(tmp_path):
     g = script()
     out = tmp_path / "results.json"
-    g.main(["run", "--device", "cpu", "--out", str(out), "--no-calibrate", "--models", "llama3-8b", "gemma2-9b"])
+    profiles = tmp_path / "profiles.json"
+    g.main(["run", "--device", "cpu", "--out", str(out), "--no-calibrate", "--models", "llama3-8b", "gemma2-9b",
+            "--profiles", str(profiles)])
     data = json.loads(out.read_text())
+    assert {c["preset"] for c in data["training"]} == {p for p, *_ in g.TRAINING}
+    assert all(c["step_s"] >= c["forward_s"] > 0 and c["optimizer_s"] > 0 for c in data["training"])
+    ops = json.loads(profiles.read_text())
+    assert ops and all(p["prefill"]["aten_calls"] > 0 for p in ops.values() if "prefill" in p)
     assert data["env"]["device"] == "cpu" and data["env"]["torch"]
     check = data["env"]["serving_check"]  # serving kernels (ring cache, absorbed MLA step) against counted ones
     assert all(v["serving"] < 0.05 for v in check.values()), check
@@ -60,3 +66,13 @@ def test_fit_check_and_layers_follow_the_memory_estimates():
     assert g.layers_that_fit(spec, h100) < 32
     fits = g.fit_check(spec, 64, 4096, h200)
     assert fits["decode"] is None and "prefill" in fits["prefill"]  # 64 × 4k: the decode step fits, the prefill not
+
+
+def test_curves_subcommand_writes_the_named_curves(tmp_path):
+    g = script()
+    out = tmp_path / "curves.json"
+    g.main(["curves", "--device", "cpu", "--out", str(out), "--names", "graph,host,strided,scatter"])
+    data = json.loads(out.read_text())
+    assert data["env"]["device"] == "cpu"
+    assert {p["op"] for p in data["curves"]["strided"]} == {"row_scale", "column_scale", "rope_half", "cache_write"}
+    assert all(p["seconds"] > 0 for p in data["curves"]["scatter"])
