@@ -880,11 +880,12 @@ def curves(args) -> None:
     a JSON file with the environment: for a run that adds curves to an earlier calibration."""
     from llmcalc.costs.calibration import REFERENCE_PRESETS, curve_plan
     from llmcalc.reference.kernel_curves import measure
+    from llmcalc.views.calibrate import curve_model
 
     device = args.device
     out = {"env": environment(device), "notes": []}
     plan = curve_plan([load_preset(p) for p in REFERENCE_PRESETS], device)
-    out["curves"] = measure(plan, device, lambda step: print(step, flush=True), out["notes"],
+    out["curves"] = measure(plan, device, curve_model, lambda step: print(step, flush=True), out["notes"],
                             lambda c: write(Path(args.out), out | {"curves": c}), args.names.split(","))
     write(Path(args.out), out)
     if args.train_profile:

@@ -128,6 +128,7 @@ class Curves:
     scatter_tokens: list[int]  # tokens of the routed experts' combine (index_add_)
     scatter_widths: list[int]
     scatter_top_k: list[int]
+    order: tuple[str, ...] = CURVES  # the curves, in the order the harness measures them
 
 
 def gemm_shapes(spec: ModelSpec, scale: int = 1) -> list[Gemm]:
@@ -188,16 +189,18 @@ def curve_plan(specs: list[ModelSpec], device: str) -> Curves:
         gemms.setdefault((w(spec.vocab_size), w(spec.d_model)), f"lm_head ({spec.name})")
         for g in spec.layer_groups():
             m = g.mixer
-            if m is not None and m.kind == "mla":
-                h = max(1, m.heads // scale)
-                heads.setdefault((h, h, m.qk_head_dim), spec.name)
-                mla.setdefault((h, w(m.kv_lora_rank), m.qk_rope_head_dim), spec.name)
-            elif m is not None and m.kind == "gqa":
-                h, kv = max(1, m.heads // scale), max(1, m.kv_heads // scale)
-                heads.setdefault((h, kv if h % kv == 0 else 1, m.head_dim), spec.name)
-                decode_heads.setdefault((h, kv if h % kv == 0 else 1, m.head_dim), spec.name)
-            elif m is not None and m.kind == "mamba2":
+            if m is not None and m.core_kernel(True, False) == "scan_prefill":
                 mamba = mamba or spec.name
+            elif m is not None and m.core_kernel(False, True) == "latent_decode":
+                a = m.mla_shape()
+                h = max(1, a["heads"] // scale)
+                heads.setdefault((h, h, a["qk_nope_head_dim"] + a["qk_rope_head_dim"]), spec.name)
+                mla.setdefault((h, w(a["kv_lora_rank"]), a["qk_rope_head_dim"]), spec.name)
+            elif m is not None:
+                a = m.gqa_shape()
+                h, kv = max(1, a["heads"] // scale), max(1, a["kv_heads"] // scale)
+                heads.setdefault((h, kv if h % kv == 0 else 1, a["head_dim"]), spec.name)
+                decode_heads.setdefault((h, kv if h % kv == 0 else 1, a["head_dim"]), spec.name)
             f = g.ffn
             if f.routed_experts:
                 d, dff = w(spec.d_model), w(f.d_ff)

@@ -63,6 +63,12 @@ def relative_fit(points: list[tuple[list[float], float]]) -> list[float]:
     return lstsq([[f / t for f in feats] for feats, t in points], [1.0] * len(points))
 
 
+def as_share(inverse: float) -> float:
+    """The share whose inverse a fit gave, within KernelCurve's bound: MAX_SHARE where the fit found no cost per
+    FLOP or byte (a CPU smoke run's noise can give a slope of zero or below)."""
+    return MAX_SHARE if inverse <= 1 / MAX_SHARE else 1 / inverse
+
+
 def median_error(model: Callable[[dict], float], points: list[dict]) -> float:
     return statistics.median(abs(model(p) / p["seconds"] - 1) for p in points)
 
@@ -72,25 +78,30 @@ def asymptotes(points: list[dict], bandwidth: float) -> KernelCurve:
     by_size = sorted(points, key=lambda p: p["bytes"])
     quarter = max(1, len(by_size) // 4)
     fixed = statistics.median(p["seconds"] for p in by_size[:quarter])
-    share = statistics.median(p["bytes"] / ((p["seconds"] - fixed) * bandwidth) for p in by_size[-quarter:]
-                              if p["seconds"] > fixed)
+    shares = [p["bytes"] / ((p["seconds"] - fixed) * bandwidth) for p in by_size[-quarter:] if p["seconds"] > fixed]
+    share = min(statistics.median(shares), MAX_SHARE) if shares else MAX_SHARE
     return KernelCurve(memory_efficiency=round(share, 4), fixed_s=float(f"{fixed:.3g}"))
 
 
 def op_form(points: list[dict], peak: float, bandwidth: float, rows: str, pad_rows: Callable[[dict], float],
             small: Callable[[dict], bool], large: Callable[[dict], bool]) -> tuple[KernelCurve, float]:
     """A matmul class (module docstring): points {m|rows, n, k, seconds, ...}; `pad_rows(p)`: how many pad rows
-    a call pays for (1 matmul, or its active experts); the fitted curve and its median relative error. At each
-    (pad, overlap) of a grid the efficiency is the median, over the compute-bound calls, of the one their time
-    gives; the grid point whose form fits every call best (least squares of the relative error) is kept."""
+    a call pays for (1 matmul, or its active experts); `small` and `large` pick the memory- and compute-bound
+    calls (where none qualify, a CPU smoke run's, the quarters of fewest and most rows); the fitted curve and its
+    median relative error. At each (pad, overlap) of a grid the efficiency is the median, over the compute-bound
+    calls, of the one their time gives; the grid point whose form fits every call best (least squares of the
+    relative error) is kept."""
     def work(p: dict) -> tuple[float, float, float]:
         m = p[rows]
         return 2 * m * p["n"] * p["k"], 2 * pad_rows(p) * p["n"] * p["k"], 2 * (pad_rows(p) * p["n"] * p["k"]
                                                                                 + m * p["k"] + m * p["n"])
 
-    memory = relative_fit([([1.0, work(p)[2] / bandwidth], p["seconds"]) for p in points if small(p)])
-    fixed, share = max(memory[0], 0.0), 1 / memory[1]
-    compute = [p for p in points if large(p)]
+    by_rows = sorted(points, key=lambda p: p[rows] / pad_rows(p))
+    quarter = max(2, len(by_rows) // 4)
+    memory_bound = [p for p in points if small(p)] or by_rows[:quarter]  # a smoke run's sizes: the extremes
+    compute = [p for p in points if large(p)] or by_rows[-quarter:]
+    memory = relative_fit([([1.0, work(p)[2] / bandwidth], p["seconds"]) for p in memory_bound])
+    fixed, share = max(memory[0], 0.0), as_share(memory[1])
     best = None
     for pad in PADS:
         for overlap in OVERLAPS:
@@ -111,15 +122,16 @@ def op_form(points: list[dict], peak: float, bandwidth: float, rows: str, pad_ro
 
 def rounded(c: KernelCurve) -> KernelCurve:
     """Figures to 4 significant digits (the fit is not better than that)."""
-    return KernelCurve(**{k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in c.model_dump().items()})
+    figures = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in c.model_dump().items()}
+    return KernelCurve(**figures | {"pad": min(figures["pad"], 65536.0)})
 
 
 def attention_points(points: list[dict], flops: Callable[[dict], float], key_flops: Callable[[dict], float],
                      seconds: Callable[[dict], float], peak: float) -> tuple[KernelCurve, float]:
     fit = relative_fit([([flops(p) / peak, key_flops(p) / peak, 1.0], seconds(p)) for p in points])
-    e, pad, fixed = 1 / fit[0], fit[1] / fit[0], max(fit[2], 0.0)
-    curve = rounded(KernelCurve(compute_efficiency=min(e, 2.0), pad=max(pad, 0.0), memory_efficiency=1.0,
-                                fixed_s=fixed))
+    e = as_share(fit[0])
+    pad, fixed = min(max(fit[1] * e, 0.0), 65536.0), max(fit[2], 0.0)
+    curve = rounded(KernelCurve(compute_efficiency=e, pad=pad, memory_efficiency=1.0, fixed_s=fixed))
     err = statistics.median(abs((flops(p) + curve.pad * key_flops(p)) / (peak * curve.compute_efficiency)
                                 + curve.fixed_s - seconds(p)) / seconds(p) for p in points)
     return curve, err
@@ -127,7 +139,7 @@ def attention_points(points: list[dict], flops: Callable[[dict], float], key_flo
 
 def memory_points(points: list[dict], nbytes: Callable[[dict], float], bandwidth: float) -> tuple[KernelCurve, float]:
     fit = relative_fit([([nbytes(p) / bandwidth, 1.0], p["seconds"]) for p in points])
-    curve = rounded(KernelCurve(memory_efficiency=min(1 / fit[0], 2.0), fixed_s=max(fit[1], 0.0)))
+    curve = rounded(KernelCurve(memory_efficiency=as_share(fit[0]), fixed_s=min(max(fit[1], 0.0), 0.5)))
     return curve, median_error(lambda p: nbytes(p) / (bandwidth * curve.memory_efficiency) + curve.fixed_s, points)
 
 
@@ -157,8 +169,8 @@ def fit_reference(curves: dict, env: dict, gpu: GPU, scan_spec: ModelSpec | None
 
     gemm = [p for p in curves.get("gemm", []) if p["dtype"] == "bf16"]
     if not gemm:
-        raise UserError("calibrate: the raw timings have no bf16 GEMM curve; run `llmcalc calibrate --engine "
-                        "reference` on the GPU")
+        raise UserError("`from_raw`: the raw timings have no bf16 GEMM curve; give those of a calibration with "
+                        "`engine` reference")
     put("matmul", op_form(gemm, peak, bw, "m", lambda p: 1, lambda p: p["m"] <= 16, lambda p: p["m"] >= 4096),
         f"bf16 F.linear replayed from a CUDA graph, weights rotated past the L2, {len(gemm)} calls of "
         f"{len({(p['n'], p['k']) for p in gemm})} shapes at M = 1 … {max(p['m'] for p in gemm)}")
@@ -243,7 +255,8 @@ def scan_fit(points: list[dict], phase: str, spec: ModelSpec, gpu: GPU,
     its own kernels, fitted as core FLOPs (prefill) or core bytes (decode) plus a fixed cost."""
     from llmcalc.costs.latency import step_costs
 
-    mixer = next(g.mixer_name for g in spec.layer_groups() if g.mixer is not None and g.mixer.kind == "mamba2")
+    mixer = next(g.mixer_name for g in spec.layer_groups()
+                 if g.mixer is not None and g.mixer.core_kernel(True, False) == "scan_prefill")
     one = ModelSpec.model_validate(spec.model_dump() | {"n_layers": 1,
                                                         "hybrid_pattern": [{"mixer": mixer, "ffn": "none"}]})
     partial = EngineProfile(name="partial", gpu=gpu.name, measured_on={}, kernels=kernels,

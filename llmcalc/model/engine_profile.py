@@ -11,8 +11,6 @@ takes
 Figures belong to the GPU and the engine, never to a model.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Annotated
 

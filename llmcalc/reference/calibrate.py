@@ -135,9 +135,10 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, gqa: b
 
 
 def measure(plan, progress: Callable[[str], None] = lambda step: None,
-            checkpoint: Callable[[dict], None] = lambda raw: None) -> dict:
+            checkpoint: Callable[[dict], None] = lambda raw: None, model: Callable | None = None) -> dict:
     """Time every run of `plan`; `progress(step)` is called once per measurement (plan.steps in all), and
-    `checkpoint(raw so far)` after the standard runs and after each kernel curve (plan.curves)."""
+    `checkpoint(raw so far)` after the standard runs and after each kernel curve (plan.curves, whose models
+    `model(name, layers, scale)` gives)."""
     dev = plan.device
     timer = Timer(dev, plan.flush_bytes)
     notes = list(plan.notes)
@@ -180,7 +181,7 @@ def measure(plan, progress: Callable[[str], None] = lambda step: None,
         from llmcalc.reference.kernel_curves import measure as curves
 
         checkpoint(raw)
-        raw["curves"] = curves(plan.curves, dev, progress, notes, lambda c: checkpoint(raw | {"curves": c}))
+        raw["curves"] = curves(plan.curves, dev, model, progress, notes, lambda c: checkpoint(raw | {"curves": c}))
     return raw
 
 

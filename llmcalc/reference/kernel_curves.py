@@ -272,19 +272,18 @@ def eager_stream(device: str, kernels: int = 400) -> list[dict]:
     return out
 
 
-def host_models(device: str, presets: list[str], layers: int | None = 2, scale: int = 16) -> list[dict]:
+def host_models(device: str, presets: list[str], model: Callable, layers: int | None = 2, scale: int = 16
+                ) -> list[dict]:
     """Host seconds of an eager forward of narrow copies of `presets` (`layers` layers, None: all of them; widths ÷
     `scale`): a prefill of 16 tokens and a decode step, batch 1, each the median of 5 after 2, wall clock with a
     synchronisation. The GPU work is a few µs a kernel: the time is the reference's Python, dispatch and launches,
-    per aten call."""
-    from llmcalc.inputs.presets import load_preset
+    per aten call. `model(name, layers, scale)`: the scaled copy of a preset."""
     from llmcalc.reference.model import Decoder
-    from llmcalc.views.validate import scaled_copy
 
     out = []
     with torch.no_grad():
         for name in presets:
-            spec = scaled_copy(load_preset(name), layers, scale)
+            spec = model(name, layers, scale)
             model = Decoder(spec, dtype=BF16, device=device).eval().use_kernels("serving")
             for phase, (t, start) in (("prefill", (16, 0)), ("decode", (1, 16))):
                 tokens = torch.randint(0, spec.vocab_size, (1, t), device=device)
@@ -518,7 +517,8 @@ def mamba(device: str, spec, prefill: list[tuple[int, int]], steps: list[int]) -
     from llmcalc.reference.layers import Step
     from llmcalc.reference.model import Decoder
 
-    mixer = next((g.mixer for g in spec.layer_groups() if g.mixer is not None and g.mixer.kind == "mamba2"), None)
+    mixer = next((g.mixer for g in spec.layer_groups()
+                  if g.mixer is not None and g.mixer.core_kernel(True, False) == "scan_prefill"), None)
     if mixer is None:
         return []
     from llmcalc.model.spec import ModelSpec
@@ -551,13 +551,12 @@ def mamba(device: str, spec, prefill: list[tuple[int, int]], steps: list[int]) -
     return out
 
 
-def measure(c, device: str, progress: Callable[[str], None], notes: list[str],
+def measure(c, device: str, model: Callable, progress: Callable[[str], None], notes: list[str],
             checkpoint: Callable[[dict], None] = lambda curves: None, only: list[str] | None = None) -> dict:
-    """Every curve of the plan `c` (llmcalc/costs/calibration.py Curves, read by its fields), in CURVES order (`only`:
-    those named); a curve that fails is recorded in `notes` and the others go on; `checkpoint(curves so far)`
-    after each."""
-    from llmcalc.costs.calibration import CURVES
-    from llmcalc.inputs.presets import load_preset
+    """Every curve of the plan `c` (llmcalc/costs/calibration.py Curves, read by its fields), in its CURVES order
+    (`only`: those named); `model(name, layers, scale)` is a preset's spec (layers None and scale 1: whole) or a
+    scaled copy. A curve that fails is recorded in `notes` and the others go on; `checkpoint(curves so far)` after
+    each."""
 
     fp8 = FP8 is not None and (not device.startswith("cuda") or torch.cuda.get_device_capability() >= (8, 9))
     runs = {
@@ -571,17 +570,17 @@ def measure(c, device: str, progress: Callable[[str], None], notes: list[str],
         "attention_backward": lambda: attention_backward(device, c.heads[:1], c.backward),
         "attention_decode": lambda: attention_decode(device, c.decode_heads, c.batches, c.lengths, c.cache_budget),
         "mla_decode": lambda: mla_decode(device, c.mla, c.batches, c.lengths, c.cache_budget),
-        "mamba": lambda: mamba(device, load_preset(c.mamba), c.mamba_prefill, c.mamba_steps) if c.mamba else [],
+        "mamba": lambda: mamba(device, model(c.mamba, None, 1), c.mamba_prefill, c.mamba_steps) if c.mamba else [],
         "strided": lambda: strided(device, c.elementwise, c.width),
         "reductions": lambda: reductions(device, c.reduction_rows, c.width),
         "eager": lambda: eager_stream(device),
-        "host_models": lambda: host_models(device, c.host_presets),
-        "host_full_depth": lambda: host_models(device, c.host_presets, None),
+        "host_models": lambda: host_models(device, c.host_presets, model),
+        "host_full_depth": lambda: host_models(device, c.host_presets, model, None),
         "scatter": lambda: scatter_add(device, c.scatter_tokens, c.scatter_widths, c.scatter_top_k),
         "graph_copies": lambda: graph_copies(device),
     }
     out: dict = {"seconds": {}}
-    for name in only or CURVES:
+    for name in only or c.order:
         progress(f"curve {name}")
         start = time.perf_counter()
         try:

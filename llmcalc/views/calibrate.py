@@ -9,6 +9,7 @@ from llmcalc.costs.calibration import Plan, fit
 from llmcalc.errors import UserError
 from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.views.torch_needed import require_torch as torch_needed
 
@@ -41,10 +42,20 @@ def calibrate(runs: Plan, gpu: GPU, progress: Callable[[str], None] = lambda ste
     from llmcalc.reference.calibrate import measure
 
     require_torch(runs.device)
-    raw = measure(runs, progress, checkpoint)
+    raw = measure(runs, progress, checkpoint, curve_model)
     checkpoint(raw)
     tm, notes, _ = fit_serving_profile(raw, gpu)
     return tm, notes, raw
+
+
+def curve_model(name: str, layers: int | None, scale: int) -> ModelSpec:
+    """The preset `name`, or its copy with the first `layers` layers (None: all) and widths ÷ `scale`: the models
+    the reference engine's kernel curves run."""
+    from llmcalc.inputs.presets import load_preset
+    from llmcalc.views.validate import scaled_copy
+
+    spec = load_preset(name)
+    return spec if layers is None and scale == 1 else scaled_copy(spec, layers, scale)
 
 
 def fit_serving_profile(raw: dict, gpu: GPU) -> tuple[TimeModel, list[str], str]:
@@ -68,8 +79,8 @@ def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]
 
     curves = raw.get("curves")
     if not isinstance(curves, dict) or not curves.get("gemm"):
-        raise UserError("`from_raw`: no kernel curves in it; run `llmcalc calibrate --engine reference --raw FILE` "
-                        "on the GPU")
+        raise UserError("`from_raw`: no kernel curves in it; give the raw timings of a calibration with `engine` "
+                        "reference")
     if "runs" in raw:  # merged from several runs: the first run's environment, each curve's run in its source
         env = next(iter(raw["runs"].values()))
         by = raw.get("measured_by", {})
