@@ -176,6 +176,7 @@ def test_the_bundled_h100_profile_is_what_calibrate_fits_from_the_committed_curv
 
 
 @pytest.mark.parametrize("content,word", [("{", "not valid JSON"), ('{"gemm": NaN}', "not valid JSON"),
+                                          ('{"gemm": [1e999]}', "not valid JSON"),
                                           ("[1]", "no GEMM timings")])
 def test_from_raw_refuses_a_bad_file_in_one_line(tmp_path, content, word):
     bad = tmp_path / "raw.json"
@@ -190,3 +191,11 @@ def test_the_curves_file_names_every_run_and_curve():
     assert set(data["measured_by"].values()) <= set(data["runs"])
     assert all(r["device_name"] == "NVIDIA H100 80GB HBM3" for r in data["runs"].values())
     assert {p["length"] % 8 for p in data["curves"]["mla_decode"]} == {0, 1}  # keys 2^k and 2^k + 1
+
+
+def test_an_engine_profile_refuses_a_curve_point_that_is_not_finite():
+    from llmcalc.errors import UserError
+
+    data = toy_profile().model_dump() | {"curves": {"graph": [[1.0, float("nan")]]}}
+    with pytest.raises((UserError, ValueError)):
+        EngineProfile.model_validate(data)

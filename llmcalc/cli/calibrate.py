@@ -110,8 +110,14 @@ def read_raw(path: Path) -> dict:
     def refuse(token: str):
         raise ValueError(f"{token} is not a number JSON allows")
 
+    def finite(token: str) -> float:
+        value = float(token)
+        if value in (float("inf"), float("-inf")):
+            refuse(token)
+        return value
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse, parse_float=finite)
     except (ValueError, UnicodeDecodeError) as e:
         raise UserError(f"`from_raw` {path}: not valid JSON ({str(e).splitlines()[0][:80]}); give a raw-timings "
                         "file") from None

@@ -22,6 +22,7 @@ from llmcalc.model.base import Frozen
 Share = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
 """A share of a datasheet figure; above 1 only where a cache serves part of the traffic."""
 Seconds = Annotated[float, Field(ge=0, lt=1.0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 KERNEL_CLASSES = {
     "matmul": "weight matmuls (cuBLAS through F.linear, torch.bmm): rows padded by `pad`",
@@ -107,7 +108,7 @@ class EngineProfile(Frozen):
     """device (as torch names it), driver, CUDA, torch, date."""
     kernels: dict[str, KernelCurve]
     host: EngineHost
-    curves: dict[str, list[list[float]]] = {}
+    curves: dict[str, list[list[Finite]]] = {}
     """Measured points the kernel classes were fitted to, each a row of numbers (curve_columns names them)."""
     curve_columns: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
