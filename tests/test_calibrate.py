@@ -91,6 +91,17 @@ def test_kernel_cost_inside_a_cuda_graph_is_the_profiles_and_the_isolated_call_i
     assert tm.attention_efficiency == pytest.approx(TRUTH["attention"], rel=2e-3)
 
 
+def test_an_isolated_add_slower_than_every_measured_call_is_capped_at_the_fastest_call():
+    """On a loaded CPU the isolated add can take longer than a GEMM (CI once measured so): no call costs less than
+    its fixed part, so the fits subtract at most the fastest call's time and still find an efficiency."""
+    raw = synthetic(TRUTH, 0.5)
+    fastest = min(x["seconds"] for x in raw["gemm"] + raw["attention"])
+    raw["tiny"]["seconds"] = 50 * fastest
+    tm, notes = fit(raw, H100, TimeModel(overlap=0.5), "a base")
+    assert tm.compute_efficiency > 0
+    assert any("longer than the fastest measured call" in n for n in notes)
+
+
 def test_fit_keeps_what_it_cannot_measure_and_says_where_each_figure_comes_from():
     base, name = base_profile(H100)
     raw = synthetic(TRUTH, base.overlap) | {"collectives": [], "comm_note": "one GPU visible: no collective measured"}
