@@ -161,14 +161,17 @@ def test_validate_checks_the_engine_within_15_percent_and_a_host_bound_step_as_a
 # ---- the bundled profile ------------------------------------------------------------------------------------
 
 
-def test_the_bundled_h100_profile_is_what_calibrate_fits_from_the_committed_curves(tmp_path):
+@pytest.mark.parametrize("gpu,curves,device", [
+    ("h100-sxm", CURVES, "NVIDIA H100 80GB HBM3"),
+    ("h200", ROOT / "benchmarks" / "gpu" / "h200-2026-11-28-curves.json", "NVIDIA H200")])
+def test_each_bundled_profile_is_what_calibrate_fits_from_the_committed_curves(tmp_path, gpu, curves, device):
     out = tmp_path / "ref.yaml"
     done = subprocess.run([sys.executable, "-m", "llmcalc", "calibrate", "--engine", "reference", "--from-raw",
-                           str(CURVES), "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
+                           str(curves), "--out", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    assert out.read_text() == (ENGINE_DIR / "h100-sxm.yaml").read_text()
-    profile = load_engine_profile(H100)
-    assert profile.measured_on["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert out.read_text() == (ENGINE_DIR / f"{gpu}.yaml").read_text()
+    profile = load_engine_profile(load_gpu(gpu))
+    assert profile.gpu == gpu and profile.measured_on["device_name"] == device
     assert {"grouped_matmul_bf16", "grouped_matmul_fp8", "latent_decode", "attention_backward", "graph"} <= set(
         profile.curves)
     assert all(profile.sources[k].startswith("measured by llmcalc calibrate --engine reference") for k in
