@@ -26,7 +26,7 @@ ARGS = {
     "explain": ["kv", "--preset", "gemma2-9b", "--batch", "2", "--seq", "8192"],
     "sweep": ["--preset", "llama2-7b", "--preset", "gemma2-9b", "--seq", "1k..4k", "--batch", "1,8"],
     "moe": ["--preset", "switch-base-8-decoder", "--batch", "8", "--seq", "512"],
-    "train": ["--preset", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "64", "--pp", "2"],
+    "train": ["--preset", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "64", "--pp", "2", "--auto"],
     "mfu": ["--preset", "llama2-7b", "--batch", "8", "--seq", "2048", "--tokens-per-s", "20000", "--gpus", "8",
             "--gpu", "h100-sxm", "--recompute", "selective"],
     "serve": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--rate", "10", "--requests", "50"],

@@ -21,9 +21,10 @@ ROOT = Path(__file__).parents[1]
 
 
 def step(preset="llama2-7b", gpu="a100-80gb", **kw):
+    """The step's time alone: these checks are of the time formula, at sizes some of which no GPU holds."""
     layout = Layout(**{k: kw.pop(k) for k in ("tp", "pp", "dp") if k in kw})
     w = Workload(train=True, layout=layout, **{"batch": 8, "seq": 4096, **kw})
-    return training_step(load_preset(preset), load_gpu(gpu), w)
+    return training_step(load_preset(preset), load_gpu(gpu), w, check_memory=False)
 
 
 def test_forward_is_flops_forward_with_all_logits():
@@ -94,7 +95,7 @@ def llmcalc(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_json():
     out = llmcalc("train", "--preset", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "512",
-                  "--seq", "4096", "--format", "json")
+                  "--seq", "4096", "--zero", "1", "--micro-batch", "2", "--format", "json")
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     for field in ("step_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_flops", "hardware_flops", "mfu", "hfu",
@@ -109,3 +110,49 @@ def test_cli_bad_micro_batch_is_exit_2_one_line():
                   "--micro-batch", "3")
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "--micro-batch" in out.stderr
+
+
+# ---- memory: train refuses a step `memory --train` puts over the GPU, or with --auto lowers the micro-batch -----
+
+TRAIN = ["-p", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "512", "--seq", "4096"]
+
+
+def memory_train(*args: str) -> int:
+    """The most-loaded GPU's bytes as `llmcalc memory --train` reports them."""
+    done = subprocess.run([sys.executable, "-m", "llmcalc", "memory", "--train", "-f", "json", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["total_bytes"]
+
+
+def test_a_step_over_the_gpus_memory_is_refused_naming_the_micro_batch_that_fits():
+    done = subprocess.run([sys.executable, "-m", "llmcalc", "train", *TRAIN, "--zero", "1"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "--micro-batch" in done.stderr and "micro-batch 2 fits" in done.stderr and "--auto" in done.stderr
+    usable = int(80 * 2**30 * 0.9)  # the A100-80GB's 80 GiB, 10% reserved
+    common = ["-p", "llama2-7b", "--batch", "512", "--seq", "4096", "--dp", "8", "--zero", "1"]
+    assert memory_train(*common) > usable  # the whole share of 64 at once
+    assert memory_train(*common, "--micro-batch", "2") <= usable < memory_train(*common, "--micro-batch", "4")
+
+
+def test_auto_takes_the_largest_micro_batch_that_fits_and_says_so():
+    done = subprocess.run([sys.executable, "-m", "llmcalc", "train", *TRAIN, "--zero", "1", "--auto", "-f", "json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert r["micro_batch"] == 2 and r["micro_batches"] == 32
+    assert r["peak_memory_bytes"] == memory_train("-p", "llama2-7b", "--batch", "512", "--seq", "4096", "--dp", "8",
+                                                  "--zero", "1", "--micro-batch", "2")
+    assert r["peak_memory_bytes"] <= r["usable_bytes"] == int(80 * 2**30 * 0.9)
+    assert any("--auto chose micro-batch 2" in n for n in r["notes"])
+
+
+def test_when_no_micro_batch_fits_the_refusal_names_the_next_change_that_does():
+    """ZeRO-0 AdamW keeps 16 bytes a parameter (108 GB for 6.7B): no micro-batch fits on 80 GB, so the refusal
+    names the first of recomputation and ZeRO that does."""
+    done = subprocess.run([sys.executable, "-m", "llmcalc", "train", *TRAIN, "--auto"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "no micro-batch fits" in done.stderr and "--zero 1 with micro-batch 2 fits" in done.stderr

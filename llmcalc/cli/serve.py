@@ -102,7 +102,7 @@ def serve(
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     plot: Annotated[Optional[Path], _opt(
-        "--plot", help="Also draw latency to FILE.png or FILE.svg (pip install 'llmcalc-cost\\[plot]').",
+        "--plot", help="Also draw latency to FILE.png or FILE.svg (needs matplotlib).",
         panel=OUTPUT, metavar="FILE")] = None,
     plot_vs: Annotated[Literal["time", "load"], _opt(
         "--plot-vs", help="time: each request's latency against its arrival; load: p50/p99 against the rate "

@@ -67,7 +67,7 @@ def sweep(
         "--attention", help="Attention variants of each model as separate series, e.g. mha,gqa,mla (the swap "
         "rule of `llmcalc compare`).", panel=CONVENTIONS, metavar="LIST")] = None,
     plot: Annotated[Optional[Path], _opt("--plot", help="Also draw memory vs context and time per output token vs "
-                                         "batch to FILE.png or FILE.svg (pip install 'llmcalc-cost\\[plot]').",
+                                         "batch to FILE.png or FILE.svg (needs matplotlib).",
                                          panel=OUTPUT, metavar="FILE")] = None,
     bars: Annotated[bool, _opt("--bars", help="Table view: a bar of memory per point.", panel=OUTPUT)] = False,
     format: FormatOpt = "table",

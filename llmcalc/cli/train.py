@@ -20,6 +20,7 @@ from llmcalc.cli.options import (
     OptimizerOpt,
     PPOpt,
     PresetOpt,
+    ReserveOpt,
     RecomputeOpt,
     SeqOpt,
     TimeModelOpt,
@@ -64,11 +65,16 @@ def train(
     attention: AttentionOpt = "causal",
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
+    reserve: ReserveOpt = 0.10,
+    auto: Annotated[bool, _opt("--auto", help="Where the step does not fit the GPU's memory (as memory --train "
+                               "counts it), take the largest micro-batch that does, and say so.",
+                               panel=TRAINING)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
     """Time, tokens/s and MFU of one training step (forward, backward, recompute, pipeline, gradient reduction,
-    optimizer) under a time model."""
+    optimizer) under a time model; a step that does not fit the GPU's memory is refused (or, with --auto, run at
+    the largest micro-batch that fits)."""
     from llmcalc.costs.training import training_step
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload
@@ -77,7 +83,7 @@ def train(
         tp, dp = 1, max(1, gpus // pp)
     w = Workload(batch=batch, seq=seq, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
                  compute_dtype=compute_dtype, recompute=recompute, optimizer=optimizer, zero=zero,
-                 attention_core=attention, logits="all", layout=Layout.of(gpus, tp, pp, dp, ep))
+                 attention_core=attention, logits="all", reserve=reserve, layout=Layout.of(gpus, tp, pp, dp, ep))
     device = load_gpu_named(gpu, "train")
     tm = load_time_model(time_model, device, calibration)
-    emit(training_step(load_model(preset, config, hf_config), device, w, tm), format, units, of=train)
+    emit(training_step(load_model(preset, config, hf_config), device, w, tm, auto=auto), format, units, of=train)

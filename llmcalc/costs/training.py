@@ -48,18 +48,20 @@ gradient clipping, data loading.
 
 from __future__ import annotations
 
+from llmcalc.costs.capacity import usable_bytes
 from llmcalc.costs.flops import flops
 from llmcalc.costs.form import value
 from llmcalc.costs.latency import Cost, StepTime, step_form, step_vars
 from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
+from llmcalc.costs.train_memory import training_memory
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.training import TrainReport
-from llmcalc.workload import Workload
+from llmcalc.workload import RECOMPUTE_MODES, Workload
 
 FORMULA = ("slot = (F + 2F + R + C)/pp + 2·send; step = (m + pp − 1)·slot + exposed D + O; F: forward of one "
            "micro-batch (all logits), 2F: backward, R: recompute, C: tp all-reduces ×(2 + full), D: dp gradient "
@@ -87,11 +89,84 @@ def micro_batches(w: Workload) -> tuple[int, int]:
     return b, share // b
 
 
-def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> TrainReport:
+def peak_memory(spec: ModelSpec, w: Workload) -> int | None:
+    """Bytes of the most-loaded GPU in the step, as `llmcalc memory --train` counts them (costs/train_memory.py);
+    None where that layout cannot run the workload's micro-batches (its own one-line reason)."""
+    try:
+        return training_memory(spec, w).total_bytes
+    except UserError:
+        return None
+
+
+def largest_micro_batch(spec: ModelSpec, w: Workload, usable: int) -> tuple[int, int] | None:
+    """(micro-batch, peak bytes) of the largest micro-batch that divides a replica's share and fits in `usable`
+    bytes, or None: activations grow with the micro-batch, so the search runs down the divisors."""
+    share = w.batch // w.layout.dp
+    small = [d for d in range(1, int(share ** 0.5) + 1) if share % d == 0]
+    for b in sorted({*small, *(share // d for d in small)}, reverse=True):
+        peak = peak_memory(spec, w.model_copy(update={"micro_batch": b}))
+        if peak is not None and peak <= usable:
+            return b, peak
+    return None
+
+
+def memory_checked(spec: ModelSpec, gpu: GPU, w: Workload, auto: bool) -> tuple[Workload, int, int, str]:
+    """The workload whose step fits one `gpu` (the workload itself, or with `auto` its largest micro-batch that
+    fits), its peak bytes, the usable bytes (capacity · (1 − reserve)) and a note; a one-line refusal naming the
+    smallest change that fits where it does not."""
+    usable = usable_bytes(gpu, w.reserve)
+    training_memory(spec, w)  # the layout's own refusals first, in their words
+    peak = peak_memory(spec, w)
+    if peak <= usable:
+        return w, peak, usable, _memory_note(peak, usable, gpu)
+    share = w.batch // w.layout.dp
+    found = largest_micro_batch(spec, w, usable)
+    if auto and found:
+        b, peak = found
+        return (w.model_copy(update={"micro_batch": b}), peak, usable,
+                _memory_note(peak, usable, gpu) + f"; `auto` chose micro-batch {b}, the largest of the {share} "
+                f"sequences per replica that fits")
+    need = f"the step needs {peak / 1e9:,.1f} GB on its most-loaded GPU (as `llmcalc memory --train` counts it)"
+    room = f"over the {usable / 1e9:,.1f} GB usable on one {gpu.name} ({w.reserve:.0%} reserve)"
+    if found:
+        b, fits = found
+        raise UserError(f"`micro_batch`: {need}, {room}; micro-batch {b} fits ({fits / 1e9:,.1f} GB): give "
+                        f"`micro_batch` {b}, or `auto` to pick it")
+    raise UserError(f"`micro_batch`: {need}, {room}, and no micro-batch fits; {_other_change(spec, w, usable)}")
+
+
+def _other_change(spec: ModelSpec, w: Workload, usable: int) -> str:
+    """The first change beyond the micro-batch that fits, in order of what it costs: recomputation, then ZeRO
+    stages over the data-parallel GPUs, then both."""
+    modes = list(RECOMPUTE_MODES)  # none, selective, full: each keeps less
+    tries = [{"recompute": r} for r in modes[modes.index(w.recompute) + 1:]]
+    if w.layout.dp > 1:
+        tries += [{"zero": z} for z in range(w.zero + 1, 4)]
+        tries += [{"recompute": "full", "zero": 3}] if w.recompute != "full" and w.zero < 3 else []
+    for change in tries:
+        found = largest_micro_batch(spec, w.model_copy(update=change), usable)
+        if found:
+            said = " and ".join(f"`{k}` {v}" for k, v in change.items())
+            return f"{said} with micro-batch {found[0]} fits ({found[1] / 1e9:,.1f} GB)"
+    return "more GPUs (`tp`, `pp`) or a GPU with more memory"
+
+
+def _memory_note(peak: int, usable: int, gpu: GPU) -> str:
+    return (f"memory: {peak / 1e9:,.1f} GB on the most-loaded GPU (as `llmcalc memory --train` counts it) of the "
+            f"{usable / 1e9:,.1f} GB usable on one {gpu.name}")
+
+
+def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE, auto: bool = False,
+                  check_memory: bool = True) -> TrainReport:
     """Time, throughput and FLOPs utilisation of one optimizer step of the workload (`batch` the global batch)
-    on its layout of `gpu`s under the time model `tm` (the module docstring derives each term)."""
-    L = w.layout
+    on its layout of `gpu`s under the time model `tm` (the module docstring derives each term). The step must
+    fit the GPU's memory (`memory_checked`; with `auto` the largest micro-batch that fits is taken); a study of
+    published runs whose memory this model does not cover passes `check_memory` False."""
     w.check(spec)
+    held = usable = memory_note = None
+    if check_memory:
+        w, held, usable, memory_note = memory_checked(spec, gpu, w, auto)
+    L = w.layout
     spec.stack.check_modelled("training time")
     if w.formats(spec).quantized:
         raise UserError(f"`weights_dtype`: {w.formats(spec).label} training is not modelled; use bf16, fp16 or fp32")
@@ -150,11 +225,11 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         forward_s=m * fwd / L.pp, backward_s=m * 2 * fwd / L.pp, recompute_s=m * rec / L.pp,
         tp_comm_s=m * comm / L.pp, pp_comm_s=m * 2 * send, pp_bubble_s=bubble, bubble_fraction=(L.pp - 1) / m,
         dp_comm_s=exposed, dp_comm_total_s=dp_total, optimizer_s=optimizer, overhead_s=tm.step_s,
-        gradient_bytes_per_gpu=grads, formula=FORMULA, notes=_notes(spec, w, tm, b, m),
+        gradient_bytes_per_gpu=grads, peak_memory_bytes=held, usable_bytes=usable, formula=FORMULA, notes=_notes(spec, w, tm, b, m, memory_note),
     )
 
 
-def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int) -> list[str]:
+def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_note: str | None) -> list[str]:
     L = w.layout
     notes = [f"`batch` {w.batch} is the global batch: each of {L.dp} replica(s) runs {w.batch // L.dp} sequence(s) as "
              f"{m} micro-batch(es) of {b}; figures are one GPU's (tp={L.tp} pp={L.pp} dp={L.dp}), the pipeline "
@@ -163,7 +238,7 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int) -> list[
              "Megatron-LM and NeMo count it dense",
              "data-parallel reduction at the GPU's interconnect figure (one link tier): across nodes the network is "
              "slower",
-             "memory is not checked here: see `llmcalc memory --train`"]
+             memory_note or "memory is not checked (a study of published runs)"]
     if L.pp > 1 and m < 4 * L.pp:
         notes.append(f"{m} micro-batch(es) over {L.pp} stages: the bubble is {(L.pp - 1) / m:.0%} of the work; "
                      "smaller `micro_batch` values shrink it")

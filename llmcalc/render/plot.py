@@ -12,7 +12,7 @@ from llmcalc.errors import UserError
 from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
 
-INSTALL = "pip install 'llmcalc-cost[plot]'"
+INSTALL = "install it with `pip install matplotlib`"
 STYLES = ("-", "--", ":", "-.")
 
 

@@ -69,5 +69,11 @@ class TrainReport(Placement):
     """The time model's fixed host cost per step (step_s of the profile); 0 for the roofline."""
     gradient_bytes_per_gpu: int
     """Gradient bytes one GPU reduces per step (its weights' count in the weights dtype)."""
+    peak_memory_bytes: int | None = None
+    """Bytes of the most-loaded GPU in the step, as `llmcalc memory --train` counts them; None where not checked
+    (a study of published runs)."""
+    usable_bytes: int | None = None
+    """Bytes one GPU may use: capacity · (1 − reserve); the step is refused (or, with --auto, its micro-batch
+    lowered) where peak_memory_bytes exceeds it."""
     notes: list[str]
     formula: str

@@ -10,7 +10,7 @@ def require_torch(command: str, device: str, otherwise: str):
     try:
         import torch
     except ImportError:
-        raise UserError(f"{command} needs PyTorch; install it with pip install 'llmcalc-cost[torch]'") from None
+        raise UserError(f"{command} needs PyTorch; install it with `pip install torch`") from None
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError(f"`device` cuda: no CUDA GPU is visible here; {otherwise}")
     return torch
