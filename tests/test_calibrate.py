@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,6 +31,7 @@ from llmcalc.inputs.time_models import PROFILE_FIELDS, base_profile, load_time_m
 from llmcalc.model.time_model import TimeModel
 
 H100 = load_gpu("h100-sxm")
+ROOT_PROFILES = Path(__file__).resolve().parents[1] / "presets" / "calibration"
 LLAMA3 = load_preset("llama3-8b")
 
 
@@ -154,25 +156,36 @@ def test_device_names_map_to_gpu_presets(name, preset):
     assert preset_for_device(name) == preset
 
 
-def test_calibrate_on_cpu_writes_a_profile_latency_loads(tmp_path):
+def test_calibrate_on_cpu_writes_a_smoke_profile_no_gpu_loads(tmp_path):
+    """A CPU smoke run's profile is labelled `gpu: cpu` (its figures are no GPU's): latency refuses it on a GPU in
+    one line; refitting its raw timings for a GPU preset (--from-raw --gpu) gives a profile latency loads."""
     pytest.importorskip("torch")
     out, raw = tmp_path / "profile.yaml", tmp_path / "raw.json"
     r = subprocess.run([sys.executable, "-m", "llmcalc", "calibrate", "--device", "cpu", "--out", str(out),
-                        "--raw", str(raw)], capture_output=True, text=True, timeout=120)
+                        "--raw", str(raw)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     text = out.read_text(encoding="utf-8")
-    assert "CPU smoke run" in text and text.startswith("# Calibration profile for h100-sxm")
+    assert "CPU smoke run" in text and text.startswith("# CPU smoke-run profile")
     data = yaml.safe_load(text)
     assert list(data) == [k for k in PROFILE_FIELDS if k in data] and data["name"] == "calibrated"
-    assert set(data["sources"]) == set(data) - {"name", "gpu", "sources"}
-    tm = load_time_model("calibrated", H100, calibration=out)
-    assert tm.gpu == "h100-sxm" and "CPU smoke run" in tm.sources["kernel_s"]
+    assert data["gpu"] == "cpu" and set(data["sources"]) == set(data) - {"name", "gpu", "sources"}
+    refused = run_cli("latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--calibration", str(out))
+    assert refused.returncode == 2 and "smoke run" in refused.stderr and len(refused.stderr.splitlines()) == 1
     timings = json.loads(raw.read_text(encoding="utf-8"))
     assert {x["dtype"] for x in timings["gemm"]} >= {"bf16"} and timings["attention"] and timings["smoke"]
-    lat = run_cli("latency", "--preset", "llama2-7b", "--gpu", "h100-sxm", "--time-model", "calibrated",
-                  "--calibration", str(out), "--format", "json")
-    assert lat.returncode == 0, lat.stderr
-    assert json.loads(lat.stdout)["time_model"] == "calibrated"
+    refit = tmp_path / "h100.yaml"
+    r = run_cli("calibrate", "--from-raw", str(raw), "--gpu", "h100-sxm", "--out", str(refit))
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(refit.read_text(encoding="utf-8"))["gpu"] == "cpu"  # still a smoke run's figures
+    tm = load_time_model("calibrated", load_gpu("a100-80gb"), calibration=ROOT_PROFILES / "a100-80gb.yaml")
+    assert tm.gpu == "a100-80gb"
+
+
+def test_a_profile_for_another_gpu_is_refused_in_one_line():
+    lat = run_cli("latency", "--preset", "llama2-7b", "--gpu", "a100-80gb", "--calibration",
+                  str(ROOT_PROFILES / "h100-sxm.yaml"))
+    assert lat.returncode == 2 and "a profile for h100-sxm, not a100-80gb" in lat.stderr
+    assert len(lat.stderr.splitlines()) == 1
 
 
 def test_an_existing_out_file_is_left_as_it_is(tmp_path):

@@ -142,7 +142,9 @@ def refit(data: dict, gpu, engine: str, how: str) -> str:
                   "use: llmcalc validate --device cuda (docs/roofline.md#the-reference-engine)"]
         return dump_engine_profile(profile, header)
     tm, notes, named = fit_serving_profile(data, gpu)
-    header = [f"Calibration profile for {gpu.name}: measured by `llmcalc calibrate {how}` on {named}; "
+    what = (f"CPU smoke-run profile (gpu: {tm.gpu}; figures over {gpu.name}'s peaks, not a GPU's)" if tm.gpu != gpu.name
+            else f"Calibration profile for {gpu.name}")
+    header = [f"{what}: measured by `llmcalc calibrate {how}` on {named}; "
               "llmcalc/model/time_model.py names each figure", *(f"note: {n}" for n in notes),
               "use: llmcalc latency --time-model calibrated --calibration FILE (docs/roofline.md#time-models)"]
     return dump_profile(tm, header)

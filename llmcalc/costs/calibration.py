@@ -34,7 +34,7 @@ from llmcalc.errors import UserError
 from llmcalc.model.attention import GQA
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
-from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, TimeModel, overlapped
+from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, SMOKE_GPU, TimeModel, overlapped
 
 BF16, FP8 = 2, 1
 """Bytes per element of a bf16 and an fp8 (e4m3) operand."""
@@ -437,6 +437,7 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
         keep(name, "not measurable by microbenchmarks")
     order = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows", "memory_efficiency",
              "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s")
-    tm = TimeModel(name="calibrated", gpu=gpu.name, **{k: figures[k] for k in order if k in figures},
+    tm = TimeModel(name="calibrated", gpu=SMOKE_GPU if raw["smoke"] else gpu.name,
+                   **{k: figures[k] for k in order if k in figures},
                    sources={k: sources[k] for k in order if k in sources})
     return tm, notes

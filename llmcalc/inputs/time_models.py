@@ -9,7 +9,7 @@ from llmcalc.errors import UserError
 from llmcalc.inputs.files import PRESETS, read_yaml, validated
 from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
-from llmcalc.model.time_model import ROOFLINE, TimeModel
+from llmcalc.model.time_model import ROOFLINE, SMOKE_GPU, TimeModel
 
 CALIBRATION_DIR = PRESETS / "calibration"
 NAMES = ("roofline", "calibrated")
@@ -31,6 +31,12 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     if calibration is not None:
         tm = validated(TimeModel, read_yaml(calibration, "calibration file"), f"calibration file {calibration}",
                        "presets/calibration/h100-sxm.yaml")
+        if tm.gpu == SMOKE_GPU:
+            raise UserError(f"`calibration` {calibration}: a CPU smoke run's profile, whose figures are no GPU's; "
+                            f"measure the {gpu.name} with `llmcalc calibrate` on it")
+        if tm.gpu is not None and tm.gpu != gpu.name:
+            raise UserError(f"`calibration` {calibration}: a profile for {tm.gpu}, not {gpu.name}; give `gpu` "
+                            f"{tm.gpu}, or measure the {gpu.name} with `llmcalc calibrate` on it")
     elif name == "roofline":
         tm = ROOFLINE
     elif name == "calibrated":

@@ -31,6 +31,11 @@ def overlapped(c: float, m: float, overlap: float) -> float:
     return max(c, m) + overlap * min(c, m)
 
 
+SMOKE_GPU = "cpu"
+"""The `gpu` of a CPU smoke run's profile (`llmcalc calibrate --device cpu`): its figures are no GPU's, so no GPU's
+estimates load it."""
+
+
 class TimeModel(Frozen):
     """A named set of time constants; `sources` says where each figure comes from."""
 

@@ -63,8 +63,9 @@ def size_heads(units: str, label: str = "") -> list[str]:
 
 
 def seconds(t: float) -> str:
-    """0.0051 → '5.10 ms'."""
-    for div, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if t >= div:
+    """0.0051 → '5.10 ms'; 1676.8 → '27.95 min'; 162895.5 → '45.25 h'; from two days on, days."""
+    for above, div, unit in ((172800, 86400, "days"), (7200, 3600, "h"), (120, 60, "min"), (1, 1, "s"),
+                             (1e-3, 1e-3, "ms"), (1e-6, 1e-6, "µs")):
+        if t >= above:
             return f"{t / div:.2f} {unit}"
     return f"{t * 1e9:.2f} ns"
