@@ -56,7 +56,7 @@ def _model(config: dict):
 def _inputs(config: dict, seed: int):
     """The encoder's input (token ids, or Whisper's mel features: mel_bins × 2·max_source_positions frames) and B × S
     decoder tokens."""
-    import torch
+    torch = pytest.importorskip("torch")
 
     gen = torch.Generator().manual_seed(seed)
     dec = torch.randint(3, 96, (B, S), generator=gen)
@@ -76,7 +76,7 @@ def _spec(config: dict, tmp_path):
 def _measure(config: dict):
     """FlopCounterMode totals of a forward (encoder B × S_E, decoder B × S) and of the decode step after it, with the
     cache bytes the forward returned: (prefill, decode, self-attention cache, cross-attention cache)."""
-    import torch
+    torch = pytest.importorskip("torch")
     from hf_flops import cache_tensors
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -133,7 +133,7 @@ def test_training_flops_equal_forward_and_backward(config, tmp_path):
 def test_whisper_conv_stem_flops_equal_the_convolutions(tmp_path):
     """The audio stem alone: FlopCounterMode's aten.convolution count of the tiny Whisper's forward equals
     encoder/conv1 + encoder/conv2 (2·k·C_in·C_out per output frame)."""
-    import torch
+    torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
     model = _model(WHISPER)

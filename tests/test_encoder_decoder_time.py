@@ -88,7 +88,7 @@ def test_weight_bytes_a_step_reads_are_transformers_parameters(config, tmp_path)
     embedding and the position tables (their rows are looked up per token, as a decoder's are), with the LM head
     read once (a tied one again); a decode step's is the same less the encoder's parameters and the cross-attention's
     K and V projections (nothing re-encoded or re-projected). fp32 weights: 4 bytes each."""
-    import torch
+    torch = pytest.importorskip("torch")
 
     with torch.device("meta"):
         model = _model(config)

@@ -136,6 +136,7 @@ def test_flash_attention_benchmark_backward(name, seq):
 def test_flash_backward_is_flop_counter_sdpa_backward(name):
     """torch's FlopCounterMode counts a fused SDPA backward (flash or memory-efficient) by its formula: the scores
     recomputed, then dV, dP, dQ, dK; MLA's unequal q/k and v head widths included. It never halves: dense."""
+    pytest.importorskip("torch")
     from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
     spec, b, s = load_preset(name), 2, 1024
     a = spec.attention
@@ -150,6 +151,7 @@ def test_flash_backward_is_flop_counter_sdpa_backward(name):
 def test_eager_backward_is_flop_counter_on_the_reference_model():
     """The reference decoder's training step under FlopCounterMode (SDPA's math backend: the backward's four
     bmm, no recompute) is the eager hardware figure with nothing recomputed."""
+    pytest.importorskip("torch")
     from llmcalc.reference.measure import measure
     spec = load_preset("tiny-decoder-example")
     w = Workload(batch=2, seq=256, attention_core="dense", attention_kernel="eager")

@@ -66,8 +66,8 @@ def train(
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     reserve: ReserveOpt = 0.10,
-    auto: Annotated[bool, _opt("--auto", help="Where the step does not fit the GPU's memory (as memory --train "
-                               "counts it), take the largest micro-batch that does, and say so.",
+    auto: Annotated[bool, _opt("--auto", help="Where the step does not fit the GPU's memory (as the memory "
+                               "command counts a training step), take the largest micro-batch that does, and say so.",
                                panel=TRAINING)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
