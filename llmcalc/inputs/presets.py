@@ -23,12 +23,14 @@ def spec_from_data(data: Any, where: str):
 
 
 def load_preset(name: str):
-    """The preset called exactly `name`; an unknown name lists the valid ones and the nearest."""
+    """The preset called exactly `name`; an unknown name gets the nearest names (close in spelling, or sharing
+    its start) and points at `llmcalc presets` for the whole list."""
     names = preset_names()
     if name not in names:
-        near = difflib.get_close_matches(name, names, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        raise UserError(f"unknown preset {name!r}; {hint}valid presets: {', '.join(names)}")
+        near = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        near += [n for n in names if name and n.startswith(name.lower()) and n not in near][:3 - len(near)]
+        hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+        raise UserError(f"`preset`: unknown preset {name!r}; {hint}`llmcalc presets` lists all {len(names)}")
     return spec_from_data(read_yaml(PRESETS / f"{name}.yaml", "preset"), f"preset {name}")
 
 
