@@ -158,7 +158,7 @@ def test_calibrate_on_cpu_writes_a_profile_latency_loads(tmp_path):
     pytest.importorskip("torch")
     out, raw = tmp_path / "profile.yaml", tmp_path / "raw.json"
     r = subprocess.run([sys.executable, "-m", "llmcalc", "calibrate", "--device", "cpu", "--out", str(out),
-                        "--raw", str(raw)], capture_output=True, text=True, timeout=120)
+                        "--raw", str(raw)], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     text = out.read_text(encoding="utf-8")
     assert "CPU smoke run" in text and text.startswith("# Calibration profile for h100-sxm")
@@ -198,7 +198,7 @@ def test_without_torch_bad_input_is_named_first_then_torch():
     def run(*args):
         code = ("import sys\nsys.modules['torch'] = None\nfrom llmcalc.cli import main\n"
                 f"sys.argv = ['llmcalc', *{list(args)!r}]\nmain()")
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
 
     for args, said in ((["--gpu", "nope"], "unknown GPU"), (["-p", "nope"], "unknown preset"), ([], "needs PyTorch")):
         r = run("calibrate", "--device", "cpu", *args)

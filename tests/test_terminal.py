@@ -43,7 +43,7 @@ COMMANDS = [
 
 def show(*args: str, columns: int = 80) -> str:
     env = dict(os.environ, COLUMNS=str(columns), TERM="dumb")
-    r = subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr
     return r.stdout
 
