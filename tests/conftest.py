@@ -3,6 +3,7 @@ repositories that stay outside the project, in ../shared/ beside the checkout.""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -42,6 +43,17 @@ def shared_folder(name: str) -> Path:
 def shared():
     """The one way a test reaches ../shared/: `shared("checkpoint-configs")` is that folder, or the test skips."""
     return shared_folder
+
+
+@pytest.fixture(scope="session")
+def hf_fixture(tmp_path_factory):
+    """`hf_fixture("gpt2")`: a folder holding gpt2's config.json, written once per session from the architecture
+    that tests/fixtures/hf_architectures.yaml records (tests/hf_counts.py: write_fixture); pass it as `--hf-config`
+    or to load_hf_config, as the model's Hugging Face folder."""
+    from hf_counts import write_fixture
+
+    root = tmp_path_factory.mktemp("hf")
+    return functools.cache(lambda name: write_fixture(name, root))
 
 
 @pytest.fixture

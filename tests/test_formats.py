@@ -170,10 +170,10 @@ def test_compute_follows_the_format_where_the_gpu_has_the_unit(cli_json):
     assert h100["ttft_s"] == cli_json(*args, "--gpu", "h100-sxm", "--compute-dtype", "bf16")["ttft_s"]
 
 
-def test_an_unquantised_checkpoint_runs_in_the_weights_dtype():
+def test_an_unquantised_checkpoint_runs_in_the_weights_dtype(hf_fixture):
     """gemma2-9b's config.json says float32: its checkpoint is counted so, but memory sizes it in bf16 (the
     default weights dtype) as serving runs it; only a quantised checkpoint's formats apply unasked."""
-    spec = load_hf_config(Path(__file__).parent / "fixtures" / "hf" / "gemma2-9b" / "config.json")
+    spec = load_hf_config(hf_fixture("gemma2-9b") / "config.json")
     n = 9_241_705_984  # transformers' parameter count of Gemma-2-9B
     assert checkpoint_bytes(spec)[0] == 4 * n
     assert memory(spec, Workload(batch=1, seq=128)).weights_bytes == 2 * n
