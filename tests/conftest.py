@@ -1,7 +1,9 @@
-"""Shared helpers: run the CLI as a user would (a separate process) and read its output."""
+"""Shared helpers: run the CLI as a user would (a separate process) and read its output; find the files from public
+repositories that stay outside the project, in ../shared/ beside the checkout."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -10,12 +12,48 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+"""../shared/ beside the checkout root: files copied whole from public repositories (checkpoint-configs/,
+model-configs-2026/, benchmark-runs/) stay there and are never committed; CI has it beside its clone, a user's own
+clone usually does not, and the tests that read it then skip."""
+SHARED_FOLDERS = ("checkpoint-configs", "model-configs-2026", "benchmark-runs")
+
+CLI_TIMEOUT = 900
+"""Seconds before a CLI subprocess counts as hung: a guard against a hang only, generous enough for a busy machine."""
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=CLI_TIMEOUT
     )
+
+
+def shared_folder(name: str) -> Path:
+    """../shared/NAME/, or skip the calling test with the reason when it is not beside the checkout."""
+    if name not in SHARED_FOLDERS:
+        raise ValueError(f"{name}: not a folder of ../shared/ ({', '.join(SHARED_FOLDERS)})")
+    folder = SHARED / name
+    if not folder.is_dir():
+        pytest.skip(f"../shared/{name}/ not found beside the checkout: {folder} (files from public repositories "
+                    "stay outside the project; CI has them)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def shared():
+    """The one way a test reaches ../shared/: `shared("checkpoint-configs")` is that folder, or the test skips."""
+    return shared_folder
+
+
+@pytest.fixture(scope="session")
+def hf_fixture(tmp_path_factory):
+    """`hf_fixture("gpt2")`: a folder holding gpt2's config.json, written once per session from the architecture
+    that tests/fixtures/hf_architectures.yaml records (tests/hf_counts.py: write_fixture); pass it as `--hf-config`
+    or to load_hf_config, as the model's Hugging Face folder."""
+    from hf_counts import write_fixture
+
+    root = tmp_path_factory.mktemp("hf")
+    return functools.cache(lambda name: write_fixture(name, root))
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ Builds the real ``transformers`` model for a ``config.json`` on the meta
 device (no weights are allocated, nothing is downloaded) and counts its
 parameters.  Used as ground truth for llmcalc's analytical counts.
 
-    python tests/hf_counts.py            # table for every tests/fixtures/hf/*/
+    python tests/hf_counts.py            # table for every model of tests/fixtures/hf_architectures.yaml
+    python tests/hf_counts.py gpt2 t5-small path/to/config.json
 
 ``transformers_counts(path)`` returns::
 
@@ -40,13 +41,21 @@ Notes on what is built:
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "hf"
+import yaml
+
+ARCHITECTURES = Path(__file__).resolve().parent / "fixtures" / "hf_architectures.yaml"
+"""The project's record of real models' architectures: each name maps to the Hugging Face config.json it was read
+from (``source``) and the fields of it that describe the architecture (``config``). ``write_fixture`` writes one as
+a config.json that ``--hf-config`` and transformers read as they read the original."""
 
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
@@ -131,16 +140,16 @@ def count_model(model, cfg) -> dict[str, int]:
     return {"total": total, "active": total - inactive, "moe_layers": len(blocks)}
 
 
-def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
+def transformers_counts(config_path: str | os.PathLike | dict[str, Any]) -> dict[str, Any]:
     """Parameter counts of the transformers model for ``config_path``.
 
-    ``config_path`` is a config.json file or a folder containing one.
+    ``config_path`` is a config.json file, a folder containing one, or a config dict.
     Returns ``{"total", "active", "model_type"}`` (plus ``moe_layers``).
     """
     import torch
     import transformers
 
-    raw = load_config_dict(config_path)
+    raw = dict(config_path) if isinstance(config_path, dict) else load_config_dict(config_path)
     cfg = build_config(raw)
     auto = getattr(transformers, "AutoModelForImageTextToText" if "vision_config" in raw
                    else AUTO_CLASS.get(raw["model_type"], "AutoModelForCausalLM"))
@@ -157,8 +166,38 @@ def transformers_counts(config_path: str | os.PathLike) -> dict[str, Any]:
     return counts
 
 
-def fixture_dirs(root: str | os.PathLike = FIXTURES_DIR) -> list[Path]:
-    return sorted(p for p in Path(root).iterdir() if (p / "config.json").is_file())
+@functools.cache
+def _architectures() -> dict[str, dict[str, Any]]:
+    return yaml.safe_load(ARCHITECTURES.read_text(encoding="utf-8"))
+
+
+def fixture_names() -> list[str]:
+    """The models of tests/fixtures/hf_architectures.yaml, sorted."""
+    return sorted(_architectures())
+
+
+def fixture_source(name: str) -> str:
+    """The URL of the config.json a model's architecture was read from."""
+    return _architectures()[name]["source"]
+
+
+def fixture_config(name: str) -> dict[str, Any]:
+    """A model's architecture as a config dict (a fresh copy)."""
+    return copy.deepcopy(_architectures()[name]["config"])
+
+
+def write_fixture(name: str, root: str | os.PathLike) -> Path:
+    """Write ROOT/NAME/config.json from the model's architecture; the folder (named after the model, as the
+    import names a folder's config.json) is returned."""
+    folder = Path(root) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(fixture_config(name), indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def fixture_dirs(root: str | os.PathLike) -> list[Path]:
+    """Every model's folder, written under ROOT."""
+    return [write_fixture(name, root) for name in fixture_names()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
 
     args = sys.argv[1:] if argv is None else argv
-    dirs = [Path(a) for a in args] if args else fixture_dirs()
+    root = tempfile.mkdtemp(prefix="hf_counts_")
+    dirs = [Path(a) if os.path.sep in a or a not in _architectures() else write_fixture(a, root)
+            for a in args or fixture_names()]
     print(f"{'name':<20} {'model_type':<14} {'total':>17} {'active':>17} {'sec':>6}")
     for d in dirs:
         t0 = time.perf_counter()

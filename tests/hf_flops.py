@@ -7,11 +7,11 @@ shapes/dtypes of the returned KV cache.  Ground truth for llmcalc's analytical
 FLOPs and KV-cache formulas.
 
     python tests/hf_flops.py                 # table for a handful of fixtures
-    python tests/hf_flops.py llama2-7b gpt2  # only those fixtures
+    python tests/hf_flops.py llama2-7b gpt2  # only those fixtures (tests/fixtures/hf_architectures.yaml)
 
 API::
 
-    model = build_meta_model("tests/fixtures/hf/llama2-7b")  # or a dict
+    model = build_meta_model(fixture_config("llama2-7b"))  # or a config.json's path
     prefill_flops(model, batch, seq, logits="all" | "last")  # {"total", "by_op", ...}
     decode_flops(model, batch, context)                      # {"total", "by_op", ...}
     kv_cache_bytes(model, batch, seq)                        # int
@@ -65,7 +65,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_counts import FIXTURES_DIR, build_config, load_config_dict  # noqa: E402
+from hf_counts import build_config, fixture_config, load_config_dict  # noqa: E402
 
 META = torch.device("meta")
 
@@ -351,9 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     breakdown = None
     for name in names:
-        path = Path(name) if os.path.sep in name else FIXTURES_DIR / name
         t0 = time.perf_counter()
-        model = build_meta_model(path)
+        model = build_meta_model(Path(name) if os.path.sep in name else fixture_config(name))
+        path = Path(name)
         pa = prefill_flops(model, 1, 128, "all")
         pl = prefill_flops(model, 1, 128, "last")
         dec = decode_flops(model, 1, 2048)

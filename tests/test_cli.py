@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from conftest import FIXTURES
 
 
 def test_params_json_interface(cli_json):
@@ -53,14 +52,14 @@ def test_user_config_yaml(cli_json, tmp_path: Path):
     assert out["total"] == 6_738_415_616 - 24 * 128 * 4096 * 2 * 32
 
 
-def test_hf_config_file_and_folder(cli_json):
-    folder = FIXTURES / "hf" / "qwen2.5-7b"
+def test_hf_config_file_and_folder(cli_json, hf_fixture):
+    folder = hf_fixture("qwen2.5-7b")
     assert cli_json("params", "--hf-config", str(folder))["total"] == 7_615_616_512
     assert cli_json("params", "--hf-config", str(folder / "config.json"))["total"] == 7_615_616_512
 
 
-def test_nested_text_config(cli_json):
-    out = cli_json("params", "--hf-config", str(FIXTURES / "hf" / "gemma3-4b"))
+def test_nested_text_config(cli_json, hf_fixture):
+    out = cli_json("params", "--hf-config", str(hf_fixture("gemma3-4b")))
     # transformers' Gemma3ForCausalLM on the same text_config, and Gemma3ForConditionalGeneration on the whole
     assert out["language"] == 3_880_263_168
     assert out["total"] == 4_300_079_472 == out["language"] + out["vision"]

@@ -77,7 +77,7 @@ def test_slug_matches_github():
 def cli_help(*args: str) -> str:
     env = dict(os.environ, COLUMNS="250", TERM="dumb")
     out = subprocess.run([sys.executable, "-m", "llmcalc", *args, "--help"], capture_output=True, text=True,
-                         env=env, timeout=120, cwd=ROOT)
+                         env=env, timeout=900, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     return out.stdout
 

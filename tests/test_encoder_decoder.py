@@ -9,10 +9,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from hf_counts import fixture_source
 from pydantic import ValidationError
 
 from llmcalc.costs.params import params
@@ -20,23 +20,22 @@ from llmcalc.inputs.hf import load_hf_config
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.embedding import Positions
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"
 
 
-def test_t5_small_is_about_60_million():
-    assert round(params(load_hf_config(FIXTURES / "t5-small")).total, -7) == 60_000_000
+def test_t5_small_is_about_60_million(hf_fixture):
+    assert round(params(load_hf_config(hf_fixture("t5-small"))).total, -7) == 60_000_000
 
 
 @pytest.mark.parametrize("name", ["t5-small", "flan-t5-base", "bart-large", "whisper-large-v3"])
-def test_preset_is_the_import_of_its_config(name):
-    preset, imported = load_preset(name), load_hf_config(FIXTURES / name)
+def test_preset_is_the_import_of_its_config(name, hf_fixture):
+    preset, imported = load_preset(name), load_hf_config(hf_fixture(name))
     keep = {"name", "source", "checkpoint"}
     assert preset.model_dump(exclude=keep) == imported.model_dump(exclude=keep)
-    assert preset.source == (FIXTURES / name / "source.txt").read_text().strip()
+    assert preset.source == fixture_source(name)
 
 
 @pytest.mark.parametrize("name", ["t5-small", "flan-t5-base"])
-def test_relative_bias_and_cross_attention_match_transformers_modules(name):
+def test_relative_bias_and_cross_attention_match_transformers_modules(name, hf_fixture):
     """The bucketed bias (num_buckets × H in the first layer of each stack) and the cross-attention blocks, each
     against the parameters of transformers' own modules."""
     torch = pytest.importorskip("torch")
@@ -44,12 +43,12 @@ def test_relative_bias_and_cross_attention_match_transformers_modules(name):
     from hf_counts import build_config, load_config_dict
 
     with torch.device("meta"):
-        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(FIXTURES / name)))
+        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(hf_fixture(name))))
     named = dict(model.named_parameters())
     bias = {k: p.numel() for k, p in named.items() if "relative_attention_bias" in k}
     cross = sum(p.numel() for k, p in named.items() if ".EncDecAttention." in k)
     cross_norms = sum(p.numel() for k, p in named.items() if ".layer.1.layer_norm" in k and k.startswith("decoder."))
-    rows = {r.component: r.params for r in params(load_hf_config(FIXTURES / name)).breakdown}
+    rows = {r.component: r.params for r in params(load_hf_config(hf_fixture(name))).breakdown}
     assert sorted(bias) == ["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
                             "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"]
     assert rows["embedding/position"] == rows["encoder/position"] == max(bias.values()) == min(bias.values())
@@ -57,7 +56,7 @@ def test_relative_bias_and_cross_attention_match_transformers_modules(name):
     assert rows["norms/cross"] == cross_norms
 
 
-def test_bart_positions_and_embedding_norms_match_transformers_modules():
+def test_bart_positions_and_embedding_norms_match_transformers_modules(hf_fixture):
     """BART's learned tables hold max_position_embeddings + 2 rows in each stack, and each stack has a LayerNorm
     over its embeddings: against transformers' BartForConditionalGeneration's own modules."""
     torch = pytest.importorskip("torch")
@@ -65,7 +64,7 @@ def test_bart_positions_and_embedding_norms_match_transformers_modules():
     from hf_counts import build_config, load_config_dict
 
     with torch.device("meta"):
-        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(FIXTURES / "bart-large")))
+        model = transformers.AutoModelForSeq2SeqLM.from_config(build_config(load_config_dict(hf_fixture("bart-large"))))
     named = {k: p.numel() for k, p in model.named_parameters()}
     rows = {r.component: r.params for r in params(load_preset("bart-large")).breakdown}
     assert rows["embedding/position"] == named["model.decoder.embed_positions.weight"] == 1026 * 1024
@@ -112,7 +111,7 @@ def test_explain_writes_the_bias_table_of_a_decoder(tmp_path):
 
 
 @pytest.mark.parametrize("config", [{"model_type": "whisper"}, "whisper-large-v3"], ids=["tiny-defaults", "large-v3"])
-def test_whisper_parameters_match_transformers_modules(config, tmp_path):
+def test_whisper_parameters_match_transformers_modules(config, tmp_path, hf_fixture):
     """WhisperForConditionalGeneration on the meta device (transformers' WhisperConfig defaults are whisper-tiny's
     shape; large-v3 from its config.json): the total, the conv stem, both position tables (the encoder's frozen
     sinusoidal one counted as transformers counts it), the biases (q, v and out biased, k not) and the cross-attention
@@ -122,7 +121,7 @@ def test_whisper_parameters_match_transformers_modules(config, tmp_path):
     from hf_counts import build_config, load_config_dict
 
     if isinstance(config, str):
-        raw, path = load_config_dict(FIXTURES / config), FIXTURES / config
+        raw, path = load_config_dict(hf_fixture(config)), hf_fixture(config)
     else:
         raw, path = config, tmp_path / "config.json"
         path.write_text(json.dumps(config))

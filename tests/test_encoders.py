@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from hf_counts import fixture_source
 from pydantic import ValidationError
 
 from llmcalc.costs.flops import flops
@@ -24,7 +24,6 @@ from llmcalc.inputs.presets import load_preset
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Workload
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "hf"
 ENCODERS = ["bert-base-uncased", "bert-large-uncased", "roberta-base"]
 
 
@@ -35,35 +34,35 @@ def two_figures(n: int) -> int:
 
 @pytest.mark.parametrize(("name", "published"), [("bert-base-uncased", 110_000_000),
                                                  ("bert-large-uncased", 340_000_000)])
-def test_published_bert_sizes(name, published):
+def test_published_bert_sizes(name, published, hf_fixture):
     """Devlin et al. 2019 (arXiv:1810.04805), Section 3: BERT_BASE 110M, BERT_LARGE 340M parameters."""
-    assert two_figures(params(load_hf_config(FIXTURES / name)).total) == published
+    assert two_figures(params(load_hf_config(hf_fixture(name))).total) == published
 
 
-def test_published_modernbert_size():
+def test_published_modernbert_size(hf_fixture):
     """The ModernBERT-base model card (https://huggingface.co/answerdotai/ModernBERT-base, Model Summary; Warner
     et al. 2024, arXiv:2412.13663): 22 layers, 149 million parameters."""
-    assert round(params(load_hf_config(FIXTURES / "modernbert-base")).total / 1e6) == 149
+    assert round(params(load_hf_config(hf_fixture("modernbert-base"))).total / 1e6) == 149
 
 
 @pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-base", "modernbert-base"])
-def test_preset_is_the_import_of_its_config(name):
+def test_preset_is_the_import_of_its_config(name, hf_fixture):
     preset = load_preset(name)
-    imported = load_hf_config(FIXTURES / name)
+    imported = load_hf_config(hf_fixture(name))
     assert preset.model_dump(exclude={"name", "source", "checkpoint"}) == imported.model_dump(
         exclude={"name", "source", "checkpoint"})
-    assert preset.source == (FIXTURES / name / "source.txt").read_text().strip()
+    assert preset.source == fixture_source(name)
 
 
 def _counted(name: str, batch: int, seq: int) -> tuple[int, int]:
     """FlopCounterMode's FLOPs of transformers' bare model: one forward, and forward + backward."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from hf_counts import build_config, load_config_dict
+    from hf_counts import build_config, fixture_config
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):
-        model = transformers.AutoModel.from_config(build_config(load_config_dict(FIXTURES / name)))
+        model = transformers.AutoModel.from_config(build_config(fixture_config(name)))
     ids = torch.ones(batch, seq, dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as fwd:
         with torch.no_grad():
@@ -77,24 +76,24 @@ def _counted(name: str, batch: int, seq: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-base"])
 @pytest.mark.parametrize(("batch", "seq"), [(2, 128), (1, 512)])
-def test_flops_equal_flop_counter(name, batch, seq):
+def test_flops_equal_flop_counter(name, batch, seq, hf_fixture):
     """Forward: every matmul, S² pairs per layer (bidirectional), the pooler, no LM head; the training step is
     forward + backward; both under either attention convention (an encoder masks nothing)."""
     forward, step = _counted(name, batch, seq)
     for attention in ("causal", "dense"):
-        r = flops(load_hf_config(FIXTURES / name), Workload(batch=batch, seq=seq, attention_core=attention))
+        r = flops(load_hf_config(hf_fixture(name)), Workload(batch=batch, seq=seq, attention_core=attention))
         assert (r.prefill_flops, r.train_flops) == (forward, step)
         assert (r.decode_flops, r.generate_flops, r.logits) == (0, 0, "none")
 
 
-def test_modernbert_dense_equals_flop_counter_and_causal_counts_the_band():
+def test_modernbert_dense_equals_flop_counter_and_causal_counts_the_band(hf_fixture):
     """transformers masks ModernBERT's local layers inside a dense S×S product (sdpa): FlopCounterMode counts S²
     in every layer, the dense convention. The causal convention counts only the unmasked band, |i − j| ≤ 64
     (local_attention 128 // 2), here counted pair by pair, in the 14 of 22 layers that are local (i % 3 ≠ 0),
     4·d FLOPs per pair (scores and values)."""
     name, batch, seq = "modernbert-base", 2, 256
     forward, _ = _counted(name, batch, seq)
-    spec = load_hf_config(FIXTURES / name)
+    spec = load_hf_config(hf_fixture(name))
     dense = flops(spec, Workload(batch=batch, seq=seq, attention_core="dense")).prefill_flops
     causal = flops(spec, Workload(batch=batch, seq=seq, attention_core="causal")).prefill_flops
     band = sum(1 for i in range(seq) for j in range(seq) if abs(i - j) <= 64)

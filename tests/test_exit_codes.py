@@ -12,7 +12,7 @@ from conftest import run_cli
 def run_patched(patch: str, *args: str) -> subprocess.CompletedProcess:
     """The CLI in a fresh process after `patch` (Python) ran: a way to make a check fail for real."""
     code = f"import sys\n{patch}\nfrom llmcalc.cli import main\nsys.argv = ['llmcalc', *{list(args)!r}]\nmain()"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
 
 
 @pytest.mark.parametrize("args", [["params", "-p", "gpt2"], ["--version"], ["--help"], ["kv", "-h"],

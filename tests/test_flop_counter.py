@@ -20,10 +20,10 @@ from llmcalc.workload import Workload
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 
-from hf_counts import fixture_dirs  # noqa: E402
+from hf_counts import fixture_config, fixture_names  # noqa: E402
 from hf_flops import build_meta_model, decode_flops, kv_cache_bytes, prefill_flops  # noqa: E402
 
-FIXTURES = {p.name: p for p in fixture_dirs()}
+FIXTURES = fixture_names()
 PRESETS = sorted(n for n in set(FIXTURES) & set(preset_names()) if load_preset(n).stack.kind == "decoder"
                  and not any(m.kind == "cross" for m in load_preset(n).mixers.values()))
 """Decoders, built as causal LMs (the others: tests/test_encoders.py, tests/test_encoder_decoder.py). Llama 3.2
@@ -34,7 +34,7 @@ TOLERANCE = 1e-4  # 0.01 %
 
 @cache
 def model(name: str):
-    return build_meta_model(FIXTURES[name])
+    return build_meta_model(fixture_config(name))
 
 
 def close(ours: int, measured: int) -> bool:

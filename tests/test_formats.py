@@ -1,6 +1,7 @@
 """Weight formats (llmcalc/model/formats.py) against independent sources: the published sizes of 19 real checkpoints
-(tests/fixtures/checkpoints/sizes.yaml), ggml's block sizes (the gguf package), bitsandbytes' own state dicts, and
-the tensor shapes the quantisers document."""
+(tests/fixtures/checkpoint_sizes.yaml; their config.json files stay in ../shared/checkpoint-configs/ beside the
+checkout, and the tests that read them skip without it), ggml's block sizes (the gguf package), bitsandbytes' own
+state dicts, and the tensor shapes the quantisers document."""
 
 import json
 from pathlib import Path
@@ -15,17 +16,22 @@ from llmcalc.inputs.presets import load_preset
 from llmcalc.model.formats import FORMATS, WeightFormats, weight_format
 from llmcalc.workload import Workload
 
-CHECKPOINTS = Path(__file__).parent / "fixtures" / "checkpoints"
-SIZES = yaml.safe_load((CHECKPOINTS / "sizes.yaml").read_text())
+SIZES = yaml.safe_load((Path(__file__).parent / "fixtures" / "checkpoint_sizes.yaml").read_text())
 HEADER_SHARE = 2.5e-5
 """A safetensors file's header (8 bytes and a JSON entry of ~100–130 bytes per tensor) is 2.0e-5 or less of the
 files measured here (docs/formats.md); a file size may exceed the tensors' bytes by that much, never less."""
 
 
+@pytest.fixture
+def checkpoints(shared):
+    """../shared/checkpoint-configs/: the published checkpoints' config.json files (the test skips without it)."""
+    return shared("checkpoint-configs")
+
+
 @pytest.mark.parametrize("name", [n for n, s in SIZES.items() if "unsupported" not in s])
-def test_checkpoint_bytes_match_the_published_size(name):
+def test_checkpoint_bytes_match_the_published_size(name, checkpoints):
     published = SIZES[name]
-    ours, _ = checkpoint_bytes(load_hf_config(CHECKPOINTS / f"{name}.json"))
+    ours, _ = checkpoint_bytes(load_hf_config(checkpoints / f"{name}.json"))
     if published["kind"] == "total_size":  # the tensors' bytes: exact
         assert ours == published["bytes"]
     elif name.endswith("GPTQ__main"):  # docs/formats.md: 2.65 MB beyond its header that no layout explains
@@ -34,8 +40,8 @@ def test_checkpoint_bytes_match_the_published_size(name):
         assert 0 < published["bytes"] - ours <= HEADER_SHARE * published["bytes"]
 
 
-def test_every_fixture_has_a_published_size():
-    assert {p.stem for p in CHECKPOINTS.glob("*.json")} == set(SIZES)
+def test_every_fixture_has_a_published_size(checkpoints):
+    assert {p.stem for p in checkpoints.glob("*.json")} == set(SIZES)
 
 
 def test_gguf_block_sizes_are_ggmls():
@@ -101,20 +107,20 @@ def test_block_scaled_formats_count_partial_blocks_whole():
     assert weight_format("mxfp4").matrix_bytes(2880, 5760) == 5760 * 90 * 17  # gpt-oss: 90 blocks of 16 + 1 bytes
 
 
-def test_hf_quantization_config_is_read_with_what_it_keeps():
-    oss = load_hf_config(CHECKPOINTS / "openai__gpt-oss-20b.json").checkpoint
+def test_hf_quantization_config_is_read_with_what_it_keeps(checkpoints):
+    oss = load_hf_config(checkpoints / "openai__gpt-oss-20b.json").checkpoint
     assert oss.formats.of("ffn/experts").name == "mxfp4" and oss.formats.of("attention/q").name == "bf16"
     assert "model.layers.*.self_attn" in oss.kept and "lm_head" in oss.kept
-    r1 = load_hf_config(CHECKPOINTS / "deepseek-ai__DeepSeek-R1.json").checkpoint
+    r1 = load_hf_config(checkpoints / "deepseek-ai__DeepSeek-R1.json").checkpoint
     assert r1.formats.of("ffn/experts").name == "fp8-block" and r1.formats.of("ffn/router").name == "bf16"
     assert r1.formats.of("embedding").name == "bf16" and r1.mtp_copies
-    gptq = load_hf_config(CHECKPOINTS / "TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ__gptq-3bit--1g_actorder_True.json")
+    gptq = load_hf_config(checkpoints / "TheBloke__Wizard-Vicuna-30B-Uncensored-GPTQ__gptq-3bit--1g_actorder_True.json")
     assert gptq.checkpoint.formats.of("attention/q").name == "gptq-int3-grow"
     assert gptq.checkpoint.formats.dense == "fp16" and gptq.checkpoint.rotary_buffers
 
 
-def test_memory_follows_the_checkpoint_formats_unless_told_otherwise():
-    spec = load_hf_config(CHECKPOINTS / "openai__gpt-oss-20b.json")
+def test_memory_follows_the_checkpoint_formats_unless_told_otherwise(checkpoints):
+    spec = load_hf_config(checkpoints / "openai__gpt-oss-20b.json")
     shipped = memory(spec, Workload(batch=1, seq=128)).weights_bytes
     assert shipped == checkpoint_bytes(spec)[0]  # the checkpoint's formats, no MTP or buffers here
     bf16 = memory(spec, Workload(batch=1, seq=128, weights_dtype="bf16")).weights_bytes
@@ -141,9 +147,12 @@ def test_bad_formats_are_one_line_errors(cli, args, words):
     assert all(w in r.stderr for w in words)
 
 
-def test_params_bytes_json_and_table(cli_json, cli):
-    out = cli_json("params", "--hf-config", str(CHECKPOINTS / "openai__gpt-oss-20b.json"), "--bytes")
+def test_params_bytes_json(cli_json, checkpoints):
+    out = cli_json("params", "--hf-config", str(checkpoints / "openai__gpt-oss-20b.json"), "--bytes")
     assert out["checkpoint_bytes"] == 13_761_264_768 and "mxfp4" in out["checkpoint_formats"]
+
+
+def test_params_bytes_of_a_preset_json_and_table(cli_json, cli):
     assert cli_json("params", "-p", "llama2-7b")["checkpoint_bytes"] is None
     table = cli("params", "-p", "llama2-7b", "--bytes").stdout
     assert "checkpoint as shipped" in table and "13,476,831,232" in table
@@ -161,10 +170,10 @@ def test_compute_follows_the_format_where_the_gpu_has_the_unit(cli_json):
     assert h100["ttft_s"] == cli_json(*args, "--gpu", "h100-sxm", "--compute-dtype", "bf16")["ttft_s"]
 
 
-def test_an_unquantised_checkpoint_runs_in_the_weights_dtype():
+def test_an_unquantised_checkpoint_runs_in_the_weights_dtype(hf_fixture):
     """gemma2-9b's config.json says float32: its checkpoint is counted so, but memory sizes it in bf16 (the
     default weights dtype) as serving runs it; only a quantised checkpoint's formats apply unasked."""
-    spec = load_hf_config(Path(__file__).parent / "fixtures" / "hf" / "gemma2-9b" / "config.json")
+    spec = load_hf_config(hf_fixture("gemma2-9b") / "config.json")
     n = 9_241_705_984  # transformers' parameter count of Gemma-2-9B
     assert checkpoint_bytes(spec)[0] == 4 * n
     assert memory(spec, Workload(batch=1, seq=128)).weights_bytes == 2 * n

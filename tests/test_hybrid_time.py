@@ -254,7 +254,7 @@ def test_training_memory_of_a_hybrid_sums_its_groups():
                                      ["explain", "latency", "--gpu", "h100-sxm"]])
 def test_cli_on_a_hybrid_exits_0(config, command):
     r = subprocess.run([sys.executable, "-m", "llmcalc", *command, "--hf-config", str(config)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
 
 
@@ -262,19 +262,19 @@ def test_cli_compare_on_a_hybrid_spec_file_exits_0(spec, tmp_path):
     path = tmp_path / "nemotron_h.yaml"
     path.write_text(json.dumps(spec.model_dump(mode="json")))
     r = subprocess.run([sys.executable, "-m", "llmcalc", "compare", "gqa", "mamba2", "-c", str(path), "--gpu",
-                        "h100-sxm"], capture_output=True, text=True, timeout=120)
+                        "h100-sxm"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "state bytes/seq" in r.stdout, r.stderr
 
 
 def test_cli_nonsense_on_a_hybrid_exits_2(config, tmp_path):
     r = subprocess.run([sys.executable, "-m", "llmcalc", "latency", "--hf-config", str(config), "--gpu", "h100-sxm",
-                        "--batch", "0"], capture_output=True, text=True, timeout=120)
+                        "--batch", "0"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     bad = load_preset("mixtral-8x7b").model_dump(mode="json") | {"hybrid_pattern": [{"mixer": "mamba"}]}
     path = tmp_path / "bad.yaml"
     path.write_text(json.dumps(bad))
     r = subprocess.run([sys.executable, "-m", "llmcalc", "memory", "-c", str(path)],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 2 and "mixers" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -65,9 +65,11 @@ def is_subsequence(lines: list[str], of: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("page, command, shown", examples(), ids=[f"{p}: {c}" for p, c, _ in examples()])
-def test_example_is_current(page, command, shown):
+def test_example_is_current(page, command, shown, shared):
     if "validate" in command or "calibrate" in command:
         pytest.importorskip("torch")
+    for folder in re.findall(r"\.\./shared/([\w-]+)/", command):  # a config from a public repository: ../shared/
+        shared(folder)
     real = [x.rstrip() for x in run(command).splitlines()]
     lines = [x.rstrip() for x in shown.splitlines() if x.strip() not in ("…", "...")]
     assert is_subsequence(lines, real), f"{page}: the block for `{command}` is stale: run python tests/test_readme.py"

@@ -389,17 +389,16 @@ def test_sweep_equals_the_estimators(preset):
             assert got[field] == (pytest.approx(want, rel=1e-9) if isinstance(want, float) else want), field
 
 
-def test_dsa_against_transformers_masked_decode():
+def test_dsa_against_transformers_masked_decode(hf_fixture):
     """transformers' deepseek_v32 (like DeepSeek's inference demo) simulates the top-k with a mask: its
     decode re-projects and scores all S + 1 keys. FlopCounterMode on it counts exactly llmcalc's decode
     (dense, decompress: k selected keys) plus the S + 1 − k masked keys' kv_up and attention pairs."""
     pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
-    from hf_counts import FIXTURES_DIR
     from hf_flops import build_meta_model, decode_flops
 
     spec, S = load_preset("deepseek-v3.2-exp"), 4096
     ours = flops(spec, Workload(batch=1, seq=S, attention_core="dense", mla_decode="decompress")).decode_flops
-    measured = decode_flops(build_meta_model(FIXTURES_DIR / "deepseek-v3.2-exp"), 1, S)["total"]
+    measured = decode_flops(build_meta_model(hf_fixture("deepseek-v3.2-exp")), 1, S)["total"]
     H, r, dn, dr, dv, k = 128, 512, 128, 64, 128, 2048
     masked = S + 1 - k
     assert measured - ours == 61 * masked * (2 * r * H * (dn + dv) + 2 * H * (dn + dr) + 2 * H * dv)

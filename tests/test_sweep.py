@@ -220,7 +220,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path):
             "from llmcalc.cli import main\n"
             f"sys.argv = ['llmcalc', 'sweep', '--preset', 'llama2-7b', '--plot', {str(tmp_path / 'x.png')!r}]\n"
             "main()")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "pip install matplotlib" in r.stderr
 

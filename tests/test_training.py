@@ -89,7 +89,7 @@ def test_dp_reduction_hides_under_the_last_backward_in_the_roofline():
 
 
 def llmcalc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, timeout=900,
                           cwd=ROOT)
 
 

@@ -1,14 +1,13 @@
 """Exact equality with transformers' own parameter count of the same architecture (meta device).
 
-Each fixture in tests/fixtures/hf/ is a real config.json. transformers builds the model on the meta
-device (no weights) and counts model.parameters(); llmcalc must agree for the matching preset and
-for its own import of the same config.json.
+Each model of tests/fixtures/hf_architectures.yaml is a real config.json's architecture (its source named there),
+written as a config.json for the session. transformers builds the model on the meta device (no weights) and counts
+model.parameters(); llmcalc must agree for the matching preset and for its own import of the same config.json.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -19,20 +18,20 @@ from llmcalc.inputs.presets import load_preset, preset_names
 pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 
-from hf_counts import fixture_dirs, transformers_counts  # noqa: E402
+from hf_counts import fixture_config, fixture_names, transformers_counts  # noqa: E402
 
-FIXTURES = {p.name: p for p in fixture_dirs()}
+FIXTURES = fixture_names()
 
 
 @cache
 def reference(name: str) -> tuple[int, int]:
-    c = transformers_counts(FIXTURES[name])
+    c = transformers_counts(fixture_config(name))
     return c["total"], c["active"]
 
 
-@pytest.mark.parametrize("name", sorted(FIXTURES))
-def test_hf_import_equals_transformers(name):
-    r = params(load_hf_config(FIXTURES[name]))
+@pytest.mark.parametrize("name", FIXTURES)
+def test_hf_import_equals_transformers(name, hf_fixture):
+    r = params(load_hf_config(hf_fixture(name)))
     assert (r.total, r.active) == reference(name)
 
 
@@ -48,6 +47,6 @@ def test_every_hf_backed_preset_has_a_fixture():
     assert hf_presets <= set(FIXTURES)
 
 
-def test_config_file_path_and_folder_agree(tmp_path: Path):
-    folder = FIXTURES["qwen3-30b-a3b"]
+def test_config_file_path_and_folder_agree(hf_fixture):
+    folder = hf_fixture("qwen3-30b-a3b")
     assert load_hf_config(folder) == load_hf_config(folder / "config.json")

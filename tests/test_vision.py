@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from hf_counts import FIXTURES_DIR
+from hf_counts import fixture_config
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.params import params
@@ -37,7 +37,7 @@ def transformers_split():
 
     out = {}
     for name in VLMS:
-        raw = json.loads((FIXTURES_DIR / name / "config.json").read_text())
+        raw = fixture_config(name)
         mt = raw.pop("model_type")
         with warnings.catch_warnings(), torch.device("meta"):
             warnings.simplefilter("ignore")
@@ -48,8 +48,8 @@ def transformers_split():
 
 
 @pytest.mark.parametrize("name", VLMS)
-def test_params_split_equals_transformers(name, transformers_split):
-    r = params(load_hf_config(FIXTURES_DIR / name))
+def test_params_split_equals_transformers(name, transformers_split, hf_fixture):
+    r = params(load_hf_config(hf_fixture(name)))
     assert (r.language, r.vision) == transformers_split[name]
     assert r.total == r.language + r.vision
     assert params(load_preset(name)).model_dump(exclude={"model"}) == r.model_dump(exclude={"model"})
@@ -220,7 +220,7 @@ def test_validate_measures_the_tower():
 @pytest.mark.parametrize("field,value", [("hidden_size", "wide"), ("window_size", None), ("fullatt_block_indexes", 7),
                                          ("depth", 0)])
 def test_bad_vision_config_is_two(tmp_path, field, value):
-    raw = json.loads((FIXTURES_DIR / "qwen2.5-vl-7b" / "config.json").read_text())
+    raw = fixture_config("qwen2.5-vl-7b")
     raw["vision_config"][field] = value
     (tmp_path / "config.json").write_text(json.dumps(raw))
     r = run_cli("params", "--hf-config", str(tmp_path))
