@@ -160,6 +160,16 @@ class ModelSpec(Frozen):
             raise ValueError("hybrid_pattern: give dense layers as ffn: dense slots, and no mtp_modules")
 
     @property
+    def mixer_label(self) -> str:
+        """The layers' mixers in a few characters: the attention's kind (GQA 32/8), a hybrid's distinct mixers in
+        order of appearance (Mamba-2 + GQA 32/8), marked by the stack's role (enc, enc-dec) and a vision tower."""
+        groups = self.layer_groups() if self.hybrid else []
+        labels = [g.mixer.kind_label for g in groups if g.mixer is not None] or [self.attention.kind_label]
+        text = " + ".join(dict.fromkeys(labels))
+        marks = [m for m in (self.stack.marker, "vision" if self.vision else "") if m]
+        return f"{text} ({', '.join(marks)})" if marks else text
+
+    @property
     def hybrid(self) -> bool:
         """Whether layers differ in their mixer (hybrid_pattern is set)."""
         return self.hybrid_pattern is not None

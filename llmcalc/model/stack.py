@@ -51,6 +51,8 @@ class Stack(Variant):
     """Whether FLOPs, the caches and memory are modelled for the stack (check_sized refuses them otherwise)."""
     explained: ClassVar[bool] = True
     """Whether `explain` works the stack's figures out (check_explained refuses it otherwise)."""
+    marker: ClassVar[str] = ""
+    """The stack's role in a few characters beside its mixers in `llmcalc presets` (a decoder's: none)."""
 
     def embedding_params(self, d_model: int, norm: Norm) -> Parts:
         """Parameters beside the token embedding and positions, by component path."""
@@ -239,6 +241,7 @@ class Encoder(Stack):
     """
 
     kind: Literal["encoder"] = "encoder"
+    marker: ClassVar[str] = "enc"
     token_types: NonNegInt = 0
     embedding_norm: bool = False
     first_attention_norm: bool = True
@@ -331,6 +334,7 @@ class EncoderDecoder(Stack):
     after the conv stem); None: the encoder reads `encoder_seq` tokens, `seq` when not given (T5, BART)."""
 
     kind: Literal["encoder-decoder"] = "encoder-decoder"
+    marker: ClassVar[str] = "enc-dec"
     encoder_layers: PosInt
     encoder_frames: PosInt | None = None
     mel_bins: PosInt | None = None

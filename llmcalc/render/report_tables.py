@@ -58,9 +58,10 @@ def presets_table(rows: list, units: str) -> list:
     cells = [[p.name, f"{p.layers}×{p.d_model}", context(p.max_seq_len),
               p.attention_kind + (f" +SWA {context(p.sliding_window)}" if p.sliding_window else ""), p.ffn_kind,
               short(p.total) + ("" if p.active == p.total else f"\n{short(p.active)} act.")] for p in rows]
-    return [table("Presets", ["name", "L×d", "ctx", "attention", "ffn", "params"], cells, text=(3, 4)),
-            "[dim]L×d: layers × d_model; ctx: max_seq_len (k = 1024); attention: MHA/GQA/MQA query/kv heads, MLA "
-            "and DSA heads, +SWA: sliding-window layers; ffn: MoE experts/top-k(+shared); params: total, and "
+    return [table("Presets", ["name", "L×d", "ctx", "mixers", "ffn", "params"], cells, text=(3, 4)),
+            "[dim]L×d: layers × d_model; ctx: max_seq_len (k = 1024); mixers: MHA/GQA/MQA query/kv heads, MLA "
+            "and DSA heads, a hybrid's mixers joined by +, (enc) an encoder, (enc-dec) an encoder-decoder, (vision) "
+            "an image tower, +SWA: sliding-window layers; ffn: MoE experts/top-k(+shared); params: total, and "
             "active per token where fewer; `llmcalc presets NAME` shows one in full[/dim]"]
 
 

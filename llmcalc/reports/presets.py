@@ -13,7 +13,8 @@ class PresetRow(Report):
     attention: str
     ffn: str
     attention_kind: str
-    """The attention family in a few characters (MHA 32h, GQA 32/8, MLA 128h)."""
+    """The layers' mixers in a few characters (MHA 32h, GQA 32/8, MLA 128h; a hybrid's joined by +: Mamba-2 + GQA
+    32/8), with the stack's role and a vision tower marked: (enc), (enc-dec), (vision)."""
     ffn_kind: str
     """The FFN family in a few characters (SwiGLU, MLP, MoE 8/2: experts / top-k, +1 shared)."""
     sliding_window: int | None

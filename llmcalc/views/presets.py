@@ -12,7 +12,7 @@ def preset_row(spec):
     """One line of `llmcalc presets`: shape, families and parameter counts."""
     r = params(spec)
     return PresetRow(name=spec.name, layers=spec.n_layers, d_model=spec.d_model, max_seq_len=spec.max_seq_len,
-                     attention=spec.attention.label, ffn=spec.ffn.label, attention_kind=spec.attention.kind_label,
+                     attention=spec.attention.label, ffn=spec.ffn.label, attention_kind=spec.mixer_label,
                      ffn_kind=spec.ffn.kind_label, sliding_window=spec.sliding_window, total=r.total,
                      active=r.active, source=spec.source)
 
