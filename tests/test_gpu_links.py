@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmcalc.costs.latency import latency
 from llmcalc.costs.parallel import collective_link
 from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import GPU_DIR, gpu_names, load_gpu
+from llmcalc.inputs.presets import load_preset
 from llmcalc.model.gpu import Link
-from llmcalc.workload import Layout
+from llmcalc.workload import Layout, Workload
 
 H100 = yaml.safe_load((GPU_DIR / "h100-sxm.yaml").read_text())
 
@@ -142,3 +144,20 @@ def test_gpus_lists_the_price_in_its_json_and_table(cli, cli_json):
     assert rows["h20"]["price_per_hour"] is None
     assert cli_json("gpus", "h100-sxm")["price_per_hour"] == load_gpu("h100-sxm").price_per_hour
     assert "USD/h" in cli("gpus").stdout
+
+
+def test_latency_says_which_tier_each_collective_crosses_and_that_tp_over_nodes_crosses_them():
+    """Issue 38: tensor parallelism over 16 H100s (8 per node) crossed nodes without a word. The note names each
+    collective's tier and its one-way bytes/s, as collective_link costs it."""
+    h100 = load_gpu("h100-sxm")
+    wide = latency(load_preset("llama3-8b"), h100, Workload(batch=1, seq=128, gen=2, layout=Layout(tp=16)))
+    note, = [n for n in wide.notes if "each way" in n]
+    tier = collective_link("comm/tp_all_reduce", Layout(tp=16), h100)
+    assert f"tensor-parallel all-reduce over the network ({tier.bytes_per_s / 1e9:,.0f} GB/s each way)" in note
+    assert "crosses nodes" in note and "`tp` ≤ 8" in note
+    staged = latency(load_preset("llama3-8b"), h100, Workload(batch=1, seq=128, gen=2, layout=Layout(tp=8, pp=2)))
+    note, = [n for n in staged.notes if "each way" in n]
+    assert "tensor-parallel all-reduce over NVLink" in note and "pipeline send over the network" in note
+    assert "crosses nodes" not in note
+    inside = latency(load_preset("llama3-8b"), h100, Workload(batch=1, seq=128, gen=2, layout=Layout(tp=8)))
+    assert not [n for n in inside.notes if "each way" in n]

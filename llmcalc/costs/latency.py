@@ -28,6 +28,7 @@ from llmcalc.costs.parallel import (
     allreduce_bytes,
     alltoall_bytes,
     collective_link,
+    link_note,
     mixer_shards,
 )
 from llmcalc.costs.shard import (
@@ -486,6 +487,9 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
              "one after another, so a phase sums every stage",
              "prefill emits the first token; the other G − 1 tokens take one decode step each"]
+    ops = tuple(op for op, n in (("comm/tp_all_reduce", L.tp), ("comm/ep_all_to_all", L.ep),
+                                 ("comm/pp_send", L.pp)) if n > 1)
+    notes += [n for n in (link_note(L, gpu, ops),) if n]
     if tm.fixed_costs:
         notes.append(f"time model {tm.name}" + (f" ({tm.gpu})" if tm.gpu else "") + ": overlap, kernel, collective "
                      "and host costs as in its profile (`time_model`)")

@@ -59,3 +59,27 @@ def collective_link(op: str, layout: Layout, gpu: GPU) -> Link:
         return tier
     members = min(group, max(1, (gpu.gpus_per_node or 1) // stride))
     return Link(bytes_per_s=min(node.bytes_per_s, members * tier.bytes_per_s), latency_s=tier.latency_s)
+
+
+COLLECTIVES = {"comm/tp_all_reduce": "tensor-parallel all-reduce", "comm/ep_all_to_all": "expert all-to-all",
+               "comm/pp_send": "pipeline send", "comm/dp_all_reduce": "data-parallel all-reduce"}
+"""The collectives a layout runs, by op name, as a note names them."""
+
+
+def link_note(layout: Layout, gpu: GPU, ops: tuple[str, ...]) -> str | None:
+    """Which link tier each of the layout's collectives `ops` crosses, where one crosses nodes (the interconnect
+    joins gpus_per_node GPUs): each with its bytes/s one way, and the fix where a tensor-parallel group spans
+    nodes; None when every collective stays within a node."""
+    node = gpu.link(1)
+    tiers = {op: collective_link(op, layout, gpu) for op in ops}
+    if all(t == node for t in tiers.values()):
+        return None
+    said = "; ".join(f"{COLLECTIVES[op]} over {'the network' if t != node else gpu.interconnect} "
+                     f"({t.bytes_per_s / 1e9:,.0f} GB/s each way)" for op, t in tiers.items())
+    text = (f"{said}: {gpu.gpus_per_node} {gpu.name} per node over {gpu.interconnect} "
+            f"({node.bytes_per_s / 1e9:,.0f} GB/s each way), the network beyond")
+    if layout.tp > (gpu.gpus_per_node or layout.tp):
+        text += f"; tensor parallelism over {layout.tp} GPUs crosses nodes: keep `tp` ≤ {gpu.gpus_per_node} and " \
+                "split across nodes with `pp` or `ep`"
+    return text
+
