@@ -3,6 +3,7 @@ a count with a k/m suffix, the model named by --preset/--config/--hf-config, the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,12 +43,14 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
 @contextmanager
 def progress_bar(description: str, total: int) -> Iterator[Callable[..., None]]:
     """A transient rich progress bar on stderr, drawn from the start on a terminal and never otherwise (a pipe, a
-    file); yields its update(advance=n, total=n)."""
+    file: rich is not even imported); yields its update(advance=n, total=n)."""
+    if not sys.stderr.isatty():
+        yield lambda **change: None
+        return
     from rich.console import Console
     from rich.progress import Progress
 
-    console = Console(stderr=True)
-    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
         yield lambda **change: bar.update(task, **change)
 

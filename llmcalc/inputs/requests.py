@@ -123,8 +123,8 @@ def parse_lengths(text: str, field: str) -> Lengths:
         return Uniform(int(lo), int(hi))
     if kind == "normal" and 1 <= lo <= MAX_SIZE and 0 <= hi <= MAX_SIZE:
         return Normal(lo, hi)
-    raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, STD ≥ 0 "
-                    f"(normal), each finite and at most {MAX_SIZE:,}; {fix}")
+    raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, "
+                    f"STD ≥ 0 (normal), each finite and at most {MAX_SIZE:,}; {fix}")
 
 
 def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, int]]:
