@@ -12,10 +12,25 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`llmcalc ARGS` in a process of its own; a run past `timeout` seconds (a hang) fails the test."""
     return subprocess.run(
-        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
     )
+
+
+def strict_json(text: str):
+    """JSON as the standard has it: NaN, Infinity and a number past a float's range (1e999) refused."""
+    def refuse(name):
+        raise ValueError(f"{name} in the JSON output")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"{text} overflows a float")
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 @pytest.fixture
