@@ -22,9 +22,10 @@ CLI_TIMEOUT = 900
 """Seconds before a CLI subprocess counts as hung: a guard against a hang only, generous enough for a busy machine."""
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
+    """`llmcalc ARGS` in a process of its own; a run past `timeout` seconds (a hang) fails the test."""
     return subprocess.run(
-        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=CLI_TIMEOUT
+        [sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
     )
 
 
@@ -54,6 +55,20 @@ def hf_fixture(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("hf")
     return functools.cache(lambda name: write_fixture(name, root))
+
+
+def strict_json(text: str):
+    """JSON as the standard has it: NaN, Infinity and a number past a float's range (1e999) refused."""
+    def refuse(name):
+        raise ValueError(f"{name} in the JSON output")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"{text} overflows a float")
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import strict_json
 
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.latency import latency
@@ -199,3 +200,169 @@ def test_plot(cli, tmp_path, vs):
             "--plot", str(out), "--plot-vs", vs, "--format", "json")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+HANG = 300
+"""Seconds before a run counts as hung (issue 32: a NaN arrival spun forever); far above any run's time."""
+SERVE = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm")
+
+
+def refused(r, word: str) -> None:
+    """Exit 2 with one line on stderr naming `word`, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert word in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+BAD_TRACES = [
+    ("nan.csv", "arrival,prompt,output\nnan,100,10\n"),
+    ("nan.jsonl", '{"arrival": NaN, "prompt": 100, "output": 10}\n'),
+    ("inf.csv", "arrival,prompt,output\ninf,100,10\n"), ("big.csv", "arrival,prompt,output\n1e999,100,10\n"),
+    ("big.jsonl", '{"arrival": 1e400, "prompt": 100, "output": 10}\n'),
+    ("ninf.csv", "arrival,prompt,output\n-inf,100,10\n"),
+    ("frac.jsonl", '{"arrival": 0, "prompt": 1.9, "output": 10}\n'),
+    ("bool.jsonl", '{"arrival": 0, "prompt": 100, "output": true}\n'),
+    ("frac.csv", "arrival,prompt,output\n0,100,1.9\n"),
+    ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n")]
+
+
+@pytest.mark.parametrize("name, text", BAD_TRACES, ids=[name for name, _ in BAD_TRACES])
+def test_trace_values_are_checked_where_read(cli, tmp_path, name, text):
+    """A trace's non-finite arrival, fraction or bool for a count is refused in one line (a NaN arrival hung
+    serve; JSONL 1.9 and true were truncated to 1; 1e400 overflowed)."""
+    (tmp_path / name).write_text(text)
+    refused(cli(*SERVE, "--trace", str(tmp_path / name), "-f", "json", timeout=HANG), "--trace")
+
+
+@pytest.mark.parametrize("content", [
+    "arrival,prompt,output\n0,100,10\n".encode("latin-1") + "0.5,100,10,caf\xe9\n".encode("latin-1"),
+    bytes(range(256)) * 8, b"arrival,prompt,output\n0,1\x00,2\n"], ids=["latin-1", "binary", "nul"])
+def test_trace_bytes_that_are_not_text(cli, tmp_path, content):
+    (tmp_path / "t.csv").write_bytes(content)
+    refused(cli(*SERVE, "--trace", str(tmp_path / "t.csv"), timeout=HANG), "--trace")
+
+
+def test_trace_paths_that_cannot_be_read(cli, tmp_path):
+    refused(cli(*SERVE, "--trace", str(tmp_path / ("x" * 5000)), timeout=HANG), "--trace")
+    refused(cli(*SERVE, "--trace", str(tmp_path), timeout=HANG), "--trace")
+    refused(cli(*SERVE, "--trace", "/dev/zero", timeout=HANG), "--trace")
+
+
+def test_trace_everyday_files_are_read(cli, tmp_path):
+    """Excel's "CSV UTF-8" (a byte-order mark) and a field over csv's 128 KB default are read."""
+    (tmp_path / "bom.csv").write_bytes("arrival,prompt,output\n0.5,100,10\n0,50,5\n".encode("utf-8-sig"))
+    r = cli(*SERVE, "--trace", str(tmp_path / "bom.csv"), "-f", "json", timeout=HANG)
+    assert r.returncode == 0, r.stderr
+    assert [(x["arrival_s"], x["prompt"]) for x in strict_json(r.stdout)["timeline"]] == [(0, 50), (0.5, 100)]
+    (tmp_path / "long.csv").write_text(f"arrival,prompt,output,text\n0,100,10,\"{'x' * 200_000}\"\n")
+    r = cli(*SERVE, "--trace", str(tmp_path / "long.csv"), "-f", "json", timeout=HANG)
+    assert r.returncode == 0 and strict_json(r.stdout)["requests"] == 1, r.stderr
+
+
+def test_trace_is_read_no_further_than_n_rows(cli, tmp_path):
+    """-n N reads N rows: a bad row past them is never reached (the whole file was read, then cut)."""
+    (tmp_path / "t.csv").write_text("arrival,prompt,output\n0,100,10\n0.5,100,10\n0.7,100,10\nbad,row,here\n")
+    r = cli(*SERVE, "--trace", str(tmp_path / "t.csv"), "-n", "3", "-f", "json", timeout=HANG)
+    assert r.returncode == 0 and strict_json(r.stdout)["requests"] == 3, r.stderr
+    refused(cli(*SERVE, "--trace", str(tmp_path / "t.csv"), "-n", "4", timeout=HANG), "--trace")
+
+
+def test_trace_file_size_is_capped(cli, tmp_path):
+    from llmcalc.inputs.requests import MAX_TRACE_BYTES
+
+    big = tmp_path / "big.csv"
+    with big.open("wb") as f:  # sparse: no disk used
+        f.write(b"arrival,prompt,output\n")
+        f.truncate(MAX_TRACE_BYTES + 1)
+    refused(cli(*SERVE, "--trace", str(big), timeout=HANG), "--trace")
+
+
+def test_all_at_once_is_null_and_json_strict(cli):
+    r = cli(*SERVE, "-n", "5", "-f", "json", timeout=HANG)
+    assert r.returncode == 0, r.stderr
+    data = strict_json(r.stdout)
+    assert data["rate"] is None and data["load"] == "all at once"
+    assert strict_json(cli(*SERVE, "-n", "5", "--rate", "3", "-f", "json", timeout=HANG).stdout)["rate"] == 3
+
+
+def test_serve_report_refuses_non_finite_figures():
+    from pydantic import ValidationError
+
+    from llmcalc.reports.serve import Spread
+
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValidationError):
+            Spread(mean=bad, p50=0.0, p90=0.0, p99=0.0)
+
+
+@pytest.mark.parametrize("args, word", [
+    (("--rate", "1e-308"), "--rate"), (("--rate", "nan"), "--rate"), (("--rate", "-inf"), "--rate"),
+    (("--slo-tpot", "nan"), "--slo-tpot"), (("--slo-ttft", "-1"), "--slo-ttft"), (("--slo-ttft", "0"), "--slo-ttft"),
+    (("--slo-tpot", "0"), "--slo-tpot"), (("--slo-ttft", "inf"), "--slo-ttft"), (("-n", "0"), "--requests"),
+    (("-n", "1000000000"), "--requests"), (("--prompt", "normal:inf,0"), "--prompt"),
+    (("--prompt", "normal:1e308,1e308"), "--prompt"), (("--output", "normal:nan,1"), "--output"),
+    (("--prompt", "uniform:1,1e300"), "--prompt"), (("--prompt", "9" * 30), "--prompt")])
+def test_serve_hostile_numbers_exit_2(cli, args, word):
+    refused(cli(*SERVE, "-n", "5", *args, timeout=HANG) if args[0] != "-n" else cli(*SERVE, *args, timeout=HANG),
+            word)
+
+
+@pytest.mark.parametrize("args, word", [
+    (("--slo-ttft", "-1"), "--slo-ttft"), (("--slo-ttft", "0"), "--slo-ttft"), (("--slo-tpot", "nan"), "--slo-tpot"),
+    (("--slo-ttft", "1", "-n", "0"), "--requests"), (("--slo-ttft", "1", "-n", "1000000000"), "--requests"),
+    (("--slo-ttft", "1", "--prompt", "normal:inf,0"), "--prompt")])
+def test_plan_hostile_numbers_exit_2(cli, args, word):
+    refused(cli("plan", "-p", "llama3-8b", "--rate", "2", *args, timeout=HANG), word)
+
+
+def test_a_nan_arrival_cannot_spin_the_loop(tmp_path):
+    """Past the readers' checks, the engine's loop itself refuses to spin: each pass admits, runs a step or
+    moves the clock on."""
+    import subprocess
+    import sys
+
+    code = ("from llmcalc.inputs.gpus import load_gpu; from llmcalc.inputs.presets import load_preset\n"
+            "from llmcalc.inputs.time_models import load_time_model; from llmcalc.views.serve import Engine, Load, "
+            "serve; from llmcalc.workload import Workload\n"
+            "g = load_gpu('h100-sxm')\n"
+            "try:\n"
+            "    serve(load_preset('llama3-8b'), g, Workload(), load_time_model(None, g), [(0.0, 100, 5), "
+            "(float('nan'), 100, 5)], Engine(), Load(rate=None), '100', '5')\n"
+            "except RuntimeError as e:\n"
+            "    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG)
+    assert r.returncode == 0 and r.stdout.startswith("refused:"), r.stderr
+
+
+def test_progress_only_on_a_terminal(cli, tmp_path):
+    """A transient bar on stderr from the start when it is a terminal (any number of requests, any format);
+    nothing when stderr is a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    r = cli(*SERVE, "-n", "2500", "--prompt", "64", "--output", "4", timeout=HANG)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    leader, follower = pty.openpty()
+    p = subprocess.run([sys.executable, "-m", "llmcalc", *SERVE, "-n", "20", "-f", "json"], stdout=subprocess.PIPE,
+                       stderr=follower, timeout=HANG)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert p.returncode == 0 and b"simulating" in seen, seen[-500:]
+    strict_json(p.stdout)
+
+
+def test_request_cap_is_stated_in_help(cli):
+    from llmcalc.inputs.requests import MAX_REQUESTS
+
+    for command in ("serve", "plan"):
+        assert f"{MAX_REQUESTS:,}" in cli(command, "--help").stdout

@@ -3,7 +3,9 @@ a count with a k/m suffix, the model named by --preset/--config/--hf-config, the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -36,6 +38,21 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
 
         report = report.model_copy(update={"notes": [FIELD.sub(word, n) for n in notes]})
     render(report, fmt, units, **view)
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Callable[..., None]]:
+    """A transient rich progress bar on stderr, drawn from the start on a terminal and never otherwise (a pipe, a
+    file: rich is not even imported); yields its update(advance=n, total=n)."""
+    if not sys.stderr.isatty():
+        yield lambda **change: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda **change: bar.update(task, **change)
 
 
 def count(text: str | int) -> int:
@@ -217,6 +234,9 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
     return load_gpu(name)
 
 
+RequestsOpt = Annotated[int, _count_opt(
+    "--requests", "-n", help="Requests to simulate, at most 100,000 (a trace: its first N rows, in arrival order).",
+    panel=SERVING)]
 LENGTHS = "a length (512) or a distribution: uniform:LO,HI or normal:MEAN,STD"
 RateOpt = Annotated[Optional[float], _opt(
     "--rate", help="Requests/s arriving (Poisson); serve: inf for all at once.", panel=SERVING, metavar="REQ/S")]

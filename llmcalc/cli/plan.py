@@ -48,7 +48,7 @@ def plan(
         "--disaggregated", help="Also separate prefill and decode pools, the KV cache sent over the link.",
         panel=SERVING)] = False,
     top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
-    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs.",
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs, at most 100,000.",
                                         panel=SERVING)] = 400,
     seed: Annotated[int, _opt("--seed", help="Seed of the simulated arrivals and lengths.", panel=SERVING,
                               metavar="N")] = 0,

@@ -25,6 +25,7 @@ from llmcalc.cli.options import (
     PresetOpt,
     PromptLenOpt,
     RateOpt,
+    RequestsOpt,
     SLOTPOTOpt,
     SLOTTFTOpt,
     TimeModelOpt,
@@ -37,6 +38,7 @@ from llmcalc.cli.options import (
     emit,
     load_gpu_named,
     load_model,
+    progress_bar,
     weight_formats,
 )
 from llmcalc.errors import UserError
@@ -60,8 +62,7 @@ def serve(
     arrivals: Annotated[Literal["poisson", "constant"], _opt(
         "--arrivals", help="Under --rate: Poisson arrivals or evenly spaced ones.", panel=SERVING,
         metavar="poisson|constant")] = "poisson",
-    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests to simulate (a trace: its first N).",
-                                        panel=SERVING)] = 1000,
+    requests: RequestsOpt = 1000,
     prompt: PromptLenOpt = "1024",
     output: OutputLenOpt = "256",
     trace: Annotated[Optional[Path], _opt(
@@ -121,32 +122,20 @@ def serve(
         raise UserError("--trace gives the arrivals itself; leave out --rate and --concurrency")
     if rate is not None and concurrency is not None:
         raise UserError("--rate and --concurrency are two loads; give one")
-    if rate is not None and not rate > 0:
-        raise UserError(f"--rate: {rate:g} is not a positive number of requests/s; give e.g. 4, or inf")
-    if concurrency is not None and concurrency < 1:
-        raise UserError("--concurrency: give at least 1 client")
     if draft is not None and mtp:
         raise UserError("--draft and --mtp are two speculative decoders; give one")
     if plot is not None:
         from llmcalc.render.plot import check_target
 
         check_target(plot)
-        if plot_vs == "load" and (rate is None or rate == float("inf")):
-            raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
     engine = Engine(max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
                     gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit)
     load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
                 concurrency=concurrency)
-    if trace is not None:
-        rows = load_trace(trace)[:requests]
-        prompt_text = output_text = f"trace {trace.name}"
-        load = Load(rate=None)
-        label = f"trace {trace.name}"
-    else:
-        lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
-        rows = make_requests(requests, *lengths, load, seed)
-        prompt_text, output_text = (str(x) for x in lengths)
-        label = None
+    if plot is not None and plot_vs == "load" and load.finite_rate is None:
+        raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
+    slo = SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
+    lengths = None if trace is not None else (parse_lengths(prompt, "prompt"), parse_lengths(output, "output"))
     w = Workload(weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
                  kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                  layout=Layout.of(gpus, tp, pp, dp, ep))
@@ -157,19 +146,19 @@ def serve(
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance,
                                load_model(draft, None, None) if draft else None)
-    slo = SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
-    args = dict(engine=engine, prompt=prompt_text, output=output_text, slo=slo, seed=seed, spec_dec=spec_dec,
-                load_label=label)
-    if format == "table" and len(rows) >= 2000:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        with Progress(transient=True, console=Console(stderr=True)) as bar:
-            task = bar.add_task("simulating", total=len(rows))
-            report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: bar.update(task, advance=n),
-                              **args)
-    else:
-        report = simulate(spec, device, w, tm, rows, load=load, **args)
+    with progress_bar("simulating", requests) as update:  # reading a trace or drawing the requests included
+        if lengths is None:
+            rows = load_trace(trace, requests)
+            prompt_text = output_text = label = f"trace {trace.name}"
+            load = Load(rate=None)
+            update(total=len(rows))
+        else:
+            rows = make_requests(requests, *lengths, load, seed)
+            prompt_text, output_text = (str(x) for x in lengths)
+            label = None
+        args = dict(engine=engine, prompt=prompt_text, output=output_text, slo=slo, seed=seed, spec_dec=spec_dec,
+                    load_label=label)
+        report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: update(advance=n), **args)
     if plot is not None:
         from llmcalc.render.plot import plot_serve_load, plot_serve_time
 

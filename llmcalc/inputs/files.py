@@ -25,9 +25,9 @@ MAX_NODES = 100_000
 """Most values a file may hold once its aliases are expanded (a "billion laughs" bomb is refused)."""
 
 
-def check_size(path: Path, what: str) -> None:
-    """A file larger than MAX_FILE_BYTES, or a device or pipe (/dev/zero, /dev/stdin: reading would
-    never end or wait forever), is refused before it is read."""
+def check_size(path: Path, what: str, limit: int = MAX_FILE_BYTES, kind: str = "a YAML or JSON file") -> None:
+    """A file larger than `limit` bytes, or a device or pipe (/dev/zero, /dev/stdin: reading would
+    never end or wait forever), is refused before it is read; the refusal asks for `kind`."""
     import stat
 
     try:
@@ -37,10 +37,9 @@ def check_size(path: Path, what: str) -> None:
     if stat.S_ISDIR(mode):
         return
     if not stat.S_ISREG(mode):
-        raise UserError(f"{what} {path}: not a regular file (a device or a pipe); give a YAML or JSON file")
-    if size > MAX_FILE_BYTES:
-        raise UserError(f"{what} {path}: {size:,} bytes, more than {MAX_FILE_BYTES:,}; give the spec or "
-                        "config file itself")
+        raise UserError(f"{what} {path}: not a regular file (a device or a pipe); give {kind}")
+    if size > limit:
+        raise UserError(f"{what} {path}: {size:,} bytes, more than {limit:,}; give {kind} of at most that")
 
 
 class _Bound(ValueError):

@@ -2,8 +2,9 @@
 (arrival, prompt, output) rows in CSV or JSONL.
 
 Lengths: `512` (constant), `uniform:128,1024` (integers, both ends included), `normal:512,128` (mean, standard
-deviation; rounded and clipped to at least 1). A trace has one request per row with the fields arrival (seconds
-from the start), prompt and output (tokens); CSV with a header row, or JSON Lines.
+deviation; rounded and clipped to 1 … MAX_SIZE). A trace has one request per row with the fields arrival (seconds
+from the start), prompt and output (tokens); CSV with a header row, or JSON Lines, in UTF-8 (a byte-order mark, as
+Excel writes, is skipped). Every number is checked where it is read: finite, in range, token counts whole.
 """
 
 from __future__ import annotations
@@ -11,12 +12,24 @@ from __future__ import annotations
 import csv
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from llmcalc.errors import UserError
+from llmcalc.model.base import MAX_SIZE
 
 FIELDS = ("arrival", "prompt", "output")
+MAX_REQUESTS = 100_000
+"""Most requests one simulation runs (`llmcalc serve -n`, `plan -n`): ~10^4 requests/s simulated, so a
+minute or two and some hundred MB at most; a trace is read no further than its first MAX_REQUESTS rows."""
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival, in seconds from the start (~32 years): a clock past it no longer resolves a step's time."""
+MAX_TRACE_BYTES = 1 << 28
+"""Largest trace file read (256 MiB: MAX_REQUESTS rows of ~2 KB each)."""
+MAX_FIELD_CHARS = 1 << 20
+"""Longest CSV field or JSONL line of a trace (1 Mi characters)."""
 
 
 class Lengths:
@@ -67,13 +80,13 @@ class Uniform(Lengths):
 
 @dataclass(frozen=True)
 class Normal(Lengths):
-    """round(N(mean, std)), at least 1."""
+    """round(N(mean, std)), clipped to 1 … MAX_SIZE."""
 
     mu: float
     sigma: float
 
     def draw(self, rng: random.Random) -> int:
-        return max(1, round(rng.gauss(self.mu, self.sigma)))
+        return min(MAX_SIZE, max(1, round(rng.gauss(self.mu, self.sigma))))
 
     @property
     def mean(self) -> float:
@@ -84,53 +97,97 @@ class Normal(Lengths):
         return f"normal({self.mu:g}, {self.sigma:g})"
 
 
+def check_requests(n: int) -> None:
+    """A simulation's request count must be 1 … MAX_REQUESTS."""
+    if not 0 < n <= MAX_REQUESTS:
+        raise UserError(f"`requests`: {n:,} is not 1 to {MAX_REQUESTS:,}; give a positive number of requests, at "
+                        f"most {MAX_REQUESTS:,}")
+
+
 def parse_lengths(text: str, field: str) -> Lengths:
-    """`512`, `uniform:LO,HI` or `normal:MEAN,STD` as a Lengths; a bad one is a UserError naming `field`."""
+    """`512`, `uniform:LO,HI` or `normal:MEAN,STD` as a Lengths; a bad one is a UserError naming `field`. Every
+    number must be finite and at most MAX_SIZE."""
     fix = "write e.g. 512, uniform:128,1024 or normal:512,128"
     kind, _, rest = text.strip().partition(":")
     try:
         if not rest:
             n = int(kind)
-            if n < 1:
+            if not 1 <= n <= MAX_SIZE:
                 raise ValueError
             return Constant(n)
         lo, hi = (float(x) for x in rest.split(","))
     except ValueError:
-        raise UserError(f"`{field}`: {text!r} is not a length or distribution; {fix}") from None
-    if kind == "uniform" and lo.is_integer() and hi.is_integer() and 1 <= lo <= hi:
+        raise UserError(f"`{field}`: {text!r} is not a length from 1 to {MAX_SIZE:,} or a distribution; {fix}") \
+            from None
+    if kind == "uniform" and lo.is_integer() and hi.is_integer() and 1 <= lo <= hi <= MAX_SIZE:
         return Uniform(int(lo), int(hi))
-    if kind == "normal" and lo >= 1 and hi >= 0:
+    if kind == "normal" and 1 <= lo <= MAX_SIZE and 0 <= hi <= MAX_SIZE:
         return Normal(lo, hi)
-    raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, STD ≥ 0 "
-                    f"(normal); {fix}")
+    raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, "
+                    f"STD ≥ 0 (normal), each finite and at most {MAX_SIZE:,}; {fix}")
 
 
-def load_trace(path: Path) -> list[tuple[float, int, int]]:
-    """(arrival, prompt, output) rows of a CSV (with a header) or JSONL trace, sorted by arrival."""
-    if not path.is_file():
-        raise UserError(f"`trace`: {path} is not a file; give a CSV or JSONL of arrival,prompt,output rows")
-    rows = []
-    with path.open(newline="") as f:
-        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
-            records = []
-            for i, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        records.append((i, json.loads(line)))
-                    except json.JSONDecodeError as e:
-                        raise UserError(f"`trace`: {path} line {i} is not JSON ({e.msg}); write one object per "
-                                        "line with arrival, prompt and output") from None
-        else:
-            records = list(enumerate(csv.DictReader(f), 2))
-        for i, rec in records:
-            rows.append(_row(rec, path, i))
+def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, int]]:
+    """The first `limit` (arrival, prompt, output) rows of a CSV (with a header) or JSONL trace, sorted by
+    arrival. The file is streamed: no row past the limit is read, and no line or field past MAX_FIELD_CHARS."""
+    from llmcalc.inputs.files import check_size
+
+    check_requests(limit)
+    kind = "a CSV or JSONL file of arrival,prompt,output rows"
+    check_size(path, "`trace`", MAX_TRACE_BYTES, kind)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
+            records = _json_records(f, path) if jsonl else _csv_records(f, path)
+            rows = [_row(rec, path, i) for i, rec in islice(records, limit)]
+    except FileNotFoundError:
+        raise UserError(f"`trace`: {path}: no such file; give {kind}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"`trace`: {path} is not UTF-8 text; save it as UTF-8 ({kind})") from None
+    except OSError as e:
+        raise UserError(f"`trace`: {path}: cannot read it ({e.__class__.__name__}); give {kind}") from None
     if not rows:
         raise UserError(f"`trace`: {path} has no requests; add rows of arrival,prompt,output")
     return sorted(rows)
 
 
+def _csv_records(f, path: Path) -> Iterator[tuple[int, object]]:
+    """(line, row as a dict) of a CSV with a header; a malformed line is a UserError."""
+    csv.field_size_limit(MAX_FIELD_CHARS)
+    reader = csv.DictReader(f)
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise UserError(f"`trace`: {path} line {reader.reader.line_num} is not CSV ({e}); write "
+                            "arrival,prompt,output rows under a header") from None
+        yield reader.line_num, rec
+
+
+def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
+    """(line, value) of a JSON Lines file, blank lines skipped; NaN, Infinity and a bad line are UserErrors."""
+    def constant(name: str):
+        raise ValueError(f"{name} is not a number")
+
+    for i, line in enumerate(iter(lambda: f.readline(MAX_FIELD_CHARS + 1), ""), 1):
+        if len(line) > MAX_FIELD_CHARS:
+            raise UserError(f"`trace`: {path} line {i} is longer than {MAX_FIELD_CHARS:,} characters; write one "
+                            "short object per line")
+        if line.strip():
+            try:
+                yield i, json.loads(line, parse_constant=constant)
+            except (ValueError, RecursionError) as e:
+                why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)[:60] or "nested too deep"
+                raise UserError(f"`trace`: {path} line {i} is not JSON ({why}); write one object per line with "
+                                "arrival, prompt and output") from None
+
+
 def _row(rec: object, path: Path, line: int) -> tuple[float, int, int]:
-    """One trace row's (arrival, prompt, output), checked."""
+    """One trace row's (arrival, prompt, output), checked: arrival finite seconds 0 … MAX_ARRIVAL_S, prompt and
+    output whole token counts 1 … MAX_SIZE (a CSV cell as text, a JSON value as a number; a bool or a fraction
+    is refused, never truncated)."""
     where = f"`trace`: {path} line {line}"
     if not isinstance(rec, dict):
         raise UserError(f"{where} is not an object; give arrival, prompt and output")
@@ -138,10 +195,34 @@ def _row(rec: object, path: Path, line: int) -> tuple[float, int, int]:
     if missing:
         raise UserError(f"{where} lacks {', '.join(missing)}; every row needs arrival (s), prompt and output (tokens)")
     try:
-        arrival, prompt, output = float(rec["arrival"]), int(rec["prompt"]), int(rec["output"])
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts") \
-            from None
-    if arrival < 0 or prompt < 1 or output < 1:
-        raise UserError(f"{where}: arrival must be ≥ 0 and prompt, output ≥ 1 (got {arrival:g}, {prompt}, {output})")
+        arrival, prompt, output = _seconds(rec["arrival"]), _tokens(rec["prompt"]), _tokens(rec["output"])
+    except (TypeError, ValueError, OverflowError):
+        got = ", ".join(repr(rec[k])[:24] for k in FIELDS)
+        raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts "
+                        f"(got {got})") from None
+    if not 0 <= arrival <= MAX_ARRIVAL_S:
+        raise UserError(f"{where}: arrival {arrival:g} is not 0 to {MAX_ARRIVAL_S:g}; give finite seconds from the "
+                        "start")
+    for name, n in (("prompt", prompt), ("output", output)):
+        if not 1 <= n <= MAX_SIZE:
+            raise UserError(f"{where}: {name} {str(n)[:20]} is not 1 to {MAX_SIZE:,}; give a whole token count")
     return arrival, prompt, output
+
+
+def _seconds(value: object) -> float:
+    """A time read from a trace: CSV text or a JSON number (a bool is refused); range checks are _row's."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _tokens(value: object) -> int:
+    """A token count read from a trace: CSV text of digits (parse_count's: 512, 4k) or a JSON integer; a
+    fraction, a bool or anything else is refused."""
+    from llmcalc.inputs.grid import parse_count
+
+    if isinstance(value, str):
+        return parse_count(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(value)
+    return value

@@ -1,10 +1,18 @@
 """Typed results: a continuous-batching engine simulated under a stream of requests (`llmcalc serve`)."""
 
+from pydantic import ConfigDict
+
 from llmcalc.reports.base import Placement, Report
+
+FINITE = ConfigDict(allow_inf_nan=False)
+"""Every figure of a serve report is finite: a NaN or an infinity is refused as the report is built, so none
+reaches a table or the JSON (which has neither)."""
 
 
 class Spread(Report):
     """A latency over the completed requests, in seconds."""
+
+    model_config = FINITE
 
     mean: float
     p50: float
@@ -14,6 +22,8 @@ class Spread(Report):
 
 class ServedRequest(Report):
     """One request as the simulated engine served it."""
+
+    model_config = FINITE
 
     arrival_s: float
     """When it arrived, seconds from the start."""
@@ -37,6 +47,8 @@ class ServeReport(Placement):
     decode tokens the scheduler picked in one forward, its time from the step-cost form under `time_model`.
     Throughput is over the run's duration (first arrival to last token); latencies over completed requests."""
 
+    model_config = FINITE
+
     time_model: str
     requests: int
     duration_s: float
@@ -46,7 +58,7 @@ class ServeReport(Placement):
     load: str
     """The arrival process: a Poisson or constant rate (requests/s), a fixed concurrency, or a trace."""
     rate: float | None
-    """Requests/s of the arrival process (inf: all at once); None under a concurrency or a trace."""
+    """Requests/s of the arrival process; None when all arrive at once, under a concurrency or a trace."""
     prompt: str
     output: str
     max_seqs: int

@@ -34,7 +34,7 @@ from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
-from llmcalc.inputs.requests import Lengths
+from llmcalc.inputs.requests import Lengths, check_requests
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
@@ -143,6 +143,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     spec.stack.check_decoding("model")
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
+    check_requests(requests)
     in_len, out_len = round(prompt.mean), round(output.mean)
     engine = Engine()
     engines = _Engines(spec, tms, engine.gpu_memory_utilization, engine.max_batched_tokens)

@@ -33,7 +33,7 @@ from llmcalc.costs.capacity import activation_workspace, require_weights_fit, us
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import ceil_div, kv_per_gpu
 from llmcalc.errors import UserError
-from llmcalc.inputs.requests import Lengths
+from llmcalc.inputs.requests import MAX_ARRIVAL_S, Lengths, check_requests
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
@@ -117,6 +117,17 @@ class Load:
     constant: bool = False
     concurrency: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.rate is not None and not self.rate > 0:
+            raise UserError(f"`rate`: {self.rate:g} is not a positive number of requests/s; give e.g. 4, or inf")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise UserError("`concurrency`: give at least 1 client")
+
+    @property
+    def finite_rate(self) -> float | None:
+        """The rate requests arrive at, when they arrive at one: None all at once, under a concurrency or a trace."""
+        return self.rate if self.concurrency is None and self.rate not in (None, float("inf")) else None
+
     def __str__(self) -> str:
         if self.concurrency is not None:
             return f"concurrency {self.concurrency}"
@@ -131,6 +142,11 @@ class SLO:
 
     ttft_s: float | None = None
     tpot_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, target in (("slo_ttft", self.ttft_s), ("slo_tpot", self.tpot_s)):
+            if target is not None and not 0 < target < float("inf"):
+                raise UserError(f"`{name}`: {target:g} is not a finite time above 0; give seconds, e.g. 0.5")
 
 
 class Request:
@@ -154,14 +170,18 @@ class Request:
 
 
 def make_requests(n: int, prompt: Lengths, output: Lengths, load: Load, seed: int) -> list[tuple[float, int, int]]:
-    """n (arrival, prompt, output) rows, deterministic for `seed`. Under `concurrency`, arrivals are 0: the
-    clients release them (simulate)."""
+    """n (arrival, prompt, output) rows, deterministic for `seed`; n at most MAX_REQUESTS, arrivals at most
+    MAX_ARRIVAL_S. Under `concurrency`, arrivals are 0: the clients release them (simulate)."""
+    check_requests(n)
     rng = random.Random(seed)
-    rows, t = [], 0.0
+    rows, t, rate = [], 0.0, load.finite_rate
     for _ in range(n):
-        if load.rate is not None and load.rate != float("inf") and load.concurrency is None:
-            t += 1 / load.rate if load.constant else rng.expovariate(load.rate)
-        rows.append((t if load.concurrency is None else 0.0, prompt.draw(rng), output.draw(rng)))
+        if rate is not None:
+            t += 1 / rate if load.constant else rng.expovariate(rate)
+            if not t <= MAX_ARRIVAL_S:
+                raise UserError(f"`rate`: {rate:g} requests/s spreads {n:,} requests past {MAX_ARRIVAL_S:g} s; give "
+                                "a higher rate or fewer requests")
+        rows.append((t, prompt.draw(rng), output.draw(rng)))
     return rows
 
 
@@ -228,6 +248,8 @@ class _Sim:
             if not running and not waiting:
                 if not pending_arrivals:
                     break
+                if not pending[0].arrival > self.now:  # each pass admits, runs a step or moves the clock on
+                    raise RuntimeError(f"serve: arrival {pending[0].arrival!r} does not follow the clock {self.now!r}")
                 self.now = pending[0].arrival  # idle until the next arrival
                 continue
             budget = e.max_batched_tokens
@@ -290,6 +312,9 @@ class _Sim:
             share = self.used / self.budget
             self.kv_area += share * dt
             self.kv_peak = max(self.kv_peak, share)
+            if not self.now < self.now + dt < float("inf"):  # a step moves the clock on, or the run stops
+                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
+                                "in seconds from the start")
             self.now += dt
             self.steps += 1
             for r, n, decoding in scheduled:
@@ -368,7 +393,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         sim.run([reqs[i] for i in order[k::active]], clients, progress)
         sims.append(sim)
     return _report(spec, gpu, w, tm, reqs, sims, engine, load_label or str(load), prompt, output, slo, spec_dec,
-                   block, budget, notes, engines, None if load_label or load.concurrency else load.rate)
+                   block, budget, notes, engines, None if load_label else load.finite_rate)
 
 
 def spread(values: list[float]) -> Spread:
