@@ -93,6 +93,7 @@ def image_fields(images: int, size: str | None) -> dict:
     return {"images": images, "image_size": (int(parts[0]), int(parts[1]))}
 
 
+PlotForceOpt = Annotated[bool, _opt("--force", help="Overwrite the --plot file when it exists.", panel=OUTPUT)]
 KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
 WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(
