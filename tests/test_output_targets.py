@@ -185,3 +185,17 @@ GPU = ["--gpu", "h100-sxm"]
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_an_input_that_overflows_the_result_is_named(tmp_path, args, flag, fmt):
     assert one_line(run_in(tmp_path, *args, "-f", fmt), flag).startswith(f"error: {flag}")
+
+
+def test_a_report_hands_a_non_finite_float_to_the_renderer_never_a_null(capsys):
+    """Pydantic dumps NaN and infinity as null in JSON mode through a wrap serializer (PlanReport has one) unless
+    told otherwise: the reports keep them as floats, so the renderer refuses them instead of writing null."""
+    from llmcalc.render import emit
+    from llmcalc.reports.plan import PlanReport
+
+    r = PlanReport(model="m", gpus=["g"], max_gpus=1, rate=1.0, prompt="1", output="1", slo_ttft_s=None,
+                   slo_tpot_s=float("nan"), searched=0, feasible=0, simulated=0, candidates=[], formula="", notes=[])
+    for fmt in ("json", "yaml", "csv"):
+        with pytest.raises(UserError, match="slo_tpot_s is nan"):
+            emit(r, fmt)
+    assert capsys.readouterr().out == ""

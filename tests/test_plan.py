@@ -246,3 +246,10 @@ def test_json_is_byte_reproducible_and_timings_are_opt_in(cli):
     assert timed.returncode == 0
     data = json.loads(timed.stdout)
     assert data.pop("search_s") >= 0 and data == json.loads(first.stdout)
+
+
+@pytest.mark.parametrize("option, value", [("--slo-tpot", "nan"), ("--slo-ttft", "inf"), ("--slo-tpot", "0"),
+                                           ("--slo-ttft", "-1")])
+def test_a_target_that_is_not_a_finite_positive_time_is_refused(cli, option, value):
+    one_line_error(cli("plan", "-p", "llama3-8b", "--rate", "5", "--max-gpus", "2", f"{option}={value}", "-f", "json"),
+                   option, "finite positive")

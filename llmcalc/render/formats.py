@@ -44,8 +44,9 @@ def require_finite(data, where: str = "") -> None:
     """Every float in `data` (a report dumped to JSON types) finite, else a UserError naming the first one that
     is not: the last line of defence behind the inputs' own checks, for JSON, YAML and CSV alike."""
     if isinstance(data, float) and not math.isfinite(data):
-        raise UserError(f"the result {where or 'value'} is {data} (an input far outside any real range overflowed "
-                        "it); give inputs of a realistic size")
+        raise UserError(f"the result {where or 'value'} is {data}, not a number JSON allows (an input that is not "
+                        "finite, or so far outside any real range that it overflowed); give finite inputs of a "
+                        "realistic size")
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
     for key, value in items:
         require_finite(value, f"{where}.{key}" if where else str(key))

@@ -182,6 +182,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     spec.stack.check_decoding("model")
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
+    for name, target in (("slo_ttft", slo.ttft_s), ("slo_tpot", slo.tpot_s)):
+        if target is not None and not (0 < target < float("inf")):  # NaN fails too
+            raise UserError(f"`{name}`: {target:g} is not a finite positive number of seconds; give e.g. 0.05")
     check_bounds(max_gpus, top, requests)
     grids = {g.name: list(layouts(spec, g, max_gpus)) for g in gpus}
     total = search_size(grids, gpus, max_gpus, disaggregated)
