@@ -181,7 +181,8 @@ def test_the_largest_search_allowed_runs_in_bounded_memory(tmp_path):
             f"r = subprocess.run([sys.executable, '-m', 'llmcalc', *{PLAN!r}, '--max-gpus', '{MAX_GPUS}', '--top', '1',"
             " '--requests', '50', '-f', 'json'], capture_output=True, text=True)\n"
             "assert r.returncode == 0, r.stderr\n"
-            "print(json.dumps([json.loads(r.stdout)['searched'], resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
+            "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+            "print(json.dumps([json.loads(r.stdout)['searched'], peak]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     searched, peak_kib = json.loads(out.stdout)
