@@ -49,7 +49,7 @@ def main(runs: int = 3) -> None:
     prices = {g.name: g.price_per_hour for g in gpus}
     for dis in (False, True):
         s, r = best(runs, lambda: plan(spec, gpus, tms, 64, 20.0, *lengths, "1024", "256", SLO(2.0, 0.05), prices,
-                                       disaggregated=dis))
+                                       disaggregated=dis, timings=True))
         print(f"plan llama3.1-70b{' --disaggregated' if dis else ''}: {r.searched:,} candidates in "
               f"{r.search_s:.2f} s closed form ({r.searched / r.search_s:,.0f}/s); {s:.2f} s with {r.simulated} "
               "simulated")

@@ -134,3 +134,123 @@ def test_cli_bad_input_exits_2(cli, args, word):
     r = cli("plan", "-p", "llama3-8b", *args)
     assert r.returncode == 2, r.stderr
     assert word in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---- bounds: a stated cap on the search, refused in one line before any work ----
+
+PLAN = ["plan", "-p", "llama3-8b", "--rate", "10", "--slo-tpot", "0.05"]
+
+
+def one_line_error(r, *needles):
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(n in lines[0] for n in needles), r.stderr
+    return lines[0]
+
+
+def test_bounds_are_stated_in_help(cli):
+    from llmcalc.views.plan import MAX_CANDIDATES, MAX_GPUS, MAX_SIMULATED
+
+    text = " ".join(cli("plan", "--help").stdout.replace("│", " ").split())
+    for figure in (f"at most {MAX_GPUS}", f"{MAX_CANDIDATES:,}", f"{MAX_SIMULATED:,}", "--timings"):
+        assert figure in text, figure
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--max-gpus", "1m"], ["--max-gpus", "1,048,576", "1,024 or fewer"]),
+    (["--max-gpus", "1025"], ["--max-gpus", "1,024 or fewer"]),
+    (["--max-gpus", "128", "--disaggregated"], ["--max-gpus", "candidates", "--disaggregated"]),
+    (["--max-gpus", "1024", "--gpu", "h100-sxm", "--gpu", "h200", "--gpu", "b200", "--gpu", "mi300x", "--gpu",
+      "a100-80gb", "--gpu", "l40s", "--gpu", "h20"], ["--max-gpus", "candidates", "fewer --gpu"]),
+    (["--requests", "1m"], ["--requests", "100,000", "--top"]),
+    (["--top", "1k"], ["--requests", "--top"]),
+])
+def test_a_search_past_the_bounds_is_refused(cli, args, needles):
+    one_line_error(cli(*PLAN, *args), *needles)
+
+
+def test_the_largest_search_allowed_runs_in_bounded_memory(tmp_path):
+    """--max-gpus at its cap (1024) is searched, the closed-form pass as counted beforehand, in well under a
+    gigabyte (the peak resident memory of the command's own process)."""
+    import subprocess
+    import sys
+
+    from llmcalc.views.plan import MAX_GPUS
+
+    code = ("import json, resource, subprocess, sys\n"
+            f"r = subprocess.run([sys.executable, '-m', 'llmcalc', *{PLAN!r}, '--max-gpus', '{MAX_GPUS}', '--top', '1',"
+            " '--requests', '50', '-f', 'json'], capture_output=True, text=True)\n"
+            "assert r.returncode == 0, r.stderr\n"
+            "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+            "print(json.dumps([json.loads(r.stdout)['searched'], peak]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    searched, peak_kib = json.loads(out.stdout)
+    assert searched > 10_000 and peak_kib < 512 * 1024, (searched, peak_kib)
+
+
+@pytest.mark.parametrize("disaggregated", [False, True])
+def test_the_count_before_the_search_bounds_what_it_evaluates(disaggregated):
+    from llmcalc.views.plan import search_size
+
+    spec = load_preset("llama3-8b")
+    grids = {g.name: list(layouts(spec, g, 12)) for g in GPUS}
+    r = run(max_gpus=12, disaggregated=disaggregated, top=1, requests=50)
+    size = search_size(grids, GPUS, 12, disaggregated)
+    assert r.searched == size if not disaggregated else 0 < r.searched <= size
+
+
+def test_progress_is_told_of_every_step():
+    seen = []
+    r = run(max_gpus=4, top=1, requests=50, progress=lambda what, done, total: seen.append((what, done, total)))
+    closed = [(d, t) for w, d, t in seen if w == "closed form"]
+    assert closed[-1] == (r.searched, r.searched) and [d for d, _ in closed] == sorted(d for d, _ in closed)
+    assert sum(w == "simulating finalists" for w, _, _ in seen) == r.simulated
+
+
+def test_progress_shows_on_a_terminal_only(tmp_path):
+    """A transient bar on stderr when it is a terminal (a pseudo-terminal here); nothing on stderr in a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "llmcalc", *PLAN, "--max-gpus", "4", "--top", "1", "--requests", "50", "-f", "json"]
+    piped = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0 and piped.stderr == ""
+    main, side = pty.openpty()
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=side, env=os.environ | {"COLUMNS": "100"})
+    os.close(side)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = p.communicate(timeout=300)
+    os.close(main)
+    assert p.returncode == 0 and json.loads(out)["candidates"] is not None
+    assert b"searching" in shown or b"closed form" in shown, shown[:200]
+
+
+# ---- the same bytes on every run; wall-clock timings only when asked for ----
+
+def test_json_is_byte_reproducible_and_timings_are_opt_in(cli):
+    args = [*PLAN, "--max-gpus", "4", "--top", "2", "--requests", "100", "-f", "json"]
+    first, second = cli(*args), cli(*args)
+    assert first.returncode == 0 and first.stdout == second.stdout
+    assert "search_s" not in json.loads(first.stdout)
+    timed = cli(*args, "--timings")
+    assert timed.returncode == 0
+    data = json.loads(timed.stdout)
+    assert data.pop("search_s") >= 0 and data == json.loads(first.stdout)
+
+
+@pytest.mark.parametrize("option, value", [("--slo-tpot", "nan"), ("--slo-ttft", "inf"), ("--slo-tpot", "0"),
+                                           ("--slo-ttft", "-1")])
+def test_a_target_that_is_not_a_finite_positive_time_is_refused(cli, option, value):
+    one_line_error(cli("plan", "-p", "llama3-8b", "--rate", "5", "--max-gpus", "2", f"{option}={value}", "-f", "json"),
+                   option, "finite positive")

@@ -37,7 +37,8 @@ def load_commands(args: list[str]):
 
 def main() -> None:
     """Entry point of the `llmcalc` process; it ends in sys.exit. Exit codes: 0 ok, 1 a check failed (validate,
-    explain), 2 bad input. User errors are one line on stderr.
+    explain), 2 bad input, or a file or stdout that cannot be written (> /dev/full). User errors are one line
+    on stderr.
 
     The cyclic garbage collector is off while the command runs, and what the run built is frozen before
     the exit: a run leaves next to no cyclic garbage (the largest sweep peaks at the same memory), while
@@ -57,9 +58,12 @@ def _run() -> None:
     try:
         app = load_commands(sys.argv[1:])
         code = app(standalone_mode=False)
+        sys.stdout.flush()  # a full disk (> /dev/full) fails here, not in the interpreter's exit
     except UserError as e:
         sys.stderr.write(f"error: {one_line(e.worded(_flags(app, sys.argv[1:])))}\n")
         sys.exit(2)
+    except OSError as e:
+        _io_failed(e)
     except Exception as e:  # typer/click usage errors carry exit_code and format_message()
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             if message := e.format_message():  # empty after no-args help was shown
@@ -67,6 +71,25 @@ def _run() -> None:
             sys.exit(e.exit_code)
         raise
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _io_failed(e: OSError) -> None:
+    """Exit on a failed read or write (the disk full, the reader of a pipe gone): one line on stderr and exit
+    2, or, for a closed pipe (| head), nothing and exit 1 as click does; stdout is pointed at /dev/null so the
+    interpreter's exit does not fail flushing what is left."""
+    import errno
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout closed or not a file
+        pass
+    if e.errno == errno.EPIPE:
+        sys.exit(1)
+    where = f"{e.filename}: " if e.filename else "writing the output: "
+    sys.stderr.write(f"error: {one_line(where + (e.strerror or str(e)))}; free space or write somewhere that can "
+                     "be written\n")
+    sys.exit(2)
 
 
 def _flags(app, args: list[str]):

@@ -44,17 +44,11 @@ def calibrate(
 ) -> None:
     """Measure this GPU into a time-model profile, or the reference model's kernels into an engine profile
     (needs PyTorch; --from-raw refits earlier timings without it)."""
-    import json
-
-    from llmcalc.cli.files import write_atomic
+    from llmcalc.cli.files import check_outputs, write_atomic
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
+    from llmcalc.render.formats import strict_json
 
-    for name, path in (("out", out), ("raw", raw)):
-        if path is not None and path.exists() and not force:
-            raise UserError(f"`{name}` {path}: the file exists and is left as it is; give another path, or "
-                            "`force` to overwrite it")
-        if path is not None and not path.parent.is_dir():
-            raise UserError(f"`{name}` {path}: no folder {path.parent}; create it or give another path")
+    check_outputs(force, out=out, raw=raw)
     if from_raw is not None:
         if raw is not None:
             raise UserError("`raw`: with `from_raw` nothing is measured; drop `raw`")
@@ -80,7 +74,7 @@ def calibrate(
 
     def checkpoint(data: dict) -> None:  # the raw timings so far, so a failure later keeps them
         if raw is not None:
-            write_atomic(raw, json.dumps(data, indent=1, allow_nan=False) + "\n")
+            write_atomic(raw, strict_json(data, indent=1, ascii=True))
 
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("calibrating", total=runs.steps)
@@ -88,7 +82,7 @@ def calibrate(
                                   checkpoint)
     if raw is not None:
         raw_data["fit"] = tm.model_dump()
-        write_atomic(raw, json.dumps(raw_data, indent=1, allow_nan=False) + "\n")
+        write_atomic(raw, strict_json(raw_data, indent=1, ascii=True))
         sys.stderr.write(f"wrote the raw timings to {raw}\n")
     text = refit(raw_data, device_gpu, engine, f"--device {device}")
     _emit(text, out, write_atomic)

@@ -1,20 +1,70 @@
-"""Files the CLI writes: whole or not at all."""
+"""Files the CLI writes: each target checked before any work (check_outputs), then written whole or not at all
+(written, write_atomic). Every command with a file output (calibrate --out/--raw, sweep and serve --plot) goes
+through here."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from llmcalc.errors import UserError
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder, renamed over it once complete: a reader
-    (or a crash) never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+
+def check_outputs(force: bool, **targets: Path | None) -> None:
+    """Before any work: each target given (field name ↦ path; None: not given) can be written as asked, else a
+    UserError naming its field. Refused: a folder, a missing folder, an existing file without `force`, something
+    that is not a regular file (a device such as /dev/full, a pipe) even with `force`, a folder this process
+    cannot create a file in (a temporary file is made there and removed), and two targets that are one file."""
+    seen: dict[str, str] = {}
+    for name, path in targets.items():
+        if path is None:
+            continue
+        where = f"`{name}` {path}"
+        if path.is_dir():
+            raise UserError(f"{where}: a folder; name a file in it")
+        if not path.parent.is_dir():
+            raise UserError(f"{where}: folder {path.parent} does not exist; create it or give another path")
+        if path.exists() or path.is_symlink():
+            if not path.is_file():
+                raise UserError(f"{where}: not a regular file (a device, a pipe or a broken link); give a file path")
+            if not force:
+                raise UserError(f"{where}: the file exists and is left as it is; give another path, or `force` to "
+                                "overwrite it")
+        try:
+            fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        except OSError as e:
+            raise UserError(f"{where}: cannot create a file in {path.parent} ({e.strerror}); give a path in a "
+                            "folder you can write") from None
+        os.close(fd)
+        os.unlink(probe)
+        real = os.path.realpath(path)
+        if real in seen:
+            raise UserError(f"`{seen[real]}` and `{name}`: both name {real}; give two different files")
+        seen[real] = name
+
+
+@contextmanager
+def written(path: Path) -> Iterator[Path]:
+    """A temporary path in `path`'s folder, with its suffix (a plot's format follows it), renamed to `path`
+    once the block completes; removed if the block fails: a reader (or a crash) never sees half a file. The
+    file gets the permissions a plain open() would give it (the umask's), not mkstemp's owner-only ones."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through `written`."""
+    with written(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")

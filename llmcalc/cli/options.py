@@ -41,7 +41,7 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
 
 
 @contextmanager
-def progress_bar(description: str, total: int) -> Iterator[Callable[..., None]]:
+def progress_bar(description: str, total: int | None) -> Iterator[Callable[..., None]]:
     """A transient rich progress bar on stderr, drawn from the start on a terminal and never otherwise (a pipe, a
     file: rich is not even imported); yields its update(advance=n, total=n)."""
     if not sys.stderr.isatty():
@@ -110,6 +110,7 @@ def image_fields(images: int, size: str | None) -> dict:
     return {"images": images, "image_size": (int(parts[0]), int(parts[1]))}
 
 
+PlotForceOpt = Annotated[bool, _opt("--force", help="Overwrite the --plot file when it exists.", panel=OUTPUT)]
 KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
 WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     GPUS,
+    OUTPUT,
     SERVING,
     ConfigOpt,
     FormatOpt,
@@ -24,6 +25,7 @@ from llmcalc.cli.options import (
     emit,
     load_gpu_named,
     load_model,
+    progress_bar,
 )
 from llmcalc.errors import UserError
 
@@ -35,7 +37,10 @@ def plan(
     hf_config: HFOpt = None,
     gpu: Annotated[Optional[list[str]], _opt(
         "--gpu", help="GPU preset or YAML file to consider; repeat for several.", panel=GPUS, metavar="NAME")] = None,
-    max_gpus: Annotated[int, _count_opt("--max-gpus", help="Most GPUs a deployment may use.", panel=GPUS)] = 8,
+    max_gpus: Annotated[int, _count_opt(
+        "--max-gpus", help="Most GPUs a deployment may use, at most 1024. The search evaluates at most 250,000 "
+        "closed-form candidates (about 7 layouts per GPU and GPU kind, × dtypes × 6 max_seqs; --disaggregated: "
+        "prefill × decode pools, ~max-gpus²) and refuses a larger one before any work.", panel=GPUS)] = 8,
     rate: RateOpt = None,
     prompt: PromptLenOpt = "1024",
     output: OutputLenOpt = "256",
@@ -48,11 +53,15 @@ def plan(
         "--disaggregated", help="Also separate prefill and decode pools, the KV cache sent over the link.",
         panel=SERVING)] = False,
     top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
-    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs, at most 100,000.",
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs (at "
+                                        "most 100,000 over the max(3 × --top, 10) finalists).",
                                         panel=SERVING)] = 400,
     seed: Annotated[int, _opt("--seed", help="Seed of the simulated arrivals and lengths.", panel=SERVING,
                               metavar="N")] = 0,
     time_model: TimeModelOpt = None,
+    timings: Annotated[bool, _opt(
+        "--timings", help="Add the closed-form pass's wall-clock seconds (search_s) to the result; without it the "
+        "output is the same bytes on every run.", panel=OUTPUT)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -76,13 +85,16 @@ def plan(
             value = float(usd)
         except ValueError:
             value = -1.0
-        if name not in prices or not value > 0:
+        if name not in prices or not 0 < value < float("inf"):  # NaN fails too
             raise UserError(f"--price: {item!r} is not GPU=USD for a --gpu given ({', '.join(prices)}); write e.g. "
                             f"{next(iter(prices))}=2.5")
         prices[name] = value
     lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
     tms = {d.name: load_time_model(time_model, d, None) for d in devices}
-    report = search(load_model(preset, config, hf_config), devices, tms, max_gpus, rate, *lengths,
-                    *(str(x) for x in lengths), SLO(ttft_s=slo_ttft, tpot_s=slo_tpot), prices,
-                    disaggregated=disaggregated, top=top, requests=requests, seed=seed)
+    args = (load_model(preset, config, hf_config), devices, tms, max_gpus, rate, *lengths,
+            *(str(x) for x in lengths), SLO(ttft_s=slo_ttft, tpot_s=slo_tpot), prices)
+    options = dict(disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings)
+    with progress_bar("searching", None) as update:  # seconds of search: a bar on a terminal only
+        report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,
+                                                                                     total=total))
     emit(report, format, units, of=plan)

@@ -17,11 +17,10 @@ def schema(
                                                      show_default=False, metavar="[COMMAND]")] = None,
 ) -> None:
     """The JSON Schema of each command's --format json output (Pydantic models, see docs/schemas.md)."""
-    import json
-
+    from llmcalc.render.formats import strict_json
     from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
 
     if command is not None and command not in COMMAND_REPORTS:
         raise UserError(f"schema: unknown command {command!r}; give one of {', '.join(COMMAND_REPORTS)}")
     out = command_schema(command) if command else {c: command_schema(c) for c in COMMAND_REPORTS}
-    sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    sys.stdout.write(strict_json(out, ascii=True))

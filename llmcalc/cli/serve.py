@@ -21,6 +21,7 @@ from llmcalc.cli.options import (
     HFOpt,
     KVDtypeOpt,
     OutputLenOpt,
+    PlotForceOpt,
     PPOpt,
     PresetOpt,
     PromptLenOpt,
@@ -108,6 +109,7 @@ def serve(
     plot_vs: Annotated[Literal["time", "load"], _opt(
         "--plot-vs", help="time: each request's latency against its arrival; load: p50/p99 against the rate "
         "(runs 0.25× … 1.5× --rate).", panel=OUTPUT, metavar="time|load")] = "time",
+    force: PlotForceOpt = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -125,9 +127,11 @@ def serve(
     if draft is not None and mtp:
         raise UserError("--draft and --mtp are two speculative decoders; give one")
     if plot is not None:
+        from llmcalc.cli.files import check_outputs
         from llmcalc.render.plot import check_target
 
         check_target(plot)
+        check_outputs(force, plot=plot)
     engine = Engine(max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
                     gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit)
     load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
@@ -160,12 +164,14 @@ def serve(
                     load_label=label)
         report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: update(advance=n), **args)
     if plot is not None:
+        from llmcalc.cli.files import written
         from llmcalc.render.plot import plot_serve_load, plot_serve_time
 
-        if plot_vs == "time":
-            plot_serve_time(report, plot)
-        else:
-            curve = load_curve(spec, device, w, tm, requests, *lengths, load, **args)
-            plot_serve_load(curve, plot)
+        curve = load_curve(spec, device, w, tm, requests, *lengths, load, **args) if plot_vs == "load" else None
+        with written(plot) as tmp:
+            if curve is None:
+                plot_serve_time(report, tmp)
+            else:
+                plot_serve_load(curve, tmp)
         sys.stderr.write(f"plot: wrote {plot}\n")
     emit(report, format, units, of=serve)

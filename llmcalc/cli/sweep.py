@@ -23,6 +23,7 @@ from llmcalc.cli.options import (
     HFOpt,
     KVDtypeOpt,
     OptionalGPUOpt,
+    PlotForceOpt,
     PPOpt,
     TimeModelOpt,
     TPOpt,
@@ -69,6 +70,7 @@ def sweep(
     plot: Annotated[Optional[Path], _opt("--plot", help="Also draw memory vs context and time per output token vs "
                                          "batch to FILE.png or FILE.svg (needs matplotlib).",
                                          panel=OUTPUT, metavar="FILE")] = None,
+    force: PlotForceOpt = False,
     bars: Annotated[bool, _opt("--bars", help="Table view: a bar of memory per point.", panel=OUTPUT)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
@@ -105,8 +107,12 @@ def sweep(
     check_rows(len(specs), len(batches) * len(seqs))
     device = load_gpu_named(gpu)
     tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
+    from llmcalc.cli.files import check_outputs, written
+
+    check_outputs(force, plot=plot)  # after the inputs' errors, before the work
     report = run(specs, device, batches, seqs, w, tm)
     if plot is not None:
-        plot_sweep(report, plot, units)
+        with written(plot) as tmp:
+            plot_sweep(report, tmp, units)
         sys.stderr.write(f"plot: wrote {plot}\n")
     emit(report, format, units, bars=bars, of=sweep)

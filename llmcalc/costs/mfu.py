@@ -19,6 +19,8 @@ from llmcalc.workload import Workload, require_sizes
 
 FORMULA = ("MFU = tokens/s · model FLOPs per token / (gpus · peak); HFU = tokens/s · hardware FLOPs per token / "
            "(gpus · peak); per token = flops' train_flops (model) or train_hardware_flops (hardware) / (B·S)")
+PEAK_FLOPS = (1e9, 1e18)
+"""Sane dense peaks of one accelerator, FLOP/s: 1 GFLOP/s (a small CPU core) to 1 EFLOP/s (1,000 × an H100)."""
 
 
 def _positive(name: str, value: float | None) -> None:
@@ -35,14 +37,22 @@ def utilisation(spec: ModelSpec, w: Workload, *, gpus: int, peak_flops: float, t
                         "step of batch · seq tokens), one of the two")
     _positive("tokens_per_s", tokens_per_s)
     _positive("step_time", step_s)
-    if not (math.isfinite(peak_flops) and peak_flops > 0):
-        raise UserError(f"`peak_tflops`: {peak_flops / 1e12} TFLOP/s is not a positive peak; give one such as 989")
+    if not PEAK_FLOPS[0] <= peak_flops <= PEAK_FLOPS[1]:  # NaN fails too
+        raise UserError(f"`peak_tflops`: {peak_flops / 1e12:g} TFLOP/s is not an accelerator's peak (between "
+                        f"{PEAK_FLOPS[0] / 1e12:g} and {PEAK_FLOPS[1] / 1e12:g}); give one such as 989")
     require_sizes(gpus=gpus)
     tokens = w.batch * w.seq
+    given, value = ("tokens_per_s", tokens_per_s) if tokens_per_s is not None else ("step_time", step_s)
     tokens_per_s = tokens_per_s if tokens_per_s is not None else tokens / step_s
     r = flops(spec, w.model_copy(update={"gen": 1}))
     capacity = gpus * peak_flops
     per_s = tokens_per_s / tokens  # steps per second
+    if not all(math.isfinite(x) and x > 0 for x in (tokens_per_s, tokens / tokens_per_s)):  # 1e308, 5e-324
+        raise UserError(f"`{given}`: {value:g} at {tokens:,} tokens a step is a throughput beyond any float; give the "
+                        "measured figure")
+    if not math.isfinite(per_s * r.train_hardware_flops / capacity):  # the peak is sane: the throughput is not
+        raise UserError(f"`{given}`: {value:g} on {gpus:,} × {peak_flops:g} FLOP/s puts MFU beyond any float; give "
+                        "the measured figure")
     return MfuReport(
         model=spec.name, batch=w.batch, seq=w.seq, gpus=gpus, gpu=gpu, compute_dtype=w.compute_dtype,
         peak_flops_per_gpu=peak_flops, tokens_per_s=tokens_per_s, step_s=tokens / tokens_per_s,

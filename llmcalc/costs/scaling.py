@@ -146,6 +146,10 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     for law in (LAWS.values() if method == "all" else [LAWS[method]]):
         n, d, c = optimum(law, given, value)
         hours = c / (peak * mfu) / 3600 if peak else None
+        if hours is not None and not math.isfinite(hours * (price or 1)):  # a tiny mfu, a huge price
+            name, x = ("price", price) if math.isfinite(hours) else ("mfu", mfu)
+            raise UserError(f"`{name}`: {x:g} puts the training time or cost of {c:.3g} FLOPs beyond any float; give "
+                            f"a realistic {'USD per GPU-hour' if name == 'price' else 'share such as 0.4'}")
         rows.append(ScaleRow(
             method=law.name, params=round(n), tokens=round(d), flops=round(c), tokens_per_param=d / n,
             exponent=law.exponent, loss=loss(n, d), gpu_hours=hours,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import sys
 from collections.abc import Sequence
 
 from pydantic import BaseModel
+
+from llmcalc.errors import UserError
 
 ROW_CONTEXT = ("model", "batch", "seq", "gen", "gpu", "kv_dtype", "mode", "device", "reference", "preset")
 """A report's scalar fields that lead each of its CSV rows."""
@@ -18,13 +21,35 @@ def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
     YAML that `--config` loads: its spec, the derived figures as comments above it."""
     data = [r.model_dump(mode="json") for r in report] if isinstance(report, list) else report.model_dump(mode="json")
     if fmt == "json":
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    elif type(report).__name__ == "PresetReport":
+        sys.stdout.write(strict_json(data))
+        return
+    require_finite(data)
+    if type(report).__name__ == "PresetReport":
         sys.stdout.write(spec_document(report))
     else:
         import yaml
 
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
+
+
+def strict_json(data, indent: int = 2, ascii: bool = False) -> str:
+    """`data` as JSON that RFC 8259 allows, one line per field (`indent`; Unicode as is unless `ascii`), with a
+    final newline: a NaN or an infinity is refused (require_finite names its field), never written as the
+    non-standard NaN / Infinity. Every JSON the CLI writes goes through here."""
+    require_finite(data)
+    return json.dumps(data, indent=indent, ensure_ascii=ascii, allow_nan=False) + "\n"
+
+
+def require_finite(data, where: str = "") -> None:
+    """Every float in `data` (a report dumped to JSON types) finite, else a UserError naming the first one that
+    is not: the last line of defence behind the inputs' own checks, for JSON, YAML and CSV alike."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise UserError(f"the result {where or 'value'} is {data}, not a number JSON allows (an input that is not "
+                        "finite, or so far outside any real range that it overflowed); give finite inputs of a "
+                        "realistic size")
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        require_finite(value, f"{where}.{key}" if where else str(key))
 
 
 def spec_document(r) -> str:
@@ -72,6 +97,7 @@ def _flat(row: dict) -> dict:
 def write_csv(report: BaseModel | Sequence[BaseModel]) -> None:
     """RFC 4180 CSV with a header of every column seen, in first-seen order."""
     rows = csv_rows(report)
+    require_finite(rows)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     w = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
     w.writeheader()

@@ -17,13 +17,10 @@ STYLES = ("-", "--", ":", "-.")
 
 
 def check_target(path: Path) -> None:
-    """Before any work: a .png or .svg in a folder that exists, and matplotlib importable."""
+    """Before any work: a .png or .svg, and matplotlib importable (where the file may go: the CLI's
+    check_outputs)."""
     if path.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"`plot`: {path} is neither .png nor .svg; name a FILE.png or FILE.svg")
-    if path.is_dir():
-        raise UserError(f"`plot`: {path} is a folder; name a FILE.png or FILE.svg")
-    if not path.parent.is_dir():
-        raise UserError(f"`plot`: folder {path.parent} does not exist; create it or name a file in an existing one")
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -39,9 +39,12 @@ def _field_docstrings(schema: dict, cls: type[BaseModel]) -> None:
 
 
 class Report(BaseModel):
-    """Base of every report: frozen; a field's docstring becomes its description in the JSON Schema."""
+    """Base of every report: frozen; a field's docstring becomes its description in the JSON Schema. A NaN or
+    an infinity stays a float when dumped (ser_json_inf_nan), not a silent null, so the renderers refuse it
+    (llmcalc/render/formats.py: require_finite)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, json_schema_extra=_field_docstrings)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, json_schema_extra=_field_docstrings,
+                              ser_json_inf_nan="constants")
 
 
 class Placement(Report):

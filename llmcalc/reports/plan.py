@@ -1,5 +1,7 @@
 """Typed results: deployments of a model ranked under a load and latency targets (`llmcalc plan`)."""
 
+from pydantic import model_serializer
+
 from llmcalc.reports.base import Report
 
 
@@ -60,8 +62,16 @@ class PlanReport(Report):
     feasible: int
     """Candidates whose engines keep up with the load and whose estimates meet the targets."""
     simulated: int
-    search_s: float
-    """Seconds the closed-form pass took."""
+    search_s: float | None = None
+    """Seconds the closed-form pass took: wall-clock, so present only when asked for (`llmcalc plan --timings`);
+    without it the output is the same bytes on every run."""
     candidates: list[PlanCandidate]
     formula: str
     notes: list[str]
+
+    @model_serializer(mode="wrap")
+    def _timings_only_when_asked(self, handler):
+        data = handler(self)
+        if self.search_s is None:
+            data.pop("search_s", None)
+        return data

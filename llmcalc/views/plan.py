@@ -21,12 +21,17 @@ PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each
    TPOT = t_decode(b).
 2. The simulator (llmcalc/views/serve.py) runs the cheapest feasible candidates (cost per million output tokens,
    then GPUs) and keeps those whose p99 TTFT and p99 TPOT meet the targets.
+
+Bounds: max_gpus at most MAX_GPUS; the closed-form candidates, counted before any is evaluated (with
+`disaggregated` as if every prefill pool kept up), at most MAX_CANDIDATES; at most max(3 · top, 10) simulations
+of `requests` requests each.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llmcalc.costs.capacity import activation_workspace, require_weights_fit, usable_bytes
@@ -42,6 +47,13 @@ from llmcalc.reports.plan import PlanCandidate, PlanReport, PrefillPool
 from llmcalc.views.serve import SLO, Engine, Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
+MAX_GPUS = 1024
+"""Most GPUs a searched deployment may use: the layouts grow linearly with it (about 7 per GPU and GPU kind)."""
+MAX_CANDIDATES = 250_000
+"""Most closed-form candidates one search evaluates (up to ~30 s and ~0.5 GB on a loaded 2-core machine); with
+`disaggregated` they grow as max_gpus², so 64 GPUs of three kinds is about the most that fits."""
+MAX_SIMULATED = 100_000
+"""Most requests the finalists' simulations run in all: max(3 · top, 10) finalists at most, `requests` each."""
 MAX_SEQS = (16, 32, 64, 128, 256, 512)
 PIPELINES = (1, 2, 4, 8)
 NODE = 8
@@ -136,14 +148,49 @@ class _Engines:
         return self.cache[key]
 
 
+def search_size(grids: dict[str, list[Layout]], gpus: list[GPU], max_gpus: int, disaggregated: bool) -> int:
+    """Closed-form candidates the search of `grids` (each GPU's layouts of at most max_gpus) evaluates: exact
+    without `disaggregated`; with it, as if every prefill pool kept up (an upper bound). Counted, not built."""
+    total = 0
+    for gpu in gpus:
+        grid = grids[gpu.name]
+        n = len(grid)
+        if disaggregated:
+            decode = sorted(L.gpus for L in grid if L.pp == 1 and L.gpus < max_gpus)
+            n += sum(bisect_right(decode, max_gpus - Lp.gpus) for Lp in _pools(grid, max_gpus))
+        total += n * len(weight_dtypes(gpu)) * len(MAX_SEQS)
+    return total
+
+
+def check_bounds(max_gpus: int, top: int, requests: int) -> None:
+    """The bounds of the module docstring that the arguments alone decide, checked before any work."""
+    if max_gpus > MAX_GPUS:
+        raise UserError(f"`max_gpus`: {max_gpus:,} is more than the {MAX_GPUS:,} GPUs a deployment may use here; "
+                        f"give {MAX_GPUS:,} or fewer")
+    if max(3 * top, 10) * requests > MAX_SIMULATED:
+        raise UserError(f"`requests`: {requests:,} requests for each of up to {max(3 * top, 10)} finalists is more "
+                        f"than {MAX_SIMULATED:,} simulated requests; give fewer `requests` or a smaller `top`")
+
+
 def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: int, rate: float, prompt: Lengths,
          output: Lengths, prompt_text: str, output_text: str, slo: SLO, prices: dict[str, float | None],
-         disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0) -> PlanReport:
-    """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s."""
+         disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0, timings: bool = False,
+         progress: Callable[[str, int, int], None] | None = None) -> PlanReport:
+    """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s.
+    `timings`: report the closed-form pass's seconds (search_s). `progress(what, done, total)` is told of each
+    layout evaluated and each simulation."""
     spec.stack.check_decoding("model")
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
     check_requests(requests)
+    check_bounds(max_gpus, top, requests)
+    grids = {g.name: list(layouts(spec, g, max_gpus)) for g in gpus}
+    total = search_size(grids, gpus, max_gpus, disaggregated)
+    if total > MAX_CANDIDATES:
+        raise UserError(f"`max_gpus`: {max_gpus:,} GPUs of {len(gpus)} kind(s){' disaggregated' * disaggregated} "
+                        f"make {total:,} candidates, more than the {MAX_CANDIDATES:,} a search evaluates; give a "
+                        f"smaller `max_gpus`, fewer `gpu`{' or leave out `disaggregated`' * disaggregated}")
+    tell = progress or (lambda what, done, total: None)
     in_len, out_len = round(prompt.mean), round(output.mean)
     engine = Engine()
     engines = _Engines(spec, tms, engine.gpu_memory_utilization, engine.max_batched_tokens)
@@ -154,8 +201,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     for gpu in gpus:
         price = prices.get(gpu.name)
         for dtype in weight_dtypes(gpu):
-            for L in layouts(spec, gpu, max_gpus):
+            for L in grids[gpu.name]:
                 searched += len(MAX_SEQS)
+                tell("closed form", searched, total)
                 got = engines.get(gpu, L, dtype)
                 if got is None:
                     continue
@@ -172,9 +220,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                         continue
                     rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo))
         if disaggregated:
-            found, tried = _disaggregated(spec, gpu, engines, max_gpus, rate, in_len, out_len, price, slo)
+            found, searched = _disaggregated(spec, gpu, grids[gpu.name], engines, max_gpus, rate, in_len, out_len,
+                                             price, slo, searched, lambda done: tell("closed form", done, total))
             rows += found
-            searched += tried
     search_s = time.perf_counter() - t0
     feasible = [c for c in rows if c.meets_slo]
     feasible.sort(key=_rank)
@@ -187,6 +235,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
         if len(finalists) >= top or simulated >= max(3 * top, 10):
             break
         simulated += 1
+        tell("simulating finalists", simulated, max(3 * top, 10))
         checked = _simulate(spec, c, {g.name: g for g in gpus}[c.gpu], tms[c.gpu], engines, rate, prompt, output,
                             prompt_text, output_text, slo, requests, seed)
         if checked.meets_slo:
@@ -205,8 +254,8 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
         notes.append("no deployment met the targets: raise max_gpus, relax the targets or lower the rate")
     return PlanReport(model=spec.name, gpus=[g.name for g in gpus], max_gpus=max_gpus, rate=rate, prompt=prompt_text,
                       output=output_text, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s, searched=searched,
-                      feasible=len(feasible), simulated=simulated, search_s=search_s, candidates=finalists,
-                      formula=FORMULA, notes=notes)
+                      feasible=len(feasible), simulated=simulated, search_s=search_s if timings else None,
+                      candidates=finalists, formula=FORMULA, notes=notes)
 
 
 def _rank(c: PlanCandidate) -> tuple:
@@ -239,16 +288,21 @@ def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool
         ttft_p99_s=ttft, tpot_p99_s=est.tpot, utilization=est.rho)
 
 
-def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, rate: float, in_len: int,
-                   out_len: int, price: float | None, slo: SLO) -> tuple[list[PlanCandidate], int]:
-    """Prefill pools (tp_p · dp_p GPUs, pp 1) beside decode pools (pp 1), within max_gpus together: the candidates
-    that keep up, and how many were tried."""
-    out, tried = [], 0
+def _pools(grid: list[Layout], max_gpus: int) -> list[Layout]:
+    """The prefill pools of a disaggregated search: pp 1, experts within tp, leaving a GPU for decode."""
+    return [L for L in grid if L.pp == 1 and L.ep <= L.tp and L.gpus < max_gpus]
+
+
+def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engines, max_gpus: int, rate: float,
+                   in_len: int, out_len: int, price: float | None, slo: SLO, tried: int,
+                   tell: Callable[[int], None]) -> tuple[list[PlanCandidate], int]:
+    """Prefill pools (tp_p · dp_p GPUs, pp 1) beside decode pools (pp 1), within max_gpus together, from `grid`
+    (the layouts of at most max_gpus: those of fewer GPUs are its layouts that use no more): the candidates that
+    keep up, and `tried` plus how many were tried."""
+    out, decodes = [], [L for L in grid if L.pp == 1]
     for dtype in weight_dtypes(gpu):
         pools = []
-        for L in layouts(spec, gpu, max_gpus - 1):
-            if L.pp > 1 or L.ep > L.tp:
-                continue
+        for L in _pools(grid, max_gpus):
             got = engines.get(gpu, L, dtype)
             est = got and steady(got[0], in_len, out_len, rate / L.dp, "prefill")
             if est:
@@ -257,10 +311,11 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, engines: _Engines, max_gpus: int, 
             link = gpu.link(max_gpus)
             transfer = kv_bytes(spec, 1, in_len, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
             pool = PrefillPool(gpus=Lp.gpus, tp=Lp.tp, dp=Lp.dp, kv_transfer_s=transfer)
-            for L in layouts(spec, gpu, max_gpus - Lp.gpus):
-                if L.pp > 1:
+            for L in decodes:
+                if L.gpus > max_gpus - Lp.gpus:
                     continue
                 tried += len(MAX_SEQS)
+                tell(tried)
                 got = engines.get(gpu, L, dtype)
                 if got is None:
                     continue
