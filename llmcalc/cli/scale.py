@@ -46,8 +46,8 @@ def scale(
     gpus: Annotated[Optional[int], _opt("--gpus", help="GPUs training together: days = GPU-hours / gpus / 24 "
                                         "(default 1).", panel=GPUS, metavar="N")] = None,
     mfu: Annotated[Optional[float], _opt(
-        "--mfu", help="Model FLOPs utilisation, in (0, 1] (default: the GPU's calibrated dense-matmul efficiency, "
-        "else the roofline's).", panel=GPUS, metavar="SHARE")] = None,
+        "--mfu", help="Model FLOPs utilisation, in (0, 1] (default 0.40: what large published pre-training runs "
+        "reach; a matmul's own efficiency is no whole run's).", panel=GPUS, metavar="SHARE")] = None,
     price: Annotated[Optional[float], _opt(
         "--price", help="USD per GPU-hour for the cost (default: the GPU preset's on-demand price).", panel=GPUS,
         metavar="USD")] = None,
@@ -63,10 +63,4 @@ def scale(
     if len(given) != 1:
         raise UserError("give exactly one of --flops C, --params N or --tokens D")
     (what, value), = given.items()
-    device = load_gpu_named(gpu)
-    tm = None
-    if device is not None and mfu is None:
-        from llmcalc.inputs.time_models import load_time_model
-
-        tm = load_time_model(None, device)
-    emit(compute(what, value, method, device, tm, gpus, mfu, price, compute_dtype), format, of=scale)
+    emit(compute(what, value, method, load_gpu_named(gpu), gpus, mfu, price, compute_dtype), format, of=scale)

@@ -28,7 +28,6 @@ from typing import Literal
 
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
-from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.scaling import ScaleReport, ScaleRow
 
 TRAIN_FLOPS = 6
@@ -111,13 +110,22 @@ def optimum(law: ScalingLaw, given: Given, value: float) -> tuple[float, float, 
     return c / (TRAIN_FLOPS * value), value, c
 
 
-def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = None, tm: TimeModel | None = None,
+PUBLISHED_MFU = 0.40
+"""The MFU a time assumes where none is given: what large pre-training runs publish, not a matmul's best. Llama 3
+405B on 8,192–16,384 H100s: 38–43% in bf16 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4); PaLM 540B
+on 6,144 TPU v4: 46.2% (Chowdhery et al. 2022, Table 3); MegaScale's 175B on 12,288 GPUs: 55.2% (Jiang et al.
+2024, Table 2)."""
+PUBLISHED_MFU_SOURCE = ("a published large run's MFU, 40% (Llama 3 405B on 16k H100s: 38–43%, Dubey et al. 2024, "
+                        "Table 4; PaLM 540B: 46.2%)")
+
+
+def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = None,
           gpus: int | None = None, mfu: float | None = None, price: float | None = None,
           compute_dtype: str = "bf16") -> ScaleReport:
     """The compute-optimal (N, D, C) under each law `method` names (all: every law) from `value` of `given`;
     with a `gpu`, the GPU-hours C / (peak · mfu) / 3600, the days on `gpus` GPUs (None: 1) and the cost at
-    `price` USD per GPU-hour (None: the GPU's price_per_hour). mfu None: the dense-matmul efficiency of `tm` (a
-    calibration profile or the roofline)."""
+    `price` USD per GPU-hour (None: the GPU's price_per_hour). mfu None: PUBLISHED_MFU, what large runs reach (a
+    large matmul's efficiency, 80–94%, is no whole run's)."""
     if not (math.isfinite(value) and value >= 1):
         raise UserError(f"`{given}`: {value:g} is not a positive count; give a number such as 1e21 or 70B")
     if method not in METHODS:
@@ -134,13 +142,7 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     peak = source = None
     if gpu is not None:
         peak = gpu.peak(compute_dtype)
-        if mfu is not None:
-            source = "given"
-        else:
-            tm = tm or TimeModel()
-            mfu = tm.matmul_efficiency(compute_dtype)
-            source = (f"the {tm.name} time model's {compute_dtype} dense-matmul efficiency"
-                      + (f" ({tm.gpu} profile)" if tm.gpu else ""))
+        mfu, source = (mfu, "given") if mfu is not None else (PUBLISHED_MFU, PUBLISHED_MFU_SOURCE)
         price = price if price is not None else gpu.price_per_hour
     rows = []
     for law in (LAWS.values() if method == "all" else [LAWS[method]]):
@@ -169,8 +171,8 @@ def _notes(gpu: GPU | None, mfu: float | None, source: str | None, price: float 
               "kaplan counts non-embedding parameters and fits runs of up to 1.5B parameters; loss is Chinchilla's "
               "approach-3 L(N, D) for every row"]
     if gpu is not None and source != "given":
-        notes.append(f"mfu {mfu:.3g} is {source}: a large matmul's share of the peak, an upper bound on a whole "
-                     "run's MFU (PaLM 540B reached 46.2%, PaLM Table 3); give `mfu` for your own")
+        notes.append(f"mfu {mfu:.0%} is {source}; runs reach 30–55% by size, sequence length and fabric: give "
+                     "`mfu` for your own")
     if gpu is not None and price is None:
         notes.append(f"{gpu.name} has no known price; give `price` USD per GPU-hour for the cost")
     return notes
