@@ -114,3 +114,16 @@ def test_training_batch_is_global_and_each_gpu_takes_its_share():
 def test_zero_without_dp_says_it_divides_nothing():
     r = memory(load_preset("gpt2"), Workload(batch=1, seq=128, train=True, zero=3))
     assert any("divides nothing" in n for n in r.notes)
+
+
+def test_a_chunked_prefill_holds_one_chunks_activations_and_the_other_is_noted(cli_json):
+    """Issue 38: jamba at 4 × 256k showed 155 GB of activations from one unchunked prefill while `fit` sizes a
+    server's 8k chunks. --prefill-chunk N holds the activations of one N-token prefill (what `memory --batch 1 --seq
+    N` holds), the KV cache and weights unchanged; each report names the other figure."""
+    whole = cli_json("memory", "-p", "jamba-v0.1", "--batch", "4", "--seq", "256k")
+    chunked = cli_json("memory", "-p", "jamba-v0.1", "--batch", "4", "--seq", "256k", "--prefill-chunk", "8k")
+    one = cli_json("memory", "-p", "jamba-v0.1", "--batch", "1", "--seq", "8k")
+    assert chunked["activation_bytes"] == one["activation_bytes"] < whole["activation_bytes"]
+    assert (chunked["weights_bytes"], chunked["kv_cache_bytes"]) == (whole["weights_bytes"], whole["kv_cache_bytes"])
+    assert any("--prefill-chunk" in n and f"{one['activation_bytes'] / 1e9:,.1f} GB" in n for n in whole["notes"])
+    assert any(f"{whole['activation_bytes'] / 1e9:,.1f} GB" in n for n in chunked["notes"])

@@ -82,6 +82,10 @@ def memory(
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
         "--grad-dtype", help="Training: gradients' type (default: the weights'; fp32: Megatron's main gradients).",
         panel=TRAINING, metavar="DTYPE")] = None,
+    prefill_chunk: Annotated[Optional[int], _count_opt(
+        "--prefill-chunk", help="Inference: size the activations of a server that prefills N tokens at a time "
+        "(vLLM's max_num_batched_tokens; fit's default 8192) instead of one prefill of the whole batch.",
+        panel=CONVENTIONS)] = None,
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
@@ -107,5 +111,10 @@ def memory(
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
                  grad_dtype=grad_dtype, micro_batch=micro_batch,
                  layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp),
-                 **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size))
-    emit(estimate(load_model(preset, config, hf_config), w), format, units, of=memory)
+                 **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size),
+                 **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
+    if prefill_chunk and train:
+        raise UserError("--prefill-chunk sizes a server's prefill; a training step keeps every layer's activations: "
+                        "drop --prefill-chunk or --train")
+    emit(estimate(load_model(preset, config, hf_config), w, chunked=prefill_chunk is not None), format, units,
+         of=memory)

@@ -32,9 +32,11 @@ from llmcalc.reports.memory import MemoryReport, MemoryRow
 from llmcalc.workload import Workload
 
 
-def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
+def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
     """Inference (weights + KV + activations of `batch` sequences of `seq` tokens, the whole model) or training
-    (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py)."""
+    (+ gradients and optimizer states; the most-loaded GPU of the layout: llmcalc/costs/train_memory.py).
+    Inference activations: one prefill of the whole batch at once, or with `chunked` one chunk of `prefill_chunk`
+    tokens, as a server prefills (and `llmcalc fit` sizes its workspace); the other is named in a note."""
     spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     batch, seq, dp = w.batch, w.seq, w.layout.dp
     spec.stack.check_sized("memory")
@@ -63,7 +65,14 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     weights, w_note = weights_bytes(spec, formats)
     kv = kv_bytes(spec, batch, seq, w.kv_dtype) + spec.stack.cross_cache_bytes(spec, batch, enc_seq,
                                                                                DTYPE_BITS[w.kv_dtype])
-    act, act_note = inference_activations(spec, batch, seq, w)
+    whole, whole_note = inference_activations(spec, batch, seq, w)
+    chunk = min(w.prefill_chunk, batch * seq)
+    part, part_note = inference_activations(spec, 1, chunk, w)
+    act, act_note = (part, f"{part_note}, one chunk of {chunk:,} tokens") if chunked else (whole, whole_note)
+    other = (f"activations of one unchunked prefill of all {batch} × {seq:,} tokens: {whole / 1e9:,.1f} GB"
+             if chunked else f"activations are one prefill of all {batch} × {seq:,} tokens at once; a server "
+             f"prefilling in chunks of {chunk:,} tokens (`prefill_chunk`, as `llmcalc fit` sizes it) needs "
+             f"{part / 1e9:,.1f} GB") if part != whole and not enc_seq else None
     if enc_seq:
         act, act_note = encoder_decoder_activations(spec, batch, enc_seq, w, act, act_note)
     tower, image_kv, kv_note = image_memory(spec, w)
@@ -78,9 +87,9 @@ def memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
         weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=0, optimizer_bytes=0,
         total_bytes=sum(r.bytes for r in rows), dominant=max(rows, key=lambda r: r.bytes).component, breakdown=rows,
-        formula=FORMULA, notes=[f"vision tower peak {tower:,} B for {batch} × {w.images} image(s) encoded together; "
-                                "activations are the larger of it and the language model's prefill peak"]
-        if w.images else [], images=w.images, vision_activation_bytes=tower, image_kv_bytes=image_kv,
+        formula=FORMULA, notes=([f"vision tower peak {tower:,} B for {batch} × {w.images} image(s) encoded together; "
+                                 "activations are the larger of it and the language model's prefill peak"]
+                                if w.images else []) + ([other] if other else []), images=w.images, vision_activation_bytes=tower, image_kv_bytes=image_kv,
     )
 
 
