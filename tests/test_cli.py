@@ -131,3 +131,21 @@ def test_help_fits_80_columns_without_type_tags():
         assert f"─ {panel} ─" in latency
     assert "--install-completion" in subprocess.run([sys.executable, "-m", "llmcalc", "--help"], capture_output=True,
                                                     text=True, env=env).stdout
+
+
+def test_the_shell_completes_preset_and_gpu_names():
+    """Issue 38: completion knew commands and options, not `--preset lla<TAB>`; every --preset and --gpu option
+    now completes the names (the zsh protocol typer speaks, in a subprocess as the shell runs it)."""
+    import os
+
+    def complete(words: str) -> str:
+        env = os.environ | {"_LLMCALC_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": words}
+        code = "import sys; sys.argv[0] = 'llmcalc'; from llmcalc.cli import main; main()"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              timeout=900).stdout
+
+    presets = complete("llmcalc kv --preset llama3")
+    assert '"llama3-8b"' in presets and '"llama3.1-70b"' in presets and "mixtral" not in presets
+    gpus = complete("llmcalc latency --gpu h1")
+    assert '"h100-sxm"' in gpus and '"h200"' not in gpus and "a100" not in gpus
+    assert '"h200"' in complete("llmcalc plan --gpu h2")

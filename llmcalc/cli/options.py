@@ -67,7 +67,28 @@ def count(text: str | int) -> int:
         raise typer.BadParameter(str(e)) from None
 
 
+def complete_presets(incomplete: str) -> list[str]:
+    """Shell completion of `--preset`: the presets whose names start with what was typed."""
+    from llmcalc.inputs.presets import preset_names
+
+    return [n for n in preset_names() if n.startswith(incomplete)]
+
+
+def complete_gpus(incomplete: str) -> list[str]:
+    """Shell completion of `--gpu`: the GPU presets whose names start with what was typed."""
+    from llmcalc.inputs.gpus import gpu_names
+
+    return [n for n in gpu_names() if n.startswith(incomplete)]
+
+
+COMPLETIONS = {"--preset": complete_presets, "--gpu": complete_gpus}
+"""Options whose values the shell completes (`llmcalc --install-completion`), wherever a command declares them."""
+
+
 def _opt(*names: str, help: str, panel: str, metavar: str = "", **kw):
+    for name in names:
+        if name in COMPLETIONS:
+            kw.setdefault("autocompletion", COMPLETIONS[name])
     return typer.Option(*names, help=help, rich_help_panel=panel, metavar=metavar, **kw)
 
 
