@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 from llmcalc.cli.app import app
@@ -76,7 +77,7 @@ def plan(
             value = float(usd)
         except ValueError:
             value = -1.0
-        if name not in prices or not value > 0:
+        if name not in prices or not (math.isfinite(value) and value > 0):
             raise UserError(f"--price: {item!r} is not GPU=USD for a --gpu given ({', '.join(prices)}); write e.g. "
                             f"{next(iter(prices))}=2.5")
         prices[name] = value
