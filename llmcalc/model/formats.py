@@ -82,6 +82,7 @@ class WeightFormat:
         """The same format with `group` weights per scale (named NAME-gGROUP), 1 to MAX_GROUP."""
         if self.scale not in ("group", "flat"):
             raise UserError(f"`weights_format`: {self.name} has no group size; drop the -g{group}")
+        self._fixed_blocks(f"-g{group}")
         base = re.sub(r"-g\d+$", "", self.name)
         if not 1 <= group <= MAX_GROUP:
             raise UserError(f"`weights_format`: {base} with {'no' if group < 1 else f'over {MAX_GROUP:,}'} weights per "
@@ -92,8 +93,15 @@ class WeightFormat:
         """The same format with one group per row (GPTQ's group_size -1), named NAME-grow."""
         if self.scale != "group":
             raise UserError(f"`weights_format`: {self.name} has no groups; drop the -grow")
+        self._fixed_blocks("-grow")
         base = re.sub(r"-g\d+$", "", self.name)
         return dataclasses.replace(self, name=f"{base}-grow", scale="row", group=None)
+
+    def _fixed_blocks(self, suffix: str) -> None:
+        """A block format (GGUF, MX, NVFP4: `pad`) stores blocks of the size its layout fixes; no other is allowed."""
+        if self.pad:
+            raise UserError(f"`weights_format`: {self.name} stores fixed blocks of {self.group} weights; drop the "
+                            f"{suffix[:12]}")
 
     def n_scales(self, d_in: int, d_out: int) -> int:
         g = self.group or 1
