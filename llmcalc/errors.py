@@ -71,8 +71,8 @@ def validation_message(exc: Any, where: str | None = None) -> str:
         return f"{lead}{_path(err, marked)}: unknown field; remove it (check the spelling)"
     err = errors[0]
     msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "value_error":  # our validators already name the field and the fix
-        return f"{lead}{msg}"
+    if err["type"] == "value_error":  # our validators already name the field and the fix (a file's: plainly)
+        return f"{lead}{plain(msg) if where else msg}"
     loc = _path(err, marked)
     extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
     fix = _FIXES.get(err["type"], "correct it")
