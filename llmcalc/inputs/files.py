@@ -118,7 +118,7 @@ def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"{where}: {at or 'value'}: {value} is not a finite number; give a plain number")
         if isinstance(value, dict):
-            stack.extend(reversed([(f"{at}.{k}" if at else str(k), v) for k, v in value.items()
+            stack.extend(reversed([(f"{at}.{str(k)[:40]}" if at else str(k)[:40], v) for k, v in value.items()
                                    if k not in unbounded]))
         elif isinstance(value, list):
             stack.extend(reversed([(f"{at}[{i}]", v) for i, v in enumerate(value)]))

@@ -14,6 +14,7 @@ from typing import Any
 from llmcalc.errors import UserError
 from llmcalc.inputs.files import check_finite, check_size
 from llmcalc.inputs.presets import spec_from_data
+from llmcalc.model.formats import MAX_GROUP
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
               num_attention_heads=32, max_position_embeddings=2048, tie_word_embeddings=False,
@@ -399,8 +400,8 @@ _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "d
 _NUMBERS = ("expand", "mamba_expand")
 """Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
 _GROUPS = ("group_size", "q_group_size")
-"""Weights per quantisation scale: a whole number > 0, or -1 for one group per row (GPTQ, AWQ; transformers'
-GPTQConfig refuses 0 and any other negative)."""
+"""Weights per quantisation scale: 1 to MAX_GROUP, or -1 for one group per row (GPTQ, AWQ; transformers' GPTQConfig
+refuses 0 and any other negative)."""
 _BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias", "use_sliding_window",
           "new_decoder_architecture", "multi_query", "parallel_attn", "bias", "alibi", "use_bias", "use_conv_bias",
           "mamba_conv_bias", "mamba_proj_bias", "mamba_rms_norm", "projectors_bias", "norm_bias", "scale_embedding",
@@ -458,7 +459,8 @@ def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None
 
 _RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (
     (_NUMBERS, "a number > 0", lambda v: type(v) in (int, float) and v > 0),
-    (_GROUPS, "a whole number > 0 or -1 (one group per row)", lambda v: type(v) is int and (v > 0 or v == -1)),
+    (_GROUPS, f"a whole number from 1 to {MAX_GROUP:,}, or -1 (one group per row)",
+     lambda v: type(v) is int and (0 < v <= MAX_GROUP or v == -1)),
     (_BOOLS, "true or false", lambda v: type(v) is bool),
     (_STRINGS, "a string", lambda v: isinstance(v, str)),
     (_OBJECTS, "a JSON object", lambda v: isinstance(v, dict)))
