@@ -5,7 +5,8 @@ replaced or added with a hostile value: NaN, ±inf or an overflowing literal (1e
 the wrong type (a bool, a string, a list or an object where a scalar belongs), an oversized string; or the file gets
 bytes that are not UTF-8. Whatever comes, the CLI answers (exit 0) with strict JSON whose every number is finite, or
 refuses (exit 2) with one line on stderr; never a traceback. The commands run in-process through llmcalc.cli.main,
-the `llmcalc` script's entry, so a traceback is an exception here. Derandomized: the same examples every run.
+the `llmcalc` script's entry, so a traceback is an exception here. Derandomized: the same examples every run, after
+the explicit ones (@example): the hostile inputs that once broke the contract.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from llmcalc.cli import main
@@ -25,7 +26,7 @@ from llmcalc.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 HF = ROOT / "tests" / "fixtures" / "hf"
 PRESETS = ROOT / "presets"
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, database=None,
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
@@ -74,15 +75,19 @@ def _at(data, place: tuple):
     return data
 
 
-def as_bytes(data: dict, kind: str, draw) -> bytes:
-    """The file's bytes (JSON or YAML); sometimes with bytes that are not UTF-8 put in."""
+CORRUPT = st.one_of(st.none(), st.none(), st.none(), st.floats(0, 1))
+"""Where in a file (a share of its length) bytes that are not UTF-8 go; None (most often): nowhere."""
+
+
+def as_bytes(data: dict, kind: str, corrupt: float | None) -> bytes:
+    """The file's bytes (JSON or YAML), with bytes that are not UTF-8 put in at `corrupt` of its length."""
     if kind == "json":
         text = json.dumps(data)  # NaN and Infinity as Python's json writes them
     else:
         text = yaml.safe_dump(data, allow_unicode=True)
     raw = text.replace(json.dumps(OVERFLOW), "1e999").replace(OVERFLOW, "1.0e999").encode()
-    if draw(st.integers(0, 9)) == 0:
-        at = draw(st.integers(0, len(raw)))
+    if corrupt is not None:
+        at = int(corrupt * len(raw))
         raw = raw[:at] + b"\xff\xfe\xc3" + raw[at:]
     return raw
 
@@ -128,11 +133,24 @@ HF_BASES["llama3-8b-bnb"] = HF_BASES["llama3-8b"] | {"quantization_config": {
     "bnb_4bit_use_double_quant": True}}
 
 
+def changed(config: dict, **fields) -> dict:
+    """`config` with `fields` replaced (a `quantization_config__modules_to_not_convert` one level down)."""
+    config = json.loads(json.dumps(config))
+    for dotted, value in fields.items():
+        *parents, leaf = dotted.split("__")
+        _at(config, tuple(parents))[leaf] = value
+    return config
+
+
 @SETTINGS
-@given(st.sampled_from(sorted(HF_BASES)).flatmap(lambda name: mutated(HF_BASES[name])), st.data())
-def test_hostile_hf_config(tmp_path_factory, config, data):
+@given(st.sampled_from(sorted(HF_BASES)).flatmap(lambda name: mutated(HF_BASES[name])), CORRUPT)
+@example(changed(HF_BASES["jamba-v0.1"], mamba_expand=OVERFLOW), None)
+@example(changed(HF_BASES["jamba-v0.1"], mamba_expand=float("nan")), None)
+@example(changed(HF_BASES["llama-3.2-11b-vision"], vision_config=[1]), None)
+@example(changed(HF_BASES["gpt-oss-20b"], quantization_config__modules_to_not_convert=5), None)
+def test_hostile_hf_config(tmp_path_factory, config, corrupt):
     path = tmp_path_factory.mktemp("hf") / "config.json"
-    path.write_bytes(as_bytes(config, "json", data.draw))
+    path.write_bytes(as_bytes(config, "json", corrupt))
     check(*run("params", "--hf-config", str(path), "--bytes", "-f", "json"))
 
 
@@ -141,10 +159,12 @@ SPEC_BASES = {name: yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
 
 
 @SETTINGS
-@given(st.sampled_from(sorted(SPEC_BASES)).flatmap(lambda name: mutated(SPEC_BASES[name])), st.data())
-def test_hostile_spec_yaml(tmp_path_factory, spec, data):
+@given(st.sampled_from(sorted(SPEC_BASES)).flatmap(lambda name: mutated(SPEC_BASES[name])), CORRUPT)
+@example(changed(SPEC_BASES["mixtral-8x7b"], ffn__capacity_factor=float("inf")), None)
+@example(changed(SPEC_BASES["llama2-7b"], norm={"\x1e": float("nan")}), None)
+def test_hostile_spec_yaml(tmp_path_factory, spec, corrupt):
     path = tmp_path_factory.mktemp("spec") / "spec.yaml"
-    path.write_bytes(as_bytes(spec, "yaml", data.draw))
+    path.write_bytes(as_bytes(spec, "yaml", corrupt))
     check(*run("memory", "--config", str(path), "--seq", "512", "-f", "json"))
 
 
@@ -152,10 +172,12 @@ GPU_BASE = yaml.safe_load((PRESETS / "gpus" / "h100-sxm.yaml").read_text()) | {"
 
 
 @SETTINGS
-@given(mutated(GPU_BASE), st.data())
-def test_hostile_gpu_yaml(tmp_path_factory, gpu, data):
+@given(mutated(GPU_BASE), CORRUPT)
+@example(changed(GPU_BASE, memory_gib=float("inf")), None)
+@example(changed(GPU_BASE, memory_bandwidth_gbs=1e300), None)
+def test_hostile_gpu_yaml(tmp_path_factory, gpu, corrupt):
     path = tmp_path_factory.mktemp("gpu") / "gpu.yaml"
-    path.write_bytes(as_bytes(gpu, "yaml", data.draw))
+    path.write_bytes(as_bytes(gpu, "yaml", corrupt))
     check(*run("latency", "-p", "llama3-8b", "--gpu", str(path), "--seq", "512", "-f", "json"))
 
 
@@ -163,10 +185,11 @@ PROFILE_BASE = yaml.safe_load((PRESETS / "calibration" / "h100-sxm.yaml").read_t
 
 
 @SETTINGS
-@given(mutated(PROFILE_BASE), st.data())
-def test_hostile_calibration_profile(tmp_path_factory, profile, data):
+@given(mutated(PROFILE_BASE), CORRUPT)
+@example(changed(PROFILE_BASE, overlap=float("nan")), None)
+def test_hostile_calibration_profile(tmp_path_factory, profile, corrupt):
     path = tmp_path_factory.mktemp("profile") / "profile.yaml"
-    path.write_bytes(as_bytes(profile, "yaml", data.draw))
+    path.write_bytes(as_bytes(profile, "yaml", corrupt))
     check(*run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(path), "--seq", "512",
                "-f", "json"))
 
@@ -183,5 +206,7 @@ ITEM = st.one_of(FORMAT, st.builds("{}={}".format, st.sampled_from(COMPONENTS), 
 @SETTINGS
 @given(st.one_of(st.lists(ITEM, min_size=1, max_size=4).map(",".join), TEXT),
        st.sampled_from(["llama3-8b", "mixtral-8x7b"]))
+@example("gptq-int4-g" + "9" * 5000, "llama3-8b")
+@example("mxfp4-grow", "mixtral-8x7b")
 def test_hostile_weights_format(text, preset):
     check(*run("memory", "-p", preset, f"--weights-format={text}", "-f", "json"))
