@@ -238,8 +238,8 @@ def weight_format(name: str) -> WeightFormat:
         base, digits = FORMATS[m.group(1)], m.group(2)
         if digits == "row":
             return base.per_row()
-        return base.with_group(int(digits) if len(digits) <= len(str(MAX_GROUP)) else MAX_GROUP + 1)  # no int() of
-        # thousands of digits (Python refuses them): a number that long is over the bound
+        # more digits than MAX_GROUP has is over the bound (and int() refuses a number of thousands of digits)
+        return base.with_group(int(digits) if len(digits) <= len(str(MAX_GROUP)) else MAX_GROUP + 1)
     names = [f.name for f in _FORMATS]
     near = [n for n in names if n.startswith(key)] or difflib.get_close_matches(key, names, n=3)
     hint = f"did you mean {' or '.join(near[:3])}? " if near else ""
