@@ -216,10 +216,15 @@ def test_gpu_model_refuses_non_finite_from_any_reader():
             validated(GPU, gpu | {field: float("inf")}, "gpu file x.yaml", "presets/gpus/h100-sxm.yaml")
 
 
-@pytest.mark.parametrize("price", ["inf", "nan", "1e999", "-inf"])
+@pytest.mark.parametrize("price", ["inf", "nan", "1e999", "-inf", "1e308"])
 def test_plan_price_must_be_finite(price):
     refused(run_cli("plan", "-p", "llama3-8b", "--rate", "1", "--slo-ttft", "2", "--price", f"h100-sxm={price}"),
             "--price")
+
+
+@pytest.mark.parametrize("price", ["inf", "nan", "1e308"])
+def test_scale_price_is_bounded(price):
+    refused(run_cli("scale", "--params", "8e9", "--gpu", "h100-sxm", "--price", price), "--price")
 
 
 def test_plan_with_a_gpu_files_price_writes_strict_json(tmp_path):
