@@ -33,6 +33,7 @@ _FIXES = {
     "bool_type": "give true or false",
     "bool_parsing": "give true or false",
     "string_type": "give a string",
+    "finite_number": "give a finite number",
     "greater_than": "give a positive number",
     "greater_than_equal": "give 0 or more",
     "less_than_equal": "give a smaller number",
@@ -47,15 +48,18 @@ _FIXES = {
 }
 
 
-def _path(err: dict) -> str:
-    return ".".join(str(p) for p in err["loc"])
+def _path(err: dict, marked: bool) -> str:
+    path = ".".join(str(p) for p in err["loc"])
+    return f"`{path}`" if marked and path else path
 
 
-def validation_message(exc: Any, where: str) -> str:
+def validation_message(exc: Any, where: str | None = None) -> str:
     """One line for a pydantic ValidationError: `where: field: problem; fix` (one error: an unknown field
-    first, with the missing field it may misspell; else the first)."""
+    first, with the missing field it may misspell; else the first). Without `where` (a model built from the
+    caller's options, not read from a file) the field is marked (FIELD), for a front end to write its flag."""
     import difflib
 
+    marked, lead = where is None, f"{where}: " if where else ""
     errors = exc.errors(include_url=False)
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
@@ -63,17 +67,17 @@ def validation_message(exc: Any, where: str) -> str:
         missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == parent]
         near = difflib.get_close_matches(str(err["loc"][-1]), missing, n=1)
         if near:
-            return f"{where}: {_path(err)}: unknown field; did you mean {near[0]}? Rename it"
-        return f"{where}: {_path(err)}: unknown field; remove it (check the spelling)"
+            return f"{lead}{_path(err, marked)}: unknown field; did you mean {near[0]}? Rename it"
+        return f"{lead}{_path(err, marked)}: unknown field; remove it (check the spelling)"
     err = errors[0]
     msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "value_error":  # our validators already name the field and the fix
-        return f"{where}: {msg}"
-    loc = _path(err)
+    if err["type"] == "value_error":  # our validators already name the field and the fix (a file's: plainly)
+        return f"{lead}{plain(msg) if where else msg}"
+    loc = _path(err, marked)
     extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
     fix = _FIXES.get(err["type"], "correct it")
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {loc or 'spec'}: {msg}{extra}; {fix}{more}"
+    return f"{lead}{loc or 'spec'}: {msg}{extra}; {fix}{more}"
 
 
 def _short(err: dict) -> bool:

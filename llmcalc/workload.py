@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.base import MAX_SIZE, Frozen
-from llmcalc.model.formats import WeightFormats
+from llmcalc.model.formats import MAX_GROUP, WeightFormats
 from llmcalc.model.lora import TARGETS
 from llmcalc.model.spec import ModelSpec
 
@@ -46,10 +46,10 @@ def require_sizes(**values: int | None) -> None:
             continue
         if v <= 0:
             raise UserError(f"`{name}`: must be > 0 (got {v}); give a positive whole number")
-        bound = MAX_GPUS if name in ("gpus", "tp", "pp", "dp", "ep", "cp", "vpp") else MAX_SIZE
+        bound, what = ((MAX_GPUS, "cluster") if name in ("gpus", "tp", "pp", "dp", "ep", "cp", "vpp") else
+                       (MAX_GROUP, "quantisation group") if name == "group_size" else (MAX_SIZE, "workload"))
         if v > bound:
-            raise UserError(f"`{name}`: {v} is more than {bound:,}, beyond any real "
-                            f"{'cluster' if bound == MAX_GPUS else 'workload'}; give a smaller number")
+            raise UserError(f"`{name}`: {v} is more than {bound:,}, beyond any real {what}; give a smaller number")
 
 
 class Layout(Frozen):
@@ -251,6 +251,10 @@ class Workload(Frozen):
         """The weight format of every component: `weights_format`, else a quantised checkpoint's formats unless
         `weights_dtype` is given, else `weights_dtype` (WeightFormats.of_dtype; bf16 by default)."""
         if self.weights_format is not None:
+            if self.weights_format.components:
+                from llmcalc.costs.weights import check_components
+
+                check_components(spec, self.weights_format)
             return self.weights_format
         if self.shipped(spec):
             return spec.checkpoint.formats

@@ -60,11 +60,16 @@ def _run() -> None:
         code = app(standalone_mode=False)
         sys.stdout.flush()  # a full disk (> /dev/full) fails here, not in the interpreter's exit
     except UserError as e:
-        sys.stderr.write(f"error: {one_line(e.worded(_flags(app, sys.argv[1:])))}\n")
-        sys.exit(2)
+        _refuse(e, app)
     except OSError as e:
         _io_failed(e)
     except Exception as e:  # typer/click usage errors carry exit_code and format_message()
+        from pydantic import ValidationError
+
+        if isinstance(e, ValidationError):  # a model built from the options (a file's is named where it is read)
+            from llmcalc.errors import validation_message
+
+            _refuse(UserError(validation_message(e)), app)
         if hasattr(e, "format_message") and hasattr(e, "exit_code"):
             if message := e.format_message():  # empty after no-args help was shown
                 sys.stderr.write(f"error: {' '.join(_usage_hint(e, message).split())} (see --help)\n")
@@ -92,6 +97,12 @@ def _io_failed(e: OSError) -> None:
     sys.exit(2)
 
 
+def _refuse(e: UserError, app) -> None:
+    """Bad input: its one line on stderr, each field it marks written as the running command's flag; exit 2."""
+    sys.stderr.write(f"error: {one_line(e.worded(_flags(app, sys.argv[1:])))}\n")
+    sys.exit(2)
+
+
 def _flags(app, args: list[str]):
     """field ↦ the running command's option for it (`kv_dtype` → --kv-dtype), None where it has none: the
     layers below the CLI name fields in the domain's words (llmcalc/errors.py)."""
@@ -102,9 +113,13 @@ def _flags(app, args: list[str]):
     return options.get
 
 
+_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+"""Every character str.splitlines breaks a line at, as its escape (\\n, \\x1e, \\u2028)."""
+
+
 def one_line(text: str) -> str:
-    """A message as one line: line breaks (a file name or a YAML key may hold one) are escaped."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    """A message as one line: line breaks (a file name or a YAML key may hold one, of any kind) are escaped."""
+    return text.translate(_BREAKS)
 
 
 def _usage_hint(e: Exception, message: str) -> str:

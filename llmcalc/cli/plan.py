@@ -67,6 +67,7 @@ def plan(
 ) -> None:
     """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
     from llmcalc.inputs.requests import parse_lengths
+    from llmcalc.model.gpu import FIGURE_MAX
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.plan import plan as search
     from llmcalc.views.serve import SLO
@@ -85,9 +86,9 @@ def plan(
             value = float(usd)
         except ValueError:
             value = -1.0
-        if name not in prices or not 0 < value < float("inf"):  # NaN fails too
-            raise UserError(f"--price: {item!r} is not GPU=USD for a --gpu given ({', '.join(prices)}); write e.g. "
-                            f"{next(iter(prices))}=2.5")
+        if name not in prices or not 0 < value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
+            raise UserError(f"--price: {item[:60]!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a --gpu given "
+                            f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
         prices[name] = value
     lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
     tms = {d.name: load_time_model(time_model, d, None) for d in devices}

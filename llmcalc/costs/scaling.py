@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from llmcalc.errors import UserError
-from llmcalc.model.gpu import GPU
+from llmcalc.model.gpu import FIGURE_MAX, GPU
 from llmcalc.reports.scaling import ScaleReport, ScaleRow
 
 TRAIN_FLOPS = 6
@@ -134,8 +134,9 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
         raise UserError(f"`gpus`: {gpus} is not a positive count; give 1 or more")
     if mfu is not None and not 0 < mfu <= 1:
         raise UserError(f"`mfu`: {mfu:g} is not in (0, 1]; give a share such as 0.4")
-    if price is not None and not (math.isfinite(price) and price > 0):
-        raise UserError(f"`price`: {price:g} is not a positive price; give USD per GPU-hour such as 2.5")
+    if price is not None and not 0 < price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
+        raise UserError(f"`price`: {price:g} is not a price in (0, {FIGURE_MAX:,.0f}]; give USD per GPU-hour such as "
+                        "2.5")
     if gpu is None and (mfu is not None or price is not None or gpus is not None):
         raise UserError("`gpu`: a time or a cost needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     gpus = gpus or 1

@@ -8,10 +8,11 @@ parameter at its width. weights = Σ_layers Σ_components stored + the embedding
 from __future__ import annotations
 
 from llmcalc.costs.kv import nbytes
-from llmcalc.costs.params import layer_parts
+from llmcalc.costs.params import layer_parts, mtp_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
-from llmcalc.model.formats import WeightFormat, WeightFormats
+from llmcalc.errors import UserError
+from llmcalc.model.formats import COMPONENTS, WeightFormat, WeightFormats, component_of
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 
 
@@ -79,3 +80,19 @@ def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
     label = formats.label
     label = label if formats.dense in label else f"{label}; other parameters {formats.dense}"
     return layers + edges + nbytes(vision, formats.dense), label + (f"; vision tower {formats.dense}" if vision else "")
+
+
+def components(spec: ModelSpec) -> list[str]:
+    """The components (COMPONENTS) `spec` has parameters in, in that order: those a per-component format can set."""
+    paths = [k for g in spec.layer_groups() for k in layer_parts(spec, g)[0]]
+    have = {component_of(p) for p in (*paths, *edge_parts(spec), *mtp_parts(spec)[0])}
+    return [c for c in COMPONENTS if c in have]
+
+
+def check_components(spec: ModelSpec, formats: WeightFormats) -> None:
+    """A format given for a component `spec` does not have (experts of a dense model) is refused: it would be shown
+    and size nothing."""
+    have = components(spec)
+    if missing := [c for c in formats.components if c not in have]:
+        raise UserError(f"`weights_format`: {spec.name} has no {missing[0]}; its components are {', '.join(have)} "
+                        f"(drop {missing[0]}={formats.components[missing[0]]})")

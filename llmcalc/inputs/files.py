@@ -3,6 +3,7 @@ depth and aliases; a mapping validated into a Pydantic model with one-line error
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def read_yaml(path: Path, what: str) -> Any:
         raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
     try:
         _check_events(text)
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except _Bound as e:
         raise UserError(f"{what} {path}: {e}") from None
     except ValueError as e:  # a value the loader cannot convert, e.g. an int of 5,000 digits
@@ -101,6 +102,25 @@ def read_yaml(path: Path, what: str) -> Any:
         if "constructor" in problem:  # e.g. !!python/object: the safe loader builds no objects
             raise UserError(f"{what} {path}: YAML tag refused{at} ({problem}); write plain values, no tags") from None
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
+    check_finite(data, f"{what} {path}")
+    return data
+
+
+def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None:
+    """Every number in a parsed file finite: YAML's .inf and .nan, JSON's NaN and Infinity (Python's json reads
+    them) and a literal too large for a float (1e999 reads as inf) are refused, naming the field by its dotted
+    path. Every YAML and JSON reader calls this, so no non-finite number reaches a model or an output.
+    `unbounded`: keys whose values may be infinite (a bound the file's writer leaves open), not read by llmcalc."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:  # depth-first in the file's order: the first bad number is the one named
+        at, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{where}: {at or 'value'}: {value} is not a finite number; give a plain number")
+        if isinstance(value, dict):
+            stack.extend(reversed([(f"{at}.{str(k)[:40]}" if at else str(k)[:40], v) for k, v in value.items()
+                                   if k not in unbounded]))
+        elif isinstance(value, list):
+            stack.extend(reversed([(f"{at}[{i}]", v) for i, v in enumerate(value)]))
 
 
 def validated(cls, data: Any, where: str, example: str):

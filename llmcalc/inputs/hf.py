@@ -7,12 +7,14 @@ model_type uses (transformers 5.x), so the spec describes the model transformers
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from llmcalc.errors import UserError
-from llmcalc.inputs.files import check_size
+from llmcalc.inputs.files import check_finite, check_size
 from llmcalc.inputs.presets import spec_from_data
+from llmcalc.model.formats import MAX_GROUP
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
               num_attention_heads=32, max_position_embeddings=2048, tie_word_embeddings=False,
@@ -163,6 +165,9 @@ _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_s
              "attention.kv_heads": "num_key_value_heads", "attention.head_dim": "head_dim",
              "ffn.top_k": "num_experts_per_tok", "ffn.experts": "num_experts", "ffn.d_ff": "intermediate_size",
              "sliding_window": "sliding_window"}
+_UNBOUNDED = ("time_step_limit",)
+"""Fields a real config.json holds Infinity in, which the import does not read: Mamba-2's Δ clamp, (0.0, inf) by
+default in transformers' Mamba2Config and NemotronHConfig (Mamba-Codestral-7B's config.json writes it so)."""
 _ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh", "gelu": "gelu",
         "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu", "relu2": "relu2"}
 
@@ -187,6 +192,7 @@ def load_hf_config(path: str | Path):
         raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face config.json") from None
     except ValueError as e:  # an int of thousands of digits
         raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+    check_finite(raw, str(p), unbounded=_UNBOUNDED)
     name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
     try:
         return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), str(p))
@@ -201,14 +207,16 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     """The ModelSpec fields for a parsed config.json (a nested `text_config` is used when present)."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
-    outer_raw = raw
+    _check_fields(raw)
+    outer_raw, nested = raw, raw.get("text_config") is not None  # else Qwen2.5-VL's flat form: the text fields on top
+    if nested:
+        _check_fields(raw["text_config"], "text_config.")
     vlm = VISION_DEFAULTS.get(raw["model_type"]) if isinstance(raw.get("model_type"), str) else None
     if vlm is not None:
-        nested = isinstance(raw.get("text_config"), dict)  # else Qwen2.5-VL's flat form: the text fields on top
         text = raw["text_config"] if nested else {k: v for k, v in raw.items() if k != "vision_config"}
         raw = {k: raw[k] for k in ("tie_word_embeddings",) if k in raw} | text | {
             "model_type": (text.get("model_type") if nested else None) or vlm["text_model_type"]}
-    elif isinstance(raw.get("text_config"), dict):
+    elif nested:
         outer = raw.get("model_type")
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
@@ -219,7 +227,6 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
             "(or write a llmcalc spec YAML and pass it as `config`)"
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
-    _check_types(c)
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
@@ -235,21 +242,10 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
 
 def _vision(mt: str, c: dict) -> dict[str, Any]:
     """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config."""
-    given = c.get("vision_config")
-    if given is not None and not isinstance(given, dict):
-        raise UserError("config.json: vision_config: give a JSON object, or leave it out")
-    v = c["vision"] | (given or {})
+    v = c["vision"] | (c.get("vision_config") or {})
     keys = ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size", "window_size") if (
         mt == "qwen2_5_vl") else ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size")
-    for key in (*keys, "hidden_size", "intermediate_size", "patch_size"):
-        if type(v.get(key)) is not int or v[key] <= 0:
-            raise UserError(f"config.json: vision_config.{key} is {repr(v.get(key))[:40]}, not a whole number > 0; "
-                            f"fix vision_config.{key}")
-    full = v.get("fullatt_block_indexes", [])
-    if not (isinstance(full, list | tuple) and all(type(i) is int for i in full)):
-        raise UserError("config.json: vision_config.fullatt_block_indexes: give a list of layer indices")
-    if mt == "gemma3" and (type(c["mm_tokens_per_image"]) is not int or c["mm_tokens_per_image"] <= 0):
-        raise UserError("config.json: mm_tokens_per_image: give a whole number > 0 (Gemma 3: 256)")
+    _check_fields(v, "vision_config.", (*keys, "hidden_size", "intermediate_size", "patch_size"))
     if mt == "qwen2_5_vl":
         p, merge = v["patch_size"], v["spatial_merge_size"]
         return dict(image_size=QWEN_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN_PIXELS[0], max_pixels=QWEN_PIXELS[1],
@@ -280,13 +276,8 @@ def _mllama(c: dict, v: dict) -> dict[str, Any]:
     max_num_tiles · ((image_size / patch_size)² + 1), placed by hybrid_pattern (its shortest repeating cycle). Its
     embed_tokens holds vocab_size + 8 rows (MllamaTextModel's fixed 8, for the image token and padding): 8
     embedding_extra_rows; the LM head has vocab_size outputs."""
-    if not isinstance(v, dict):
-        raise UserError("config.json: vision_config: give a JSON object, or leave it out")
-    for key in ("hidden_size", "num_hidden_layers", "num_global_layers", "attention_heads", "num_channels",
-                "intermediate_size", "image_size", "patch_size", "max_num_tiles"):
-        if type(v.get(key)) is not int or v[key] <= 0:
-            raise UserError(f"config.json: vision_config.{key} is {repr(v.get(key))[:40]}, not a whole number > 0; "
-                            f"fix vision_config.{key}")
+    _check_fields(v, "vision_config.", ("hidden_size", "num_hidden_layers", "num_global_layers", "attention_heads",
+                                        "num_channels", "intermediate_size", "image_size", "patch_size", "max_num_tiles"))
     n, cross = c["num_hidden_layers"], c["cross_attention_layers"]
     if not (isinstance(cross, list) and all(type(i) is int and 0 <= i < n for i in cross)):
         raise UserError(f"config.json: text_config.cross_attention_layers: give layer indices in 0..{n - 1}")
@@ -326,8 +317,9 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"rotary_buffers": rotary, "mtp_copies": bool(spec.get("mtp_modules")),
                            "router_buffers": raw.get("topk_method") == "noaux_tc"}
     q = raw.get("quantization_config")
-    if not isinstance(q, dict):
+    if q is None:
         return out | {"formats": {"default": dense, "dense": dense}}
+    _check_fields(q, "quantization_config.")
     method = str(q.get("quant_method", "")).lower()
     kept = [str(m) for k in KEEP_KEYS for m in (q.get(k) or [])]
     edges = {"embedding": dense, "head": dense, "norms": dense, "mtp": dense}
@@ -339,10 +331,16 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
         formats = {"default": name, "components": edges | {"router": dense}}
     elif method in ("gptq", "awq"):
         bits, group = q.get("bits", q.get("w_bit", 4)), q.get("group_size", q.get("q_group_size", 128))
+        if method == "gptq" and bits not in (2, 3, 4, 8):  # transformers' GPTQConfig refuses the others
+            raise UserError(f"config.json: quantization_config.bits: GPTQ stores 2, 3, 4 or 8 bits, not {bits}; fix "
+                            "quantization_config.bits")
         base = f"gptq-int{bits}" if method == "gptq" else "awq-int4" if bits == 4 else _unsupported(f"awq {bits}-bit")
         name = f"{base}-g{'row' if group in (-1, None) else group}"
         formats = {"default": name, "components": edges | {"router": dense}}
     elif method == "bitsandbytes":
+        if q.get("load_in_8bit") and q.get("load_in_4bit"):  # transformers' BitsAndBytesConfig refuses both
+            raise UserError("config.json: quantization_config.load_in_4bit and load_in_8bit are both true; set one "
+                            "of them to false")
         if q.get("load_in_8bit"):
             name = "bnb-int8"
         elif q.get("load_in_4bit"):
@@ -364,9 +362,13 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _compressed(q: dict) -> str:
     """The format of a compressed-tensors config's (first) weight scheme."""
-    groups = q.get("config_groups") or {}
-    scheme = next(iter(groups.values()), {}) if isinstance(groups, dict) else {}
+    name, scheme = next(iter((q.get("config_groups") or {}).items()), ("", {}))
+    at = f"quantization_config.config_groups.{name}"
+    if not isinstance(scheme, dict):
+        raise UserError(f"config.json: {at} is {repr(scheme)[:40]}, not a JSON object; fix {at}")
+    _check_fields(scheme, f"{at}.")
     w = scheme.get("weights") or {}
+    _check_fields(w, f"{at}.weights.")
     bits, kind, strategy = w.get("num_bits"), w.get("type"), w.get("strategy")
     if kind == "float" and bits == 8:
         return {"tensor": "fp8-tensor", "channel": "fp8-row", "block": "fp8-block"}.get(strategy) or _unsupported(
@@ -391,10 +393,36 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 
 
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
-             "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "expand")
+             "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "full_attention_interval",
+             "mamba_n_heads", "attn_layer_period", "expert_layer_period", "mm_tokens_per_image", "bits", "w_bit",
+             "num_bits")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
-_NOT_NULL = _POSITIVE + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace")
-"""Fields the import computes with before validation: null is refused too."""
+_NUMBERS = ("expand", "mamba_expand")
+"""Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
+_GROUPS = ("group_size", "q_group_size")
+"""Weights per quantisation scale: 1 to MAX_GROUP, or -1 for one group per row (GPTQ, AWQ; transformers' GPTQConfig
+refuses 0 and any other negative)."""
+_BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias", "use_sliding_window",
+          "new_decoder_architecture", "multi_query", "parallel_attn", "bias", "alibi", "use_bias", "use_conv_bias",
+          "mamba_conv_bias", "mamba_proj_bias", "mamba_rms_norm", "projectors_bias", "norm_bias", "scale_embedding",
+          "multimodal_projector_bias", "vision_use_head", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
+"""Flags: true or false (or null where transformers' config class takes None as its default)."""
+_STRINGS = ("hidden_act", "activation_function", "hidden_activation", "mlp_hidden_act", "projector_hidden_act",
+            "feed_forward_proj", "torch_dtype", "dtype", "transformers_version", "topk_method", "quant_method",
+            "bnb_4bit_quant_type", "mamba_ssm_cache_dtype", "hybrid_override_pattern",
+            "vision_feature_select_strategy", "type", "strategy")
+_OBJECTS = ("text_config", "vision_config", "quantization_config", "config_groups", "weights")
+"""Nested configs: JSON objects, or null (a list or a string in their place is refused, never read as absent)."""
+_LISTS: dict[str, type] = {
+    "layer_types": str, "layers_block_type": str, "mlp_only_layers": int, "cross_attention_layers": int,
+    "fullatt_block_indexes": int, "intermediate_layers_indices": int, "supported_aspect_ratios": list,
+    "weight_block_size": int, **{key: str for key in ("modules_to_not_convert", "ignored_layers", "ignore",
+                                                       "llm_int8_skip_modules")}}
+"""Lists and the type of their items."""
+_NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
+                                    "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
+"""Fields the import computes with before validation (and flags transformers requires as booleans): null is refused
+too."""
 _COUNTS = _POSITIVE + (
     "vocab_size", "hidden_size", "n_embd", "intermediate_size", "n_inner", "ffn_hidden_size", "num_key_value_heads",
     "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions", "sliding_window", "max_window_layers",
@@ -402,36 +430,54 @@ _COUNTS = _POSITIVE + (
     "shared_expert_intermediate_size", "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank",
     "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "num_nextn_predict_layers", "num_ln_in_parallel_attn",
     "type_vocab_size", "local_attention", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers",
-    "num_heads", "relative_attention_num_buckets", "relative_attention_max_distance", "n_positions",
-    "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-    "decoder_ffn_dim",
+    "relative_attention_num_buckets", "relative_attention_max_distance", "encoder_layers", "decoder_layers",
+    "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "num_mel_bins",
+    "max_source_positions", "max_target_positions",
     "state_size", "n_groups", "conv_kernel", "chunk_size", "ssm_state_size", "mamba_num_heads", "mamba_head_dim",
-    "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
-    "linear_num_value_heads", "full_attention_interval")
+    "mamba_d_ssm", "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_chunk_size", "attn_layer_offset",
+    "expert_layer_offset", "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
-def _check_types(c: dict) -> None:
-    """Types of the fields the import computes with, checked before any arithmetic."""
+def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None:
+    """The type of every field of `d` the import reads (the tables above), checked before any arithmetic: a wrong
+    one is refused, named as `at` + its key (text_config.hidden_size). `positive`: more fields that must be whole
+    numbers > 0 (a vision tower's sizes). Every config the import reads, nested or not, passes here first."""
     from llmcalc.model.spec import MAX_LAYERS
 
-    for key in _COUNTS:
-        v = c.get(key)
-        if key not in c or (v is None and key not in _NOT_NULL):
+    for key in dict.fromkeys((*positive, *_COUNTS, *_NUMBERS, *_GROUPS, *_BOOLS, *_STRINGS, *_OBJECTS, *_LISTS)):
+        v, rule = d.get(key), _rule(key, positive)
+        if key not in d or (v is None and key not in _NOT_NULL and key not in positive):
             continue
-        if type(v) is not int or v < (key in _POSITIVE):
-            want = "a whole number > 0" if key in _POSITIVE else "a whole number ≥ 0" + (
-                "" if key in _NOT_NULL else " or null")
-            raise UserError(f"config.json: {key} is {repr(v)[:40]}, not {want}; fix {key}")
+        want, test = rule
+        if not test(v):
+            raise UserError(f"config.json: {at}{key} is {repr(v)[:40]}, not {want}; fix {at}{key}")
         if key in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
-            raise UserError(f"config.json: {key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
-    for key in ("hidden_act", "activation_function", "hidden_activation"):
-        if c.get(key) is not None and not isinstance(c[key], str):
-            raise UserError(f"config.json: {key}: give the activation's name as a string, e.g. \"silu\"")
-    for key, item in (("layer_types", str), ("mlp_only_layers", int)):
-        v = c.get(key)
-        if v is not None and not (isinstance(v, list) and all(isinstance(x, item) for x in v)):
-            raise UserError(f"config.json: {key}: give a list of {item.__name__}s, or leave it out")
+            raise UserError(f"config.json: {at}{key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
+
+
+_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (
+    (_NUMBERS, "a number > 0", lambda v: type(v) in (int, float) and v > 0),
+    (_GROUPS, f"a whole number from 1 to {MAX_GROUP:,}, or -1 (one group per row)",
+     lambda v: type(v) is int and (0 < v <= MAX_GROUP or v == -1)),
+    (_BOOLS, "true or false", lambda v: type(v) is bool),
+    (_STRINGS, "a string", lambda v: isinstance(v, str)),
+    (_OBJECTS, "a JSON object", lambda v: isinstance(v, dict)))
+"""Each table's words and test (a bool is never a number: type(True) is bool, not int)."""
+
+
+def _rule(key: str, positive: tuple[str, ...]) -> tuple[str, Callable[[Any], bool]]:
+    """What the field `key` (one the tables name) must be: in words, and its test."""
+    if key in _POSITIVE or key in positive:
+        return "a whole number > 0", lambda v: type(v) is int and v > 0
+    if key in _COUNTS:
+        return "a whole number ≥ 0" + ("" if key in _NOT_NULL else " or null"), lambda v: type(v) is int and v >= 0
+    if key in _LISTS:
+        item = _LISTS[key]
+        words = {str: "strings", int: "whole numbers"}.get(item, "lists")
+        return f"a list of {words}", lambda v: isinstance(v, list) and all(type(x) is item for x in v)
+    return next((want, test) for keys, want, test in _RULES if key in keys)
 
 
 def _get(c: dict, key: str) -> Any:

@@ -25,9 +25,11 @@ Parts = dict[str, int]
 
 
 class Frozen(BaseModel):
-    """Immutable, rejects unknown fields, validates defaults too."""
+    """Immutable, rejects unknown fields, validates defaults too; every float field refuses NaN and ±inf (whatever
+    reader or caller built it), so no non-finite figure reaches a cost or an output."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True,
+                              allow_inf_nan=False)
 
 
 class Variant(Frozen):

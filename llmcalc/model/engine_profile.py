@@ -19,10 +19,10 @@ from pydantic import Field, model_validator
 from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 
-Share = Annotated[float, Field(gt=0, le=2.0, allow_inf_nan=False)]
+Share = Annotated[float, Field(gt=0, le=2.0)]
 """A share of a datasheet figure; above 1 only where a cache serves part of the traffic."""
-Seconds = Annotated[float, Field(ge=0, lt=1.0, allow_inf_nan=False)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, lt=1.0)]
+"""A fixed cost, under a second. Every float of a profile is finite: Frozen refuses NaN and ±inf."""
 
 KERNEL_CLASSES = {
     "matmul": "weight matmuls (cuBLAS through F.linear, torch.bmm): rows padded by `pad`",
@@ -75,12 +75,12 @@ class KernelCurve(Frozen):
 
     compute_efficiency: Share | None = None
     """Share of the dense peak at the kernel's dtype its FLOPs reach; None: a memory-bound class."""
-    pad: Annotated[float, Field(ge=0, le=65536, allow_inf_nan=False)] = 0.0
+    pad: Annotated[float, Field(ge=0, le=65536)] = 0.0
     """Rows (matmuls: per matmul, grouped: per active expert) or keys per query (attention) the kernel pays for
     beyond its work: tiles it fills only partly."""
     memory_efficiency: Share
     """Share of the datasheet bandwidth its bytes reach."""
-    overlap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 0.0
+    overlap: Annotated[float, Field(ge=0, le=1)] = 0.0
     """How much of the smaller of its compute and memory time is not hidden under the larger."""
     fixed_s: Seconds = 0.0
     """Seconds each call adds beyond its work (launch, ramp, tail), inside a CUDA graph."""
@@ -108,7 +108,7 @@ class EngineProfile(Frozen):
     """device (as torch names it), driver, CUDA, torch, date."""
     kernels: dict[str, KernelCurve]
     host: EngineHost
-    curves: dict[str, list[list[Finite]]] = {}
+    curves: dict[str, list[list[float]]] = {}
     """Measured points the kernel classes were fitted to, each a row of numbers (curve_columns names them)."""
     curve_columns: dict[str, list[str]] = {}
     sources: dict[str, str] = {}

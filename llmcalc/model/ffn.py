@@ -355,7 +355,7 @@ class MoE(FFN):
     shared_gate: bool = False
     dense_layers: NonNegInt = 0
     dense_d_ff: NonNegInt = 0
-    capacity_factor: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)] | None = None
+    capacity_factor: Annotated[float, Field(gt=0, strict=True)] | None = None
     """Expert capacity C = ceil(capacity_factor · T · top_k / experts) for T routed tokens (Switch,
     GShard); assignments beyond C are dropped. None: dropless (every assignment is computed)."""
 

@@ -20,6 +20,7 @@ block. Every figure is an int; partial groups and blocks count whole.
 """
 
 import dataclasses
+import difflib
 import functools
 import json
 import re
@@ -31,6 +32,9 @@ from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 
 Scale = Literal["none", "tensor", "row", "group", "block", "flat"]
+MAX_GROUP = 2**20
+"""The largest group size (weights per scale): wider than any matrix's input (the widest FFN or vocabulary is ~2^18),
+and a group at least a row's width is one scale per row (-grow), so a larger one only names the same format."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,18 +79,29 @@ class WeightFormat:
         return self.name if self.name in ("fp32", "bf16", "fp16") else None
 
     def with_group(self, group: int) -> "WeightFormat":
-        """The same format with `group` weights per scale (named NAME-gGROUP)."""
+        """The same format with `group` weights per scale (named NAME-gGROUP), 1 to MAX_GROUP."""
         if self.scale not in ("group", "flat"):
             raise UserError(f"`weights_format`: {self.name} has no group size; drop the -g{group}")
+        self._fixed_blocks(f"-g{group}")
         base = re.sub(r"-g\d+$", "", self.name)
+        if not 1 <= group <= MAX_GROUP:
+            raise UserError(f"`weights_format`: {base} with {'no' if group < 1 else f'over {MAX_GROUP:,}'} weights per "
+                            f"group; give -g1 to -g{MAX_GROUP}, or -grow for one group per row")
         return dataclasses.replace(self, name=f"{base}-g{group}", group=group)
 
     def per_row(self) -> "WeightFormat":
         """The same format with one group per row (GPTQ's group_size -1), named NAME-grow."""
         if self.scale != "group":
             raise UserError(f"`weights_format`: {self.name} has no groups; drop the -grow")
+        self._fixed_blocks("-grow")
         base = re.sub(r"-g\d+$", "", self.name)
         return dataclasses.replace(self, name=f"{base}-grow", scale="row", group=None)
+
+    def _fixed_blocks(self, suffix: str) -> None:
+        """A block format (GGUF, MX, NVFP4: `pad`) stores blocks of the size its layout fixes; no other is allowed."""
+        if self.pad:
+            raise UserError(f"`weights_format`: {self.name} stores fixed blocks of {self.group} weights; drop the "
+                            f"{suffix[:12]}")
 
     def n_scales(self, d_in: int, d_out: int) -> int:
         g = self.group or 1
@@ -218,12 +233,18 @@ def weight_format(name: str) -> WeightFormat:
     key = name.strip().lower()
     if key in FORMATS:
         return FORMATS[key]
-    m = re.fullmatch(r"(.+?)-g(\d+|row)", key)
+    m = re.fullmatch(r"(.+?)-g([0-9]+|row)", key)
     if m and m.group(1) in FORMATS:
-        base = FORMATS[m.group(1)]
-        return base.per_row() if m.group(2) == "row" else base.with_group(int(m.group(2)))
-    names = ", ".join(f.name for f in _FORMATS)
-    raise UserError(f"`weights_format`: unknown format {name!r}; use one of {names} (grouped ones take -gN or -grow)")
+        base, digits = FORMATS[m.group(1)], m.group(2)
+        if digits == "row":
+            return base.per_row()
+        # more digits than MAX_GROUP has is over the bound (and int() refuses a number of thousands of digits)
+        return base.with_group(int(digits) if len(digits) <= len(str(MAX_GROUP)) else MAX_GROUP + 1)
+    names = [f.name for f in _FORMATS]
+    near = [n for n in names if n.startswith(key)] or difflib.get_close_matches(key, names, n=3)
+    hint = f"did you mean {' or '.join(near[:3])}? " if near else ""
+    raise UserError(f"`weights_format`: unknown format {name[:40]!r}; {hint}docs/formats.md lists the {len(names)} "
+                    "formats (a grouped one takes -gN or -grow)")
 
 
 COMPONENTS = ("embedding", "attention", "ffn", "experts", "shared_experts", "router", "norms", "head", "mtp")

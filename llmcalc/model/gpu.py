@@ -9,23 +9,30 @@ together, as vendors quote them; one direction carries half. Latencies are in mi
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import Frozen, PosInt
+
+
+FIGURE_MAX = 1e6
+Figure = Annotated[float, Field(gt=0, le=FIGURE_MAX)]
+"""A datasheet figure (TFLOP/s, GB/s, GiB, µs, USD/h): positive, finite (Frozen refuses NaN and inf) and at most a
+million, a thousand times any GPU's, so every product of figures and a workload's sizes stays a finite float."""
 
 
 class PeakTflops(Frozen):
     """Dense peak per dtype in TFLOP/s (int8: TOPS); null when the GPU has no such unit."""
 
-    fp32: float = Field(gt=0)
-    tf32: float | None = Field(default=None, gt=0)
-    bf16: float | None = Field(default=None, gt=0)
-    fp16: float = Field(gt=0)
-    fp8: float | None = Field(default=None, gt=0)
-    int8: float | None = Field(default=None, gt=0)
-    fp4: float | None = Field(default=None, gt=0)
+    fp32: Figure
+    tf32: Figure | None = None
+    bf16: Figure | None = None
+    fp16: Figure
+    fp8: Figure | None = None
+    int8: Figure | None = None
+    fp4: Figure | None = None
     """Blackwell's e2m1 (MXFP4 / NVFP4) tensor cores."""
 
 
@@ -45,25 +52,25 @@ class GPU(Frozen):
     description: str
     source: str
     peak_tflops: PeakTflops
-    memory_gib: float = Field(gt=0)
-    memory_bandwidth_gbs: float = Field(gt=0)
+    memory_gib: Figure
+    memory_bandwidth_gbs: Figure
     interconnect: str
-    interconnect_gbs: float = Field(gt=0)
+    interconnect_gbs: Figure
     """GB/s (10^9) per GPU over `interconnect`, both directions together, as vendors quote it."""
-    gpus_per_node: int | None = Field(default=None, gt=0, strict=True)
+    gpus_per_node: PosInt | None = None
     """GPUs that `interconnect` joins (8 on an HGX/DGX board, 72 in a GB200 NVL72 rack, 2 for a bridged pair of
     cards); null: unknown or the server's choice (PCIe cards), every collective crosses the interconnect (one
     tier)."""
-    interconnect_latency_us: float | None = Field(default=None, gt=0)
+    interconnect_latency_us: Figure | None = None
     """Microseconds a small (a few KB) collective over `interconnect` takes end to end, as NCCL measures it;
     null: unknown (0)."""
-    network_gbs: float | None = Field(default=None, gt=0)
+    network_gbs: Figure | None = None
     """GB/s (10^9) per GPU between nodes (InfiniBand/RoCE NICs, or PCIe between bridged pairs), both directions
     together like `interconnect_gbs`: one 400 Gb/s NIC per GPU is 50 GB/s each way, 100 GB/s here; null:
     unknown, a collective beyond `gpus_per_node` GPUs is costed on the interconnect."""
-    network_latency_us: float | None = Field(default=None, gt=0)
+    network_latency_us: Figure | None = None
     """Microseconds a small collective takes end to end when it spans nodes; null: unknown (0)."""
-    price_per_hour: float | None = Field(default=None, gt=0)
+    price_per_hour: Figure | None = None
     """USD per GPU per hour, on-demand cloud rental (the provider, its page and the date read are in the preset's
     comments); null: no public price is known."""
     notes: str = ""

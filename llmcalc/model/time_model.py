@@ -15,7 +15,6 @@ and every fixed cost to 0: it is the physical lower bound. Figures belong to a G
 
 from pydantic import model_validator
 
-from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 
 SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "memory_efficiency", "comm_efficiency")
@@ -73,14 +72,14 @@ class TimeModel(Frozen):
         for name in SHARES:
             v = getattr(self, name)
             if v is not None and not BOUNDS[name][0] < v <= BOUNDS[name][1]:
-                raise UserError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
+                raise ValueError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
         if not BOUNDS["matmul_pad_rows"][0] <= self.matmul_pad_rows <= BOUNDS["matmul_pad_rows"][1]:
-            raise UserError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
+            raise ValueError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
         if not BOUNDS["overlap"][0] <= self.overlap <= BOUNDS["overlap"][1]:
-            raise UserError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
+            raise ValueError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
         for name in ("kernel_s", "collective_s", "step_s"):
             if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
-                raise UserError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
+                raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
         return self
 
     def overlapped(self, c: float, m: float) -> float:
