@@ -55,7 +55,7 @@ def _path(err: dict, marked: bool) -> str:
 
 def validation_message(exc: Any, where: str | None = None) -> str:
     """One line for a pydantic ValidationError: `where: field: problem; fix` (one error: an unknown field
-    first, with the missing field it may misspell; else the first). Without `where` (a model built from the
+    first, with the missing field it may misspell; every missing field at once; else the first). Without `where` (a model built from the
     caller's options, not read from a file) the field is marked (FIELD), for a front end to write its flag."""
     import difflib
 
@@ -70,6 +70,11 @@ def validation_message(exc: Any, where: str | None = None) -> str:
             return f"{lead}{_path(err, marked)}: unknown field; did you mean {near[0]}? Rename it"
         return f"{lead}{_path(err, marked)}: unknown field; remove it (check the spelling)"
     err = errors[0]
+    missing = [_path(e, marked) for e in errors if e["type"] == "missing"]
+    if err["type"] == "missing" and len(missing) > 1:  # every missing field at once, not one per run
+        rest = exc.error_count() - len(missing)
+        return (f"{lead}missing fields {', '.join(missing)}; add them" + (f" (+{rest} more)" if rest else "")
+                + (" (a preset in presets/ shows each)" if where else ""))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "value_error":  # our validators already name the field and the fix (a file's: plainly)
         return f"{lead}{plain(msg) if where else msg}"

@@ -455,3 +455,30 @@ def test_outputs_are_deterministic(tmp_path: Path):
         assert a.returncode == 0, (args, a.stderr)
         assert a.stdout and (a.stdout, a.stderr) == (b.stdout, b.stderr), args
     assert snapshot(tmp_path) == {}
+
+
+def test_a_hand_written_spec_hears_of_every_missing_field_at_once(tmp_path, cli):
+    """Issue 38: five runs to find five missing fields. One line names them all."""
+    spec = tmp_path / "mine.yaml"
+    spec.write_text("name: mine\nn_layers: 4\n")
+    line = assert_one_line_error(cli("params", "--config", str(spec)), "missing fields")
+    for field in ("vocab_size", "d_model", "max_seq_len", "tie_embeddings", "norm", "positions", "attention", "ffn"):
+        assert field in line
+
+
+def test_head_dim_defaults_to_d_model_over_heads(tmp_path, cli_json):
+    """Left out, head_dim is d_model / heads (transformers' default): the same counts as the preset that writes
+    it; where the heads do not divide d_model it must still be written."""
+
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "presets", "tiny-decoder-example", "-f", "yaml"],
+                       capture_output=True, text=True, timeout=900)
+    preset = yaml.safe_load(r.stdout)
+    assert preset["attention"]["head_dim"] == preset["d_model"] // preset["attention"]["heads"]
+    del preset["attention"]["head_dim"]
+    spec = tmp_path / "no-head-dim.yaml"
+    spec.write_text(yaml.safe_dump(preset))
+    assert cli_json("params", "--config", str(spec))["total"] == cli_json("params", "-p", "tiny-decoder-example")["total"]
+    spec.write_text(yaml.safe_dump(preset | {"d_model": preset["d_model"] - 12}))
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "params", "--config", str(spec)], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 2 and "attention.head_dim" in r.stderr

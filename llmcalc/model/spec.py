@@ -101,6 +101,23 @@ class ModelSpec(Frozen):
     vision: VisionTowerSpec | None = None
     """A vision-language model's image encoder and projector (llmcalc/model/vision.py); None: text only."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_head_dim(cls, data):
+        """An attention whose kind has `head_dim` and leaves it out gets d_model / heads, as transformers does
+        (a hand-written spec need not repeat it); a d_model the heads do not divide still needs it written."""
+        attn = data.get("attention") if isinstance(data, dict) else None
+        if not isinstance(attn, dict) or "head_dim" in attn:
+            return data
+        variant = Attention.variant(str(attn.get("kind")))
+        heads, width = attn.get("heads"), data.get("d_model")
+        if variant is None or "head_dim" not in variant.model_fields or not all(
+                isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (heads, width)):
+            return data
+        if width % heads:
+            return data  # head_dim stays missing: the message names it
+        return data | {"attention": attn | {"head_dim": width // heads}}
+
     @model_validator(mode="after")
     def _consistent(self) -> "ModelSpec":
         if self.hybrid_pattern is not None:
