@@ -469,7 +469,6 @@ def test_a_hand_written_spec_hears_of_every_missing_field_at_once(tmp_path, cli)
 def test_head_dim_defaults_to_d_model_over_heads(tmp_path, cli_json):
     """Left out, head_dim is d_model / heads (transformers' default): the same counts as the preset that writes
     it; where the heads do not divide d_model it must still be written."""
-
     r = subprocess.run([sys.executable, "-m", "llmcalc", "presets", "tiny-decoder-example", "-f", "yaml"],
                        capture_output=True, text=True, timeout=900)
     preset = yaml.safe_load(r.stdout)
