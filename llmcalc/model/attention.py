@@ -64,6 +64,9 @@ class Attention(Variant):
     latent_cache: ClassVar[bool] = False
     """Whether the cache holds a latent that decode attends to either absorbed or decompressed (MLA): the
     mla_decode convention applies, and the variant gives absorbed_matmuls and explain_absorbed."""
+    head_dim_default: ClassVar[bool] = False
+    """Whether a spec that leaves `head_dim` out gets d_model / heads (attention over the model's width, as
+    transformers defaults it; not a recurrent mixer's heads, which split its own inner width)."""
     reprojected: ClassVar[tuple[str, ...]] = ()
     """Projections a decompressed decode step applies to every cached latent it attends to (MLA: kv_up)."""
     def core_kernel(self, prefill: bool, absorbed: bool) -> str:
@@ -388,6 +391,7 @@ class GQA(Attention):
     """
 
     kind: Literal["gqa"] = "gqa"
+    head_dim_default: ClassVar[bool] = True
     heads: PosInt
     kv_heads: PosInt
     head_dim: PosInt

@@ -111,7 +111,7 @@ class ModelSpec(Frozen):
             return data
         variant = Attention.variant(str(attn.get("kind")))
         heads, width = attn.get("heads"), data.get("d_model")
-        if variant is None or "head_dim" not in variant.model_fields or not all(
+        if variant is None or not variant.head_dim_default or not all(
                 isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in (heads, width)):
             return data
         if width % heads:
