@@ -251,10 +251,6 @@ class Workload(Frozen):
         """The weight format of every component: `weights_format`, else a quantised checkpoint's formats unless
         `weights_dtype` is given, else `weights_dtype` (WeightFormats.of_dtype; bf16 by default)."""
         if self.weights_format is not None:
-            if self.weights_format.components:
-                from llmcalc.costs.weights import check_components
-
-                check_components(spec, self.weights_format)
             return self.weights_format
         if self.shipped(spec):
             return spec.checkpoint.formats

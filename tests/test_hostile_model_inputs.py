@@ -20,11 +20,11 @@ from pathlib import Path
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from hf_counts import fixture_config
 
 from llmcalc.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-HF = ROOT / "tests" / "fixtures" / "hf"
 PRESETS = ROOT / "presets"
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -123,7 +123,7 @@ def check(code: int, out: str, err: str) -> None:
     assert err.startswith("error: ") and out == "", (out, err)
 
 
-HF_BASES = {name: json.loads((HF / name / "config.json").read_text())
+HF_BASES = {name: fixture_config(name)
             for name in ("llama3-8b", "mixtral-8x7b", "gemma3-4b", "jamba-v0.1", "gpt-oss-20b",
                          "llama-3.2-11b-vision", "qwen2.5-vl-7b", "mamba-codestral-7b")}
 HF_BASES["llama3-8b-gptq"] = HF_BASES["llama3-8b"] | {"quantization_config": {

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from hf_counts import fixture_config, write_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-HF = ROOT / "tests" / "fixtures" / "hf"
 
 
 def refused(r, *needles: str) -> str:
@@ -34,7 +34,8 @@ def strict(text: str):
 
 
 def hf(name: str) -> dict:
-    return json.loads((HF / name / "config.json").read_text())
+    """A model's config.json as tests/fixtures/hf_architectures.yaml records it."""
+    return fixture_config(name)
 
 
 def write(tmp_path: Path, config: dict | str) -> str:
@@ -47,16 +48,17 @@ def write(tmp_path: Path, config: dict | str) -> str:
 
 @pytest.mark.parametrize("literal", ["Infinity", "-Infinity", "NaN", "1e999"])
 def test_hf_non_finite_number_is_refused_naming_the_field(tmp_path, literal):
-    text = (HF / "jamba-v0.1" / "config.json").read_text()
+    text = json.dumps(hf("jamba-v0.1"))
     assert '"mamba_expand": 2' in text
     path = write(tmp_path, text.replace('"mamba_expand": 2', f'"mamba_expand": {literal}'))
     refused(run_cli("params", "--hf-config", path), "mamba_expand", "not a finite number")
 
 
-def test_hf_infinity_in_a_field_not_read_is_kept():
+def test_hf_infinity_in_a_field_not_read_is_kept(tmp_path):
     """Mamba-Codestral's config.json holds "time_step_limit": [0.0, Infinity], as transformers writes it."""
-    assert "Infinity" in (HF / "mamba-codestral-7b" / "config.json").read_text()
-    r = run_cli("params", "--hf-config", str(HF / "mamba-codestral-7b"), "-f", "json")
+    folder = write_fixture("mamba-codestral-7b", tmp_path)
+    assert "Infinity" in (folder / "config.json").read_text()
+    r = run_cli("params", "--hf-config", str(folder), "-f", "json")
     assert r.returncode == 0, r.stderr
     assert strict(r.stdout)["total"] > 0
 

@@ -59,7 +59,10 @@ def quantized_matrices(spec: ModelSpec, formats: WeightFormats) -> tuple[int, in
 def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormats) -> dict[str, int]:
     """Stored bytes of one layer of `group` by component (all GPUs together): its mixer's (attention, or a
     hybrid's Mamba-2 layer) and FFN matrices in their components' formats (see stored_bytes), its norms as every
-    non-matrix parameter."""
+    non-matrix parameter. A format given for a component the model lacks is refused here, where every size of
+    weights (the whole model's, a GPU's share) is read."""
+    if formats.components:
+        check_components(spec, formats)
     parts, _ = layer_parts(spec, group)
     d = spec.d_model
     mats = {f"{group.mixer_name}/{k}": v for k, v in group.mixer.matrices(d).items()} if group.mixer else {}
@@ -91,8 +94,9 @@ def components(spec: ModelSpec) -> list[str]:
 
 def check_components(spec: ModelSpec, formats: WeightFormats) -> None:
     """A format given for a component `spec` does not have (experts of a dense model) is refused: it would be shown
-    and size nothing."""
+    and size nothing. One that keeps the dense dtype changes nothing and passes (a checkpoint's formats name
+    every component a family may have: `mtp` bf16 on a model without MTP)."""
     have = components(spec)
-    if missing := [c for c in formats.components if c not in have]:
+    if missing := [c for c, name in formats.components.items() if c not in have and name != formats.dense]:
         raise UserError(f"`weights_format`: {spec.name} has no {missing[0]}; its components are {', '.join(have)} "
                         f"(drop {missing[0]}={formats.components[missing[0]]})")
