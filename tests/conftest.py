@@ -84,3 +84,22 @@ def cli_json():
         return json.loads(r.stdout)
 
     return call
+
+
+SLOW_MODULES = {
+    # the torch reference model or transformers' models, built and run (on fake tensors or a CPU)
+    "test_validate", "test_flop_counter", "test_reference", "test_hybrid_reference", "test_vision",
+    "test_bucketed_bias", "test_reference_encoders", "test_sparse_attention", "test_transformers_parity",
+    "test_encoder_decoder_costs", "test_encoder_decoder_time", "test_cross_attention_reference",
+    "test_gpu_validation", "test_calibrate", "test_reference_engine",
+    # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging
+    "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
+    "test_input_boundaries", "test_hostile_model_inputs",
+}
+"""Modules whose tests are `slow`: the inner loop (`pytest -m "not slow"`) leaves them to CI and the full run."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
