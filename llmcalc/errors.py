@@ -74,7 +74,7 @@ def validation_message(exc: Any, where: str | None = None) -> str:
     if err["type"] == "missing" and len(missing) > 1:  # every missing field at once, not one per run
         rest = exc.error_count() - len(missing)
         return (f"{lead}missing fields {', '.join(missing)}; add them" + (f" (+{rest} more)" if rest else "")
-                + (" (a preset in presets/ shows each)" if where else ""))
+                + (" (the bundled files in presets/ show each)" if where else ""))
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "value_error":  # our validators already name the field and the fix (a file's: plainly)
         return f"{lead}{plain(msg) if where else msg}"

@@ -206,7 +206,7 @@ def test_bad_layout_or_gpu(cli, args, needles):
 @pytest.mark.parametrize(
     "text,needles",
     [
-        ("name: x\n", ["gpu file", "description", "add it"]),
+        ("name: x\n", ["gpu file", "missing fields description, source, peak_tflops", "add them"]),
         ("- 1\n- 2\n", ["expected a mapping"]),
         ("!!python/object/apply:os.system ['echo hi']\n", ["YAML tag refused"]),
     ],
