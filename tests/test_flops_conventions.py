@@ -4,6 +4,8 @@ the area under the key count, integrated piecewise."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from fractions import Fraction as F
 
 import pytest
@@ -175,3 +177,16 @@ def test_recompute_policies_add_their_ops_forward():
         r = flops(spec, Workload(seq=2048, attention_kernel="eager", **kw))
         assert r.train_flops == base.train_flops
         assert r.train_hardware_flops == base.train_flops + extra(ops)
+
+
+def test_mtp_flops_count_the_module_and_its_head_and_train_three_passes():
+    """`flops -p deepseek-v3 --mtp` was a ValueError splitting `mtp/lm_head`. With the MTP module the prefill
+    grows by the module's forward (its layer, 2d→d projection and the shared head), and every MTP part trains in
+    forward + backward: 3 × its forward, as the rest of the model."""
+    spec = load_preset("deepseek-v3")
+    on, off = (flops(spec, Workload(batch=1, seq=512, mtp=m, logits="all")) for m in (True, False))
+    assert on.prefill_flops > off.prefill_flops
+    assert on.train_flops - off.train_flops == 3 * (on.prefill_flops - off.prefill_flops)
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "flops", "-p", "deepseek-v3", "--mtp", "-f", "json"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr

@@ -219,7 +219,8 @@ def _passes(spec: ModelSpec, component: str) -> int:
     (Whisper's first audio convolution: its input needs no gradient)."""
     if (own := spec.stack.train_passes(component)) is not None:
         return own
-    block, name = component.removeprefix("mtp/").split("/", 1) if "/" in component else ("", component)
+    path = component.removeprefix("mtp/")  # an MTP module's parts are its layer's (mtp/lm_head: the head's)
+    block, name = path.split("/", 1) if "/" in path else ("", path)
     if block in spec.mixers:  # a hybrid's other mixer (Gated DeltaNet's first read and final update)
         return spec.mixers[block].train_passes(name)
     if "attention/" not in component:
