@@ -50,6 +50,9 @@ def compare(
         panel=MODEL, metavar="NAME")] = None,
     config: Annotated[Optional[list[Path]], _opt("--config", "-c", help="A spec YAML; repeatable.", panel=MODEL,
                                                  metavar="FILE")] = None,
+    hf_config: Annotated[Optional[list[Path]], _opt(
+        "--hf-config", help="A Hugging Face config.json, or a folder holding one; repeatable.", panel=MODEL,
+        metavar="PATH")] = None,
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (latency with --gpu).")] = 256,
@@ -82,6 +85,7 @@ def compare(
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
+    from llmcalc.inputs.hf import load_hf_config
     from llmcalc.inputs.presets import load_preset, load_spec_file
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.model.time_model import ROOFLINE
@@ -93,7 +97,8 @@ def compare(
                  layout=Layout.of(gpus, tp, pp, dp, ep))
     rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
                     window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
-    specs = [load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
+    specs = ([load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
+             + [load_hf_config(h) for h in hf_config or []])
     device = load_gpu_named(gpu)
     tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
     if len(specs) > 1:
