@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from test_bad_input import assert_one_line_error
 
@@ -93,3 +97,20 @@ def test_time_rows_check_the_roofline_as_a_lower_bound():
     below, above = (lower_bound_row("m", "prefill time (s)", "roofline", e, 0.010) for e in (0.002, 0.011))
     assert below.ok and below.bound and below.rel_error == pytest.approx(0.8)
     assert not above.ok
+
+
+def test_several_models_show_one_line_each_and_detail_every_row():
+    """Issue 38: `validate --all` at 80 columns was ~1,800 stacked lines. Several models: a line per model with
+    its row count, failures and largest error; --detail every row, as JSON always carries."""
+    import os
+
+    env = os.environ | {"COLUMNS": "80"}
+    args = [sys.executable, "-m", "llmcalc", "validate", "-p", "llama2-7b", "-p", "gpt2"]
+    short = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+    full = subprocess.run([*args, "--detail"], capture_output=True, text=True, env=env, timeout=900)
+    rows = json.loads(subprocess.run([*args, "-f", "json"], capture_output=True, text=True, timeout=900).stdout)
+    assert short.returncode == full.returncode == 0
+    assert "--detail shows every row" in short.stdout and "prefill FLOPs" not in short.stdout
+    per_model = [line for line in short.stdout.splitlines() if line.lstrip("│ ").startswith(("llama2-7b", "gpt2"))]
+    assert len(per_model) == 2 and all(f" {len(rows['rows']) // 2} " in line for line in per_model)
+    assert full.stdout.count("prefill FLOPs") == 2

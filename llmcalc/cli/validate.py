@@ -9,6 +9,7 @@ import typer
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     MODEL,
+    OUTPUT,
     TRAINING,
     WORKLOAD,
     ConfigOpt,
@@ -48,6 +49,8 @@ def validate(
                                 "and memory of the adapted model.", panel=TRAINING)] = False,
     lora_rank: LoraOpt = None,
     lora_targets: LoraTargetsOpt = None,
+    detail: Annotated[bool, _opt("--detail", help="With several models: every row of every model, not one line "
+                                 "per model (JSON and CSV always carry every row).", panel=OUTPUT)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
@@ -102,6 +105,6 @@ def validate(
             report = run(specs, batch, seq, device, mla_decode, progress=step, lora=lora)
     else:
         report = run(specs, batch, seq, device, mla_decode, lora=lora)
-    emit(report, format, units, of=validate)
+    emit(report, format, units, of=validate, **({"detail": True} if detail else {}))
     if not report.ok:
         raise typer.Exit(1)

@@ -257,14 +257,27 @@ def fit_table(r, units: str) -> list:
     return out + [table("Per GPU", ["", "bytes", *size_heads(units)], rows, text=(0,)), *_footer(r)]
 
 
-def validation_table(r, units: str) -> list:
+def validation_table(r, units: str, detail: bool = False) -> list:
+    """One row per quantity; several models: one line per model (its rows, how many fail, the largest relative
+    error of the rows that are not bounds), every row with `detail`."""
     def num(x: int | float) -> str:
         return f"{x:,}" if isinstance(x, int) else f"{x:.4g}"
 
+    def err(x: float) -> str:
+        return "0" if x == 0 else f"{x:.1e}"
+
     several = len(r.models) > 1
-    rows = [([x.model] if several else []) + [x.quantity, num(x.estimate), num(x.measured),
-            "0" if x.rel_error == 0 else f"{x.rel_error:.1e}", "pass" if x.ok else styled("FAIL", "bold red")]
-            for x in r.rows]
+    verdict = {True: "pass", False: styled("FAIL", "bold red")}
+    if several and not detail:
+        by_model = {m: [x for x in r.rows if x.model == m] for m in r.models}
+        head, rows = ["model", "rows", "failed", "largest error", ""], [
+            [m, str(len(xs)), str(sum(not x.ok for x in xs)),
+             err(max((x.rel_error for x in xs if not x.bound), default=0.0)), verdict[all(x.ok for x in xs)]]
+            for m, xs in by_model.items()]
+    else:
+        head = (["model"] if several else []) + ["quantity", "estimate", "measured", "rel. error", ""]
+        rows = [([x.model] if several else []) + [x.quantity, num(x.estimate), num(x.measured), err(x.rel_error),
+                                                  verdict[x.ok]] for x in r.rows]
     tolerances = sorted({(x.quantity, x.tolerance) for x in r.rows if x.tolerance}, key=lambda t: t[0])
     failed = sum(not x.ok for x in r.rows)
     what = f"{len(r.models)} models" if several else esc(r.models[0])
@@ -272,12 +285,11 @@ def validation_table(r, units: str) -> list:
         f"validate [bold]{what}[/bold] on {r.device}" + (f" ({esc(r.gpu)})" if r.gpu else "")
         + f", batch {r.batch} × {r.seq:,} tokens: "
         + ("[bold green]all rows pass[/bold green]" if r.ok else f"[bold red]{failed} row(s) fail[/bold red]"),
-        table("Estimate vs measurement", (["model"] if several else []) + ["quantity", "estimate", "measured",
-                                                                          "rel. error", ""], rows,
-              text=(0, 1) if several else (0,)),
+        table("Estimate vs measurement", head, rows, text=(0, 1) if several and detail else (0,)),
         "[dim]tolerance: exact for counts and bytes" + "".join(f"; {q} {t:.0%}" for q, t in tolerances)
         + ("; times: at most the measurement (a lower bound)" if any(x.bound for x in r.rows) else "") + "[/dim]",
         *(f"[dim]note: {esc(n)}[/dim]" for n in r.notes),
+        *(["[dim]one line per model: --detail shows every row[/dim]"] if several and not detail else []),
     ]
 
 
