@@ -43,7 +43,7 @@ def assert_one_line_error(r, *needles: str) -> str:
 
 
 def test_unknown_preset_suggests_and_points_at_the_list(cli):
-    """The nearest names and `llmcalc presets`, not all 49 names (issue 38: a 1,400-character line)."""
+    """The nearest names and `llmcalc presets`, not all 49 names (once a 1,400-character line)."""
     line = assert_one_line_error(cli("params", "--preset", "lama2-7b"), "unknown preset", "llmcalc presets")
     assert line.startswith("error: --preset: unknown preset 'lama2-7b'; did you mean 'llama2-7b'")
     assert "deepseek-v3" not in line and len(line) < 200
@@ -458,7 +458,7 @@ def test_outputs_are_deterministic(tmp_path: Path):
 
 
 def test_a_hand_written_spec_hears_of_every_missing_field_at_once(tmp_path, cli):
-    """Issue 38: five runs to find five missing fields. One line names them all."""
+    """Five missing fields once took five runs to find; one line names them all."""
     spec = tmp_path / "mine.yaml"
     spec.write_text("name: mine\nn_layers: 4\n")
     line = assert_one_line_error(cli("params", "--config", str(spec)), "missing fields")

@@ -134,7 +134,7 @@ def test_help_fits_80_columns_without_type_tags():
 
 
 def test_the_shell_completes_preset_and_gpu_names():
-    """Issue 38: completion knew commands and options, not `--preset lla<TAB>`; every --preset and --gpu option
+    """Completion knew commands and options, not `--preset lla<TAB>`; every --preset and --gpu option
     now completes the names (the zsh protocol typer speaks, in a subprocess as the shell runs it)."""
     import os
 

@@ -117,7 +117,7 @@ def test_models_on_a_parallel_layout(cli_json):
 
 
 def test_models_come_from_hugging_face_configs_too(hf_fixture, cli_json):
-    """Issue 38: compare had no --hf-config. A config.json compares as the preset built from it does."""
+    """A config.json compares as the preset built from it does."""
     by_hf = cli_json("compare", "--hf-config", str(hf_fixture("mistral-7b")), "--hf-config",
                      str(hf_fixture("llama3-8b")))
     by_preset = cli_json("compare", "-p", "mistral-7b", "-p", "llama3-8b")

@@ -147,7 +147,7 @@ def test_gpus_lists_the_price_in_its_json_and_table(cli, cli_json):
 
 
 def test_latency_says_which_tier_each_collective_crosses_and_that_tp_over_nodes_crosses_them():
-    """Issue 38: tensor parallelism over 16 H100s (8 per node) crossed nodes without a word. The note names each
+    """Tensor parallelism over 16 H100s (8 per node) once crossed nodes without a word. The note names each
     collective's tier and its one-way bytes/s, as collective_link costs it."""
     h100 = load_gpu("h100-sxm")
     wide = latency(load_preset("llama3-8b"), h100, Workload(batch=1, seq=128, gen=2, layout=Layout(tp=16)))

@@ -1,4 +1,4 @@
-"""Hostile input to `llmcalc serve` and `llmcalc plan` (issue 32): request traces (CSV and JSONL cells, raw bytes),
+"""Hostile input to `llmcalc serve` and `llmcalc plan`: request traces (CSV and JSONL cells, raw bytes),
 rates, latency targets, request counts and length distributions drawn by hypothesis, each run as a user would
 (a process of its own). The contract: exit 0 with strict, finite JSON, or exit 2 with one line on stderr; never a
 traceback, never a hang (a run past HANG seconds fails)."""

@@ -117,7 +117,7 @@ def test_zero_without_dp_says_it_divides_nothing():
 
 
 def test_a_chunked_prefill_holds_one_chunks_activations_and_the_other_is_noted(cli_json):
-    """Issue 38: jamba at 4 × 256k showed 155 GB of activations from one unchunked prefill while `fit` sizes a
+    """Jamba at 4 × 256k once showed 155 GB of activations from one unchunked prefill while `fit` sizes a
     server's 8k chunks. --prefill-chunk N holds the activations of one N-token prefill (what `memory --batch 1 --seq
     N` holds), the KV cache and weights unchanged; each report names the other figure."""
     whole = cli_json("memory", "-p", "jamba-v0.1", "--batch", "4", "--seq", "256k")

@@ -9,5 +9,5 @@ from llmcalc.render.text import seconds
                                      (1676.83, "27.95 min"), (7199.0, "119.98 min"), (162895.54, "45.25 h"),
                                      (3 * 86400.0, "3.00 days")])
 def test_a_time_is_shown_in_minutes_hours_or_days_once_it_is_long(t, shown):
-    """`calibrate --device cpu`'s profile once printed '1676.83 s … total 162895.54 s' (issue 38)."""
+    """`calibrate --device cpu`'s profile once printed '1676.83 s … total 162895.54 s'."""
     assert seconds(t) == shown

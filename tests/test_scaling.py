@@ -83,7 +83,7 @@ def test_compute_is_six_n_d_for_every_law():
 
 
 def test_time_uses_a_published_runs_mfu_and_the_preset_price(cli):
-    """Issue 38: the default was a matmul's 85% (70B on 1,024 H100s in 8.2 days); published runs reach 40–55%."""
+    """The default was once a matmul's 85% (70B on 1,024 H100s in 8.2 days); published runs reach 40–55%."""
     preset = yaml.safe_load((ROOT / "presets/gpus/h100-sxm.yaml").read_text())
     r = cli("scale", "--flops", "5.76e23", "--gpu", "h100-sxm", "--gpus", "1024", "--format", "json")
     assert r.returncode == 0, r.stderr

@@ -203,7 +203,7 @@ def test_plot(cli, tmp_path, vs):
 
 
 HANG = 300
-"""Seconds before a run counts as hung (issue 32: a NaN arrival spun forever); far above any run's time."""
+"""Seconds before a run counts as hung (a NaN arrival once spun forever); far above any run's time."""
 SERVE = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm")
 
 

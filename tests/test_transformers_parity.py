@@ -1,7 +1,7 @@
 """Exact equality with transformers' own parameter count of the same architecture (meta device).
 
 Each model of tests/fixtures/hf_architectures.yaml is a real config.json's architecture (its source named there),
-written as a config.json for the session. transformers builds the model on the meta device (no weights) and counts
+written as a config.json once per test run. transformers builds the model on the meta device (no weights) and counts
 model.parameters(); llmcalc must agree for the matching preset and for its own import of the same config.json.
 """
 

@@ -100,7 +100,7 @@ def test_time_rows_check_the_roofline_as_a_lower_bound():
 
 
 def test_several_models_show_one_line_each_and_detail_every_row():
-    """Issue 38: `validate --all` at 80 columns was ~1,800 stacked lines. Several models: a line per model with
+    """`validate --all` at 80 columns was once ~1,800 stacked lines. Several models: a line per model with
     its row count, failures and largest error; --detail every row, as JSON always carries."""
     import os
 
