@@ -104,6 +104,18 @@ def test_an_isolated_add_slower_than_every_measured_call_is_capped_at_the_fastes
     assert any("longer than the fastest measured call" in n for n in notes)
 
 
+def test_gemms_no_slower_than_the_fastest_call_are_fitted_without_a_fixed_cost():
+    """On a loaded CPU every tiny GEMM can take the same time, the largest no longer than the fastest call plus
+    its memory time (CI measured so): the fits then subtract no fixed cost, and say so."""
+    raw = synthetic(TRUTH, 0.5)
+    for x in raw["gemm"] + raw["attention"]:
+        x["seconds"] = 3.5e-5
+    raw["tiny"]["seconds"] = 1e-3
+    tm, notes = fit(raw, H100, TimeModel(overlap=0.5), "a base")
+    assert tm.compute_efficiency > 0
+    assert any("subtract no fixed cost" in n for n in notes)
+
+
 def test_fit_keeps_what_it_cannot_measure_and_says_where_each_figure_comes_from():
     base, name = base_profile(H100)
     raw = synthetic(TRUTH, base.overlap) | {"collectives": [], "comm_note": "one GPU visible: no collective measured"}
