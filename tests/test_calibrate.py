@@ -25,6 +25,7 @@ from llmcalc.costs.calibration import (
     op_time,
     plan,
 )
+from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu, preset_for_device
 from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.time_models import PROFILE_FIELDS, base_profile, load_time_model
@@ -114,6 +115,18 @@ def test_gemms_no_slower_than_the_fastest_call_are_fitted_without_a_fixed_cost()
     tm, notes = fit(raw, H100, TimeModel(overlap=0.5), "a base")
     assert tm.compute_efficiency > 0
     assert any("subtract no fixed cost" in n for n in notes)
+
+
+def test_a_smoke_run_whose_copy_is_slower_than_its_gemms_keeps_the_base_gemm_figures():
+    """A loaded CPU can copy so slowly that every GEMM's memory time exceeds its measured time: a smoke run then
+    keeps the base profile's GEMM figures (it covers the code path); a GPU's run still refuses."""
+    raw = synthetic(TRUTH, 0.5) | {"smoke": True}
+    raw["copy"] = {"bytes": raw["copy"]["bytes"], "seconds": raw["copy"]["seconds"] * 1e6}
+    base = TimeModel(overlap=0.5)
+    tm, _ = fit(raw, H100, base, "a base")
+    assert tm.compute_efficiency == base.compute_efficiency and "kept from a base" in tm.sources["compute_efficiency"]
+    with pytest.raises(UserError):
+        fit(raw | {"smoke": False}, H100, base, "a base")
 
 
 def test_fit_keeps_what_it_cannot_measure_and_says_where_each_figure_comes_from():

@@ -390,29 +390,39 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
     try:
         e, pad, err = gemm_fit(bf16, peak, stream, kernel_s, overlap)
     except UserError:  # every GEMM within its fixed cost of the fastest call (a loaded CPU): no fixed cost then
-        e, pad, err = gemm_fit(bf16, peak, stream, 0.0, overlap)
+        try:
+            e, pad, err = gemm_fit(bf16, peak, stream, 0.0, overlap)
+        except UserError:
+            if not raw["smoke"]:
+                raise
+            e = pad = err = None  # a loaded CPU's smoke run: its copy slower than its GEMMs; nothing to fit
         notes.append(f"no GEMM took longer than the fixed cost of {kernel_s * 1e6:.1f} µs plus its memory time; "
                      "the GEMM fits subtract no fixed cost")
         kernel_s = 0.0
-    shapes = ", ".join(sorted({f"{x['name']} {x['n']}×{x['k']}" for x in bf16}))
-    ms = sorted({x["m"] for x in bf16})
-    span = f"M = {ms[0]} … {ms[-1]}, {len(ms)} sizes, of {shapes} (N×K, {raw['model']})"
-    put("compute_efficiency", e, f"best bf16 GEMM throughput over the {LARGE} largest M of each shape / "
-        f"{peak / 1e12:g} TFLOP/s, counting M + matmul_pad_rows rows; {span}")
-    put("matmul_pad_rows", pad, f"least squares (relative) of t(M) = kernel_s + max(c, m) + overlap·min(c, m), "
-        f"c = 2·(M + pad)·N·K / (peak · compute_efficiency), over bf16 GEMMs at {span}; median error {err:.1%}")
-    notes.append(f"bf16 GEMMs: efficiency {figures['compute_efficiency']}, pad {figures['matmul_pad_rows']} rows, "
-                 f"median error of the op form {err:.1%} over {len(bf16)} runs")
-
-    fp8 = [x for x in raw["gemm"] if x["dtype"] == "fp8"]
-    if fp8 and gpu.peak_tflops.fp8:
-        e8, _, err8 = gemm_fit(fp8, gpu.peak("fp8"), stream, kernel_s, overlap, pad=figures["matmul_pad_rows"],
-                               operand=FP8)
-        put("fp8_efficiency", e8, f"best fp8 (e4m3, torch._scaled_mm, bf16 out) GEMM throughput over the {LARGE} "
-            f"largest M of each shape / {gpu.peak('fp8') / 1e12:g} TFLOP/s at the bf16 fit's pad; median error "
-            f"{err8:.1%}")
+    if e is None:
+        for name in ("compute_efficiency", "matmul_pad_rows", "fp8_efficiency"):
+            keep(name, "the CPU smoke run's GEMMs ran no slower than its copy's bandwidth allows")
     else:
-        keep("fp8_efficiency", "no fp8 GEMM measured" if gpu.peak_tflops.fp8 else f"{gpu.name} has no fp8 peak")
+        shapes = ", ".join(sorted({f"{x['name']} {x['n']}×{x['k']}" for x in bf16}))
+        ms = sorted({x["m"] for x in bf16})
+        span = f"M = {ms[0]} … {ms[-1]}, {len(ms)} sizes, of {shapes} (N×K, {raw['model']})"
+        put("compute_efficiency", e, f"best bf16 GEMM throughput over the {LARGE} largest M of each shape / "
+            f"{peak / 1e12:g} TFLOP/s, counting M + matmul_pad_rows rows; {span}")
+        put("matmul_pad_rows", pad, f"least squares (relative) of t(M) = kernel_s + max(c, m) + overlap·min(c, "
+            f"m), c = 2·(M + pad)·N·K / (peak · compute_efficiency), over bf16 GEMMs at {span}; median error "
+            f"{err:.1%}")
+        notes.append(f"bf16 GEMMs: efficiency {figures['compute_efficiency']}, pad {figures['matmul_pad_rows']} "
+                     f"rows, median error of the op form {err:.1%} over {len(bf16)} runs")
+
+        fp8 = [x for x in raw["gemm"] if x["dtype"] == "fp8"]
+        if fp8 and gpu.peak_tflops.fp8:
+            e8, _, err8 = gemm_fit(fp8, gpu.peak("fp8"), stream, kernel_s, overlap,
+                                   pad=figures["matmul_pad_rows"], operand=FP8)
+            put("fp8_efficiency", e8, f"best fp8 (e4m3, torch._scaled_mm, bf16 out) GEMM throughput over the "
+                f"{LARGE} largest M of each shape / {gpu.peak('fp8') / 1e12:g} TFLOP/s at the bf16 fit's pad; "
+                f"median error {err8:.1%}")
+        else:
+            keep("fp8_efficiency", "no fp8 GEMM measured" if gpu.peak_tflops.fp8 else f"{gpu.name} has no fp8 peak")
 
     pre = [x for x in raw["attention"] if x["phase"] == "prefill"]
     pts = [(attention_flops(x["heads"], x["kv_heads"], x["head_dim"], x["length"]),
