@@ -256,6 +256,11 @@ class Workload(Frozen):
             return spec.checkpoint.formats
         return WeightFormats.of_dtype(self.weights_dtype, self.group_size)
 
+    def absorbed(self, mixer, prefill: bool) -> bool:
+        """Whether a step of `mixer` (an attention block, or None for a layer without one) runs MLA's absorbed
+        decode: a latent cache, a decode (not a prefill) and `mla_decode` absorbed. The one place it is decided."""
+        return mixer is not None and mixer.latent_cache and not prefill and self.mla_decode == "absorbed"
+
     def native_compute(self, spec: ModelSpec) -> bool:
         """Whether each matmul runs in its weights' native type (WeightFormat.compute) where the GPU has that unit:
         formats given (formats_given) and no `compute_dtype`."""

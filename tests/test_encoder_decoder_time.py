@@ -27,7 +27,9 @@ from test_encoder_decoder_costs import BART, S_E, T5, T5_RELU, WHISPER, _measure
 from llmcalc.costs.flops import flops
 from llmcalc.costs.form import value
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import StepTime, latency, step_costs, step_form
+from llmcalc.costs.latency import latency
+from llmcalc.costs.step import step_costs, step_form
+from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.memory import memory
 from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu

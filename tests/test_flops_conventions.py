@@ -190,3 +190,22 @@ def test_mtp_flops_count_the_module_and_its_head_and_train_three_passes():
     r = subprocess.run([sys.executable, "-m", "llmcalc", "flops", "-p", "deepseek-v3", "--mtp", "-f", "json"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr
+
+
+def test_mtp_flops_are_the_serving_engines_mtp_step_plus_its_projection():
+    """The MTP module counted by `flops --mtp` (its layer, 2d→d projection and the shared head) against the
+    draft step a serving engine runs for it (llmcalc/costs/engine_step.py, mtp: the last layer of the step form,
+    the embedding and the head, the projection left out): over a prefill of the same tokens on one GPU, the
+    module's FLOPs less its projection equal the engine's draft step's. A second path to the same module; it
+    fails if either side drops or doubles a part."""
+    from llmcalc.costs.engine_step import EngineStep
+    from llmcalc.inputs.gpus import load_gpu
+    from llmcalc.model.time_model import ROOFLINE
+
+    spec, batch, seq = load_preset("deepseek-v3"), 2, 300
+    w = Workload(batch=batch, seq=seq, mtp=True, weights_dtype="fp8")
+    rows = {r.component: r.prefill for r in flops(spec, w).breakdown if r.component.startswith("mtp/")}
+    assert rows["mtp/projection"] == spec.mtp_modules * 2 * batch * seq * 2 * spec.d_model * spec.d_model
+    draft = EngineStep(spec, load_gpu("h200"), w, ROOFLINE, mtp=True).costs([(seq, 0)] * batch, [])
+    # the draft step projects the last position of each chunk (as a prefill with `logits` last)
+    assert sum(rows.values()) - rows["mtp/projection"] == sum(c.flops for c in draft.values())

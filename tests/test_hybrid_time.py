@@ -20,7 +20,9 @@ import pytest
 from llmcalc.costs.flops import flops
 from llmcalc.costs.form import value
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import StepTime, latency, step_costs, step_form
+from llmcalc.costs.latency import latency
+from llmcalc.costs.step import step_costs, step_form
+from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.memory import memory
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.hf import load_hf_config

@@ -10,8 +10,11 @@ import yaml
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
-from llmcalc.costs.latency import StepTime, experts_hit, latency, step_costs
+from llmcalc.costs.latency import latency
 from llmcalc.costs.params import params
+from llmcalc.costs.parallel import COLLECTIVES
+from llmcalc.costs.step import KINDS, Op, collectives, experts_hit, step_costs, step_form
+from llmcalc.costs.step_time import StepTime
 from llmcalc.inputs.gpus import GPU_DIR, gpu_names, load_gpu
 from llmcalc.inputs.presets import load_preset, spec_from_data
 from llmcalc.model.time_model import ROOFLINE, TimeModel
@@ -284,3 +287,28 @@ def test_weights_per_gpu_on_one_gpu_are_memorys_weights(name):
 
     spec, w = load_preset(name), Workload(batch=1, seq=128)
     assert latency(spec, H100, w).weights_bytes_per_gpu == memory(spec, w).weights_bytes
+
+
+@pytest.mark.parametrize("name,layout", [("deepseek-v2-lite", Layout(tp=2, ep=2, dp=2)), ("jamba-v0.1", Layout(tp=2, pp=2)),
+                                         ("t5-small", Layout()), ("llama3-8b", Layout(tp=8))])
+def test_step_form_entries_are_typed_by_kind(name, layout):
+    """Every entry of the step form is an Op whose kind says how it is timed: the collectives are exactly the
+    layout's (tensor all-reduce with tp, expert all-to-all with ep, pipeline sends with pp), bytes over a link and
+    nothing else; a mixer's core runs no weight matmul (no row FLOPs); a memory entry no FLOPs; every layer
+    group's entries name that group. Keys that were plain (group, name) tuples tested by a name prefix."""
+    spec = load_preset(name)
+    w = Workload(batch=layout.dp, seq=64, gen=4, layout=layout)
+    for prefill in (True, False):
+        form = step_costs(spec, w, 1, 64 if prefill else 1, 0 if prefill else 64,
+                          step_form(spec, w, prefill))
+        assert all(isinstance(op, Op) and op.kind in KINDS for op in form)
+        assert {op.name for op in form if op.collective} == set(collectives(spec, layout)) <= set(COLLECTIVES)
+        for op, cost in form.items():
+            assert op == Op.of(op.group, op.name)
+            if op.collective:
+                assert op.group is None and cost.flops == cost.row_flops == 0 < cost.bytes
+            if op.core:
+                assert cost.row_flops == 0 and cost.flops > 0
+            if op.memory:
+                assert cost.flops == 0 < cost.bytes
+            assert op.group is None or 0 <= op.group < len(spec.layer_groups())

@@ -1,7 +1,7 @@
 """Calibration: what `llmcalc calibrate` measures (a plan) and the time-model figures fitted to what it measured.
 Pure Python: the torch harness that runs a plan is llmcalc/reference/calibrate.py; see docs/roofline.md#time-models.
 
-The fit inverts the time model's own op form (llmcalc/model/time_model.py, llmcalc/costs/latency.py), with
+The fit inverts the time model's own op form (llmcalc/model/time_model.py, llmcalc/costs/step_time.py), with
 c = FLOPs / (peak · efficiency) and m = bytes / (bandwidth · memory_efficiency):
 
   t(op) = max(c, m) + overlap · min(c, m) + kernel_s,   a weight matmul's FLOPs 2 · (M + matmul_pad_rows) · N · K
@@ -28,13 +28,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from llmcalc.costs.flops import MAC
-from llmcalc.costs.shard import ceil_div
 from llmcalc.errors import UserError
 from llmcalc.model.attention import GQA
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
-from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, SMOKE_GPU, TimeModel, overlapped
+from llmcalc.model.time_model import BOUNDS, ROOFLINE, SHARES, SMOKE_GPU, TimeModel, compute_behind, overlapped
+from llmcalc.model.units import MAC, ceil_div
 
 BF16, FP8 = 2, 1
 """Bytes per element of a bf16 and an fp8 (e4m3) operand."""
@@ -236,7 +235,7 @@ def curve_plan(specs: list[ModelSpec], device: str) -> Curves:
 
 
 def op_time(flops: float, bytes_: float, rate: float, bandwidth: float, kernel_s: float, overlap: float) -> float:
-    """The time model's seconds of one op (llmcalc/costs/latency.py StepTime): max(c, m) + overlap·min(c, m)
+    """The time model's seconds of one op (llmcalc/costs/step_time.py StepTime): max(c, m) + overlap·min(c, m)
     + kernel_s."""
     return overlapped(flops / rate, bytes_ / bandwidth, overlap) + kernel_s
 
@@ -244,12 +243,7 @@ def op_time(flops: float, bytes_: float, rate: float, bandwidth: float, kernel_s
 def compute_seconds(t: float, m: float, kernel_s: float, overlap: float) -> float | None:
     """The compute time c at which op_time gives the measured `t` for memory time `m`; None where t does not
     depend on c (memory-bound with full overlap) or t is below what memory alone takes."""
-    r = t - kernel_s
-    if r - overlap * m >= m:  # compute-bound: c + overlap·m = r
-        return r - overlap * m
-    if overlap > 0 and r > m:  # memory-bound: m + overlap·c = r
-        return (r - m) / overlap
-    return None
+    return compute_behind(t - kernel_s, m, overlap)
 
 
 def gemm_flops(m: int, n: int, k: int, pad: float = 0.0) -> float:

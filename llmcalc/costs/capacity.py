@@ -9,11 +9,12 @@ max_num_batched_tokens does).
 from __future__ import annotations
 
 from llmcalc.costs.memory import inference_activations
-from llmcalc.costs.shard import ceil_div, kv_per_gpu
+from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.shard import weights_per_gpu as layer_weights_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
+from llmcalc.model.units import ceil_div
 from llmcalc.workload import Layout, Workload
 
 NODE = 8
@@ -96,3 +97,12 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
             f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
         )
     return weights
+
+
+def serving_kv_budget(spec: ModelSpec, gpu: GPU, w: Workload) -> tuple[int, int]:
+    """(free, budget): the bytes per GPU a serving engine leaves for its KV cache once its weights and activation
+    workspace are held (usable_bytes at the workload's reserve, 1 − gpu_memory_utilization), and the share of it
+    each virtual engine of a pipeline holds (free // pp). Refuses weights that do not fit (require_weights_fit);
+    free may be ≤ 0 when the workspace does not."""
+    free = usable_bytes(gpu, w.reserve) - require_weights_fit(spec, gpu, w) - activation_workspace(spec, w)
+    return free, free // w.layout.pp

@@ -23,9 +23,8 @@ from functools import partial
 
 from llmcalc.costs.positions import position_flops
 from llmcalc.model.spec import ModelSpec
+from llmcalc.model.units import MAC
 
-MAC = 2
-"""FLOPs per multiply-add."""
 RESIDUAL_ADDS = 2
 """Residual additions per layer: the attention's output and the FFN's (a parallel block adds both in two adds)."""
 

@@ -253,7 +253,7 @@ def scan_fit(points: list[dict], phase: str, spec: ModelSpec, gpu: GPU,
              kernels: dict[str, KernelCurve]) -> tuple[KernelCurve, float]:
     """scan_prefill or scan_decode: each point's time less what the rest of the profile gives its projections and
     its own kernels, fitted as core FLOPs (prefill) or core bytes (decode) plus a fixed cost."""
-    from llmcalc.costs.latency import step_costs
+    from llmcalc.costs.step import Op, step_costs
 
     mixer = next(g.mixer_name for g in spec.layer_groups()
                  if g.mixer is not None and g.mixer.core_kernel(True, False) == "scan_prefill")
@@ -268,8 +268,8 @@ def scan_fit(points: list[dict], phase: str, spec: ModelSpec, gpu: GPU,
         new, context = (t, 0) if phase == "prefill" else (1, 1)
         w = Workload(batch=b, seq=max(t, 2), gen=2)
         costs = step_costs(one, w, b, new, context)
-        core = costs[(0, f"{mixer}/core")]
-        proj = costs[(0, f"{mixer}/proj")]
+        core = costs[Op.of(0, f"{mixer}/core")]
+        proj = costs[Op.of(0, f"{mixer}/proj")]
         projections = curve_seconds(kernels["matmul"], proj[0], proj[2], proj[1], 2, peak, bw)
         counted = EngineKernels(**p["counted"])
         own = sum(curve_seconds(partial.curve(k), 0, 0, nb, n, peak, bw) for k, (n, nb) in counted.own().items())

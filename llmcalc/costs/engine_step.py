@@ -3,7 +3,7 @@ speculative verify tokens it runs together, under a time model. See docs/serving
 
 A serving engine (vLLM, SGLang, TensorRT-LLM) runs one forward per step over every token it scheduled: some
 sequences' prompt chunks (n new tokens after c cached ones), the others' next tokens, or under speculative
-decoding their 1 + k draft tokens to verify. The step's cost is latency's cost form (llmcalc/costs/latency.py:
+decoding their 1 + k draft tokens to verify. The step's cost is latency's cost form (llmcalc/costs/step.py:
 parts_form) with one part per kind present, whose variables are sums over the step's sequences:
 
   T = Σ tokens (all parts), and per part: its tokens, its sequences R and per layer window Σ_sequences each
@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llmcalc.costs.form import Lin, per, value
-from llmcalc.costs.latency import Cost, StepTime, count_scopes, parts_form
+from llmcalc.costs.form import Lin, per
+from llmcalc.costs.step import Cost, Form, count_scopes, parts_form
+from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.step_source import time_source
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -47,18 +48,18 @@ class EngineStep:
         if mtp:
             last = len(self.layers) - 1
             for st in self.step_times.values():  # one layer's kernels
-                st.fixed = {k: v / self.layers[last] if k[0] == last else v for k, v in st.fixed.items()}
+                st.fixed = {k: v / self.layers[last] if k.group == last else v for k, v in st.fixed.items()}
         self.clocks: dict[tuple[str, ...], Callable[[dict], float]] = {}
         self._decode: list[dict[int, dict[str, int]]] = [{} for _ in self.scopes]
 
-    def form(self, parts: tuple[str, ...]) -> dict[tuple, Cost]:
+    def form(self, parts: tuple[str, ...]) -> Form:
         """The step's cost form with these parts (parts_form), for mtp one module's entries."""
         form = parts_form(self.spec, self.w, {p: TAGS[p] for p in parts})
         if not self.mtp:
             return form
         last = len(self.layers) - 1
-        return {k: c if k[0] is None else [per(x, self.layers[last]) for x in c] for k, c in form.items()
-                if k[0] in (None, last) and not k[1].startswith("comm/")}
+        return {k: c if k.group is None else Cost(*(per(x, self.layers[last]) for x in c)) for k, c in form.items()
+                if k.group in (None, last) and not k.collective}
 
     def clock(self, parts: tuple[str, ...]) -> Callable[[dict], float]:
         """The compiled time of a step with these parts (built on first use). A step with a chunk launches the
@@ -125,10 +126,10 @@ class EngineStep:
         return parts, env
 
     def costs(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
-              verifies: Sequence[tuple[int, int]] = ()) -> dict[tuple, Cost]:
-        """The step's per-GPU [FLOPs, bytes, row FLOPs] by entry."""
+              verifies: Sequence[tuple[int, int]] = ()) -> Form:
+        """The step's per-GPU cost by entry."""
         parts, env = self.vars(chunks, contexts, verifies)
-        return {k: [value(c, env) for c in cost] for k, cost in self.form(parts).items()}
+        return {k: cost.at(env) for k, cost in self.form(parts).items()}
 
     def time(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
              verifies: Sequence[tuple[int, int]] = ()) -> float:
@@ -139,7 +140,7 @@ class EngineStep:
         return self.clock(parts)(env)
 
 
-def _compiled(name: str, form: dict[tuple, Cost], st: StepTime, layers: list[int]) -> Callable[[dict], float]:
+def _compiled(name: str, form: Form, st: StepTime, layers: list[int]) -> Callable[[dict], float]:
     """The step's time under `st` as a function of its variables (a dict), compiled once (time_source)."""
     namespace: dict[str, Any] = {}
     variables = set().union(*(c.variables for cost in form.values() for c in cost if isinstance(c, Lin)))

@@ -1,5 +1,5 @@
 """The time of one step on a named engine from its engine profile (llmcalc/model/engine_profile.py): the step form's
-ops (llmcalc/costs/latency.py step_costs), each on the kernel class that runs it, plus the kernels the engine
+ops (llmcalc/costs/step.py step_costs), each on the kernel class that runs it, plus the kernels the engine
 launches beyond them, counted from the engine itself (EngineKernels). See docs/roofline.md#the-reference-engine.
 
   weight matmuls    per op: max(c, m) + overlap·min(c, m) + matmuls · fixed_s   (class matmul; routed experts:
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmcalc.costs.latency import count_scope, kernels, step_costs, step_vars
+from llmcalc.costs.step import count_scope, kernels, step_costs, step_vars
 from llmcalc.model.engine_profile import EngineKernels, EngineProfile, KernelCurve
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -56,7 +56,7 @@ def engine_step(spec: ModelSpec, gpu: GPU, w: Workload, profile: EngineProfile, 
     step is, a prefill runs eagerly)."""
     prefill = new > 1 or context == 0
     graph = not prefill if graph is None else graph
-    absorbed = spec.attention.latent_cache and not prefill and w.mla_decode == "absorbed"
+    absorbed = w.absorbed(spec.attention, prefill)
     costs = step_costs(spec, w, batch, new, context)
     launches = kernels(spec, absorbed, prefill, norms=False)
     env = step_vars(spec, batch, new, context)
@@ -64,10 +64,10 @@ def engine_step(spec: ModelSpec, gpu: GPU, w: Workload, profile: EngineProfile, 
     peak, bandwidth = gpu.peak(w.compute_dtype), gpu.bandwidth
     ops: dict[str, float] = {}
     for key, (flops, nbytes, rows) in costs.items():
-        gi, op = key
-        group = groups[gi] if gi is not None else None
+        op = key.name
+        group = groups[key.group] if key.group is not None else None
         calls = launches.get(key, 0)
-        if op.endswith("/core") and group is not None and group.mixer is not None:
+        if key.core and group is not None and group.mixer is not None:
             kind = group.mixer.core_kernel(prefill, absorbed)
             if kind == "latent_decode" and (context + new) % ALIGN:
                 kind = "latent_decode_unaligned"
@@ -78,7 +78,7 @@ def engine_step(spec: ModelSpec, gpu: GPU, w: Workload, profile: EngineProfile, 
         elif op.endswith("/experts") and group is not None and group.ffn.routed_experts:
             calls = group.count * len(group.ffn.matrices(spec.d_model)["experts"]) // group.ffn.experts
             t = curve_seconds(profile.curve("grouped_matmul"), flops, rows, nbytes, calls, peak, bandwidth)
-        elif op == "embedding":
+        elif key.memory:
             t = curve_seconds(profile.curve("elementwise"), 0, 0, nbytes, 0, peak, bandwidth)
         else:
             t = curve_seconds(profile.curve("matmul"), flops, rows, nbytes, calls, peak, bandwidth)

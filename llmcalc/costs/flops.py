@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import partial
+from typing import Any
 
 from llmcalc.costs.elementwise import elementwise_flops
 from llmcalc.costs.lora import adapters
@@ -33,6 +34,7 @@ from llmcalc.costs.vision import vision_cost
 from llmcalc.errors import UserError
 from llmcalc.model.attention import Parts
 from llmcalc.model.spec import LayerGroup, ModelSpec
+from llmcalc.model.units import MAC
 from llmcalc.reports.flops import FlopsReport, FlopsRow
 from llmcalc.workload import Workload
 
@@ -46,8 +48,6 @@ ATTENTION_CONVENTIONS = {
     "dense": "the full S×S product per layer, masked or not",
 }
 """What each attention-core convention counts, as the notes say it."""
-MAC = 2
-"""FLOPs per multiply-add."""
 FWD_BWD = 3
 """Forward + backward: the backward pass costs two forwards (gradients for inputs and weights)."""
 FROZEN = 2
@@ -79,39 +79,60 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
     return out
 
 
+def forward_layers(spec: ModelSpec, *, tokens, logits, core_of, latents_of, absorbed: bool, mtp: bool,
+                   sequences=0, pairs_of=None, layers: int | None = None) -> dict[tuple[int | None, str], Any]:
+    """A forward's FLOPs, all its sequences together, by (layer group index, component) for ONE layer of each
+    group, and by (None, component) for what runs once per forward: the LM head over `logits` positions, a
+    pooler's matmuls once per sequence (`sequences`), the MTP modules (`mtp`, when every layer runs) after the
+    last layer. The one assembly of a forward's FLOPs: `flops` sums it over the layers at its points, the step
+    cost form (llmcalc/costs/step.py) writes it over the point's variables.
+
+    `tokens`: the new tokens; core_of(g): the core FLOPs of group g's mixer by component; latents_of(g): the
+    cached latents its attention re-projects (decompressed MLA decode; a prefill its new tokens); pairs_of(g):
+    its (query, key) pairs and the distances a relative position encoding projects, for the encoding's
+    layer_matmuls (None: not counted). `layers`: the first `layers` layers only (the head's included). Ints or
+    exact forms (llmcalc/costs/form.py) alike."""
+    out: dict[tuple[int | None, str], Any] = {}
+    groups = spec.layer_groups()
+
+    def layer(g: LayerGroup) -> dict[str, Any]:
+        core = core_of(g) if g.mixer is not None else {}
+        if g.mixer is not None and pairs_of is not None and spec.positions.matmul_names:
+            pairs, distances = pairs_of(g)
+            core = core | spec.positions.layer_matmuls(spec.d_model, g.mixer, pairs, distances)
+        return layer_flops(spec, g, tokens, 0, latents_of(g), absorbed, core)
+
+    for gi, g in enumerate(spec.layer_groups(0, layers)):
+        out |= {(gi, k): v for k, v in layer(g).items()}
+    head = MAC * logits * spec.d_model * spec.vocab_size
+    out[(None, "lm_head")] = head
+    for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
+        out[(None, k)] = MAC * sequences * weights
+    if mtp and spec.mtp_modules and (layers is None or layers >= spec.n_layers):
+        n = spec.mtp_modules
+        out |= {(None, f"mtp/{k}"): n * v for k, v in layer(groups[-1]).items()}
+        out[(None, "mtp/projection")] = n * MAC * tokens * 2 * spec.d_model * spec.d_model
+        out[(None, "mtp/lm_head")] = n * head
+    return out
+
+
 def forward(spec: ModelSpec, batch: int, *, new: int, core_of, latents_of, absorbed: bool,
             logits: int, mtp: bool, pairs_of=None, layers: int | None = None) -> dict[str, int]:
-    """Whole-model forward FLOPs by component (of the first `layers` layers only, the head's included, when
-    given: the MTP modules after the last layer only when every layer is). core_of(mixer, window) gives one
-    sequence's core FLOPs of a layer's mixer by component, latents_of(window) its cached latents the attention re-projects, and
-    pairs_of(window) its (query, key) pairs and the distances a relative position encoding projects
-    (shared by the batch), for the encoding's layer_matmuls (None: the encoding has none)."""
+    """Whole-model forward FLOPs of `batch` sequences of `new` new tokens each, by component (forward_layers
+    summed over each group's layers). core_of(mixer, window), latents_of(window) and pairs_of(window) are one
+    sequence's (pairs shared by the batch: a relative encoding projects each distance once)."""
+    def pairs(g: LayerGroup):
+        p, distances = pairs_of(g.window)
+        return batch * p, distances
+
+    groups = spec.layer_groups(0, layers)  # forward_layers' groups: of the first `layers` layers
     total: dict[str, int] = defaultdict(int)
-    tokens = batch * new
-
-    def core(g: LayerGroup) -> Parts:
-        if g.mixer is None:
-            return {}
-        out = {k: batch * v for k, v in core_of(g.mixer, g.window).items()}
-        if pairs_of is not None and spec.positions.matmul_names:
-            pairs, distances = pairs_of(g.window)
-            out |= spec.positions.layer_matmuls(spec.d_model, g.mixer, batch * pairs, distances)
-        return out
-
-    for g in spec.layer_groups(0, layers):
-        for k, v in layer_flops(spec, g, tokens, 0, batch * latents_of(g.window), absorbed, core(g)).items():
-            total[k] += g.count * v
-    head = MAC * batch * logits * spec.d_model * spec.vocab_size
-    total["lm_head"] += head
-    for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
-        total[k] += MAC * batch * weights
-    if mtp and spec.mtp_modules and (layers is None or layers >= spec.n_layers):
-        last = spec.layer_groups()[-1]
-        layer = layer_flops(spec, last, tokens, 0, batch * latents_of(last.window), absorbed, core(last))
-        for k, v in layer.items():
-            total[f"mtp/{k}"] += spec.mtp_modules * v
-        total["mtp/projection"] += spec.mtp_modules * MAC * tokens * 2 * spec.d_model * spec.d_model
-        total["mtp/lm_head"] += spec.mtp_modules * head
+    per_layer = forward_layers(
+        spec, tokens=batch * new, logits=batch * logits, sequences=batch, absorbed=absorbed, mtp=mtp, layers=layers,
+        core_of=lambda g: {k: batch * v for k, v in core_of(g.mixer, g.window).items()},
+        latents_of=lambda g: batch * latents_of(g.window), pairs_of=pairs if pairs_of is not None else None)
+    for (gi, k), v in per_layer.items():
+        total[k] += v * (groups[gi].count if gi is not None else 1)
     return dict(total)
 
 
@@ -132,7 +153,7 @@ def flops(spec: ModelSpec, w: Workload) -> FlopsReport:
     spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     attn, batch, seq, gen, stack = spec.attention, w.batch, w.seq, w.gen, spec.stack
     stack.check_sized("FLOPs")
-    absorbed = attn.latent_cache and w.mla_decode == "absorbed"
+    absorbed = w.absorbed(attn, prefill=False)
     decompress = attn.latent_cache and not absorbed
 
     def forward_of(logits: int, layers: int | None = None) -> dict[str, int]:

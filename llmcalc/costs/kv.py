@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from llmcalc.model.attention import Attention
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.units import packed_bytes
 from llmcalc.reports.kv import KVLayerRow, KVReport
 from llmcalc.workload import Workload
 
@@ -22,7 +23,7 @@ FORMULA = ("total = Σ_layers batch · min(seq, window − 1) · kv_elements_per
 
 def nbytes(elements: int, dtype: str) -> int:
     """Bytes of `elements` values of `dtype`, rounded up to whole bytes (int4: two per byte)."""
-    return -(-elements * DTYPE_BITS[dtype] // 8)
+    return packed_bytes(elements, DTYPE_BITS[dtype])
 
 
 def cache_layers(spec: ModelSpec) -> dict[int | None, int]:

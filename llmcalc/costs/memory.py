@@ -27,7 +27,7 @@ from llmcalc.costs.train_memory import (  # noqa: F401 (layer_activation_bytes, 
 )
 from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec, dtype_bytes
 from llmcalc.reports.memory import MemoryReport, MemoryRow
 from llmcalc.workload import Workload
 
@@ -117,7 +117,7 @@ def layer_peak_per_token(spec: ModelSpec, seq: int, w: Workload) -> tuple[int, s
     is largest, and which one it is (a hybrid's mixer by its path: attention, mamba). A parallel block (one norm)
     holds the attention's output (d) while its FFN runs. Without flash attention the attention also holds its
     scores and probabilities, 2·H·keys (unfused_score_elements: a recurrent mixer has none)."""
-    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
+    a, d = dtype_bytes(w.act_dtype), spec.d_model
     rope = spec.positions.rotary
     best, what = 0, ""
     for g in spec.layer_groups():
@@ -158,7 +158,7 @@ class PrefillPeak:
     kept per position for the whole forward: the positions (int64) and RoPE's cos and sin (2·a·d_rot)."""
 
     def __init__(self, spec: ModelSpec, w: Workload):
-        a, d, attn = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, spec.attention
+        a, d, attn = dtype_bytes(w.act_dtype), spec.d_model, spec.attention
         self.residual, self.head_token = 2 * a * d, a * d
         self.head_seq = a * d + (a + LOGIT_BYTES) * spec.vocab_size * spec.stack.lm_head  # an encoder: no logits
         self.tables = 8 + (2 * a * (attn.rope_dim - attn.rope_dim % 2) if spec.positions.rotary else 0)
@@ -185,7 +185,7 @@ def encoder_decoder_activations(spec: ModelSpec, batch: int, encoder_seq: int, w
     position table of S_e rows) and the decoder's prefill peak (`decoder`) while the encoder output it reads,
     B·S_e·a·d, is still held; or an input stem's peak (Whisper's convolutions: Stack.stem_elements). The
     cross-attention K/V are in the cache, not here."""
-    a, d = DTYPE_BITS[w.act_dtype] // 8, spec.d_model
+    a, d = dtype_bytes(w.act_dtype), spec.d_model
     per_token, what = layer_peak_per_token(spec, encoder_seq, w)
     tables = 8 + (2 * a * (spec.attention.rope_dim - spec.attention.rope_dim % 2) if spec.positions.rotary else 0)
     encoder = batch * encoder_seq * (2 * a * d + per_token) + encoder_seq * tables

@@ -19,10 +19,10 @@ from fractions import Fraction
 from llmcalc.errors import UserError
 from llmcalc.model.ffn import MoE, mlp_params, weights
 from llmcalc.model.spec import ModelSpec
+from llmcalc.model.units import MAC
 from llmcalc.reports.moe import MoEPhaseRow, MoEReport
 from llmcalc.workload import Workload
 
-MAC = 2
 SPAN = 40
 """The exact sum covers the expert's load within SPAN standard deviations of its mean (and a margin):
 the binomial mass outside is far below double precision."""

@@ -13,11 +13,9 @@ from llmcalc.costs.parallel import kv_shards
 from llmcalc.costs.weights import edge_parts, layer_weight_bytes, stored_bytes
 from llmcalc.model.embedding import lm_head_params
 from llmcalc.model.spec import LayerGroup, ModelSpec
+from llmcalc.model.units import ceil_div
 from llmcalc.workload import Layout, Workload
 
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def split_of(component: str, layout: Layout) -> int:

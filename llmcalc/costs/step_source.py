@@ -1,4 +1,4 @@
-"""A step's time as Python source: a cost form (llmcalc/costs/latency.py: step_form, parts_form) under a
+"""A step's time as Python source: a cost form (llmcalc/costs/step.py: step_form, parts_form) under a
 StepTime, written out once and compiled, so that evaluating it at a point costs a few float operations.
 
 time = step_s + Σ_entries fixed + max(c, m) + overlap·min(c, m), c = (FLOPs + pad·row FLOPs) / rate and
@@ -14,7 +14,9 @@ from collections import defaultdict
 from typing import Any
 
 from llmcalc.costs.form import Lin, Whole, per, source
-from llmcalc.costs.latency import StepTime
+from llmcalc.costs.step import Cost, Form
+from llmcalc.costs.step_time import StepTime
+from llmcalc.model.time_model import overlap_split
 
 
 def _alone(*costs: Lin | int) -> str | None:
@@ -50,7 +52,7 @@ def _piecewise(lines: list[tuple]) -> tuple[list[float], list[tuple[float, float
     return points, pieces
 
 
-def time_source(label: str, form: dict[tuple, list], st: StepTime, names: dict[str, str], counts: list[int],
+def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], counts: list[int],
             namespace: dict[str, Any]) -> list[str]:
     """Lines computing `label` = Σ over the form's entries of StepTime.time (max(c, m) + overlap·min(c, m) + the
     entry's fixed cost; comm entries: bytes / link + fixed) + the step's host cost, c and m computed once.
@@ -63,11 +65,11 @@ def time_source(label: str, form: dict[tuple, list], st: StepTime, names: dict[s
     layers: dict[tuple, int] = defaultdict(int)
     fixed = st.step_s
     for key, (f, b, r) in form.items():
-        n = 1 if key[0] is None else counts[key[0]]
-        comm = key[1].startswith("comm/")
-        rate = 0.0 if comm else st.rate(key[1])
-        layers[(key[1] if comm else None, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
-        fixed += st.times(key, (0, 0, 0))[3]
+        n = 1 if key.group is None else counts[key.group]
+        comm = key.collective
+        rate = 0.0 if comm else st.rate(key)
+        layers[(key.name if comm else None, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
+        fixed += st.times(key, Cost(0, 0, 0))[3]
     k = st.overlap
     by_variable: dict[str, list] = defaultdict(list)
     terms, lines = [repr(fixed)] if fixed else [], []
@@ -86,9 +88,10 @@ def time_source(label: str, form: dict[tuple, list], st: StepTime, names: dict[s
                 by_variable[alone].append((0.0, 0.0, b0 * bc, b1 * bc, True))
                 continue
             c0, c1, m0, m1 = (f0 + st.pad * r0) * fc, (f1 + st.pad * r1) * fc, b0 * bc, b1 * bc
-            by_variable[alone].append(((1 - k) * c0, (1 - k) * c1, (1 - k) * m0, (1 - k) * m1, False))
-            if k:
-                by_variable[alone].append((0.0, 0.0, k * (c0 + m0), k * (c1 + m1), True))
+            on_max, on_sum = overlap_split(k)
+            by_variable[alone].append((on_max * c0, on_max * c1, on_max * m0, on_max * m1, False))
+            if on_sum:
+                by_variable[alone].append((0.0, 0.0, on_sum * (c0 + m0), on_sum * (c1 + m1), True))
             continue
         m = _scaled(b, bc, names, namespace)
         if comm:
@@ -98,7 +101,7 @@ def time_source(label: str, form: dict[tuple, list], st: StepTime, names: dict[s
         if r:
             c = f"{c} + {_scaled(r, st.pad * fc, names, namespace)}"
         c_, m_ = f"{label}_c{len(terms)}", f"{label}_m{len(terms)}"
-        lines += [f"    {c_} = {c}", f"    {m_} = {m}"]  # max(c, m) + overlap·min(c, m), each term once
+        lines += [f"    {c_} = {c}", f"    {m_} = {m}"]  # time_model.overlapped written out, each term once
         terms.append(f"({c_} + {k!r}*{m_} if {c_} > {m_} else {m_} + {k!r}*{c_})" if k else
                      f"({c_} if {c_} > {m_} else {m_})")
     parts = []

@@ -41,7 +41,8 @@ from llmcalc.costs.params import params as count_params
 from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
-from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
+from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
+from llmcalc.model.units import ceil_div
 from llmcalc.reports.memory import MemoryReport, MemoryRow
 from llmcalc.workload import Layout, Workload
 
@@ -52,10 +53,6 @@ OPTIMIZER_BYTES = {"adamw": 8, "adamw-8bit": 2, "sgd": 4}
 (2); SGD momentum in fp32 (4)."""
 LOGIT_BYTES = 4
 """Logits are upcast to fp32 for sampling and the loss."""
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def layer_activation_parts(spec: ModelSpec, g: LayerGroup, batch: int, seq: int, w: Workload,
@@ -69,7 +66,7 @@ def layer_activation_parts(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     flash attention, the softmax output (and its dropout mask and output) over S×S per head. Whole: the norms'
     inputs, the attention's and the FFN's inputs, the dropout masks and what a variant keeps unsplit (MLA's
     latents, an MoE's router logits): 10·s·b·h for GPT. Split: the rest (24·s·b·h for GPT) and the core."""
-    a, d, attn, sb = DTYPE_BITS[w.act_dtype] // 8, spec.d_model, g.mixer, seq * batch
+    a, d, attn, sb = dtype_bytes(w.act_dtype), spec.d_model, g.mixer, seq * batch
     # a hybrid's layer without a mixer (Nemotron-H's MLP layers) keeps its FFN's alone
     if w.lora is not None:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A (docs/formulas.md#lora)
         saved = ((attn.lora_saved_elements(d, w.lora) if attn else 0) + g.ffn.lora_saved_elements(d, w.lora)
@@ -100,7 +97,7 @@ def kept_per_layer(spec: ModelSpec, g: LayerGroup, micro: int, tokens: int, w: W
     if layout.sp:
         whole //= layout.tp  # the sequence is split over tp: check_parallel_training makes tokens a multiple of tp
     if w.recompute == "full":
-        a = DTYPE_BITS[w.act_dtype] // 8
+        a = dtype_bytes(w.act_dtype)
         return a * micro * tokens * spec.d_model // (layout.tp if layout.sp else 1), whole + split + core
     if w.recompute == "selective":
         return whole + split, core
@@ -281,9 +278,9 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     dtype = train_dtype(spec, w)
     grads = w.grad_dtype or dtype
     group = dp * layout.cp
-    n_note = f"{r.params:,} params × {DTYPE_BITS[dtype] // 8} B"
+    n_note = f"{r.params:,} params × {dtype_bytes(dtype)} B"
     if not trivial:
-        n_note = f"{r.params:,} params on this GPU × {DTYPE_BITS[dtype] // 8} B"
+        n_note = f"{r.params:,} params on this GPU × {dtype_bytes(dtype)} B"
     trained = sum(adapter_params(spec, w).values()) if w.lora else count_params(spec).total
     if w.lora:
         n_note = "frozen base: " + weights_bytes(spec, w.formats(spec))[1]
@@ -300,7 +297,7 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     if w.lora:
         rows.append(MemoryRow(component="adapters", bytes=r.adapters,
                               note=f"LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: {trained:,} params × "
-                                   f"{DTYPE_BITS[dtype] // 8} B ({dtype})" + split(3)))
+                                   f"{dtype_bytes(dtype)} B ({dtype})" + split(3)))
     rows += [MemoryRow(component="gradients", bytes=r.gradients, note=f"{grads} gradients{of}" + split(2)),
              MemoryRow(component="optimizer", bytes=r.optimizer,
                        note=(f"{w.optimizer}: fp32 master + states" if dtype != "fp32" else w.optimizer) + of
@@ -335,7 +332,7 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
 
 def _bytes_per_param(w: Workload, group: int) -> str:
     """Bytes per parameter of weights, gradients, master and states, as text (ZeRO's division shown)."""
-    b = {k: DTYPE_BITS[k] // 8 for k in ("fp32", "bf16", "fp16")}
+    b = {k: dtype_bytes(k) for k in ("fp32", "bf16", "fp16")}
     weights, grads = b[w.weights_dtype], b[w.grad_dtype or w.weights_dtype]
     rest = (4 if w.weights_dtype != "fp32" else 0) + OPTIMIZER_BYTES[w.optimizer]
     parts = [(weights, 3), (grads, 2), (rest, 1)]

@@ -6,7 +6,7 @@ replicas reduce their gradients and every GPU updates its weights. Every figure 
 as equal (a stage holds 1/pp of the layers and of the embedding and head work), which is the least time any split
 can reach, so the roofline stays a lower bound.
 
-  1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/latency.py: step_form, StepTime) on
+  1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/step.py: step_form; step_time.py: StepTime) on
      T = b·S tokens, with the logits of every position as training computes them (FLOPs: flops.py's
      forward(all logits), ÷ tp). Each op takes max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
   2. Backward, 2F: the gradients of the inputs and of the weights are one matmul each of the forward's shape
@@ -50,16 +50,17 @@ from __future__ import annotations
 
 from llmcalc.costs.capacity import usable_bytes
 from llmcalc.costs.flops import flops
-from llmcalc.costs.form import value
-from llmcalc.costs.latency import Cost, StepTime, step_form, step_vars
+from llmcalc.costs.step import Form, step_form, step_vars
+from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
 from llmcalc.costs.train_memory import training_memory
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import ModelSpec, dtype_bytes
 from llmcalc.model.time_model import ROOFLINE, TimeModel
+from llmcalc.model.units import ceil_div
 from llmcalc.reports.training import TrainReport
 from llmcalc.workload import RECOMPUTE_MODES, Workload
 
@@ -71,12 +72,12 @@ EDGES = ("embedding", "lm_head")
 """The ops outside the layers: full recomputation does not redo them."""
 
 
-def forward_costs(spec: ModelSpec, w: Workload, micro_batch: int) -> dict[tuple, Cost]:
-    """Per-GPU [FLOPs, bytes, row FLOPs] of one forward of `micro_batch` sequences of `seq` tokens, every
+def forward_costs(spec: ModelSpec, w: Workload, micro_batch: int) -> Form:
+    """Per-GPU cost of one forward of `micro_batch` sequences of `seq` tokens, every
     position projected to logits: latency's prefill form with `logits` all."""
     env = step_vars(spec, micro_batch, w.seq, 0)
     form = step_form(spec, w.model_copy(update={"logits": "all"}), prefill=True)
-    return {k: [value(c, env) for c in cost] for k, cost in form.items()}
+    return {k: cost.at(env) for k, cost in form.items()}
 
 
 def micro_batches(w: Workload) -> tuple[int, int]:
@@ -174,10 +175,10 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     st = StepTime(spec, gpu, w, tm, prefill=True)
     fwd = rec = layer_comm = send = 0.0
     for key, cost in forward_costs(spec, w, b).items():
-        t, op = st.time(key, cost), key[1]
+        t, op = st.time(key, cost), key.name
         if op == "comm/pp_send":
             send += t / (L.pp - 1)  # the forward's pp − 1 sends, one per stage edge
-        elif op.startswith("comm/"):
+        elif key.collective:
             layer_comm += t
         else:
             fwd += t
@@ -200,10 +201,10 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         window = 2 * fwd / L.pp
     exposed = tm.overlapped(window, dp_total) - window
 
-    width = DTYPE_BITS[w.weights_dtype] // 8
+    width = dtype_bytes(w.weights_dtype)
     params = grads // width
     if w.zero >= 1:
-        params = -(-params // L.dp)
+        params = ceil_div(params, L.dp)
     master = 4 if width < 4 else 0
     states = OPTIMIZER_BYTES[w.optimizer]
     moved = params * ((master or width) + width + states) + params * (master + states + width)

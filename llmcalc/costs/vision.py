@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llmcalc.costs.kv import nbytes
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import ModelSpec, dtype_bytes
 from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.vision import VisionCost, VisionRow
 from llmcalc.workload import Workload
@@ -64,7 +64,7 @@ def tower_activation_bytes(spec: ModelSpec, w: Workload, sequences: int) -> int:
     w.check_images(spec)
     if not w.images or spec.vision is None:
         return 0
-    per_image = spec.vision.activation_bytes(*w.image_pixels(spec), spec.d_model, DTYPE_BITS[w.act_dtype] // 8)
+    per_image = spec.vision.activation_bytes(*w.image_pixels(spec), spec.d_model, dtype_bytes(w.act_dtype))
     return sequences * w.images * per_image
 
 

@@ -13,7 +13,7 @@ from llmcalc.costs.params import params as count_params
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
 from llmcalc.errors import UserError
 from llmcalc.model.formats import COMPONENTS, WeightFormat, WeightFormats, component_of
-from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
+from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
 
 
 def stored_bytes(params: int, matrices: list[tuple[int, int]], fmt: WeightFormat, dense: str) -> int:
@@ -79,7 +79,7 @@ def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
     vision = sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
     if not formats.quantized:
         return (layers + edges + nbytes(vision, formats.default),
-                f"{count_params(spec).total:,} params × {DTYPE_BITS[formats.default] // 8} B")
+                f"{count_params(spec).total:,} params × {dtype_bytes(formats.default)} B")
     label = formats.label
     label = label if formats.dense in label else f"{label}; other parameters {formats.dense}"
     return layers + edges + nbytes(vision, formats.dense), label + (f"; vision tower {formats.dense}" if vision else "")

@@ -10,17 +10,12 @@ from llmcalc.inputs.files import PRESETS, read_yaml, validated
 from llmcalc.model.gpu import GPU
 
 GPU_DIR = PRESETS / "gpus"
-DEVICE_NAMES = {"H100": "h100-sxm", "H200": "h200", "A100-SXM4-80GB": "a100-80gb", "A100-SXM4-40GB": "a100-40gb",
-                "L40S": "l40s", "L4": "l4", "A10G": "a10g", "RTX 4090": "rtx-4090", "RTX 3090": "rtx-3090",
-                "B200": "b200", "MI300X": "mi300x", "H100 PCIe": "h100-pcie", "H800": "h800", "H20": "h20",
-                "GB200": "gb200"}
-"""Words in torch.cuda.get_device_name() ↦ the GPU preset they name (NVIDIA H100 80GB HBM3 → h100-sxm)."""
-
-
 def preset_for_device(device_name: str) -> str | None:
-    """The GPU preset a device name (torch.cuda.get_device_name()) names: its longest matching key; None if none."""
-    hits = [k for k in DEVICE_NAMES if k.lower() in device_name.lower()]
-    return DEVICE_NAMES[max(hits, key=len)] if hits else None
+    """The GPU preset a device name (torch.cuda.get_device_name()) names: the preset with the longest of its
+    `device_names` found in it; None if none."""
+    hits = [(len(word), name) for name in gpu_names() for word in load_gpu(name).device_names
+            if word.lower() in device_name.lower()]
+    return max(hits)[1] if hits else None
 
 
 def gpu_names() -> list[str]:

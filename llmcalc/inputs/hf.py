@@ -15,6 +15,7 @@ from llmcalc.errors import UserError
 from llmcalc.inputs.files import check_finite, check_size
 from llmcalc.inputs.presets import spec_from_data
 from llmcalc.model.formats import MAX_GROUP
+from llmcalc.model.units import ceil_div
 
 _LLAMA = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
               num_attention_heads=32, max_position_embeddings=2048, tie_word_embeddings=False,
@@ -659,7 +660,7 @@ def _mamba2(mt: str, c: dict) -> dict[str, Any]:
 def _dt_rank(rank: Any, d: int, field: str) -> int:
     """Δ's projection rank: ⌈d / 16⌉ for "auto" (transformers' MambaConfig, JambaConfig), else the int given."""
     if rank == "auto":
-        return -(-d // 16)
+        return ceil_div(d, 16)
     if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
         raise UserError(f"config.json: {field}: {rank!r} is not a positive int or \"auto\"; give one")
     return rank

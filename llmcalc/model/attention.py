@@ -13,6 +13,7 @@ from pydantic import model_validator
 from llmcalc.model import terms
 from llmcalc.model.base import Parts, PosInt, Variant
 from llmcalc.model.lora import Adaptable
+from llmcalc.model.units import ceil_div, packed_bytes
 
 LORA_TARGETS_OF = {"q": ("q",), "k": ("k",), "v": ("v",), "o": ("o",), "q_down": ("q",), "q_up": ("q",),
                    "kv_down": ("k", "v"), "kv_up": ("k", "v")}
@@ -169,7 +170,7 @@ class Attention(Variant):
 
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` cached tokens (of one layer, or token-layers) at `bits` per element, rounded up."""
-        return -(-tokens * self.kv_elements() * bits // 8)
+        return packed_bytes(tokens * self.kv_elements(), bits)
 
     def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
         """Bytes one layer keeps for `batch` sequences that each keep `kept` tokens (cached_tokens): cache_bytes
@@ -266,7 +267,7 @@ class Attention(Variant):
         """Bytes the core keeps for its backward on one of `tp` ranks (Korthikanti et al. 2022, §4.1): with flash
         attention the fp32 log-sum-exp per query and head, 4·B·⌈H/tp⌉·S; without it the softmax output over the
         S×S scores per head, and with dropout its mask (1 byte) and output: B·⌈H/tp⌉·S²·(a (+ 1 + a))."""
-        heads = -(-self.heads // tp)
+        heads = ceil_div(self.heads, tp)
         if flash:
             return 4 * batch * heads * seq
         return batch * heads * seq * seq * (act + (1 + act if dropout else 0))
@@ -297,7 +298,7 @@ class Attention(Variant):
         """Of saved_elements, the elements per token one of `tp` tensor-parallel ranks keeps of the tensors it
         splits by head: all but the layer's input (d), which every rank holds whole (sequence parallelism
         splits that one over the sequence instead)."""
-        return -(-(self.saved_elements(d_model) - d_model) // tp)
+        return ceil_div(self.saved_elements(d_model) - d_model, tp)
 
     def layer_type(self, window: int | None) -> str:
         """A layer kind's name in the KV report: full, or sliding W."""
@@ -527,7 +528,7 @@ class GQA(Attention):
 
     def tp_saved_elements(self, d_model: int, tp: int) -> int:
         """Q and the o input (H·h each) split over tp, K and V (H_kv·h each) over min(tp, H_kv)."""
-        return -(-2 * self.q_width // tp) + 2 * self.kv_width // min(tp, self.kv_heads)
+        return ceil_div(2 * self.q_width, tp) + 2 * self.kv_width // min(tp, self.kv_heads)
 
     @property
     def cache_heads(self) -> int | None:
@@ -760,7 +761,7 @@ class MLA(Attention):
     def tp_saved_elements(self, d_model: int, tp: int) -> int:
         """Q and K (H·(d_n + d_r) each), V and the o input (H·d_v each) split by head over tp; the latents
         r_q and r_kv whole on every rank."""
-        return -(-2 * self.heads * (self.qk_head_dim + self.v_head_dim) // tp)
+        return ceil_div(2 * self.heads * (self.qk_head_dim + self.v_head_dim), tp)
 
     def decode_note(self, mla_decode: str) -> str | None:
         return "MLA decode " + ("absorbed: W_UK folded into the query and W_UV into the output; attention over the "

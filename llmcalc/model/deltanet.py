@@ -10,6 +10,7 @@ from pydantic import model_validator
 
 from llmcalc.model.base import Parts, PosInt
 from llmcalc.model.state_space import RecurrentMixer
+from llmcalc.model.units import ceil_div
 
 
 class GatedDeltaNet(RecurrentMixer):
@@ -97,7 +98,7 @@ class GatedDeltaNet(RecurrentMixer):
         """Bytes of `tokens` states (sequences × layers): the state at its bits (fp32: 32), the conv's at `bits`."""
         state_bits = 32 if self.state_dtype == "fp32" else bits
         state = self.value_heads * self.key_head_dim * self.value_head_dim
-        return -(-tokens * (state * state_bits + self.conv_width * self.conv_kernel * bits) // 8)
+        return ceil_div(tokens * (state * state_bits + self.conv_width * self.conv_kernel * bits), 8)
 
     def kv_formula(self) -> tuple[str, str]:
         return ("H_v·d_k·d_v + (2·H_k·d_k + H_v·d_v)·K per sequence",

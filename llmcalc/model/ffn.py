@@ -15,6 +15,7 @@ from llmcalc.model import terms
 from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.lora import Adaptable
+from llmcalc.model.units import ceil_div
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "relu2", "silu", "swish", "quick_gelu", "swiglu_oai"]
 ACTIVATION_FLOPS: dict[str, int] = {"relu": 1, "relu2": 2, "silu": 4, "swish": 4, "gelu": 5, "gelu_tanh": 9,
@@ -107,7 +108,7 @@ class FFN(Variant):
     def tp_saved_elements(self, tp: int) -> int:
         """Of saved_elements, the elements per token one of `tp` tensor-parallel ranks keeps: all of them,
         split over tp."""
-        return -(-self.saved_elements() // tp)
+        return ceil_div(self.saved_elements(), tp)
 
     def check_spec(self, spec: Any) -> None:
         """Raise ValueError (naming the field and the fix) when this FFN does not fit the rest of `spec` (a
@@ -500,7 +501,7 @@ class MoE(FFN):
     def tp_saved_elements(self, tp: int) -> int:
         """The experts' intermediates split over tp (with ep > 1, balanced routing gives each rank its share
         of the copies); the router logits (E) whole."""
-        return -(-(self.saved_elements() - self.experts) // tp)
+        return ceil_div(self.saved_elements() - self.experts, tp)
 
     def prefill_activation_bytes(self, d_model: int, act: int) -> int:
         """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),

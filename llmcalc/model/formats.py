@@ -30,6 +30,7 @@ from pydantic import Field
 
 from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
+from llmcalc.model.units import ceil_div, packed_bytes
 
 Scale = Literal["none", "tensor", "row", "group", "block", "flat"]
 MAX_GROUP = 2**20
@@ -105,22 +106,22 @@ class WeightFormat:
 
     def n_scales(self, d_in: int, d_out: int) -> int:
         g = self.group or 1
-        return {"none": 0, "tensor": 1, "row": d_out, "group": d_out * -(-d_in // g),
-                "block": -(-d_out // self.group_rows) * -(-d_in // g), "flat": -(-d_in * d_out // g)}[self.scale]
+        return {"none": 0, "tensor": 1, "row": d_out, "group": d_out * ceil_div(d_in, g),
+                "block": ceil_div(d_out, self.group_rows) * ceil_div(d_in, g), "flat": ceil_div(d_in * d_out, g)}[self.scale]
 
     def matrix_bytes(self, d_in: int, d_out: int, dense: str = "bf16") -> int:
         """Bytes of a d_in × d_out matrix stored in this format (module docstring); `dense`, the checkpoint's
         unquantised dtype, is named in bitsandbytes' quant_state."""
-        width = -(-d_in // self.group) * self.group if self.pad else d_in
-        codes = d_out * -(-width * self.bits // self.word_bits) * self.word_bits // 8
+        width = ceil_div(d_in, self.group) * self.group if self.pad else d_in
+        codes = d_out * ceil_div(width * self.bits, self.word_bits) * self.word_bits // 8
         n = self.n_scales(d_in, d_out)
-        total = codes + -(-n * self.scale_bits // 8) + self.tensor_bytes
+        total = codes + packed_bytes(n, self.scale_bits) + self.tensor_bytes
         if self.zero_bits:
-            groups = 1 if self.scale == "row" else -(-d_in // (self.group or d_in))
-            total += groups * -(-d_out * self.zero_bits // 32) * 4
+            groups = 1 if self.scale == "row" else ceil_div(d_in, (self.group or d_in))
+            total += groups * ceil_div(d_out * self.zero_bits, 32) * 4
         total += d_in * self.index_bits // 8 + d_out * self.bias_bits // 8
         if self.nested:
-            total += -(-n // 256) * 4 + 1024
+            total += ceil_div(n, 256) * 4 + 1024
         if self.quant_state:
             total += len(self._quant_state(d_in, d_out, dense))
         return total

@@ -50,6 +50,9 @@ class Link:
 class GPU(Frozen):
     name: str
     description: str
+    device_names: tuple[str, ...] = ()
+    """Words in the name the device reports (torch.cuda.get_device_name(): NVIDIA H100 80GB HBM3 → H100), by which a
+    measurement on it finds this preset; the longest match over all presets wins (H100 PCIe over H100)."""
     source: str
     peak_tflops: PeakTflops
     memory_gib: Figure

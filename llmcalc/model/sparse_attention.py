@@ -18,6 +18,7 @@ from pydantic import model_validator
 
 from llmcalc.model.attention import GQA, MLA, Parts, linear, sum_min
 from llmcalc.model.base import NonNegInt, PosInt
+from llmcalc.model.units import ceil_div, packed_bytes
 
 CacheDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
@@ -178,7 +179,7 @@ class Linformer(GQA):
                                  qk_norm: str) -> int:
         """GQA's stages, the projection E·K also holding a contiguous copy of K (H_kv·h), and per sequence
         the k projected rows of K and V (2·k·H_kv·h, spread over its tokens)."""
-        rows = -(-2 * self.proj_len * self.kv_width // seq)
+        rows = ceil_div(2 * self.proj_len * self.kv_width, seq)
         return max(super().prefill_activation_bytes(d_model, seq, window, act, rope, qk_norm),
                    act * (self.q_width + 3 * self.kv_width + rows))
 
@@ -332,7 +333,7 @@ class Reformer(GQA):
 
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Keys and values at `bits`, plus one byte per token, head and round for the bucket id."""
-        return -(-tokens * self.kv_elements() * bits // 8) + tokens * self.heads * self.n_hashes
+        return packed_bytes(tokens * self.kv_elements(), bits) + tokens * self.heads * self.n_hashes
 
     def knee(self, window: int | None) -> int | None:
         return 2 * self.chunk_len
@@ -439,8 +440,8 @@ class DSA(MLA):
 
     def cache_bytes(self, tokens: int, bits: int) -> int:
         index_bits = _BITS[self.index_cache_dtype] if self.index_cache_dtype else bits
-        return (-(-tokens * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
-                + -(-tokens * self.index_head_dim * index_bits // 8))
+        return (packed_bytes(tokens * (self.kv_lora_rank + self.qk_rope_head_dim), bits)
+                + packed_bytes(tokens * self.index_head_dim, index_bits))
 
     tp_whole: ClassVar[tuple[str, ...]] = MLA.tp_whole + ("index_q", "index_k", "index_k_norm", "index_w")
     """MLA's, and the indexer (one small head set every rank runs whole)."""
@@ -502,8 +503,8 @@ class DSA(MLA):
         """Bytes one decode step reads from (and writes to) the cache: every indexer key, the selected top-k
         latents."""
         index_bits = _BITS[self.index_cache_dtype] if self.index_cache_dtype else bits
-        return (-(-counts["chosen"] * (self.kv_lora_rank + self.qk_rope_head_dim) * bits // 8)
-                + -(-counts["keys"] * self.index_head_dim * index_bits // 8))
+        return (packed_bytes(counts["chosen"] * (self.kv_lora_rank + self.qk_rope_head_dim), bits)
+                + packed_bytes(counts["keys"] * self.index_head_dim, index_bits))
 
     def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
                                  qk_norm: str) -> int:

@@ -252,3 +252,8 @@ class ModelSpec(Frozen):
 
 
 DTYPE_BITS: dict[str, int] = {"fp32": 32, "tf32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "fp4": 4}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of a whole-byte dtype (activations, master weights, optimizer states): DTYPE_BITS / 8."""
+    return DTYPE_BITS[dtype] // 8

@@ -24,9 +24,8 @@ from llmcalc.model.attention import linear
 from llmcalc.model.base import NonNegInt, Parts, PosInt, Variant
 from llmcalc.model.norm import Norm
 from llmcalc.model.terms import cached_bytes, prod
+from llmcalc.model.units import MAC
 
-MAC = 2
-"""FLOPs per multiply-add."""
 STEM_KERNEL = 3
 """Width of Whisper's two audio convolutions."""
 
@@ -168,7 +167,7 @@ class Stack(Variant):
         return decoder
 
     def encoder_vars(self, batch: int, new: int, encoder_seq: int) -> dict[str, int]:
-        """The cost form's variables of a second stack at a point (llmcalc/costs/latency.py: step_costs); none."""
+        """The cost form's variables of a second stack at a point (llmcalc/costs/step.py: step_costs); none."""
         return {}
 
     def time_terms(self, spec: Any, tokens: Any, seqs: Any, enc_tokens: Any, enc_pairs: Any, cross_pairs: Any,

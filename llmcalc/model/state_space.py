@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from llmcalc.errors import UserError
 from llmcalc.model.attention import GQA, Attention, FixedState, linear
 from llmcalc.model.base import Parts, PosInt
+from llmcalc.model.units import ceil_div
 
 
 class RecurrentMixer(FixedState, Attention):
@@ -55,7 +56,7 @@ class RecurrentMixer(FixedState, Attention):
 
     def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
         """A prompt chunk runs the chunked scan from the state the earlier chunks left."""
-        c = -(-new // self.chunk_size)
+        c = ceil_div(new, self.chunk_size)
         q = self.chunk_size
         return {"chunk_pairs": c * q * q, "chunk_tokens": c * q, "chunk_links": (c + 1) * (c + 1),
                 "tokens": new, "seqs": 1, "keys": 2}
@@ -203,7 +204,7 @@ class Mamba2(RecurrentMixer):
         """Bytes of `tokens` states (sequences × layers): H·P·N at the state's bits (fp32: 32) and
         (I + 2·G·N)·K at `bits`, rounded up."""
         state_bits = 32 if self.state_dtype == "fp32" else bits
-        return -(-tokens * (self.inner * self.state_size * state_bits + self.conv_width * self.conv_kernel * bits) // 8)
+        return ceil_div(tokens * (self.inner * self.state_size * state_bits + self.conv_width * self.conv_kernel * bits), 8)
 
     def kv_formula(self) -> tuple[str, str]:
         return ("H·P·N + (I + 2·G·N)·K per sequence",
@@ -381,7 +382,7 @@ class Mamba(RecurrentMixer):
     def cache_bytes(self, tokens: int, bits: int) -> int:
         """Bytes of `tokens` states (sequences × layers): I·N at the state's bits (fp32: 32), I·K at `bits`."""
         state_bits = 32 if self.state_dtype == "fp32" else bits
-        return -(-tokens * self.inner * (self.state_size * state_bits + self.conv_kernel * bits) // 8)
+        return ceil_div(tokens * self.inner * (self.state_size * state_bits + self.conv_kernel * bits), 8)
 
     def kv_formula(self) -> tuple[str, str]:
         return "I·N + I·K per sequence", f"{self.inner}·{self.state_size} + {self.inner}·{self.conv_kernel}"

@@ -26,8 +26,26 @@ BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES
 
 
 def overlapped(c: float, m: float, overlap: float) -> float:
-    """The overlap rule: work with compute c and memory m takes max(c, m) + overlap·min(c, m) seconds."""
+    """The overlap rule: work with compute c and memory m takes max(c, m) + overlap·min(c, m) seconds. Every time
+    in llmcalc is this rule, written here once; overlap_split and compute_behind are its two other faces."""
     return max(c, m) + overlap * min(c, m)
+
+
+def overlap_split(overlap: float) -> tuple[float, float]:
+    """The overlap rule as the weights (of max(c, m), of c + m) it gives: max(c, m) + k·min(c, m) =
+    (1 − k)·max(c, m) + k·(c + m). A sum of many entries' times (a decode's steps, a step's entries) sums its
+    maxima and its plain terms apart, each in closed form."""
+    return 1.0 - overlap, overlap
+
+
+def compute_behind(t: float, m: float, overlap: float) -> float | None:
+    """The overlap rule solved for compute: the c at which overlapped(c, m, overlap) is `t`; None where t does
+    not depend on c (memory-bound with full overlap) or is below what memory alone takes."""
+    if t - overlap * m >= m:  # compute-bound: c + overlap·m = t
+        return t - overlap * m
+    if overlap > 0 and t > m:  # memory-bound: m + overlap·c = t
+        return (t - m) / overlap
+    return None
 
 
 SMOKE_GPU = "cpu"

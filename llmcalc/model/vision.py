@@ -20,9 +20,7 @@ from llmcalc.errors import UserError
 from llmcalc.model.attention import linear
 from llmcalc.model.base import ByKind, Frozen, Parts, PosInt, Variant
 from llmcalc.model.ffn import Activation, mlp_params
-
-MAC = 2
-"""FLOPs per multiply-add."""
+from llmcalc.model.units import MAC, ceil_div
 
 
 def norm_params(kind: str, n: int) -> int:
@@ -531,7 +529,7 @@ class TiledVisionTower(VisionTower):
 
     def sequence(self, height: int, width: int) -> int:
         """Tokens each encoder layer runs on per image: max_tiles · (patches + 1 rounded up to pad_to)."""
-        return self.max_tiles * -(-self.tile_tokens // self.pad_to) * self.pad_to
+        return self.max_tiles * ceil_div(self.tile_tokens, self.pad_to) * self.pad_to
 
     def pairs(self, height: int, width: int) -> dict[str, int]:
         n = self.sequence(height, width)

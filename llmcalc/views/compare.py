@@ -153,7 +153,8 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel
     """Every figure of one model on the workload, the whole model's but the latency rows (on the workload's
     layout); ratios to `reference` (a row's dump). A model whose weights do not fit on one GPU gets no
     latency (fits false) and a note."""
-    from llmcalc.costs.latency import latency, step_costs
+    from llmcalc.costs.latency import latency
+    from llmcalc.costs.step import step_costs
 
     whole = w.model_copy(update={"layout": Layout()})
     p = params(spec)
@@ -195,7 +196,7 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel
 
 def _moved(costs: dict) -> int:
     """Bytes of a step's entries on one GPU, communication aside."""
-    return sum(c[1] for k, c in costs.items() if not k[1].startswith("comm/"))
+    return sum(c.bytes for op, c in costs.items() if not op.collective)
 
 
 def _computed(costs: dict) -> int:

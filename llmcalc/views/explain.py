@@ -17,7 +17,7 @@ from functools import partial
 
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import DTYPE_BITS, ModelSpec
+from llmcalc.model.spec import DTYPE_BITS, ModelSpec, dtype_bytes
 from llmcalc.model.terms import linear, prod
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.reports.explain import ExplainReport, ExplainStep, ExplainTotal
@@ -187,7 +187,7 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
 
         for path, (m, layers) in mixer_groups(spec).items():  # a hybrid's mixers each over their own layers
             menv = mixer_env(spec, m, layers) | {"B": conv.batch, "S": conv.seq}
-            absorbed = phase == "decode" and m.latent_cache and conv.mla_decode == "absorbed"
+            absorbed = conv.absorbed(m, prefill=phase != "decode")
             for name, (_, w) in m.explain_parts().items():
                 if w is None or (name in m.reprojected and absorbed):
                     continue
@@ -272,7 +272,7 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
     formats, a = w.formats(spec), spec.attention
     bits = DTYPE_BITS[formats.default] if not formats.quantized else DTYPE_BITS[formats.dense]
     env = env_of(spec) | {"B": w.batch, "S": w.seq, "N": counts.total, "bits": bits, "bytes": bits // 8,
-                          "a": DTYPE_BITS[w.act_dtype] // 8}
+                          "a": dtype_bytes(w.act_dtype)}
     if formats.quantized:  # the quantised components' matrices in their formats, the rest in the dense dtype
         n_m, m = quantized_matrices(spec, formats)
         env |= {"N_m": n_m, "W_q": m}
@@ -344,16 +344,16 @@ ROOF = "max({F} / ({P} · {e}), {M} / (BW · e_m))"
 PARTIAL = "max({c}, {m}) + e_o · min({c}, {m})"
 
 
-def _op_step(component: str, op, parts: list[tuple[int, list]], row_flops: int, env: dict,
-             attention: bool) -> ExplainStep:
+def _op_step(component: str, op, parts: list[tuple[int, tuple]], row_flops: int, env: dict, entry) -> ExplainStep:
     """One op of one phase: the roofline of its summed FLOPs and bytes (the attention core at its own dtype's
     peak P_a; a weight matmul's FLOPs plus r padded rows of R row FLOPs each), and under a partial overlap
     its unhidden share, plus its fixed cost O; when its layer types are bound differently, one term per layer
-    type (as `llmcalc latency` sums them)."""
+    type (as `llmcalc latency` sums them). `entry`: one of the op's entries in the step form (its kind)."""
     fixed = " + O" if env["e_o"] or op.overhead_s else ""
     at = env | {"O": op.overhead_s}
-    if op.op.startswith("comm/"):
+    if entry.collective:
         return step(component, "M / (link · e_x)" + fixed, at | {"M": op.bytes}, "s")
+    attention = entry.core
     peak, e = ("P_a", "e_a") if attention else ("P", "e_c")
     padded = bool(env["r"] and row_flops) and not attention
 
@@ -372,8 +372,10 @@ def _op_step(component: str, op, parts: list[tuple[int, list]], row_flops: int, 
 
 
 def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainReport:
-    from llmcalc.costs.latency import attention_dtype, latency, step_costs
+    from llmcalc.costs.latency import latency
     from llmcalc.costs.parallel import collective_link
+    from llmcalc.costs.step import step_costs
+    from llmcalc.costs.step_time import attention_dtype
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
@@ -384,10 +386,12 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, w, rep, w.seq, 0), "prefill/"),
                                  (r.phases[1].phase, step_costs(spec, w, rep, 1, w.seq), "decode/")):
         for op in (x for x in r.ops if x.phase == phase):
-            parts = [(k[0], c) for k, c in costs.items() if k[1] == op.op and k[0] is not None]
-            rows = sum(c[2] for k, c in costs.items() if k[1] == op.op)
-            at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if op.op.startswith("comm/") else env
-            steps.append(_op_step(prefix + op.op, op, parts, rows, at, op.op.endswith("/core")))
+            entries = {k: c for k, c in costs.items() if k.name == op.op}
+            entry = next(iter(entries))
+            parts = [(k.group, c) for k, c in entries.items() if k.group is not None]
+            rows = sum(c.row_flops for c in entries.values())
+            at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if entry.collective else env
+            steps.append(_op_step(prefix + op.op, op, parts, rows, at, entry))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")

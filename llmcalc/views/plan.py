@@ -34,7 +34,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from llmcalc.costs.capacity import activation_workspace, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import serving_kv_budget
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
@@ -138,13 +138,11 @@ class _Engines:
             w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
                          reserve=1 - self.utilization, prefill_chunk=self.chunk)
             try:
-                weights = require_weights_fit(self.spec, gpu, w)
+                free, budget = serving_kv_budget(self.spec, gpu, w)
             except UserError:
                 self.cache[key] = None
             else:
-                free = usable_bytes(gpu, w.reserve) - weights - activation_workspace(self.spec, w)
-                self.cache[key] = (EngineStep(self.spec, gpu, w, self.tms[gpu.name]), free // L.pp, w) \
-                    if free > 0 else None
+                self.cache[key] = (EngineStep(self.spec, gpu, w, self.tms[gpu.name]), budget, w) if free > 0 else None
         return self.cache[key]
 
 

@@ -29,14 +29,15 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmcalc.costs.capacity import activation_workspace, require_weights_fit, usable_bytes
+from llmcalc.costs.capacity import serving_kv_budget
 from llmcalc.costs.engine_step import EngineStep
-from llmcalc.costs.shard import ceil_div, kv_per_gpu
+from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import MAX_ARRIVAL_S, Lengths, check_requests
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
+from llmcalc.model.units import ceil_div
 from llmcalc.reports.serve import ServedRequest, ServeReport, Spread
 from llmcalc.workload import Workload
 
@@ -208,7 +209,7 @@ class _Sim:
 
     def grow(self, r: Request, tokens: int) -> bool:
         """Allocate blocks so `r` holds `tokens` tokens; False if the cache lacks them."""
-        blocks = -(-tokens // self.engine.block_size)
+        blocks = ceil_div(tokens, self.engine.block_size)
         if blocks <= r.blocks:
             return True
         need = self.blocks_bytes(blocks)
@@ -360,10 +361,8 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     L = w.layout
     w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
     L.check(spec, L.dp)
-    weights = require_weights_fit(spec, gpu, w)
-    free = usable_bytes(gpu, w.reserve) - weights - activation_workspace(spec, w)
+    free, budget = serving_kv_budget(spec, gpu, w)  # each virtual engine of a pipeline holds its share
     engines = L.dp * L.pp
-    budget = free // L.pp  # each virtual engine of a pipeline holds its share of the KV memory
     block = kv_per_gpu(spec, 1, engine.block_size, w)
     if budget < block:
         raise UserError(f"`gpu_memory_utilization`: {engine.gpu_memory_utilization:g} leaves "
@@ -403,7 +402,7 @@ def spread(values: list[float]) -> Spread:
     v = sorted(values)
 
     def at(q: float) -> float:
-        return v[min(len(v) - 1, max(0, -(-len(v) * q // 100) - 1))]
+        return v[min(len(v) - 1, max(0, ceil_div(len(v) * q, 100) - 1))]
 
     return Spread(mean=sum(v) / len(v), p50=at(50), p90=at(90), p99=at(99))
 

@@ -29,9 +29,10 @@ from llmcalc.costs.capacity import (
 )
 from llmcalc.costs.form import Lin, source, var
 from llmcalc.costs.kv import mixer_layers
-from llmcalc.costs.latency import StepTime, count_scope, count_scopes, step_form
+from llmcalc.costs.step import count_scope, count_scopes, step_form
+from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.memory import PrefillPeak, encoder_decoder_activations, layer_peak_per_token, peak_key
-from llmcalc.costs.shard import ceil_div, kv_split
+from llmcalc.costs.shard import kv_split
 from llmcalc.costs.step_source import time_source
 from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
@@ -39,6 +40,7 @@ from llmcalc.model.attention import Attention
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, LayerGroup, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
+from llmcalc.model.units import ceil_div
 from llmcalc.reports.sweep import SweepGrid, SweepReport, SweepRow
 from llmcalc.workload import Layout, Workload
 

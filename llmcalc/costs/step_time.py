@@ -1,0 +1,98 @@
+"""Seconds of the step form's entries on one GPU under a time model (llmcalc/model/time_model.py).
+
+Per entry (llmcalc/costs/step.py: Op, Cost), with c its FLOPs plus matmul_pad_rows × its row FLOPs at the rate
+of its kind (a matmul at the peak of the dtype it runs in, a mixer core at the attention's) and m its bytes at the
+bandwidth: the overlap rule max(c, m) + overlap·min(c, m), plus its kernels' fixed cost. A collective: bytes over
+the link tier it crosses plus each call's latency. A step adds step_s.
+"""
+
+from __future__ import annotations
+
+from llmcalc.costs.parallel import collective_link
+from llmcalc.costs.step import Cost, Op, collectives, kernels, op_name
+from llmcalc.model.gpu import GPU
+from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import TimeModel
+from llmcalc.workload import Workload
+
+
+def attention_dtype(w: Workload) -> str:
+    """The dtype the attention core computes in: `attention_dtype`, else the compute dtype, but bf16 when
+    that is fp8 or int8 (serving stacks run attention in bf16 over fp8 weights and caches)."""
+    return w.attention_dtype or ("bf16" if w.compute_dtype in ("fp8", "int8", "fp4") else w.compute_dtype)
+
+
+def native_types(spec: ModelSpec, gpu: GPU, w: Workload) -> dict[str, str]:
+    """op → the matmul type its weights' format runs in natively on `gpu` (fp8 formats on fp8 tensor cores, MXFP4
+    and NVFP4 on fp4 ones), for the ops whose every component shares one such type; none unless the workload
+    lets compute follow the format (Workload.native_compute). Elsewhere the compute dtype: a format the GPU has
+    no unit for is dequantised into it (weight-only), its bytes still the format's."""
+    if not w.native_compute(spec):
+        return {}
+    formats, kinds = w.formats(spec), {}
+    for path in matrix_paths(spec):
+        kind = formats.of(path).compute
+        kinds.setdefault(op_name(path), set()).add(kind if kind and getattr(gpu.peak_tflops, kind) else None)
+    return {op: k.pop() for op, k in kinds.items() if len(k) == 1 and None not in k}
+
+
+def matrix_paths(spec: ModelSpec) -> list[str]:
+    """The component paths of every layer matrix (attention/q, ffn/experts, ffn/dense_up, ...)."""
+    d = spec.d_model
+    paths = [f"{g.mixer_name}/{k}" for g in spec.layer_groups() if g.mixer is not None for k in g.mixer.matrices(d)]
+    paths += [spec.ffn_prefix(g) + k for g in spec.layer_groups() for k in g.ffn.matrices(d)]
+    return list(dict.fromkeys(paths))
+
+
+def native_rates(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[str, float]:
+    """op → FLOP/s of the ops that run in their format's native type (native_types)."""
+    return {op: gpu.peak(k) * tm.matmul_efficiency(k) for op, k in native_types(spec, gpu, w).items()}
+
+
+class StepTime:
+    """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
+    max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
+    at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth;
+    communication bytes over the link tier the collective crosses (collective_link) plus each call's
+    latency (collective_s, and the network's extra latency beyond a node); step_s per forward."""
+
+    def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
+        attn = attention_dtype(w)
+        self.flops = gpu.peak(w.compute_dtype) * tm.matmul_efficiency(w.compute_dtype)
+        self.attention = gpu.peak(attn) * (tm.attention_efficiency or tm.matmul_efficiency(attn))
+        self.bytes = gpu.bandwidth * tm.memory_efficiency
+        self.native = native_rates(spec, gpu, w, tm)
+        self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
+        launches = kernels(spec, w.absorbed(spec.attention, prefill), prefill)
+        self.fixed = {k: n * tm.kernel_s for k, n in launches.items()}
+        self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
+        node = gpu.link(1)
+        for op, n in collectives(spec, w.layout).items():
+            tier = collective_link(op, w.layout, gpu)
+            self.links[op] = tier.bytes_per_s * tm.comm_efficiency
+            # a call pays the profile's collective_s (measured within a node) plus the slower tier's extra latency
+            extra = max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0
+            self.fixed[Op.of(None, op)] = n * (tm.collective_s + extra)
+
+    def link(self, op: str) -> float:
+        """One-way bytes/s a communication op reaches: its tier's bandwidth · comm_efficiency."""
+        return self.links[op]
+
+    def rate(self, op: Op) -> float:
+        """FLOP/s of an entry: a mixer core's (attention/core, a hybrid's mamba/core) at the attention's, a
+        matmul's at its format's native type or the compute dtype's."""
+        return self.attention if op.core else self.native.get(op.name, self.flops)
+
+    def times(self, op: Op, cost: Cost) -> tuple[float, float, float, float]:
+        """(compute, memory, communication, fixed) seconds of one entry."""
+        fixed = self.fixed.get(op, 0.0)
+        if op.collective:
+            return 0.0, 0.0, cost.bytes / self.links[op.name], fixed
+        return (cost.flops + self.pad * cost.row_flops) / self.rate(op), cost.bytes / self.bytes, 0.0, fixed
+
+    def time(self, op: Op, cost: Cost) -> float:
+        """Seconds of one entry: the overlap rule (TimeModel.overlapped) on its compute and memory, plus its
+        communication and fixed cost."""
+        c, m, x, o = self.times(op, cost)
+        return self.tm.overlapped(c, m) + x + o
+
