@@ -42,6 +42,7 @@ def _fields(schema: dict) -> list[str]:
 
 def render() -> str:
     out = [HEAD]
+    shown: dict[str, str] = {}  # a report shown under an earlier command (run's reports): name ↦ that command
     for command in COMMAND_REPORTS:
         schema = command_schema(command)
         defs = schema.get("$defs", {})
@@ -56,9 +57,16 @@ def render() -> str:
             lead = ("with a NAME: " if i else "") + f"{shape}`{top['title']}`: "
             out += [lead + " ".join(top.get("description", "").split()), "", *_fields(top), ""]
             tops.append(top)
+            shown.setdefault(top["title"], command)
+        earlier = sorted({shown[name] for name in defs if shown.get(name, command) != command},
+                         key=list(COMMAND_REPORTS).index)
         for name, sub in defs.items():
-            if all(sub is not top for top in tops):
+            if all(sub is not top for top in tops) and name not in shown:
                 out += [f"`{name}`: " + " ".join(sub.get("description", "").split()), "", *_fields(sub), ""]
+                shown[name] = command
+        if earlier:
+            out += ["Its reports are described above, as the JSON of " + ", ".join(f"`llmcalc {c}`" for c in earlier)
+                    + ".", ""]
     return "\n".join(out)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -33,6 +34,7 @@ ARGS = {
     "plan": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--rate", "5", "--slo-tpot", "0.05",
              "--top", "2"],
     "scale": ["--flops", "1e21", "--gpu", "h100-sxm"],
+    "run": [str(Path(__file__).parents[1] / "docs" / "examples" / "scenarios.yaml")],
 }
 
 

@@ -14,7 +14,7 @@ from importlib import import_module
 from llmcalc.errors import UserError
 
 COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "validate", "calibrate", "presets", "compare",
-            "explain", "sweep", "moe", "train", "mfu", "serve", "plan", "scale", "schema")
+            "explain", "sweep", "moe", "train", "mfu", "serve", "plan", "scale", "run", "schema")
 """Every command, in the order `llmcalc --help` lists them; each is the module llmcalc.cli.<name>."""
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
@@ -20,10 +21,26 @@ MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, SERVING, OUTPUT = (
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
 
 
+_KEPT: ContextVar[list | None] = ContextVar("kept_reports", default=None)
+"""Where emit keeps reports instead of printing them, inside `kept_reports()`; None: print them."""
+
+
+@contextmanager
+def kept_reports() -> Iterator[list]:
+    """Within the block, emit appends each report (its notes worded as the command would print them) to the
+    yielded list and prints nothing: `llmcalc run` calls each command's own function this way."""
+    kept: list = []
+    token = _KEPT.set(kept)
+    try:
+        yield kept
+    finally:
+        _KEPT.reset(token)
+
+
 def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) -> None:
     """render.emit, the report's notes worded for the command line: a field they mark (`tp`, llmcalc/errors.py)
     that is an option of the command `of` is written as its flag (--tp); any other mark (`positions`, a JSON
-    field) stays as it is."""
+    field) stays as it is. Inside `kept_reports()` the worded report is kept, not printed."""
     from llmcalc.errors import FIELD
     from llmcalc.render import emit as render
 
@@ -37,6 +54,10 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
             return "--" + m[1].replace("_", "-") if m[1] in options else m[0]
 
         report = report.model_copy(update={"notes": [FIELD.sub(word, n) for n in notes]})
+    kept = _KEPT.get()
+    if kept is not None:
+        kept.append(report)
+        return
     render(report, fmt, units, **view)
 
 

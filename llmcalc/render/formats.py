@@ -69,6 +69,8 @@ def csv_rows(report: BaseModel | Sequence[BaseModel]) -> list[dict]:
     """The report's table rows as flat dicts: a list of rows as it is; a report's main list of rows
     (its first list of models, e.g. `breakdown`) each led by the report's scalar fields that
     identify it (model, batch, seq, ...); a report with no such list as one row of its scalars."""
+    if isinstance(report, list) and report and type(report[0]).__name__ == "ScenarioResult":
+        return [scenario_row(r.model_dump(mode="json")) for r in report]
     if isinstance(report, list):
         return [_flat(r.model_dump(mode="json")) for r in report]
     data = report.model_dump(mode="json")
@@ -79,6 +81,17 @@ def csv_rows(report: BaseModel | Sequence[BaseModel]) -> list[dict]:
     key = lists[0]
     keep = {k: v for k, v in scalars.items() if k in ROW_CONTEXT}
     return [keep | _flat(row) for row in data[key]] if isinstance(getattr(report, key)[0], BaseModel) else [scalars]
+
+
+def scenario_row(result: dict) -> dict:
+    """One scenario of `llmcalc run` as one row: its index, name and command (and error, if it failed), then its
+    report's scalar fields, a nested mapping as `outer.inner` columns; the report's lists (its rows, its notes)
+    and its formula are left out. A report field named as one of the scenario's columns gets a `report.` prefix."""
+    row = {k: result[k] for k in ("index", "name", "command")} | ({"error": result["error"]} if result["error"] else {})
+    report = result["report"] or {}
+    for k, v in _flat({k: v for k, v in report.items() if not isinstance(v, list) and k != "formula"}).items():
+        row[f"report.{k}" if k in row or k == "error" else k] = v
+    return row
 
 
 def _flat(row: dict) -> dict:

@@ -6,6 +6,7 @@ No arithmetic beyond unit conversion.
 
 from __future__ import annotations
 
+from llmcalc.render.scenarios import scenarios_table
 from llmcalc.render.tables import styled, table
 from llmcalc.render.text import (
     esc,
@@ -553,7 +554,8 @@ TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetRepor
           "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
           "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
           "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table, "MfuReport": mfu_table,
-          "ServeReport": serve_table, "PlanReport": plan_table, "ScaleReport": scale_table}
+          "ServeReport": serve_table, "PlanReport": plan_table, "ScaleReport": scale_table,
+          "ScenarioResult": scenarios_table}
 """Report type name → its renderer (a list of rows renders by its row type)."""
 
 

@@ -14,6 +14,7 @@ from llmcalc.reports.moe import MoEReport
 from llmcalc.reports.params import ParamsReport
 from llmcalc.reports.plan import PlanReport
 from llmcalc.reports.presets import PresetReport, PresetRow
+from llmcalc.reports.run import ScenarioResult
 from llmcalc.reports.scaling import ScaleReport
 from llmcalc.reports.serve import ServeReport
 from llmcalc.reports.sweep import SweepReport
@@ -34,6 +35,7 @@ COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
     "serve": (ServeReport, False, None),
     "plan": (PlanReport, False, None),
     "scale": (ScaleReport, False, None),
+    "run": (ScenarioResult, True, None),
 }
 """What each command's --format json prints: a report model, or a list of rows (True); and the report of
 its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""
