@@ -181,8 +181,10 @@ def test_cli_csv_one_row_per_point(cli):
     r = cli("sweep", "--preset", "llama2-7b", "--preset", "mistral-7b", "--seq", "1k,4k,16k", "--batch", "1,64",
             "--gpu", "h100-sxm", "-f", "csv")
     assert r.returncode == 0, r.stderr
-    rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert len(rows) == 2 * 3 * 2
+    table = list(csv.DictReader(io.StringIO(r.stdout)))
+    rows = [x for x in table if x["row"] == "item"]
+    assert len(rows) == 2 * 3 * 2 and [x["row"] for x in table] == ["item"] * 12 + ["summary"]
+    assert table[-1]["gpu"] == "h100-sxm" and table[-1]["grid.seq"] == "1024;4096;16384"
     assert [x["model"] for x in rows] == ["llama2-7b"] * 6 + ["mistral-7b"] * 6
     assert {"batch", "seq", "kv_bytes", "memory_bytes", "ttft_s", "tpot_s", "tokens_per_s", "fits"} <= set(rows[0])
 
