@@ -233,7 +233,8 @@ def test_plot_draws_the_capacity_and_the_points_that_do_not_fit_apart(cli_json, 
 
     seqs, batches = [1024, 4096, 32768, 131072], [1, 16, 64]
     r = sweep([load_preset("llama2-7b")], H100, batches, seqs)
-    assert r.usable_bytes == r.usable_bytes_all == cli_json("fit", "-p", "llama2-7b", "--gpu", "h100-sxm")["usable_bytes"]
+    fit = cli_json("fit", "-p", "llama2-7b", "--gpu", "h100-sxm")
+    assert r.usable_bytes == r.usable_bytes_all == fit["usable_bytes"]
     memory, tpot = sweep_figure(r, units).axes
     (capacity,) = [x for x in memory.lines if x.get_gid() == "capacity"]
     assert list(capacity.get_ydata()) == [r.usable_bytes / scale] * 2
