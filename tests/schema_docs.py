@@ -13,8 +13,9 @@ HEAD = """# JSON output
 Every command's `--format json` output is a Pydantic model from `llmcalc/reports/base.py`; `llmcalc schema
 COMMAND` prints its JSON Schema (draft 2020-12) and `llmcalc schema` all of them. Counts, bytes and
 FLOPs are exact integers (bytes in bytes, never GB); times are seconds; rates per second. YAML carries
-the same tree; CSV carries the report's main list of rows (the first list below), each led by the
-report's model and workload fields. This page is generated from the schemas by `tests/schema_docs.py`.
+the same tree; CSV carries the report's main list of rows (the first list below) as `item` rows, each led
+by the report's model and workload fields, then one `summary` row of its scalar fields
+([commands/README.md](commands/README.md#output)). This page is generated from the schemas by `tests/schema_docs.py`.
 """
 
 

@@ -220,7 +220,8 @@ def test_cli_table_csv_and_errors(cli):
                  "1,099,511,627,776 bytes", "matches `llmcalc kv`: yes"):
         assert text in r.stdout
     r = cli("explain", "flops", "--preset", "gpt2", "--format", "csv")
-    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    *rows, summary = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert {x["row"] for x in rows} == {"item"} and summary["row"] == "summary" and summary["matches"] == "True"
     assert rows[0]["component"] == "prefill/attention/q" and rows[0]["symbols.L"] == "12"
     assert all(arith(x["substituted"]) == int(x["value"]) for x in rows)
     r = cli("explain", "latency", "--preset", "gpt2")

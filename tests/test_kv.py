@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 
 from llmcalc.costs.kv import kv_cache
@@ -71,3 +74,14 @@ def test_exact_ints_for_huge_contexts():
     r = kv_cache(load_preset("llama3.1-405b"), Workload(batch=1024, seq=10_000_000, kv_dtype="fp32"))
     assert r.total_bytes == 1024 * 10_000_000 * 2 * 8 * 128 * 126 * 4
     assert isinstance(r.total_bytes, int)
+
+
+@pytest.mark.parametrize("preset", ["llama2-7b", "gemma2-9b"])
+def test_csv_ends_with_the_total(cli, cli_json, preset):
+    """The CSV's per-layer-type rows are followed by a summary row carrying the total, as the JSON has it."""
+    args = ("kv", "-p", preset, "--batch", "8", "--seq", "4096")
+    out = cli_json(*args)
+    *rows, summary = csv.DictReader(io.StringIO(cli(*args, "-f", "csv").stdout))
+    assert [x["row"] for x in rows] == ["item"] * len(out["per_layer"]) and summary["row"] == "summary"
+    assert int(summary["total_bytes"]) == out["total_bytes"] == sum(int(x["bytes"]) for x in rows)
+    assert int(summary["bytes_per_token"]) == out["bytes_per_token"] and summary["layer_type"] == ""

@@ -284,7 +284,7 @@ def test_cli_table_and_csv(cli):
     r = cli("moe", "--preset", "gshard-top2-decoder", "--batch", "2", "--seq", "64", "--format", "csv")
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert [x["phase"] for x in rows] == ["prefill", "decode"]
+    assert [(x["row"], x["phase"]) for x in rows] == [("item", "prefill"), ("item", "decode"), ("summary", "")]
     assert int(rows[0]["capacity"]) == 32 and rows[0]["model"] == "gshard-top2-decoder"
 
 

@@ -4,6 +4,9 @@ disaggregated pools, the price override, and the command's exit codes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -255,3 +258,49 @@ def test_json_is_byte_reproducible_and_timings_are_opt_in(cli):
 def test_a_target_that_is_not_a_finite_positive_time_is_refused(cli, option, value):
     one_line_error(cli("plan", "-p", "llama3-8b", "--rate", "5", "--max-gpus", "2", f"{option}={value}", "-f", "json"),
                    option, "finite")
+
+
+def test_saturation_covers_the_load_and_grows_with_the_gpus():
+    """Each deployment's saturation throughput (every engine full) is at least the offered output tokens/s, its
+    headroom the ratio; for one layout kind it doubles with the replicas and rises with tp."""
+    r = run(rate=5.0, slo=SLO(None, 0.05), max_gpus=4, top=30, requests=60, disaggregated=True)
+    offered = 5.0 * 256
+    assert len(r.candidates) >= 10 and any(c.disaggregated for c in r.candidates)
+    for c in r.candidates:
+        assert c.saturation_tokens_per_s >= offered and c.headroom == pytest.approx(c.saturation_tokens_per_s / offered)
+        assert 1 <= c.full_batch <= c.max_seqs
+    colocated = [c for c in r.candidates if not c.disaggregated]
+    kind = lambda c: (c.gpu, c.weights_dtype, c.max_seqs, c.full_batch, c.pp, c.ep)  # noqa: E731
+    replicas = [(a, b) for a in colocated for b in colocated if kind(a) == kind(b) and a.tp == b.tp and a.dp < b.dp]
+    wider = [(a, b) for a in colocated for b in colocated if kind(a) == kind(b) and a.dp == b.dp and a.tp < b.tp]
+    assert replicas and wider
+    for a, b in replicas:
+        assert b.saturation_tokens_per_s == pytest.approx(b.dp / a.dp * a.saturation_tokens_per_s)
+    for a, b in wider:
+        assert b.saturation_tokens_per_s > a.saturation_tokens_per_s
+
+
+def test_saturation_is_latencys_decode_throughput_at_the_full_batch(cli_json):
+    """Through the commands: a deployment's saturation_tokens_per_s equals `llmcalc latency`'s decode_tokens_per_s
+    (batch / the decode step) at its full batch per replica and context prompt + output/2, in its layout and
+    dtype; the table shows the headroom at 80 columns."""
+    args = ("-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "5", "--slo-tpot", "0.05", "--max-gpus", "2",
+            "--top", "6", "--requests", "100")
+    out = cli_json("plan", *args)
+    checked = 0
+    for c in out["candidates"]:
+        if c["pp"] > 1 or c["disaggregated"]:
+            continue
+        d = c["weights_dtype"]
+        lat = cli_json("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--batch", str(c["dp"] * c["full_batch"]),
+                       "--seq", str(1024 + 256 // 2), "--tp", str(c["tp"]), "--dp", str(c["dp"]), "--ep", str(c["ep"]),
+                       "--weights-dtype", d, "--kv-dtype", d, "--compute-dtype", d)
+        assert c["saturation_tokens_per_s"] == pytest.approx(lat["decode_tokens_per_s"], rel=1e-9)
+        checked += 1
+    assert checked >= 3
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "plan", *args], capture_output=True, text=True,
+                       env=dict(os.environ, COLUMNS="80", TERM="dumb"), timeout=900)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "headroom" in r.stdout and max(map(len, lines)) <= 80
+    assert f"×{out['candidates'][0]['headroom']:,.1f}" in next(x for x in lines if x.startswith("1 "))

@@ -73,12 +73,44 @@ def test_csv_rows_match_json_rows(cli, cli_json, command):
                                                   and isinstance(v[0], dict))
     r = cli(command, *ARGS[command], "--format", "csv")
     assert r.returncode == 0, r.stderr
-    table = list(csv.DictReader(io.StringIO(r.stdout)))
+    table = [x for x in csv.DictReader(io.StringIO(r.stdout)) if x["row"] == "item"]
     assert len(table) == len(rows)
     for got, want in zip(table, rows):
         for k, v in want.items():
             if isinstance(v, int) and not isinstance(v, bool):
                 assert int(got[k]) == v
+
+
+def _cell(value) -> str:
+    """A JSON scalar as csv writes it."""
+    return "" if value is None else str(value)
+
+
+@pytest.mark.parametrize("command", sorted(COMMAND_REPORTS))
+def test_csv_marks_items_and_ends_with_the_summary(cli, cli_json, command):
+    """Every CSV leads with a `row` column: `item` per table row, then (a report, not a list of them) one
+    `summary` row carrying each of the report's scalar fields as the JSON has it and its mappings as outer.inner."""
+    if command == "validate":
+        pytest.importorskip("torch")
+    out = cli_json(command, *ARGS[command])
+    r = cli(command, *ARGS[command], "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("row,")
+    table = list(csv.DictReader(io.StringIO(r.stdout)))
+    if isinstance(out, list):
+        assert [x["row"] for x in table] == ["item"] * len(out)
+        return
+    lists = [v for v in out.values() if isinstance(v, list) and v and isinstance(v[0], dict)]
+    items = len(lists[0]) if lists else 0
+    assert [x["row"] for x in table] == ["item"] * items + ["summary"]
+    summary = table[-1]
+    for k, v in out.items():
+        if isinstance(v, dict):
+            for kk, vv in v.items():
+                if not isinstance(vv, (dict, list)):
+                    assert summary[f"{k}.{kk}"] == _cell(vv), (k, kk)
+        elif not isinstance(v, list) and k != "formula":
+            assert summary[k] == _cell(v), k
 
 
 def test_units_choose_the_byte_labels(cli):

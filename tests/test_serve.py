@@ -4,6 +4,8 @@ speculative decoding against its closed-form expectation, traces, and the comman
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -366,3 +368,16 @@ def test_request_cap_is_stated_in_help(cli):
 
     for command in ("serve", "plan"):
         assert f"{MAX_REQUESTS:,}" in cli(command, "--help").stdout
+
+
+def test_csv_ends_with_the_percentiles_and_throughput(cli):
+    """-f csv: one `item` row per request, then a `summary` row with the JSON's percentiles and throughput."""
+    args = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "10", "--requests", "30")
+    out = strict_json(cli(*args, "-f", "json").stdout)
+    *rows, summary = csv.DictReader(io.StringIO(cli(*args, "-f", "csv").stdout))
+    assert [x["row"] for x in rows] == ["item"] * 30 and summary["row"] == "summary"
+    for spread in ("ttft_s", "tpot_s", "e2e_s", "queue_s"):
+        for stat in ("mean", "p50", "p90", "p99"):
+            assert float(summary[f"{spread}.{stat}"]) == out[spread][stat]
+    assert float(summary["output_tokens_per_s"]) == out["output_tokens_per_s"] > 0
+    assert float(summary["requests_per_s"]) == out["requests_per_s"] and int(summary["requests"]) == 30

@@ -181,8 +181,10 @@ def test_cli_csv_one_row_per_point(cli):
     r = cli("sweep", "--preset", "llama2-7b", "--preset", "mistral-7b", "--seq", "1k,4k,16k", "--batch", "1,64",
             "--gpu", "h100-sxm", "-f", "csv")
     assert r.returncode == 0, r.stderr
-    rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert len(rows) == 2 * 3 * 2
+    table = list(csv.DictReader(io.StringIO(r.stdout)))
+    rows = [x for x in table if x["row"] == "item"]
+    assert len(rows) == 2 * 3 * 2 and [x["row"] for x in table] == ["item"] * 12 + ["summary"]
+    assert table[-1]["gpu"] == "h100-sxm" and table[-1]["grid.seq"] == "1024;4096;16384"
     assert [x["model"] for x in rows] == ["llama2-7b"] * 6 + ["mistral-7b"] * 6
     assert {"batch", "seq", "kv_bytes", "memory_bytes", "ttft_s", "tpot_s", "tokens_per_s", "fits"} <= set(rows[0])
 
@@ -213,6 +215,61 @@ def test_plot_writes_only_the_named_file(cli, tmp_path, suffix, magic):
     data = target.read_bytes()
     assert data.startswith(magic) if suffix == ".png" else magic in data[:2000]
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def _plotted(ax, gid: str) -> set[tuple[float, float]]:
+    """The (x, y) points of the artists of `ax` tagged `gid`."""
+    return {(float(x), float(y)) for line in ax.lines if line.get_gid() == gid
+            for x, y in zip(line.get_xdata(), line.get_ydata())}
+
+
+@pytest.mark.parametrize("units, scale, unit", [("si", 10**9, "GB"), ("iec", 2**30, "GiB")])
+def test_plot_draws_the_capacity_and_the_points_that_do_not_fit_apart(cli_json, units, scale, unit):
+    """The memory panel: a dashed line at the GPU's usable memory (fit's usable_bytes), labelled in the unit; points
+    whose `fits` is false hollow, the others filled; x ticks at the swept values only, in both panels."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install matplotlib)")
+    from llmcalc.render.plot import sweep_figure
+    from llmcalc.views.sweep import sweep
+
+    seqs, batches = [1024, 4096, 32768, 131072], [1, 16, 64]
+    r = sweep([load_preset("llama2-7b")], H100, batches, seqs)
+    fit = cli_json("fit", "-p", "llama2-7b", "--gpu", "h100-sxm")
+    assert r.usable_bytes == r.usable_bytes_all == fit["usable_bytes"]
+    memory, tpot = sweep_figure(r, units).axes
+    (capacity,) = [x for x in memory.lines if x.get_gid() == "capacity"]
+    assert list(capacity.get_ydata()) == [r.usable_bytes / scale] * 2
+    assert f"{r.usable_bytes / scale:,.1f} {unit}" in capacity.get_label()
+    want = {fits: {(x.seq, x.memory_bytes / scale) for x in r.rows if x.fits is fits} for fits in (True, False)}
+    assert want[True] and want[False]
+    assert _plotted(memory, "no-fit") == want[False] and _plotted(memory, "fit") == want[True]
+    longest = {fits: {(x.batch, x.tpot_s * 1e3) for x in r.rows if x.seq == seqs[-1] and x.fits is fits}
+               for fits in (True, False)}
+    assert _plotted(tpot, "no-fit") == longest[False] and _plotted(tpot, "fit") == longest[True]
+    assert list(memory.get_xticks()) == seqs and list(tpot.get_xticks()) == batches
+    assert [t.get_text() for t in memory.get_xticklabels()] == ["1k", "4k", "32k", "128k"]
+    assert list(memory.get_xticks(minor=True)) == [] == list(tpot.get_xticks(minor=True))
+
+
+def test_plot_capacity_is_the_gpus_together_and_absent_without_a_gpu():
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install matplotlib)")
+    from llmcalc.render.plot import MAX_TICK_LABELS, sweep_figure
+    from llmcalc.views.sweep import sweep
+
+    seqs = parse_grid("1k..16k:512", "seq")
+    r = sweep([load_preset("llama3-8b")], H100, [1, 8], seqs, Workload(layout=Layout(tp=2)))
+    assert r.usable_bytes_all == 2 * r.usable_bytes
+    memory, _ = sweep_figure(r, "si").axes
+    (capacity,) = [x for x in memory.lines if x.get_gid() == "capacity"]
+    assert capacity.get_ydata()[0] == r.usable_bytes_all / 1e9 and "2 × h100-sxm" in capacity.get_label()
+    major, minor = list(memory.get_xticks()), list(memory.get_xticks(minor=True))
+    assert len(seqs) > MAX_TICK_LABELS >= len(major) and major[0] == seqs[0] and major[-1] == seqs[-1]
+    assert sorted(major + minor) == seqs  # a tick at every swept value, and at nothing else
+    r = sweep([load_preset("llama3-8b")], None, [1, 8], [1024, 4096])
+    assert r.usable_bytes is None is r.usable_bytes_all
+    memory, tpot = sweep_figure(r, "si").axes
+    assert not [x for x in memory.lines if x.get_gid() in ("capacity", "no-fit")]
+    assert _plotted(memory, "fit") == {(x.seq, x.memory_bytes / 1e9) for x in r.rows}
+    assert list(tpot.get_xticks()) == [] and not tpot.lines
 
 
 def test_plot_without_matplotlib_names_the_extra(tmp_path):

@@ -37,6 +37,8 @@ COMMANDS = [
     ["moe", "-p", "mixtral-8x7b"],
     ["flops", "-p", "qwen3-30b-a3b", "--elementwise", "--embedding-matmul"],
     ["scale", "--params", "70B", *GPU, "--gpus", "1024"],
+    ["plan", "-p", "llama3-8b", *GPU, "--rate", "5", "--slo-tpot", "0.05", "--max-gpus", "4", "--disaggregated",
+     "--requests", "100"],
 ]
 
 

@@ -140,6 +140,19 @@ class EngineStep:
         return self.clock(parts)(env)
 
 
+def decode_ceiling(step: EngineStep, batch: int, context: int, engines: int = 1) -> float:
+    """Output tokens/s of `engines` engines that each run `batch` sequences at `context` in decode steps alone:
+    engines · batch / t_decode(batch, context), `llmcalc latency`'s decode_tokens_per_s for that batch and context.
+    Prompts are not counted: a colocated engine's prompt chunks lengthen its steps, so it is an upper bound."""
+    return engines * batch / step.decode_time(batch, context)
+
+
+def prefill_ceiling(step: EngineStep, prompt: int, engines: int = 1) -> float:
+    """Requests/s `engines` engines prefill running one `prompt`-token prompt per step, alone: engines / t_prefill
+    (the step of a prefill pool as `llmcalc plan`'s closed form times it)."""
+    return engines / step.time([(prompt, 0)], [])
+
+
 def _compiled(name: str, form: Form, st: StepTime, layers: list[int]) -> Callable[[dict], float]:
     """The step's time under `st` as a function of its variables (a dict), compiled once (time_source)."""
     namespace: dict[str, Any] = {}

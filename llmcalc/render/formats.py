@@ -66,21 +66,35 @@ def spec_document(r) -> str:
 
 
 def csv_rows(report: BaseModel | Sequence[BaseModel]) -> list[dict]:
-    """The report's table rows as flat dicts: a list of rows as it is; a report's main list of rows
-    (its first list of models, e.g. `breakdown`) each led by the report's scalar fields that
-    identify it (model, batch, seq, ...); a report with no such list as one row of its scalars."""
+    """The report as flat dicts, each led by a `row` column: `item` for a row of its table, `summary` for its
+    headline. A list of rows is its items as they are. A report's main list of rows (its first field that is a
+    list of models, e.g. `breakdown`) gives one `item` per row, each led by the report's scalar fields that
+    identify it (model, batch, seq, ...), then one `summary` row of the report's own fields: its scalars, and its
+    nested mappings as `outer.inner` columns (every field but its lists and `formula`). A report with no such list
+    is that `summary` row alone. A scenario file's results (`llmcalc run`): one row per scenario (scenario_row)."""
     if isinstance(report, list) and report and type(report[0]).__name__ == "ScenarioResult":
         return [scenario_row(r.model_dump(mode="json")) for r in report]
     if isinstance(report, list):
-        return [_flat(r.model_dump(mode="json")) for r in report]
+        return [{"row": "item"} | _flat(r.model_dump(mode="json")) for r in report]
     data = report.model_dump(mode="json")
-    lists = [k for k, v in data.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
-    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict)) and k != "formula"}
-    if not lists:
-        return [scalars]
-    key = lists[0]
-    keep = {k: v for k, v in scalars.items() if k in ROW_CONTEXT}
-    return [keep | _flat(row) for row in data[key]] if isinstance(getattr(report, key)[0], BaseModel) else [scalars]
+    summary = {"row": "summary"} | _flat({k: v for k, v in data.items() if not isinstance(v, list) and k != "formula"})
+    key = _row_list(report)
+    if key is None:
+        return [summary]
+    keep = {k: v for k, v in data.items() if k in ROW_CONTEXT and not isinstance(v, (list, dict))}
+    return [{"row": "item"} | keep | _flat(row) for row in data[key]] + [summary]
+
+
+def _row_list(report: BaseModel) -> str | None:
+    """The name of the report's first field declared as a list of models (its table), or None."""
+    from typing import get_args, get_origin
+
+    for name, field in type(report).model_fields.items():
+        args = get_args(field.annotation)
+        if (get_origin(field.annotation) is list and args and isinstance(args[0], type)
+                and issubclass(args[0], BaseModel)):
+            return name
+    return None
 
 
 def scenario_row(result: dict) -> dict:
@@ -108,7 +122,8 @@ def _flat(row: dict) -> dict:
 
 
 def write_csv(report: BaseModel | Sequence[BaseModel]) -> None:
-    """RFC 4180 CSV with a header of every column seen, in first-seen order."""
+    """RFC 4180 CSV with a header of every column seen, in first-seen order (`row` first; a cell a row does not
+    have is empty)."""
     rows = csv_rows(report)
     require_finite(rows)
     columns = list(dict.fromkeys(k for r in rows for k in r))

@@ -519,13 +519,14 @@ def plan_table(r, units: str) -> list:
             layout = f"prefill tp {c.prefill.tp}" + (f", dp {c.prefill.dp}" if c.prefill.dp > 1 else "") + \
                 f"; decode {layout}"
         cost = "—" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.3f}"
-        rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs),
+        rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs), f"×{c.headroom:,.1f}",
                      f"{c.output_tokens_per_s_per_gpu:,.0f}", cost, seconds(c.ttft_p99_s), seconds(c.tpot_p99_s)])
     return [
         f"[bold]{esc(r.model)}[/bold] at {r.rate:g} requests/s (prompt {esc(r.prompt)}, output {esc(r.output)}), "
         f"{targets}, on up to {r.max_gpus} × {esc(', '.join(r.gpus))}",
         table("Deployments that meet the targets, best first (simulated)",
-              ["#", "GPU", "GPUs", "layout", "dtype", "max seqs", "tok/s/GPU", "$/M tok", "TTFT p99", "TPOT p99"],
+              ["#", "GPU", "GPUs", "layout", "dtype", "max\nseqs", "headroom", "tok/s\n/GPU", "$/M\ntok",
+               "TTFT\np99", "TPOT\np99"],
               rows, text=(1, 3, 4)),
         *_footer(r),
     ]

@@ -35,7 +35,19 @@ class PlanCandidate(Report):
     """Whether `llmcalc serve`'s simulator confirmed the figures (the finalists), or they are the closed-form
     first pass."""
     output_tokens_per_s_per_gpu: float
-    """Output tokens/s the deployment delivers at the load, over its GPUs."""
+    """Output tokens/s the deployment delivers at the load, over its GPUs: the offered load's, whatever the
+    deployment (rate · mean output / gpus)."""
+    full_batch: int
+    """Sequences one engine (a dp replica's pp virtual engines each) runs when full: max_seqs, or fewer where its KV
+    memory holds fewer requests at the full mean length (prompt + output)."""
+    saturation_tokens_per_s: float
+    """Output tokens/s the deployment sustains with every engine full: dp · pp · full_batch / t_decode(full_batch)
+    at context prompt + output/2, decode steps alone (prompts not counted: an upper bound). Disaggregated: the decode
+    pool's, times output / (output − 1) (the prefill pool makes each request's first token), and at most the prefill
+    pool's dp / t_prefill(prompt) requests/s · output."""
+    headroom: float
+    """saturation_tokens_per_s over the offered output tokens/s (rate · mean output): how many times the load the
+    deployment could take; at least 1 for a deployment that keeps up."""
     usd_per_million_tokens: float | None
     """GPUs · price_per_hour / (output tokens per hour) · 10⁶; None without a price."""
     ttft_p99_s: float

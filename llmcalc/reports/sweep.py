@@ -38,6 +38,11 @@ class SweepReport(Report):
     gpu: str | None
     """The GPU of the time and fit columns; None when no --gpu is given."""
     gpus: int
+    usable_bytes: int | None
+    """One GPU's usable memory, capacity · (1 − reserve), as `llmcalc fit` counts it; None without --gpu."""
+    usable_bytes_all: int | None
+    """usable_bytes × gpus: what the layout's GPUs hold together, the capacity line `--plot` draws under the
+    points' memory_bytes; None without --gpu."""
     grid: SweepGrid
     rows: list[SweepRow]
     formula: str

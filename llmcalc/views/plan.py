@@ -19,6 +19,9 @@ PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each
    b ≤ max_seqs and b requests' KV fit. Disaggregated: the prefill pool runs prompts alone (ρ_p = λ·t_prefill(P),
    TTFT = t_prefill + ρ_p / (2 (1 − ρ_p)) · t_prefill, plus the KV transfer: bytes / link); the decode pool has
    TPOT = t_decode(b).
+   Each candidate's saturation throughput: its engines full (full_batch = min(max_seqs, KV fit) each), decode
+   steps alone at context P + O/2 (costs/engine_step.py: decode_ceiling); disaggregated, also the prefill pool's
+   prompts/s (prefill_ceiling) · O.
 2. The simulator (llmcalc/views/serve.py) runs the cheapest feasible candidates (cost per million output tokens,
    then GPUs) and keeps those whose p99 TTFT and p99 TPOT meet the targets.
 
@@ -35,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llmcalc.costs.capacity import serving_kv_budget
-from llmcalc.costs.engine_step import EngineStep
+from llmcalc.costs.engine_step import EngineStep, decode_ceiling, prefill_ceiling
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
@@ -216,7 +219,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                 for m in MAX_SEQS:
                     if est.b > min(m, fit):
                         continue
-                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo))
+                    full = min(m, fit)
+                    ceiling = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
+                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo, full, ceiling))
         if disaggregated:
             found, searched = _disaggregated(spec, gpu, grids[gpu.name], engines, max_gpus, rate, in_len, out_len,
                                              price, slo, searched, lambda done: tell("closed form", done, total))
@@ -273,15 +278,18 @@ def _meets(ttft: float, tpot: float, slo: SLO, slack: float = 1.0) -> bool:
 
 
 def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool | None, est: Estimate,
-               rate: float, out_len: int, price: float | None, slo: SLO, ttft: float | None = None,
-               gpus: int | None = None) -> PlanCandidate:
+               rate: float, out_len: int, price: float | None, slo: SLO, full: int, saturation: float,
+               ttft: float | None = None, gpus: int | None = None) -> PlanCandidate:
+    """A candidate's row from its closed-form estimate; `full`: one engine's full batch, `saturation`: the output
+    tokens/s the deployment sustains full (decode_ceiling, with a prefill pool's bound)."""
     gpus = gpus or L.gpus
     tokens = rate * out_len
     ttft = est.ttft if ttft is None else ttft
     return PlanCandidate(
         gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=dtype, max_seqs=max_seqs,
         disaggregated=pool is not None, prefill=pool, meets_slo=_meets(ttft, est.tpot, slo, SLACK), simulated=False,
-        output_tokens_per_s_per_gpu=tokens / gpus,
+        output_tokens_per_s_per_gpu=tokens / gpus, full_batch=full, saturation_tokens_per_s=saturation,
+        headroom=saturation / tokens,
         usd_per_million_tokens=gpus * price / (tokens * 3600) * 1e6 if price else None,
         ttft_p99_s=ttft, tpot_p99_s=est.tpot, utilization=est.rho)
 
@@ -304,8 +312,8 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
             got = engines.get(gpu, L, dtype)
             est = got and steady(got[0], in_len, out_len, rate / L.dp, "prefill")
             if est:
-                pools.append((L, est))
-        for Lp, pre in pools:
+                pools.append((L, est, prefill_ceiling(got[0], in_len, L.dp) * out_len))
+        for Lp, pre, pool_ceiling in pools:
             link = gpu.link(max_gpus)
             transfer = kv_bytes(spec, 1, in_len, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
             pool = PrefillPool(gpus=Lp.gpus, tp=Lp.tp, dp=Lp.dp, kv_transfer_s=transfer)
@@ -324,7 +332,11 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
                 fit = budget // max(kv_per_gpu(spec, 1, in_len + out_len, w), 1)
                 for m in MAX_SEQS:
                     if est.b <= min(m, fit):
-                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, out_len, price, slo,
+                        full = min(m, fit)
+                        # the decode pool makes O − 1 of each request's O output tokens, the prefill pool the first
+                        decode = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
+                        ceiling = min(decode * out_len / (out_len - 1), pool_ceiling) if out_len > 1 else pool_ceiling
+                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, out_len, price, slo, full, ceiling,
                                               ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
     return out, tried
 

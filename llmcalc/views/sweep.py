@@ -223,5 +223,7 @@ def sweep(specs: list[ModelSpec], gpu: GPU | None, batches: list[int], seqs: lis
                   "memory counts one unchunked prefill's activations (as `llmcalc memory`); fits assumes a chunked "
                   "prefill's workspace (as `llmcalc fit`), so a point can fit while its memory exceeds the GPUs",
                   "tpot is one decode step at context seq; tokens_per_s = batch / tpot (decode throughput)"]
+    usable = usable_bytes(gpu, work.reserve) if gpu else None
     return SweepReport(models=[s.name for s in specs], gpu=gpu.name if gpu else None, gpus=L.gpus,
+                       usable_bytes=usable, usable_bytes_all=None if usable is None else usable * L.gpus,
                        grid=SweepGrid(batch=batches, seq=seqs), rows=rows, formula=FORMULA, notes=notes)
