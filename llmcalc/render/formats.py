@@ -73,7 +73,7 @@ def csv_rows(report: BaseModel | Sequence[BaseModel]) -> list[dict]:
     nested mappings as `outer.inner` columns (every field but its lists and `formula`). A report with no such list
     is that `summary` row alone. A scenario file's results (`llmcalc run`): one row per scenario (scenario_row)."""
     if isinstance(report, list) and report and type(report[0]).__name__ == "ScenarioResult":
-        return [scenario_row(r.model_dump(mode="json")) for r in report]
+        return [{"row": "item"} | scenario_row(r.model_dump(mode="json")) for r in report]
     if isinstance(report, list):
         return [{"row": "item"} | _flat(r.model_dump(mode="json")) for r in report]
     data = report.model_dump(mode="json")
