@@ -25,7 +25,7 @@ from llmcalc.costs.train_memory import (  # noqa: F401 (layer_activation_bytes, 
     layer_activation_bytes,
     training_memory,
 )
-from llmcalc.costs.weights import weights_bytes
+from llmcalc.costs.weights import formats_label, weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.reports.memory import MemoryReport, MemoryRow
@@ -44,8 +44,8 @@ def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
     if w.lora and not w.train:
         raise UserError("`lora_rank`: LoRA adapters are trained; add `train` (inference merges them into the weights)")
     if w.train and formats.quantized and not w.lora:
-        raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32, or "
-                        "train LoRA adapters on the quantised base (`lora_rank`)")
+        raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, formats)}) is not "
+                        "modelled; use bf16, fp16 or fp32, or train LoRA adapters on the quantised base (`lora_rank`)")
     enc_seq = spec.stack.encoder_length(w.encoder_seq, seq)
     if w.train and enc_seq:
         spec.stack.check_modelled("training memory")

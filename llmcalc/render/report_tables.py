@@ -16,6 +16,7 @@ from llmcalc.render.text import (
     size,
     size_heads,
     sizes,
+    weights_words,
 )
 
 
@@ -206,7 +207,7 @@ def latency_table(r, units: str) -> list:
     return [
         f"[bold]{esc(r.model)}[/bold] on {layout}: batch {r.batch}{_per_replica(r)}, prompt {r.seq:,}, "
         f"generate {r.gen:,} "
-        f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
+        f"({esc(weights_words(r.weights_dtype))}, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
         f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
         f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
         *([f"one image through the vision tower and projector: {seconds(r.image_s)} (in the time to first token "

@@ -17,6 +17,13 @@ def esc(text: object) -> str:
     return _escape()(str(text))
 
 
+def weights_words(label: str) -> str:
+    """A weight-formats label (`fp8; embedding, head, norms bf16`) inside a sentence: 'fp8 weights (embedding,
+    head, norms bf16)', the components kept in other formats in parentheses, not read as part of the sentence."""
+    default, _, rest = label.partition("; ")
+    return f"{default} weights ({rest})" if rest else f"{default} weights"
+
+
 def short(n: int | float, unit: str = "") -> str:
     """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T, P, E)."""
     for div, suffix in ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
