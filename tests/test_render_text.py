@@ -11,3 +11,25 @@ from llmcalc.render.text import seconds
 def test_a_time_is_shown_in_minutes_hours_or_days_once_it_is_long(t, shown):
     """`calibrate --device cpu`'s profile once printed '1676.83 s … total 162895.54 s'."""
     assert seconds(t) == shown
+
+
+def test_a_value_cell_breaks_between_its_parts_only():
+    from llmcalc.render.tables import parts
+
+    assert parts("2.00 GiB ×0.625") == ["2.00 GiB", "×0.625"]
+    assert parts("524.29 K ×1") == ["524.29 K", "×1"]
+    assert parts("21 (1.31× mean)") == ["21", "(1.31× mean)"]
+
+
+def test_a_line_of_text_never_breaks_between_a_number_and_its_unit():
+    from rich.console import Console
+    from rich.text import Text
+
+    from llmcalc.render.wrap import units_kept
+
+    line = "llama2-7b KV cache, 64 × 32,768 tokens in bf16: 1,099,511,627,776 bytes (1.10 TB, 1.00 TiB)"
+    console = Console(width=80)
+    assert [x.plain.rstrip() for x in Text(line).wrap(console, 80)][0].endswith("(1.10")  # rich alone
+    lines = [x.plain.rstrip() for x in units_kept(Text(line)).wrap(console, 80)]
+    assert lines == ["llama2-7b KV cache, 64 × 32,768 tokens in bf16: 1,099,511,627,776 bytes",
+                     "(1.10 TB, 1.00 TiB)"]

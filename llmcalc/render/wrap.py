@@ -19,7 +19,8 @@ UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:[KMGTPE]i?B|[KMGTPE]?B/s|[KMGTPE]?FLOP(?
 
 class Kept(Text):
     """A rich Text wrapped as rich wraps text, except that no line breaks at the spaces `keep` lists (offsets
-    into its plain text); its narrowest width is its longest run of words so joined."""
+    into its plain text); its narrowest width is its longest run of words so joined. Inside a table cell it
+    wraps itself; `console.print` joins the Texts it is given into a plain one, so print its `wrap` instead."""
 
     def __init__(self, *args, keep: Iterable[int] = (), **kwargs) -> None:
         super().__init__(*args, **kwargs)
