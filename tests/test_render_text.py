@@ -33,3 +33,13 @@ def test_a_line_of_text_never_breaks_between_a_number_and_its_unit():
     lines = [x.plain.rstrip() for x in units_kept(Text(line)).wrap(console, 80)]
     assert lines == ["llama2-7b KV cache, 64 × 32,768 tokens in bf16: 1,099,511,627,776 bytes",
                      "(1.10 TB, 1.00 TiB)"]
+
+
+def test_numbers_of_one_expression_share_their_thousands_separators():
+    """'11274289152 + 5635768320 = 16,910,057,472' and '(2251.80 TB' beside '2,251,799,813,685,248 bytes'."""
+    from llmcalc.render.report_tables import grouped
+    from llmcalc.render.text import nbytes_text
+
+    assert grouped("11274289152 + 5635768320") == "11,274,289,152 + 5,635,768,320"
+    assert grouped("0.5 · 1024 + x2048 + 1e-3") == "0.5 · 1,024 + x2048 + 1e-3"
+    assert nbytes_text(2_251_799_813_685_248, "both") == "2,251,799,813,685,248 bytes (2,251.80 TB, 2,048.00 TiB)"

@@ -69,25 +69,25 @@ def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
     chunk = min(w.prefill_chunk, batch * seq)
     part, part_note = inference_activations(spec, 1, chunk, w)
     act, act_note = (part, f"{part_note}, one chunk of {chunk:,} tokens") if chunked else (whole, whole_note)
-    other = (f"activations of one unchunked prefill of all {batch} × {seq:,} tokens: {whole / 1e9:,.1f} GB"
-             if chunked else f"activations are one prefill of all {batch} × {seq:,} tokens at once; a server "
+    other = (f"activations of one unchunked prefill of all {batch:,} × {seq:,} tokens: {whole / 1e9:,.1f} GB"
+             if chunked else f"activations are one prefill of all {batch:,} × {seq:,} tokens at once; a server "
              f"prefilling in chunks of {chunk:,} tokens (`prefill_chunk`, as `llmcalc fit` sizes it) needs "
              f"{part / 1e9:,.1f} GB") if part != whole and not enc_seq else None
     if enc_seq:
         act, act_note = encoder_decoder_activations(spec, batch, enc_seq, w, act, act_note)
     tower, image_kv, kv_note = image_memory(spec, w)
     if tower > act:
-        act, act_note = tower, f"vision tower peak: {batch} × {w.images} images encoded together"
+        act, act_note = tower, f"vision tower peak: {batch:,} × {w.images} images encoded together"
     if enc_seq:
         kv_note += f", + the cross-attention cache of {enc_seq:,} encoder positions"
     rows = [MemoryRow(component="weights", bytes=weights, note=w_note),
-            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}" + kv_note),
+            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch:,} × {seq:,} tokens in {w.kv_dtype}" + kv_note),
             MemoryRow(component="activations", bytes=act, note=act_note)]
     return MemoryReport(
         model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
         weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=0, optimizer_bytes=0,
         total_bytes=sum(r.bytes for r in rows), dominant=max(rows, key=lambda r: r.bytes).component, breakdown=rows,
-        formula=FORMULA, notes=([f"vision tower peak {tower:,} B for {batch} × {w.images} image(s) encoded together; "
+        formula=FORMULA, notes=([f"vision tower peak {tower:,} B for {batch:,} × {w.images} image(s) encoded together; "
                                  "activations are the larger of it and the language model's prefill peak"]
                                 if w.images else []) + ([other] if other else []), images=w.images, vision_activation_bytes=tower, image_kv_bytes=image_kv,
     )
