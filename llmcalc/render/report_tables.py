@@ -154,10 +154,10 @@ def memory_table(r, units: str) -> list:
 
 
 def _price(usd_per_hour: float | None) -> str:
-    """USD per GPU-hour to the cent, or to a tenth of a cent where the price has one ($1.006); — when unknown."""
+    """USD per GPU-hour to the cent (a10g's 1.006 as 1.01; the JSON keeps the exact price); — when unknown."""
     if usd_per_hour is None:
         return "—"
-    return f"{usd_per_hour:.2f}" if round(usd_per_hour, 2) == round(usd_per_hour, 3) else f"{usd_per_hour:.3f}"
+    return f"{usd_per_hour:,.2f}"
 
 
 def gpus_table(rows: list, units: str) -> list:
