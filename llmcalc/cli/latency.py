@@ -1,4 +1,4 @@
-"""The `llmcalc latency` command: roofline time per phase and op."""
+"""The `llmcalc latency` command: time per phase and op under a time model (calibrated, or the roofline)."""
 
 from __future__ import annotations
 
