@@ -149,3 +149,13 @@ def test_the_shell_completes_preset_and_gpu_names():
     gpus = complete("llmcalc latency --gpu h1")
     assert '"h100-sxm"' in gpus and '"h200"' not in gpus and "a100" not in gpus
     assert '"h200"' in complete("llmcalc plan --gpu h2")
+
+
+def test_a_large_batch_is_written_with_separators_like_the_context(cli):
+    """'131072 × 32,768 tokens': the batch and the context of one phrase in the same style."""
+    big = ("-p", "llama2-7b", "--batch", "131072", "--seq", "32768")
+    for command in ("kv", "memory", "flops", "explain"):
+        args = ("explain", "kv", *big) if command == "explain" else (command, *big)
+        out = " ".join(cli(*args, "--units", "si").stdout.split())
+        assert "131,072" in out and not re.search(r"(?<![\d·] )131072(?! ·)", out), command
+    assert "(2,251.80 TB" in " ".join(cli("kv", *big).stdout.split())

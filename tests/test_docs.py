@@ -126,3 +126,14 @@ def test_command_page_names_its_options(command):
     assert sorted(has - named) == [], f"docs/commands/{command}.md does not name these options"
     known = set().union(*(options(c) for c in COMMANDS)) | GLOBAL
     assert sorted(named - known) == [], f"docs/commands/{command}.md names options no command has"
+
+
+def test_latency_is_described_by_its_default_time_model():
+    """latency runs the GPU's calibrated profile unless told `--time-model roofline`: its summary line
+    called it roofline time."""
+    index = (ROOT / "docs" / "commands" / "README.md").read_text(encoding="utf-8")
+    row = next(x for x in index.splitlines() if x.startswith("| `llmcalc latency` |"))
+    page = (ROOT / "docs" / "commands" / "latency.md").read_text(encoding="utf-8").splitlines()[0]
+    for text in (row, page):
+        assert "roofline time" not in text.lower(), text
+    assert "calibrated" in row

@@ -177,3 +177,37 @@ def test_an_unquantised_checkpoint_runs_in_the_weights_dtype(hf_fixture):
     n = 9_241_705_984  # transformers' parameter count of Gemma-2-9B
     assert checkpoint_bytes(spec)[0] == 4 * n
     assert memory(spec, Workload(batch=1, seq=128)).weights_bytes == 2 * n
+
+
+def gptq_llama(tmp_path) -> Path:
+    """llama3-8b's config.json with a GPTQ quantization_config: its formats name the router and the MTP module, as
+    every GPTQ checkpoint's do, though a dense LLaMA has neither."""
+    from hf_counts import fixture_config
+
+    config = fixture_config("llama3-8b") | {"quantization_config": {"quant_method": "gptq", "bits": 4,
+                                                                   "group_size": 128}}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return tmp_path / "config.json"
+
+
+def test_the_formats_label_names_only_the_components_the_model_has(tmp_path, cli_json):
+    spec = load_hf_config(gptq_llama(tmp_path))
+    assert {"mtp", "router"} <= set(spec.checkpoint.formats.components)  # the checkpoint's formats name them
+    how = next(r.note for r in memory(spec, Workload(batch=1, seq=128)).breakdown if r.component == "weights")
+    assert how == "gptq-int4-g128; embedding, head, norms bf16"
+    assert checkpoint_bytes(spec)[1] == "gptq-int4-g128; embedding, head, norms bf16"
+    out = cli_json("latency", "--hf-config", str(tmp_path), "--gpu", "h100-sxm")
+    assert out["weights_dtype"] == "gptq-int4-g128; embedding, head, norms bf16"
+    assert WeightFormats.parse("int4,router=bf16,mtp=bf16").label_for({"attention", "ffn"}) == "int4"
+
+
+def test_a_formats_label_reads_apart_from_the_sentence(cli):
+    """The label's `; ` and commas once ran into the sentence: 'needs 72.7 GB of fp8; embedding, head, norms bf16
+    weights per GPU'."""
+    r = cli("latency", "-p", "llama3.1-70b", "--gpu", "l4", "--weights-dtype", "fp8")
+    assert r.returncode == 2
+    assert "GB of weights per GPU (fp8; embedding, head, norms bf16) with" in r.stderr
+    table = cli("latency", "-p", "llama2-7b", "--gpu", "l4", "--weights-dtype", "fp8").stdout
+    assert "(fp8 weights (embedding, head, norms bf16), bf16 KV, bf16 matmuls)" in " ".join(table.split())
+    r = cli("memory", "-p", "llama2-7b", "--train", "--weights-dtype", "fp8")
+    assert "training quantised weights (fp8; embedding, head, norms bf16) is not modelled" in r.stderr

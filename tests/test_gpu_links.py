@@ -3,6 +3,10 @@ the rental price a GPU file may state."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -161,3 +165,19 @@ def test_latency_says_which_tier_each_collective_crosses_and_that_tp_over_nodes_
     assert "crosses nodes" not in note
     inside = latency(load_preset("llama3-8b"), h100, Workload(batch=1, seq=128, gen=2, layout=Layout(tp=8)))
     assert not [n for n in inside.notes if "each way" in n]
+
+
+def test_a_price_is_shown_to_the_cent_and_kept_exact_in_json():
+    """a10g's 1.006 USD/h printed as 1.006 beside prices to the cent."""
+    env = dict(os.environ, COLUMNS="80", TERM="dumb")
+
+    def run(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, env=env,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    row = next(x for x in run("gpus").splitlines() if x.startswith("a10g "))
+    assert row.split()[-1] == "1.01"
+    assert "price: 1.01 USD per GPU-hour" in run("gpus", "a10g")
+    assert json.loads(run("gpus", "a10g", "-f", "json"))["price_per_hour"] == 1.006

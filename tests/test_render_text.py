@@ -11,3 +11,35 @@ from llmcalc.render.text import seconds
 def test_a_time_is_shown_in_minutes_hours_or_days_once_it_is_long(t, shown):
     """`calibrate --device cpu`'s profile once printed '1676.83 s … total 162895.54 s'."""
     assert seconds(t) == shown
+
+
+def test_a_value_cell_breaks_between_its_parts_only():
+    from llmcalc.render.tables import parts
+
+    assert parts("2.00 GiB ×0.625") == ["2.00 GiB", "×0.625"]
+    assert parts("524.29 K ×1") == ["524.29 K", "×1"]
+    assert parts("21 (1.31× mean)") == ["21", "(1.31× mean)"]
+
+
+def test_a_line_of_text_never_breaks_between_a_number_and_its_unit():
+    from rich.console import Console
+    from rich.text import Text
+
+    from llmcalc.render.wrap import units_kept
+
+    line = "llama2-7b KV cache, 64 × 32,768 tokens in bf16: 1,099,511,627,776 bytes (1.10 TB, 1.00 TiB)"
+    console = Console(width=80)
+    assert [x.plain.rstrip() for x in Text(line).wrap(console, 80)][0].endswith("(1.10")  # rich alone
+    lines = [x.plain.rstrip() for x in units_kept(Text(line)).wrap(console, 80)]
+    assert lines == ["llama2-7b KV cache, 64 × 32,768 tokens in bf16: 1,099,511,627,776 bytes",
+                     "(1.10 TB, 1.00 TiB)"]
+
+
+def test_numbers_of_one_expression_share_their_thousands_separators():
+    """'11274289152 + 5635768320 = 16,910,057,472' and '(2251.80 TB' beside '2,251,799,813,685,248 bytes'."""
+    from llmcalc.render.report_tables import grouped
+    from llmcalc.render.text import nbytes_text
+
+    assert grouped("11274289152 + 5635768320") == "11,274,289,152 + 5,635,768,320"
+    assert grouped("0.5 · 1024 + x2048 + 1e-3") == "0.5 · 1,024 + x2048 + 1e-3"
+    assert nbytes_text(2_251_799_813_685_248, "both") == "2,251,799,813,685,248 bytes (2,251.80 TB, 2,048.00 TiB)"

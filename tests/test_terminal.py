@@ -115,3 +115,42 @@ def test_yaml_is_utf8():
     out = show("explain", "kv", "-p", "llama2-7b", "-f", "yaml")
     assert "Σ" in out or "·" in out
     assert "\\u" not in out
+
+
+UNIT = re.compile(r"(?:[KMGTPE]i?B|[KMBTPE]|ms|µs|ns|s|min|h|days|bytes)\b")
+
+
+def parted_units(text: str) -> list[tuple[str, str]]:
+    """Each place a number ends a line and its unit starts the next: in lines of text, or in a boxed table's
+    column (the cell above ends in a digit at the column's border, the one below starts with the unit)."""
+    lines = text.splitlines()
+    found = []
+    for a, b in zip(lines, lines[1:]):
+        if re.search(r"\d$", a.rstrip()) and UNIT.match(b.lstrip("│┃ ")):
+            found.append((a, b))
+        for i in (i for i, c in enumerate(a) if c == "│" and b[i:i + 1] == "│"):
+            below = b[b.rfind("│", 0, i) + 1:i].strip()
+            if a[:i].rstrip()[-1:].isdigit() and UNIT.match(below):
+                found.append((a, b))
+    return found
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", "gqa", "mla", "swa", "longformer", *GPU, "--units", "iec"],
+    ["kv", "-p", "llama2-7b", "--batch", "64", "--seq", "32768"],
+    ["memory", "-p", "llama2-7b", "--weights-dtype", "fp8"],
+    ["fit", "-p", "llama3-8b", "--gpu", "l4"],
+], ids=lambda a: " ".join(a[:2]))
+def test_a_number_keeps_its_unit_on_its_line(args):
+    """`1.31` at a line's end and `GiB` on the next: once in compare's columns ('512.00' over 'MiB') and in the
+    first line of kv, memory and fit ('(1.10' then 'TB, 1.00 TiB)')."""
+    assert parted_units(show(*args)) == []
+
+
+def test_every_size_of_a_narrow_compare_is_shown_whole():
+    from llmcalc.render.text import size
+
+    args = ["compare", "gqa", "mla", "swa", "longformer", "mqa", *GPU, "--units", "iec"]
+    text, rows = show(*args), json.loads(show(*args, "-f", "json"))["rows"]
+    shown = [size(r[f], "iec") for r in rows for f in ("kv_cache_bytes", "decode_bytes", "memory_bytes")]
+    assert all(text.count(s) >= shown.count(s) for s in shown), [s for s in shown if text.count(s) < shown.count(s)]

@@ -23,6 +23,10 @@ def load_commands(args: list[str]):
     builds every loaded command before the version is printed, ~60 ms for all of them); else all of them."""
     from llmcalc.cli.app import app
 
+    if not args or {"-h", "--help"} & set(args):
+        from llmcalc.cli.help import help_layout
+
+        help_layout()
     first = next((a for a in args if not a.startswith("-")), None)
     if first in COMMANDS:
         names: tuple[str, ...] = (first,)

@@ -18,23 +18,20 @@ RAW_LIMIT = 64 << 20
 @app.command()
 def calibrate(
     device: Annotated[Literal["cuda", "cpu"], _opt(
-        "--device", help="cuda: measure this machine's GPU; cpu: a smoke run at tiny sizes (covers the code path, "
-        "not a GPU's figures).", panel=WORKLOAD, metavar="cuda|cpu")] = "cuda",
+        "--device", help="cuda (this machine's GPU) or cpu (a smoke run at tiny sizes).", panel=WORKLOAD,
+        metavar="DEVICE")] = "cuda",
     gpu: Annotated[Optional[str], _opt(
-        "--gpu", help="GPU preset whose peaks and bandwidth the fit divides by (default: the one named like the "
-        "detected GPU, or like the device of --from-raw; h100-sxm on cpu).", panel=GPUS, metavar="NAME")] = None,
-    preset: Annotated[str, _opt("--preset", "-p", help="Model whose weight-matmul and attention shapes are "
-                                "measured.", panel=MODEL, metavar="NAME")] = "llama3-8b",
+        "--gpu", help="GPU preset whose peaks the fit divides by (default: the detected GPU's).", panel=GPUS,
+        metavar="NAME")] = None,
+    preset: Annotated[str, _opt("--preset", "-p", help="Model whose matmul and attention shapes are measured.",
+                                panel=MODEL, metavar="NAME")] = "llama3-8b",
     engine: Annotated[Literal["serving", "reference"], _opt(
-        "--engine", help="serving: a time-model profile (GEMM, attention, bandwidth and kernel figures a serving "
-        "stack's fused kernels reach); reference: an engine profile of the bundled reference model's own kernels "
-        "(element-wise passes, GEMMs in a CUDA graph, grouped experts, attention by length, MLA decode, Mamba-2, "
-        "host cost), measured at the shapes of the validation campaign's five families.", panel=WORKLOAD,
-        metavar="serving|reference")] = "serving",
+        "--engine", help="serving (a time-model profile) or reference (an engine profile of its kernels).",
+        panel=WORKLOAD, metavar="KIND")] = "serving",
     from_raw: Annotated[Optional[Path], _opt(
-        "--from-raw", help="Fit the raw timings of an earlier run (a --raw file) instead of measuring: no GPU or "
-        "torch needed.", panel=WORKLOAD, metavar="FILE")] = None,
-    quick: Annotated[bool, _opt("--quick", help="Every other size and half the runs (about a quarter of the time).",
+        "--from-raw", help="Refit an earlier run's --raw timings (no GPU or torch needed).", panel=WORKLOAD,
+        metavar="FILE")] = None,
+    quick: Annotated[bool, _opt("--quick", help="Every other size, half the runs (about ¼ of the time).",
                                 panel=WORKLOAD)] = False,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Write the profile here (default: print it).",
                                         panel=OUTPUT, metavar="FILE")] = None,

@@ -51,7 +51,7 @@ def compare(
     config: Annotated[Optional[list[Path]], _opt("--config", "-c", help="A spec YAML; repeatable.", panel=MODEL,
                                                  metavar="FILE")] = None,
     hf_config: Annotated[Optional[list[Path]], _opt(
-        "--hf-config", help="A Hugging Face config.json, or a folder holding one; repeatable.", panel=MODEL,
+        "--hf-config", help="A Hugging Face config.json or its folder; repeatable.", panel=MODEL,
         metavar="PATH")] = None,
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,

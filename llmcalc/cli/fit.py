@@ -6,8 +6,7 @@ from typing import Annotated
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
-    COUNT_HELP,
-    GPUS,
+    ADVANCED,
     CalibrationOpt,
     ConfigOpt,
     DPOpt,
@@ -45,8 +44,8 @@ def fit(
     config: ConfigOpt = None,
     hf_config: HFOpt = None,
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in all; max_seq is found for this batch.")] = 1,
-    seq: Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence; max_batch is found for it; "
-                                   f"{COUNT_HELP}.")] = 4096,
+    seq: Annotated[int, _count_opt("--seq", "-s", help="Tokens per sequence; max_batch is found for "
+                                   "it.")] = 4096,
     gpu: GPUOpt = None,
     gpus: GPUsOpt = None,
     tp: TPOpt = None,
@@ -59,7 +58,7 @@ def fit(
     group_size: GroupOpt = 128,
     reserve: ReserveOpt = 0.10,
     prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
-                                             "activation workspace).", panel=GPUS)] = 8192,
+                                             "workspace).", panel=ADVANCED)] = 8192,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     images: ImagesOpt = 0,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
-    CONVENTIONS,
+    COUNTING,
     AttentionKernelOpt,
     AttentionOpt,
     BatchOpt,
@@ -54,20 +54,19 @@ def flops(
     recompute_ops: RecomputeOpsOpt = None,
     recompute_layers: RecomputeLayersOpt = None,
     attention_kernel: AttentionKernelOpt = "flash",
-    mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=CONVENTIONS)] = False,
+    mtp: Annotated[bool, _opt("--mtp/--no-mtp", help="Include DeepSeek's MTP module.", panel=COUNTING)] = False,
     elementwise: Annotated[bool, _opt(
-        "--elementwise/--no-elementwise", help="Add element-wise FLOPs as rows: norms, softmax, activations, "
-        "residual adds, positions (docs/formulas.md#element-wise-flops).", panel=CONVENTIONS)] = False,
+        "--elementwise/--no-elementwise", help="Add element-wise FLOPs (norms, softmax, …).", panel=COUNTING)] = False,
     embedding_matmul: Annotated[bool, _opt(
-        "--embedding-matmul/--no-embedding-matmul", help="Count the input embedding as a one-hot matmul, 2·V·d "
-        "per token (Kaplan, Chinchilla).", panel=CONVENTIONS)] = False,
+        "--embedding-matmul/--no-embedding-matmul", help="Count the embedding as a matmul, 2·V·d per token.",
+        panel=COUNTING)] = False,
     lora_rank: LoraOpt = None,
     lora_targets: LoraTargetsOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """FLOPs of prefill, one decode step, GEN decode steps and one training step (model FLOPs, and the hardware
-    FLOPs of what runs: the attention kernel's backward and the recomputed ops)."""
+    """Model and hardware FLOPs of prefill, one decode step, GEN decode steps and one training step
+    (docs/commands/flops.md)."""
     from llmcalc.costs.flops import flops as count_flops
     from llmcalc.workload import Workload
 

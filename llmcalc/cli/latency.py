@@ -1,4 +1,4 @@
-"""The `llmcalc latency` command: roofline time per phase and op."""
+"""The `llmcalc latency` command: time per phase and op under a time model (calibrated, or the roofline)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
-    GPUS,
+    ADVANCED,
     PRECISION,
     BatchOpt,
     CalibrationOpt,
@@ -50,7 +50,7 @@ def latency(
     batch: BatchOpt = 1,
     seq: SeqOpt = 4096,
     encoder_seq: EncoderSeqOpt = None,
-    gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (the first comes from prefill).")] = 256,
+    gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (the first by prefill).")] = 256,
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
     gpu: GPUOpt = None,
@@ -64,29 +64,28 @@ def latency(
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
-        "--compute-dtype", help="Matmul type that sets the peak: fp32, tf32, bf16, fp16, fp8, int8 or fp4 (weight-only "
-        "quantization computes in bf16; default bf16, or with formats given each matmul in its format's native "
-        "type where the GPU has it).", panel=PRECISION, metavar="DTYPE")] = None,
+        "--compute-dtype", help="Matmul type: fp32, tf32, bf16, fp16, fp8, int8 or fp4 (default: bf16, or the "
+        "formats' own).", panel=PRECISION, metavar="DTYPE")] = None,
     attention_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16", "fp8"]], _opt(
-        "--attention-dtype", help="The attention core's type (default: the compute dtype, but bf16 under fp8 or "
-        "int8 matmuls).", panel=PRECISION, metavar="DTYPE")] = None,
+        "--attention-dtype", help="Attention-core type (default: the matmuls', bf16 under fp8/int8).", panel=ADVANCED,
+        metavar="DTYPE")] = None,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     compute_efficiency: Annotated[Optional[float], _opt(
-        "--compute-efficiency", help="Share of peak FLOP/s matmuls reach (default: the time model's; roofline 0.8).",
-        panel=GPUS, metavar="SHARE")] = None,
+        "--compute-efficiency", help="Share of peak FLOP/s reached (default: the time model's).",
+        panel=ADVANCED, metavar="SHARE")] = None,
     memory_efficiency: Annotated[Optional[float], _opt(
-        "--memory-efficiency", help="Share of memory bandwidth reached (default: the time model's; roofline 0.9).",
-        panel=GPUS, metavar="SHARE")] = None,
+        "--memory-efficiency", help="Share of memory bandwidth reached (default: the time model's).",
+        panel=ADVANCED, metavar="SHARE")] = None,
     comm_efficiency: Annotated[Optional[float], _opt(
-        "--comm-efficiency", help="Share of one-way link bandwidth reached (default: the time model's; roofline "
-        "0.8).", panel=GPUS, metavar="SHARE")] = None,
+        "--comm-efficiency", help="Share of link bandwidth reached (default: the time model's).",
+        panel=ADVANCED, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",
     reserve: ReserveOpt = 0.10,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Time to first token, time per output token, tokens/s, per phase and op, under a time model."""
+    """Time to first token, time per output token and tokens/s, per phase and op (docs/commands/latency.md)."""
     from llmcalc.costs.latency import latency as estimate
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload

@@ -6,8 +6,7 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
-    CONVENTIONS,
-    GPUS,
+    ADVANCED,
     TRAINING,
     ConfigOpt,
     EncoderSeqOpt,
@@ -37,62 +36,55 @@ from llmcalc.cli.options import (
 )
 from llmcalc.errors import UserError
 
+LAYOUT = "Training layout"
+
 
 @app.command()
 def memory(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     hf_config: HFOpt = None,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global batch, "
-                                     "over --dp GPUs).")] = 1,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global "
+                                     "batch).")] = 1,
     seq: SeqOpt = 4096,
     encoder_seq: EncoderSeqOpt = None,
     weights_dtype: WeightsDtypeOpt = None,
     weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
-    flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention (no S×S scores).",
-                                panel=CONVENTIONS)] = True,
+    flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention: no S×S scores.",
+                                panel=ADVANCED)] = True,
     train: Annotated[bool, _opt("--train/--inference", help="A training step instead of inference.",
                                 panel=TRAINING)] = False,
     optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
     zero: ZeroOpt = 0,
-    dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs: each runs batch / dp sequences.",
-                                  panel=TRAINING)] = 1,
+    dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs.", panel=LAYOUT)] = 1,
     micro_batch: Annotated[Optional[int], _count_opt(
-        "--micro-batch", help="Sequences one GPU runs at a time (default: batch / dp).", panel=TRAINING)] = None,
+        "--micro-batch", help="Sequences per GPU at a time (default: batch / dp).", panel=TRAINING)] = None,
     lora_rank: LoraOpt = None,
     lora_targets: LoraTargetsOpt = None,
-    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA, the base in NF4 with double quantisation "
-                                "(nf4-dq), embedding, head and norms bf16, computing in bf16.",
-                                panel=TRAINING)] = False,
-    tp: Annotated[int, _count_opt("--tp", help="Training: tensor-parallel GPUs.", panel=GPUS)] = 1,
-    pp: Annotated[int, _count_opt("--pp", help="Training: pipeline stages (1F1B).", panel=GPUS)] = 1,
-    ep: Annotated[int, _count_opt("--ep", help="Training: expert-parallel GPUs (whole experts over ep).",
-                                  panel=GPUS)] = 1,
-    cp: Annotated[int, _count_opt("--cp", help="Training: context-parallel GPUs (seq / cp tokens each).",
-                                  panel=GPUS)] = 1,
-    sp: Annotated[bool, _opt("--sp/--no-sp", help="Training: sequence parallelism over the --tp GPUs.",
-                             panel=GPUS)] = False,
-    vpp: Annotated[int, _count_opt("--vpp", help="Training: virtual stages per pipeline GPU (interleaved "
-                                   "schedule; 1: 1F1B).", panel=GPUS)] = 1,
-    dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Training: keep dropout masks (1 byte each).",
-                                  panel=TRAINING)] = False,
+    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
+    tp: Annotated[int, _count_opt("--tp", help="Tensor-parallel GPUs.", panel=LAYOUT)] = 1,
+    pp: Annotated[int, _count_opt("--pp", help="Pipeline stages (1F1B).", panel=LAYOUT)] = 1,
+    ep: Annotated[int, _count_opt("--ep", help="Expert-parallel GPUs.", panel=LAYOUT)] = 1,
+    cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=LAYOUT)] = 1,
+    sp: Annotated[bool, _opt("--sp/--no-sp", help="Sequence parallelism over --tp.", panel=LAYOUT)] = False,
+    vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU (interleaved).",
+                                   panel=ADVANCED)] = 1,
+    dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep dropout masks (1 byte each).",
+                                  panel=ADVANCED)] = False,
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
-        "--grad-dtype", help="Training: gradients' type (default: the weights'; fp32: Megatron's main gradients).",
-        panel=TRAINING, metavar="DTYPE")] = None,
+        "--grad-dtype", help="Gradients' type (default: the weights').", panel=ADVANCED, metavar="DTYPE")] = None,
     prefill_chunk: Annotated[Optional[int], _count_opt(
-        "--prefill-chunk", help="Inference: size the activations of a server that prefills N tokens at a time "
-        "(vLLM's max_num_batched_tokens; fit's default 8192) instead of one prefill of the whole batch.",
-        panel=CONVENTIONS)] = None,
+        "--prefill-chunk", help="Inference: activations of N-token prefill chunks (default: one prefill).",
+        panel=ADVANCED)] = None,
     images: ImagesOpt = 0,
     image_size: ImageSizeOpt = None,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Memory: weights, KV cache, activations (and gradients, optimizer states with --train: on the most-loaded GPU
-    of a --tp/--pp/--cp/--ep/--dp layout)."""
+    """Weights, KV cache, activations and training states (docs/commands/memory.md)."""
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout, Workload
 

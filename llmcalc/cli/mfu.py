@@ -35,22 +35,22 @@ def mfu(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     hf_config: HFOpt = None,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step, over every "
-                                     "data-parallel replica.")] = 1,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
+                                     "step.")] = 1,
     seq: SeqOpt = 4096,
     tokens_per_s: Annotated[Optional[float], _opt(
-        "--tokens-per-s", help="Measured training throughput, tokens/s over all GPUs.", panel=WORKLOAD,
+        "--tokens-per-s", help="Measured tokens/s, all GPUs together.", panel=WORKLOAD,
         metavar="TOK/S")] = None,
     step_time: Annotated[Optional[float], _opt(
-        "--step-time", help="Measured seconds per step of batch × seq tokens (instead of --tokens-per-s).",
+        "--step-time", help="Measured seconds per step (instead of --tokens-per-s).",
         panel=WORKLOAD, metavar="SECONDS")] = None,
     gpus: Annotated[int, _count_opt("--gpus", help="Accelerators the run used, in all.", panel=GPUS)] = 1,
     gpu: GPUOpt = None,
     peak_tflops: Annotated[Optional[float], _opt(
-        "--peak-tflops", help="Dense peak TFLOP/s of one accelerator (instead of --gpu), e.g. 275 for a TPU v4.",
+        "--peak-tflops", help="One accelerator's dense peak (instead of --gpu).",
         panel=GPUS, metavar="TFLOP/S")] = None,
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
-        "--compute-dtype", help="Matmul type whose --gpu peak is the denominator: fp32, tf32, bf16, fp16 or fp8.",
+        "--compute-dtype", help="Peak's matmul type: fp32, tf32, bf16, fp16 or fp8.",
         panel=PRECISION, metavar="DTYPE")] = "bf16",
     attention: AttentionOpt = "causal",
     attention_kernel: AttentionKernelOpt = "flash",

@@ -15,9 +15,10 @@ import typer
 from llmcalc.errors import UserError
 from llmcalc.render import Format, Units
 
-MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, TRAINING, SERVING, OUTPUT = (
-    "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Training", "Serving", "Output")
-"""Help panels: each option is listed under one of these."""
+MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, COUNTING, TRAINING, SERVING, OUTPUT, ADVANCED = (
+    "Model", "Workload", "Precision", "GPUs and layout", "Conventions", "Counting", "Training", "Serving", "Output",
+    "Advanced")
+"""Help panels: each option is listed under one of these (Advanced: the rarely changed ones)."""
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
 
 
@@ -123,23 +124,20 @@ PresetOpt = Annotated[Optional[str], _opt("--preset", "-p", help="Preset name (s
                                           panel=MODEL, metavar="NAME")]
 ConfigOpt = Annotated[Optional[Path], _opt("--config", "-c", help="A llmcalc spec YAML written by you.", panel=MODEL,
                                            metavar="FILE")]
-HFOpt = Annotated[Optional[Path], _opt("--hf-config", help="A Hugging Face config.json, or a folder holding one.",
+HFOpt = Annotated[Optional[Path], _opt("--hf-config", help="A Hugging Face config.json or its folder.",
                                        panel=MODEL, metavar="PATH")]
-FormatOpt = Annotated[Format, _opt("--format", "-f", help="Output: table, json, yaml or csv.", panel=OUTPUT,
+FormatOpt = Annotated[Format, _opt("--format", "-f", help="table, json, yaml or csv.", panel=OUTPUT,
                                    metavar="FORMAT")]
-UnitsOpt = Annotated[Units, _opt("--units", help="Byte labels in tables: both GB (10^9) and GiB (2^30), si or iec.",
+UnitsOpt = Annotated[Units, _opt("--units", help="both, si (GB) or iec (GiB).",
                                  panel=OUTPUT, metavar="UNITS")]
-BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all (over every replica).")]
-SeqOpt = Annotated[int, _count_opt("--seq", "-s", help=f"Tokens per sequence: the prompt / context; {COUNT_HELP}.")]
+BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all.")]
+SeqOpt = Annotated[int, _count_opt("--seq", "-s", help="Tokens per sequence (32k = 32,768).")]
 EncoderSeqOpt = Annotated[Optional[int], _count_opt(
-    "--encoder-seq", help="An encoder-decoder's encoder input per sequence, in tokens (default: --seq; Whisper: "
-    "its fixed 1500 audio frames).")]
+    "--encoder-seq", help="Encoder input tokens per sequence (default: --seq).", panel=ADVANCED)]
 ImagesOpt = Annotated[int, _count_opt(
-    "--images", help="Images per sequence for a vision-language model: their tokens are part of --seq (LLaVA, "
-    "Gemma 3, Qwen2.5-VL), or the cross-attention layers read them from a cache of their own (Llama 3.2 Vision).")]
+    "--images", help="Images per sequence (a vision-language model).")]
 ImageSizeOpt = Annotated[Optional[str], _opt(
-    "--image-size", help="One image's HEIGHTxWIDTH in pixels, e.g. 1080x1920 (default: the vision tower's native "
-    "size).", panel=WORKLOAD, metavar="HxW")]
+    "--image-size", help="Image pixels, e.g. 1080x1920 (default: native).", panel=ADVANCED, metavar="HxW")]
 
 
 def image_fields(images: int, size: str | None) -> dict:
@@ -153,39 +151,33 @@ def image_fields(images: int, size: str | None) -> dict:
 
 
 PlotForceOpt = Annotated[bool, _opt("--force", help="Overwrite the --plot file when it exists.", panel=OUTPUT)]
-KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache elements: {DTYPES}.", panel=PRECISION,
+KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
 WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(
-    "--weights-dtype", help=f"Weight storage: {DTYPES} (default: the checkpoint's formats, else bf16).",
+    "--weights-dtype", help=f"Weights: {DTYPES} (default: the checkpoint's, else bf16).",
     panel=PRECISION, metavar="DTYPE")]
 WeightsFormatOpt = Annotated[Optional[str], _opt(
-    "--weights-format", help="Each component's weight format, e.g. experts=mxfp4,default=bf16 or q4_k; components: "
-    "embedding, attention, ffn, experts, shared_experts, router, norms, head (docs/formats.md lists the formats).",
+    "--weights-format", help="Per-component formats, e.g. experts=mxfp4.",
     panel=PRECISION, metavar="SPEC")]
-GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale, along each input.",
-                                     panel=PRECISION)]
+GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale.", panel=ADVANCED)]
 AttentionOpt = Annotated[Literal["causal", "causal-half", "dense"], _opt(
-    "--attention", help="Attention-core FLOPs. causal: the unmasked pairs, S(S+1)/2; causal-half: S²/2 "
-    "(Megatron-LM, FlashAttention's benchmarks); dense: the full S×S (FlopCounterMode, PaLM).", panel=CONVENTIONS,
-    metavar="causal|causal-half|dense")]
+    "--attention", help="Attention-core pairs: causal S(S+1)/2, causal-half S²/2 or dense S².", panel=CONVENTIONS,
+    metavar="MODE")]
 LogitsOpt = Annotated[Literal["last", "all"], _opt(
-    "--logits", help="Prefill logits of the last position (inference) or all (scoring).", panel=CONVENTIONS,
-    metavar="last|all")]
+    "--logits", help="Prefill logits: last (inference) or all (scoring).", panel=CONVENTIONS, metavar="WHICH")]
 MLADecodeOpt = Annotated[Literal["absorbed", "decompress"], _opt(
-    "--mla-decode", help="MLA decode in the latent space, or re-projecting every cached latent.", panel=CONVENTIONS,
-    metavar="absorbed|decompress")]
+    "--mla-decode", help="MLA decode: absorbed (in the latent space) or decompress.", panel=CONVENTIONS,
+    metavar="MODE")]
 RecomputeOpt = Annotated[Literal["none", "selective", "full"], _opt(
-    "--recompute", help="Training: activation recompute (none, selective, full).", panel=TRAINING, metavar="MODE")]
+    "--recompute", help="Activation recompute: none, selective or full.", panel=TRAINING, metavar="MODE")]
 RecomputeOpsOpt = Annotated[Optional[str], _opt(
-    "--recompute-ops", help="Training: a custom recompute policy, the ops redone in the backward, comma-separated: "
-    "qkv (input projections), attention (the core: scores, softmax, values), attention_out (o), ffn (the FFN's "
-    "matmuls). selective = attention; full = all four.", panel=TRAINING, metavar="OPS")]
+    "--recompute-ops", help="Ops to recompute, from qkv,attention,attention_out,ffn.", panel=ADVANCED,
+    metavar="OPS")]
 RecomputeLayersOpt = Annotated[Optional[int], _opt(
-    "--recompute-layers", help="Training: only the first N layers redo the recompute policy's ops (Megatron-LM's "
-    "block method); default every layer.", panel=TRAINING, metavar="N")]
+    "--recompute-layers", help="Recompute the first N layers only (default: all).", panel=ADVANCED, metavar="N")]
 AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
-    "--attention-kernel", help="Training's hardware FLOPs: flash recomputes the scores in its backward (2.5× the "
-    "core's forward), eager does not (2×).", panel=TRAINING, metavar="flash|eager")]
+    "--attention-kernel", help="Backward of the attention core: flash (2.5× forward) or eager (2×).",
+    panel=ADVANCED, metavar="KERNEL")]
 
 
 def parse_recompute_ops(text: str | None) -> tuple[str, ...] | None:
@@ -220,31 +212,27 @@ def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
     return load_hf_config(hf_config)
 
 
-GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (see `llmcalc gpus`) or a GPU YAML file "
-                                       "(required).", panel=GPUS, metavar="NAME")]
+GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",
+                                       panel=GPUS, metavar="NAME")]
 OptionalGPUOpt = Annotated[Optional[str], _opt(
-    "--gpu", help="Add time per token and fit on this GPU (a preset or a GPU YAML file); none is assumed.",
+    "--gpu", help="Also time and fit on this GPU (a preset or YAML file).",
     panel=GPUS, metavar="NAME")]
 GPUsOpt = Annotated[Optional[int], _count_opt("--gpus", help="GPUs in all: tp · pp · dp.", panel=GPUS)]
 TPOpt = Annotated[Optional[int], _count_opt("--tp", help="Tensor-parallel degree (default: gpus / (pp · dp)).",
                                             panel=GPUS)]
 PPOpt = Annotated[int, _count_opt("--pp", help="Pipeline-parallel stages.", panel=GPUS)]
-DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas; each serves batch / dp sequences.",
-                                  panel=GPUS)]
-EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree (whole experts over ep GPUs).", panel=GPUS)]
+DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas.", panel=GPUS)]
+EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree.", panel=GPUS)]
 TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
-    "--time-model", help="calibrated: the GPU's profile (presets/calibration/); roofline: the physical bound "
-    "(datasheet peaks at stated efficiencies, no fixed costs). Default: calibrated where the GPU has a profile "
-    "(every preset), else roofline.", panel=GPUS, metavar="calibrated|roofline")]
+    "--time-model", help="calibrated or roofline (default: calibrated if the GPU has a profile).", panel=ADVANCED,
+    metavar="MODEL")]
 CalibrationOpt = Annotated[Optional[Path], _opt(
-    "--calibration", help="A calibration profile YAML to use instead (`llmcalc calibrate` writes one).", panel=GPUS,
-    metavar="FILE")]
+    "--calibration", help="Calibration profile YAML to use.", panel=ADVANCED, metavar="FILE")]
 LoraOpt = Annotated[Optional[int], _count_opt(
-    "--lora", help="Train LoRA adapters of rank N on the frozen base (--lora-targets; docs/formulas.md#lora).",
+    "--lora", help="Train LoRA adapters of rank N on the frozen base.",
     panel=TRAINING)]
 LoraTargetsOpt = Annotated[Optional[str], _opt(
-    "--lora-targets", help="With --lora: the matrices adapted, comma-separated from q,k,v,o,gate,up,down "
-    "(default: all, every linear of the layers; MLA's latent projections and MoE experts included).",
+    "--lora-targets", help="LoRA matrices (default: q,k,v,o,gate,up,down).",
     panel=TRAINING, metavar="LIST")]
 
 
@@ -259,11 +247,10 @@ def lora_fields(lora: int | None, targets: str | None) -> dict:
 
 OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
     "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
-ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage 0-3 (shards over --dp).", panel=TRAINING, metavar="0-3",
+ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage (shards over --dp).", panel=TRAINING, metavar="N",
                               min=0, max=3)]
 ReserveOpt = Annotated[float, _opt(
-    "--reserve", help="Share of GPU memory kept for the runtime (0.10: vLLM's gpu_memory_utilization 0.9).",
-    panel=GPUS, metavar="SHARE")]
+    "--reserve", help="Share of GPU memory kept for the runtime.", panel=ADVANCED, metavar="SHARE")]
 
 
 def load_gpu_named(name: str | None, needed_by: str | None = None):
@@ -278,17 +265,16 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
 
 
 RequestsOpt = Annotated[int, _count_opt(
-    "--requests", "-n", help="Requests to simulate, at most 100,000 (a trace: its first N rows, in arrival order).",
+    "--requests", "-n", help="Requests to simulate.",
     panel=SERVING)]
-LENGTHS = "a length (512) or a distribution: uniform:LO,HI or normal:MEAN,STD"
+LENGTHS = "N, uniform:LO,HI or normal:MEAN,STD"
 RateOpt = Annotated[Optional[float], _opt(
-    "--rate", help="Requests/s arriving (Poisson); serve: inf for all at once.", panel=SERVING, metavar="REQ/S")]
+    "--rate", help="Requests/s (serve's default: all at once).", panel=SERVING, metavar="REQ/S")]
 PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS}.", panel=SERVING,
                                    metavar="LEN")]
 OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,
                                    metavar="LEN")]
 SLOTTFTOpt = Annotated[Optional[float], _opt(
-    "--slo-ttft", help="Target time to first token, seconds (goodput counts requests within it).", panel=SERVING,
-    metavar="S")]
+    "--slo-ttft", help="Target time to first token, in seconds.", panel=SERVING, metavar="S")]
 SLOTPOTOpt = Annotated[Optional[float], _opt(
-    "--slo-tpot", help="Target time per output token, seconds (e.g. 0.05).", panel=SERVING, metavar="S")]
+    "--slo-tpot", help="Target time per output token, in seconds.", panel=SERVING, metavar="S")]

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
+    ADVANCED,
     GPUS,
     OUTPUT,
     SERVING,
@@ -36,32 +37,28 @@ def plan(
     config: ConfigOpt = None,
     hf_config: HFOpt = None,
     gpu: Annotated[Optional[list[str]], _opt(
-        "--gpu", help="GPU preset or YAML file to consider; repeat for several.", panel=GPUS, metavar="NAME")] = None,
+        "--gpu", help="GPU preset or YAML file; repeat for several.", panel=GPUS, metavar="NAME")] = None,
     max_gpus: Annotated[int, _count_opt(
-        "--max-gpus", help="Most GPUs a deployment may use, at most 1024. The search evaluates at most 250,000 "
-        "closed-form candidates (about 7 layouts per GPU and GPU kind, × dtypes × 6 max_seqs; --disaggregated: "
-        "prefill × decode pools, ~max-gpus²) and refuses a larger one before any work.", panel=GPUS)] = 8,
+        "--max-gpus", help="Most GPUs a deployment may use (at most 1024).", panel=GPUS)] = 8,
     rate: RateOpt = None,
     prompt: PromptLenOpt = "1024",
     output: OutputLenOpt = "256",
     slo_ttft: SLOTTFTOpt = None,
     slo_tpot: SLOTPOTOpt = None,
     price: Annotated[Optional[list[str]], _opt(
-        "--price", help="USD per GPU-hour, overriding the GPU's price_per_hour: GPU=USD (repeat).", panel=GPUS,
+        "--price", help="USD per GPU-hour of a GPU (repeat).", panel=GPUS,
         metavar="GPU=USD")] = None,
     disaggregated: Annotated[bool, _opt(
-        "--disaggregated", help="Also separate prefill and decode pools, the KV cache sent over the link.",
+        "--disaggregated", help="Also try separate prefill and decode pools.",
         panel=SERVING)] = False,
     top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
-    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs (at "
-                                        "most 100,000 over the max(3 × --top, 10) finalists).",
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs.",
                                         panel=SERVING)] = 400,
-    seed: Annotated[int, _opt("--seed", help="Seed of the simulated arrivals and lengths.", panel=SERVING,
+    seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED,
                               metavar="N")] = 0,
     time_model: TimeModelOpt = None,
     timings: Annotated[bool, _opt(
-        "--timings", help="Add the closed-form pass's wall-clock seconds (search_s) to the result; without it the "
-        "output is the same bytes on every run.", panel=OUTPUT)] = False,
+        "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:

@@ -16,7 +16,7 @@ def schema(
     command: Annotated[Optional[str], typer.Argument(help="A command name; all of them when left out.",
                                                      show_default=False, metavar="[COMMAND]")] = None,
 ) -> None:
-    """The JSON Schema of each command's --format json output (Pydantic models, see docs/schemas.md)."""
+    """The JSON Schema of each command's JSON output (Pydantic models, see docs/schemas.md)."""
     from llmcalc.render.formats import strict_json
     from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
 

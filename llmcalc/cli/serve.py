@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
+    ADVANCED,
     OUTPUT,
     PRECISION,
     SERVING,
@@ -58,62 +59,52 @@ def serve(
     ep: EPOpt = 1,
     rate: RateOpt = None,
     concurrency: Annotated[Optional[int], _count_opt(
-        "--concurrency", help="Clients, each sending its next request when its last one finishes (instead of "
-        "--rate).", panel=SERVING)] = None,
+        "--concurrency", help="Closed loop: N clients instead of --rate.", panel=SERVING)] = None,
     arrivals: Annotated[Literal["poisson", "constant"], _opt(
-        "--arrivals", help="Under --rate: Poisson arrivals or evenly spaced ones.", panel=SERVING,
-        metavar="poisson|constant")] = "poisson",
+        "--arrivals", help="poisson or constant (under --rate).", panel=ADVANCED,
+        metavar="KIND")] = "poisson",
     requests: RequestsOpt = 1000,
     prompt: PromptLenOpt = "1024",
     output: OutputLenOpt = "256",
     trace: Annotated[Optional[Path], _opt(
-        "--trace", help="A CSV (with a header) or JSONL of arrival (s), prompt, output rows, instead of --rate, "
-        "--prompt and --output.", panel=SERVING, metavar="FILE")] = None,
-    max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step (vLLM max_num_seqs).",
-                                        panel=SERVING)] = 256,
+        "--trace", help="Arrivals and lengths from a CSV or JSONL file.", panel=SERVING, metavar="FILE")] = None,
+    max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step.", panel=SERVING)] = 256,
     max_batched_tokens: Annotated[int, _count_opt(
-        "--max-batched-tokens", help="Most tokens per step, prompt chunks and decode tokens (chunked prefill; "
-        "vLLM max_num_batched_tokens).", panel=SERVING)] = 8192,
-    block_size: Annotated[int, _count_opt("--block-size", help="Tokens per KV block.", panel=SERVING)] = 16,
+        "--max-batched-tokens", help="Most tokens per step.", panel=ADVANCED)] = 8192,
+    block_size: Annotated[int, _count_opt("--block-size", help="Tokens per KV block.", panel=ADVANCED)] = 16,
     gpu_memory_utilization: Annotated[float, _opt(
-        "--gpu-memory-utilization", help="Share of each GPU's memory the engine takes: weights, workspace and the "
-        "KV blocks.", panel=SERVING, metavar="SHARE")] = 0.9,
+        "--gpu-memory-utilization", help="GPU memory share for the engine.", panel=ADVANCED,
+        metavar="SHARE")] = 0.9,
     prefix_hit: Annotated[float, _opt(
-        "--prefix-hit", help="Share of each prompt found in the prefix cache (not recomputed).", panel=SERVING,
+        "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
-    seed: Annotated[int, _opt("--seed", help="Seed of arrivals, lengths and draft acceptance.", panel=SERVING,
-                              metavar="N")] = 0,
+    seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")] = 0,
     slo_ttft: SLOTTFTOpt = None,
     slo_tpot: SLOTPOTOpt = None,
     draft: Annotated[Optional[str], _opt(
-        "--draft", help="Speculative decoding with this draft model (a preset).", panel=SERVING,
+        "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
         metavar="NAME")] = None,
-    mtp: Annotated[bool, _opt("--mtp", help="Speculative decoding with the model's own MTP modules "
-                              "(DeepSeek-V3).", panel=SERVING)] = False,
-    spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step (with --draft or --mtp).",
-                                           panel=SERVING)] = 3,
+    mtp: Annotated[bool, _opt("--mtp", help="Speculate with the model's MTP modules.", panel=SERVING)] = False,
+    spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step.", panel=SERVING)] = 3,
     acceptance: Annotated[float, _opt(
-        "--acceptance", help="Chance each draft token is accepted, given the ones before it were.", panel=SERVING,
-        metavar="P")] = 0.7,
+        "--acceptance", help="Draft token acceptance chance.", panel=SERVING, metavar="P")] = 0.7,
     weights_dtype: WeightsDtypeOpt = None,
     weights_format: WeightsFormatOpt = None,
     kv_dtype: KVDtypeOpt = "bf16",
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
-        "--compute-dtype", help="Matmul type that sets the peak (default bf16, or with formats given each matmul in "
-        "its format's native type where the GPU has it).", panel=PRECISION, metavar="DTYPE")] = None,
+        "--compute-dtype", help="Matmul type (default: bf16 or native).", panel=PRECISION,
+        metavar="DTYPE")] = None,
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     plot: Annotated[Optional[Path], _opt(
-        "--plot", help="Also draw latency to FILE.png or FILE.svg (needs matplotlib).",
-        panel=OUTPUT, metavar="FILE")] = None,
+        "--plot", help="Also plot latency to a .png or .svg file.", panel=OUTPUT, metavar="FILE")] = None,
     plot_vs: Annotated[Literal["time", "load"], _opt(
-        "--plot-vs", help="time: each request's latency against its arrival; load: p50/p99 against the rate "
-        "(runs 0.25× … 1.5× --rate).", panel=OUTPUT, metavar="time|load")] = "time",
+        "--plot-vs", help="x axis: time or load (rate).", panel=OUTPUT, metavar="AXIS")] = "time",
     force: PlotForceOpt = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Throughput, goodput and TTFT / TPOT / end-to-end percentiles of a continuous-batching engine under load."""
+    """Throughput, goodput and latency of a serving engine (docs/commands/serve.md)."""
     from llmcalc.inputs.requests import load_trace, parse_lengths
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.serve import SLO, Engine, Load, load_curve, make_requests, speculative

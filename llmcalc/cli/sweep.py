@@ -67,8 +67,8 @@ def sweep(
     attention: Annotated[Optional[str], _opt(
         "--attention", help="Attention variants of each model as separate series, e.g. mha,gqa,mla (the swap "
         "rule of `llmcalc compare`).", panel=CONVENTIONS, metavar="LIST")] = None,
-    plot: Annotated[Optional[Path], _opt("--plot", help="Also draw memory vs context and time per output token vs "
-                                         "batch to FILE.png or FILE.svg (needs matplotlib).",
+    plot: Annotated[Optional[Path], _opt("--plot", help="Also plot memory and time per token to a .png or .svg "
+                                         "file.",
                                          panel=OUTPUT, metavar="FILE")] = None,
     force: PlotForceOpt = False,
     bars: Annotated[bool, _opt("--bars", help="Table view: a bar of memory per point.", panel=OUTPUT)] = False,

@@ -41,11 +41,11 @@ def train(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     hf_config: HFOpt = None,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step, over every "
-                                     "data-parallel replica.")] = 512,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
+                                     "step.")] = 512,
     seq: SeqOpt = 4096,
     micro_batch: Annotated[Optional[int], _count_opt(
-        "--micro-batch", help="Sequences a replica runs through the pipeline at a time (default: batch / dp).",
+        "--micro-batch", help="Sequences per replica at a time (default: batch / dp).",
         panel=TRAINING)] = None,
     gpu: GPUOpt = None,
     gpus: Annotated[Optional[int], _count_opt(
@@ -57,8 +57,8 @@ def train(
     ep: EPOpt = 1,
     weights_dtype: WeightsDtypeOpt = "bf16",
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
-        "--compute-dtype", help="Matmul type that sets the peak (and the MFU's denominator): fp32, tf32, bf16, fp16 "
-        "or fp8.", panel=PRECISION, metavar="DTYPE")] = "bf16",
+        "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16 or fp8.", panel=PRECISION,
+        metavar="DTYPE")] = "bf16",
     recompute: RecomputeOpt = "none",
     optimizer: OptimizerOpt = "adamw",
     zero: ZeroOpt = 0,
@@ -66,15 +66,13 @@ def train(
     time_model: TimeModelOpt = None,
     calibration: CalibrationOpt = None,
     reserve: ReserveOpt = 0.10,
-    auto: Annotated[bool, _opt("--auto", help="Where the step does not fit the GPU's memory (as the memory "
-                               "command counts a training step), take the largest micro-batch that does, and say so.",
+    auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",
                                panel=TRAINING)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:
-    """Time, tokens/s and MFU of one training step (forward, backward, recompute, pipeline, gradient reduction,
-    optimizer) under a time model; a step that does not fit the GPU's memory is refused (or, with --auto, run at
-    the largest micro-batch that fits)."""
+    """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
+    (docs/commands/train.md)."""
     from llmcalc.costs.training import training_step
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.workload import Layout, Workload

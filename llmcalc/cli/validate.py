@@ -39,8 +39,8 @@ def validate(
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch.")] = 2,
     seq: SeqOpt = 128,
     device: Annotated[Literal["fake", "cpu", "cuda"], _opt(
-        "--device", help="fake: full size under FakeTensorMode; cpu: a real (scaled) run; cuda: real time and "
-        "memory.", panel=WORKLOAD, metavar="fake|cpu|cuda")] = "fake",
+        "--device", help="fake (full size, FakeTensorMode), cpu (a scaled real run) or cuda.", panel=WORKLOAD,
+        metavar="DEVICE")] = "fake",
     layers: Annotated[Optional[int], _count_opt("--layers", help="Keep the first N layers (real runs).",
                                                 panel=MODEL)] = None,
     scale: Annotated[int, _count_opt("--scale", help="Divide every width by this (real runs).", panel=MODEL)] = 1,
@@ -49,8 +49,8 @@ def validate(
                                 "and memory of the adapted model.", panel=TRAINING)] = False,
     lora_rank: LoraOpt = None,
     lora_targets: LoraTargetsOpt = None,
-    detail: Annotated[bool, _opt("--detail", help="With several models: every row of every model, not one line "
-                                 "per model (JSON and CSV always carry every row).", panel=OUTPUT)] = False,
+    detail: Annotated[bool, _opt("--detail", help="With several models: every row, not one line per model.",
+                                 panel=OUTPUT)] = False,
     format: FormatOpt = "table",
     units: UnitsOpt = "both",
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from llmcalc.costs.memory import inference_activations
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.shard import weights_per_gpu as layer_weights_per_gpu
+from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -92,8 +93,8 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
     if weights > usable:
         hint = layout_hint(smallest_layout(spec, gpu, w.layout.dp, 1, w, weights_only=True))
         raise UserError(
-            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of {w.formats(spec).label} weights per GPU with "
-            f"tp={w.layout.tp} pp={w.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
+            f"`gpus`: {spec.name} needs {weights / 1e9:.1f} GB of weights per GPU "
+            f"({formats_label(spec, w.formats(spec))}) with tp={w.layout.tp} pp={w.layout.pp}, more than the {usable / 1e9:.1f} GB usable on one {gpu.name}; "
             f"the fewest GPUs that hold them: {hint}; or a smaller `weights_dtype`"
         )
     return weights

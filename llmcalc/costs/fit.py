@@ -20,6 +20,7 @@ from llmcalc.costs.capacity import (
 )
 from llmcalc.costs.latency import latency
 from llmcalc.costs.shard import kv_per_gpu
+from llmcalc.costs.weights import formats_label
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
@@ -71,7 +72,7 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
                  "tpot one decode step at context `seq`; max_batch_tokens_per_s = max_batch / its tpot")
     return FitReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep,
-        weights_dtype=w.formats(spec).label, kv_dtype=w.kv_dtype, batch=batch, seq=seq,
+        weights_dtype=formats_label(spec, w.formats(spec)), kv_dtype=w.kv_dtype, batch=batch, seq=seq,
         capacity_bytes=gpu.memory_bytes, reserve=w.reserve, usable_bytes=usable, weights_bytes=weights,
         activation_bytes=act, kv_budget_bytes=budget, kv_bytes=kv, total_bytes=weights + act + kv,
         fits=fits, max_batch=max_rep * L.dp, max_seq=capped, max_seq_memory=seq_memory,

@@ -20,6 +20,7 @@ from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.step import Cost, Form, Op, experts_hit, op_name, step_costs, step_form
 from llmcalc.costs.step_time import StepTime, attention_dtype, matrix_paths, native_types
 from llmcalc.costs.vision import image_seconds
+from llmcalc.costs.weights import formats_label
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel, overlap_split
@@ -85,7 +86,8 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
     timed = zip(phases, (prefill, decode_at(seq), decode_at(last)), (pre_time, dec_time, dec_time))
     return LatencyReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=batch, seq=seq,
-        gen=gen, compute_dtype=w.compute_dtype, attention_dtype=attention_dtype(w), weights_dtype=w.formats(spec).label,
+        gen=gen, compute_dtype=w.compute_dtype, attention_dtype=attention_dtype(w),
+        weights_dtype=formats_label(spec, w.formats(spec)),
         kv_dtype=w.kv_dtype, time_model=tm.name, peak_flops=gpu.peak(w.compute_dtype),
         bandwidth_bytes_per_s=gpu.bandwidth, ridge_point=ridge, effective_ridge_point=pre_time.flops / pre_time.bytes,
         compute_efficiency=tm.matmul_efficiency(w.compute_dtype), memory_efficiency=tm.memory_efficiency,
@@ -199,8 +201,8 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
                      + f", the rest in {w.compute_dtype}")
     dequantized = {op_name(p) for p in matrix_paths(spec) if formats.of(p).quantized} - set(native)
     if dequantized and w.compute_dtype in ("bf16", "fp16"):
-        notes.append(f"{formats.label} weights: {', '.join(sorted(dequantized))} dequantized to {w.compute_dtype} "
-                     "matmuls (weight-only quantization: their bytes are the format's; dequantising is not charged)")
+        notes.append(f"weights ({formats_label(spec, formats)}): {', '.join(sorted(dequantized))} dequantized to "
+                     f"{w.compute_dtype} matmuls (weight-only quantization: their bytes are the format's; dequantising is not charged)")
     if attention_dtype(w) != w.compute_dtype:
         notes.append(f"the attention core computes in {attention_dtype(w)} (`attention_dtype`), the matmuls in "
                      f"{w.compute_dtype}")

@@ -25,7 +25,7 @@ from llmcalc.costs.train_memory import (  # noqa: F401 (layer_activation_bytes, 
     layer_activation_bytes,
     training_memory,
 )
-from llmcalc.costs.weights import weights_bytes
+from llmcalc.costs.weights import formats_label, weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec, dtype_bytes
 from llmcalc.reports.memory import MemoryReport, MemoryRow
@@ -44,8 +44,8 @@ def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
     if w.lora and not w.train:
         raise UserError("`lora_rank`: LoRA adapters are trained; add `train` (inference merges them into the weights)")
     if w.train and formats.quantized and not w.lora:
-        raise UserError(f"`weights_dtype`: {formats.label} training is not modelled; use bf16, fp16 or fp32, or "
-                        "train LoRA adapters on the quantised base (`lora_rank`)")
+        raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, formats)}) is not "
+                        "modelled; use bf16, fp16 or fp32, or train LoRA adapters on the quantised base (`lora_rank`)")
     enc_seq = spec.stack.encoder_length(w.encoder_seq, seq)
     if w.train and enc_seq:
         spec.stack.check_modelled("training memory")
@@ -69,25 +69,25 @@ def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
     chunk = min(w.prefill_chunk, batch * seq)
     part, part_note = inference_activations(spec, 1, chunk, w)
     act, act_note = (part, f"{part_note}, one chunk of {chunk:,} tokens") if chunked else (whole, whole_note)
-    other = (f"activations of one unchunked prefill of all {batch} × {seq:,} tokens: {whole / 1e9:,.1f} GB"
-             if chunked else f"activations are one prefill of all {batch} × {seq:,} tokens at once; a server "
+    other = (f"activations of one unchunked prefill of all {batch:,} × {seq:,} tokens: {whole / 1e9:,.1f} GB"
+             if chunked else f"activations are one prefill of all {batch:,} × {seq:,} tokens at once; a server "
              f"prefilling in chunks of {chunk:,} tokens (`prefill_chunk`, as `llmcalc fit` sizes it) needs "
              f"{part / 1e9:,.1f} GB") if part != whole and not enc_seq else None
     if enc_seq:
         act, act_note = encoder_decoder_activations(spec, batch, enc_seq, w, act, act_note)
     tower, image_kv, kv_note = image_memory(spec, w)
     if tower > act:
-        act, act_note = tower, f"vision tower peak: {batch} × {w.images} images encoded together"
+        act, act_note = tower, f"vision tower peak: {batch:,} × {w.images} images encoded together"
     if enc_seq:
         kv_note += f", + the cross-attention cache of {enc_seq:,} encoder positions"
     rows = [MemoryRow(component="weights", bytes=weights, note=w_note),
-            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch} × {seq} tokens in {w.kv_dtype}" + kv_note),
+            MemoryRow(component="kv_cache", bytes=kv, note=f"{batch:,} × {seq:,} tokens in {w.kv_dtype}" + kv_note),
             MemoryRow(component="activations", bytes=act, note=act_note)]
     return MemoryReport(
         model=spec.name, mode="inference", batch=batch, seq=seq, dp=dp, per_gpu_batch=batch, micro_batch=batch,
         weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=act, gradient_bytes=0, optimizer_bytes=0,
         total_bytes=sum(r.bytes for r in rows), dominant=max(rows, key=lambda r: r.bytes).component, breakdown=rows,
-        formula=FORMULA, notes=([f"vision tower peak {tower:,} B for {batch} × {w.images} image(s) encoded together; "
+        formula=FORMULA, notes=([f"vision tower peak {tower:,} B for {batch:,} × {w.images} image(s) encoded together; "
                                  "activations are the larger of it and the language model's prefill peak"]
                                 if w.images else []) + ([other] if other else []), images=w.images, vision_activation_bytes=tower, image_kv_bytes=image_kv,
     )

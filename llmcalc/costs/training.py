@@ -56,6 +56,7 @@ from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
 from llmcalc.costs.train_memory import training_memory
+from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec, dtype_bytes
@@ -170,7 +171,8 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     L = w.layout
     spec.stack.check_modelled("training time")
     if w.formats(spec).quantized:
-        raise UserError(f"`weights_dtype`: {w.formats(spec).label} training is not modelled; use bf16, fp16 or fp32")
+        raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
+                        "not modelled; use bf16, fp16 or fp32")
     b, m = micro_batches(w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
     fwd = rec = layer_comm = send = 0.0

@@ -80,7 +80,7 @@ def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
     if not formats.quantized:
         return (layers + edges + nbytes(vision, formats.default),
                 f"{count_params(spec).total:,} params × {dtype_bytes(formats.default)} B")
-    label = formats.label
+    label = formats_label(spec, formats)
     label = label if formats.dense in label else f"{label}; other parameters {formats.dense}"
     return layers + edges + nbytes(vision, formats.dense), label + (f"; vision tower {formats.dense}" if vision else "")
 
@@ -90,6 +90,12 @@ def components(spec: ModelSpec) -> list[str]:
     paths = [k for g in spec.layer_groups() for k in layer_parts(spec, g)[0]]
     have = {component_of(p) for p in (*paths, *edge_parts(spec), *mtp_parts(spec)[0])}
     return [c for c in COMPONENTS if c in have]
+
+
+def formats_label(spec: ModelSpec, formats: WeightFormats) -> str:
+    """`formats` as the reports word them (WeightFormats.label), naming only the components `spec` has: a dense
+    model's label lists no `mtp` or `router` that a checkpoint's formats set."""
+    return formats.label_for(components(spec))
 
 
 def check_components(spec: ModelSpec, formats: WeightFormats) -> None:

@@ -24,6 +24,7 @@ import difflib
 import functools
 import json
 import re
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import Field
@@ -318,10 +319,15 @@ class WeightFormats(Frozen):
     @property
     def label(self) -> str:
         """`bf16`, or `bf16; experts mxfp4`, or `gptq-int4-g128; embedding, head, norms fp16`: the default format,
-        then the components kept in another, by format."""
+        then the components kept in another, by format (every component named; label_for names a model's)."""
+        return self.label_for(None)
+
+    def label_for(self, has: Collection[str] | None) -> str:
+        """The label naming only the components in `has` (those a model has parameters in): a checkpoint's
+        formats name every component its family may have, `mtp` and `router` of a dense model included."""
         by_format: dict[str, list[str]] = {}
         for comp, name in self.components.items():
-            if name != self.default:
+            if name != self.default and (has is None or comp in has):
                 by_format.setdefault(name, []).append(comp)
         return "; ".join([self.default] + [f"{', '.join(c)} {n}" for n, c in by_format.items()])
 

@@ -1,24 +1,30 @@
 """Printing a report for people: its type's renderer (report_tables.py) returns lines and tables, fitted to
 the console here. A table that does not fit with both GB and GiB columns is rendered again with GB only; a
-table that still does not fit is stacked, one block per row with a line per column.
+table that still does not fit is stacked, one block per row with a line per column. Lines of text wrap between
+words, a number never parted from its unit (render/wrap.py).
 """
 
 from __future__ import annotations
 
 from llmcalc.render.report_tables import renderer
-from llmcalc.render.tables import fits, stacked
+from llmcalc.render.tables import fitted, stacked
 
 
 def print_report(report, units: str, **view) -> None:
     """Render `report` with its type's renderer and print it fitted to the console (see the module)."""
     from rich.console import Console
 
+    from llmcalc.render.wrap import units_kept
+
     console = Console(highlight=False)
     render = renderer(report)
     items = render(report, units, **view)
-    if units == "both" and not all(fits(x, console.width) for x in items):
+    if units == "both" and any(fitted(x, console.width) is None for x in items):
         items = render(report, "si", **view) + [f"[dim]note: GiB columns left out to fit {console.width} columns "
                                                 "(--units iec shows GiB; the JSON has exact bytes)[/dim]"]
     for item in items:
-        for x in ([item] if fits(item, console.width) else stacked(item)):
+        form = fitted(item, console.width)
+        for x in ([form] if form is not None else stacked(item)):
+            if isinstance(x, str):
+                x = units_kept(console.render_str(x)).wrap(console, console.width)
             console.print(x)

@@ -17,6 +17,7 @@ from llmcalc.render.text import (
     size,
     size_heads,
     sizes,
+    weights_words,
 )
 
 
@@ -76,7 +77,7 @@ def kv_table(r, units: str) -> list:
     rows = [[t.layer_type, str(t.layers), f"{t.tokens_cached:,}", f"{t.elements_per_token:,}",
              size(t.bytes_per_layer, units), *sizes(t.bytes, units)] for t in r.per_layer]
     return [
-        f"[bold]{esc(r.model)}[/bold] KV cache, {r.batch} × {r.seq:,} tokens in {r.kv_dtype}: "
+        f"[bold]{esc(r.model)}[/bold] KV cache, {r.batch:,} × {r.seq:,} tokens in {r.kv_dtype}: "
         f"[bold]{nbytes_text(r.total_bytes, units)}[/bold]",
         f"per token (one sequence, all layers): {r.bytes_per_token:,} bytes; "
         + (f"fixed per sequence (recurrent states, cross-attention caches): {r.state_bytes_per_sequence:,} bytes; "
@@ -98,7 +99,7 @@ def flops_table(r, units: str) -> list:
                  short(r.train_hardware_flops)])
     mla = f", MLA decode {r.mla_decode}" if r.mla_decode != "n/a" else ""
     return [
-        f"[bold]{esc(r.model)}[/bold] FLOPs, batch {r.batch}, prompt {r.seq:,}, generate {r.gen:,} "
+        f"[bold]{esc(r.model)}[/bold] FLOPs, batch {r.batch:,}, prompt {r.seq:,}, generate {r.gen:,} "
         f"(attention {r.attention}, logits {r.logits}{mla}, recompute {r.recompute})",
         f"prefill {r.prefill_flops:,} · decode step {r.decode_flops:,} · generate {r.generate_flops:,} · "
         f"train step {r.train_flops:,} (hardware {r.train_hardware_flops:,}: {r.attention_kernel} attention "
@@ -106,7 +107,7 @@ def flops_table(r, units: str) -> list:
         f"per token: prefill {short(r.prefill_flops_per_token)} · decode {short(r.decode_flops_per_token)} · "
         f"train {short(r.train_flops_per_token)} · train hardware {short(r.train_hardware_flops_per_token)}",
         table("Breakdown (all layers, whole batch; FLOPs)", ["component", "prefill", "decode step",
-                                                             f"generate {r.gen}", "train step", "train hardware"],
+                                                             f"generate {r.gen:,}", "train step", "train hardware"],
               rows),
         *([f"position encoding ({r.positions.kind}, element-wise, not in the totals): prefill "
            f"{short(r.positions.prefill)} · decode step {short(r.positions.decode)} · generate "
@@ -137,14 +138,14 @@ def memory_table(r, units: str) -> list:
     rows = [[x.component, f"{x.bytes:,}", *sizes(x.bytes, units), x.note] for x in r.breakdown]
     rows.append(["total", f"{r.total_bytes:,}", *sizes(r.total_bytes, units), f"dominant: {r.dominant}"])
     if r.mode == "train" and r.tp * r.pp * r.cp == 1:
-        who = (f"global batch {r.batch} over {r.dp} GPU(s): {r.per_gpu_batch} per GPU, {r.micro_batch} at a time, "
+        who = (f"global batch {r.batch:,} over {r.dp} GPU(s): {r.per_gpu_batch:,} per GPU, {r.micro_batch:,} at a time, "
                f"× {r.seq:,} tokens; per GPU")
     elif r.mode == "train":
-        who = (f"global batch {r.batch} over {r.dp} replica(s) of {r.tp * r.pp * r.cp} GPUs: {r.per_gpu_batch} "
-               f"per replica, {r.micro_batch} at a time, × {r.seq:,} tokens; per GPU of stage {r.stage}, the "
+        who = (f"global batch {r.batch:,} over {r.dp} replica(s) of {r.tp * r.pp * r.cp} GPUs: {r.per_gpu_batch:,} "
+               f"per replica, {r.micro_batch:,} at a time, × {r.seq:,} tokens; per GPU of stage {r.stage}, the "
                "most loaded")
     else:
-        who = f"batch {r.batch} × {r.seq:,} tokens"
+        who = f"batch {r.batch:,} × {r.seq:,} tokens"
     return [
         f"[bold]{esc(r.model)}[/bold] {r.mode} memory, {who}: [bold]{nbytes_text(r.total_bytes, units)}[/bold] "
         f"(dominant: {r.dominant})",
@@ -154,10 +155,10 @@ def memory_table(r, units: str) -> list:
 
 
 def _price(usd_per_hour: float | None) -> str:
-    """USD per GPU-hour to the cent, or to a tenth of a cent where the price has one ($1.006); — when unknown."""
+    """USD per GPU-hour to the cent (a10g's 1.006 as 1.01; the JSON keeps the exact price); — when unknown."""
     if usd_per_hour is None:
         return "—"
-    return f"{usd_per_hour:.2f}" if round(usd_per_hour, 2) == round(usd_per_hour, 3) else f"{usd_per_hour:.3f}"
+    return f"{usd_per_hour:,.2f}"
 
 
 def gpus_table(rows: list, units: str) -> list:
@@ -189,7 +190,7 @@ def gpu_detail_table(g, units: str) -> list:
 
 def _per_replica(r) -> str:
     """' (4 per replica)' when the batch is shared out over dp replicas."""
-    return f" ({r.batch // r.dp} per replica)" if r.dp > 1 else ""
+    return f" ({r.batch // r.dp:,} per replica)" if r.dp > 1 else ""
 
 
 def latency_table(r, units: str) -> list:
@@ -205,9 +206,9 @@ def latency_table(r, units: str) -> list:
 
     op_columns = ["op", "FLOPs", "bytes", "FLOP/B", "bound", "time"]
     return [
-        f"[bold]{esc(r.model)}[/bold] on {layout}: batch {r.batch}{_per_replica(r)}, prompt {r.seq:,}, "
+        f"[bold]{esc(r.model)}[/bold] on {layout}: batch {r.batch:,}{_per_replica(r)}, prompt {r.seq:,}, "
         f"generate {r.gen:,} "
-        f"({r.weights_dtype} weights, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
+        f"({esc(weights_words(r.weights_dtype))}, {r.kv_dtype} KV, {r.compute_dtype} matmuls)",
         f"time to first token [bold]{seconds(r.ttft_s)}[/bold] · per output token [bold]{seconds(r.tpot_s)}"
         f"[/bold] (first) → {seconds(r.tpot_end_s)} (last) · total {seconds(r.total_s)}",
         *([f"one image through the vision tower and projector: {seconds(r.image_s)} (in the time to first token "
@@ -234,14 +235,14 @@ def fit_table(r, units: str) -> list:
              (f"weights ({r.weights_dtype})", r.weights_bytes),
              ("activation workspace (one prefill chunk)", r.activation_bytes),
              ("KV budget (usable − the two above)", r.kv_budget_bytes),
-             (f"KV cache ({r.batch} × {r.seq:,} tokens, {r.kv_dtype})", r.kv_bytes)]
+             (f"KV cache ({r.batch:,} × {r.seq:,} tokens, {r.kv_dtype})", r.kv_bytes)]
     rows = [[name, f"{n:,}", *sizes(n, units)] for name, n in cells]
     limit = "memory" if r.max_seq_limited_by == "memory" else "the model's max_seq_len"
     out = [
         f"[bold]{esc(r.model)}[/bold] on {r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}): "
-        f"batch {r.batch}{_per_replica(r)} × {r.seq:,} tokens {verdict} ({size(r.total_bytes, units)} of "
+        f"batch {r.batch:,}{_per_replica(r)} × {r.seq:,} tokens {verdict} ({size(r.total_bytes, units)} of "
         f"{size(r.usable_bytes, units)} per GPU)",
-        f"largest batch at {r.seq:,} tokens: [bold]{r.max_batch:,}[/bold] · longest context at batch {r.batch}: "
+        f"largest batch at {r.seq:,} tokens: [bold]{r.max_batch:,}[/bold] · longest context at batch {r.batch:,}: "
         f"[bold]{r.max_seq:,}[/bold] (limited by {limit}"
         + (f"; memory alone allows {r.max_seq_memory:,})" if r.max_seq_memory and r.max_seq_memory != r.max_seq
            else ")"),
@@ -284,7 +285,7 @@ def validation_table(r, units: str, detail: bool = False) -> list:
     what = f"{len(r.models)} models" if several else esc(r.models[0])
     return [
         f"validate [bold]{what}[/bold] on {r.device}" + (f" ({esc(r.gpu)})" if r.gpu else "")
-        + f", batch {r.batch} × {r.seq:,} tokens: "
+        + f", batch {r.batch:,} × {r.seq:,} tokens: "
         + ("[bold green]all rows pass[/bold green]" if r.ok else f"[bold red]{failed} row(s) fail[/bold red]"),
         table("Estimate vs measurement", head, rows, text=(0, 1) if several and detail else (0,)),
         "[dim]tolerance: exact for counts and bytes" + "".join(f"; {q} {t:.0%}" for q, t in tolerances)
@@ -313,7 +314,7 @@ def compare_table(r, units: str) -> list:
                ("KV elements/token", "kv_elements_per_token", lambda n: f"{n:,}"),
                ("KV bytes/token", "kv_bytes_per_token", lambda n: f"{n:,}"),
                ("state bytes/seq", "state_bytes_per_sequence", lambda n: f"{n:,}"),
-               (f"KV cache {r.batch}×{r.seq:,}", "kv_cache_bytes", sz),
+               (f"KV cache {r.batch:,}×{r.seq:,}", "kv_cache_bytes", sz),
                ("prefill FLOPs", "prefill_flops", short), ("decode FLOPs/step", "decode_flops", short),
                ("decode bytes/step", "decode_bytes", sz),
                ("decode FLOPs/ctx token", "decode_flops_per_context", short),
@@ -328,7 +329,7 @@ def compare_table(r, units: str) -> list:
         rows.append(["fits", *("yes" if x.fits else "no" for x in r.rows)])
     where = f"{esc(r.base)}: attention variants" if r.mode == "attention" else "models"
     return [
-        f"[bold]compare {where}[/bold], batch {r.batch} × {r.seq:,} tokens ({r.weights_dtype} weights, "
+        f"[bold]compare {where}[/bold], batch {r.batch:,} × {r.seq:,} tokens ({r.weights_dtype} weights, "
         f"{r.kv_dtype} KV{', ' + esc(r.gpu) if r.gpu else ''}); ratios to {esc(r.reference)}",
         _wide_table(["", *(x.name for x in r.rows)], rows),
         *(esc(f"{x.name}: {x.attention}" + (f", {x.ffn}" if r.mode == "models" else "") + f"; KV/token {x.kv_formula}")
@@ -351,7 +352,7 @@ def explain_table(r, units: str) -> list:
             return seconds(v)
         return f"{v:,} {unit}" + (f" ({short(v)})" if v >= 1000 else "")
 
-    work = ([f"batch {r.batch} × {r.seq:,} tokens"] if r.batch else []) + ([f"generate {r.gen:,}"] if r.gen else [])
+    work = ([f"batch {r.batch:,} × {r.seq:,} tokens"] if r.batch else []) + ([f"generate {r.gen:,}"] if r.gen else [])
     work += [f"{k} {v}" for k, v in r.conventions.items()]
     out = [f"[bold]{esc(r.model)}[/bold]: `llmcalc {r.topic}` worked out" + (f" ({esc(', '.join(work))})" if work else "")]
     section = None
@@ -362,8 +363,9 @@ def explain_table(r, units: str) -> list:
         out += [f"[bold]{esc(s.component)}[/bold]: {esc(s.formula)}", f"  = {esc(s.substituted)}",
                 f"  = {amount(s.value, s.unit)}"]
     out.append("")
-    for t in r.totals:
-        shown = f" = {t.substituted}" if len(t.substituted) <= 60 and any(c in t.substituted for c in "+−") else ""
+    for t in r.totals:  # the sum's terms with thousands separators, as its result
+        shown = f" = {grouped(t.substituted)}" if len(t.substituted) <= 60 and any(c in t.substituted for c in "+−") \
+            else ""
         out.append(f"[bold]{esc(t.component)}[/bold] = {esc(t.formula + shown)} = {amount(t.value, t.unit)}")
     off = [f"{t.source} is {t.check:,}" if isinstance(t.check, int) else f"{t.source} is {seconds(t.check)}"
            for t in r.totals if not t.matches]
@@ -372,6 +374,13 @@ def explain_table(r, units: str) -> list:
                                                   "[bold red]no[/bold red] (" + esc("; ".join(off)) + ")"))
     out.append("[dim]symbols: " + esc("; ".join(f"{k}: {v}" for k, v in r.legend.items())) + "[/dim]")
     return out + [f"[dim]note: {esc(n)}[/dim]" for n in r.notes]
+
+
+def grouped(expression: str) -> str:
+    """'11274289152 + 5635768320' → '11,274,289,152 + 5,635,768,320': every whole number in thousands."""
+    import re
+
+    return re.sub(r"(?<![\w.])\d{4,}(?![\w.])", lambda m: f"{int(m[0]):,}", expression)
 
 
 def bar(value: int, largest: int, width: int = 12) -> str:
@@ -437,7 +446,7 @@ def moe_table(r, units: str) -> list:
     shared = f" + {first.shared_experts} shared" if first.shared_experts else ""
     return [
         f"[bold]{esc(r.model)}[/bold] MoE: {first.layers} MoE layers × {first.experts} experts, top-{first.top_k}"
-        f"{shared}; batch {r.batch} × {r.seq:,} tokens; {cf}",
+        f"{shared}; batch {r.batch:,} × {r.seq:,} tokens; {cf}",
         _wide_table(["", "prefill (T = B·S)", "decode step (T = B)"], rows),
         *_footer(r),
     ]
@@ -452,7 +461,7 @@ def train_table(r, units: str) -> list:
              ("optimizer update", r.optimizer_s), ("host overhead", r.overhead_s)]
     rows = [[name, seconds(t), f"{t / r.step_s:.1%}"] for name, t in parts if t]
     return [
-        f"[bold]{esc(r.model)}[/bold] on {layout}: global batch {r.batch} × {r.seq:,} tokens, {r.micro_batches} "
+        f"[bold]{esc(r.model)}[/bold] on {layout}: global batch {r.batch:,} × {r.seq:,} tokens, {r.micro_batches:,} "
         f"micro-batch(es) of {r.micro_batch} per replica ({r.compute_dtype} matmuls, recompute {r.recompute}, "
         f"{r.optimizer}, ZeRO-{r.zero}, time model {r.time_model})",
         f"step [bold]{seconds(r.step_s)}[/bold] · {r.tokens_per_s:,.0f} tokens/s ({r.tokens_per_s_per_gpu:,.0f} per "
@@ -469,7 +478,7 @@ def mfu_table(r, units: str) -> list:
     rows = [["model", f"{r.model_flops_per_token:,}", f"{r.model_flops_per_step:,}", f"{r.mfu:.2%}"],
             ["hardware", f"{r.hardware_flops_per_token:,}", f"{r.hardware_flops_per_step:,}", f"{r.hfu:.2%}"]]
     return [
-        f"[bold]{esc(r.model)}[/bold] training, batch {r.batch} × {r.seq:,} tokens on {peak} ({r.compute_dtype})",
+        f"[bold]{esc(r.model)}[/bold] training, batch {r.batch:,} × {r.seq:,} tokens on {peak} ({r.compute_dtype})",
         f"{r.tokens_per_s:,.1f} tokens/s · step {seconds(r.step_s)} · {r.model_tflops_per_gpu:,.1f} model TFLOP/s "
         f"per GPU",
         f"MFU [bold]{r.mfu:.1%}[/bold] · HFU {r.hfu:.1%} (attention {r.attention}, {r.attention_kernel} kernel, "

@@ -1,6 +1,7 @@
 """Rich tables whose every cell is shown whole: building one (`table`, `styled`), measuring the width it
-needs, and the narrower forms of a table too wide for the terminal (compact, then stacked). Cells are never
-cut: numbers never wrap, text columns wrap between words only.
+needs, and the narrower forms of a table too wide for the terminal (its value cells broken between their parts,
+a lighter box, then stacked). Cells are never cut: numbers never wrap and never leave their unit, text columns
+wrap between words only.
 """
 
 from __future__ import annotations
@@ -16,18 +17,42 @@ if TYPE_CHECKING:
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence], text: Sequence[int] = (),
           wrap: Sequence[int] = ()) -> Table:
-    """A table titled `title`. Columns listed in `text` are left-aligned text, those in `wrap` right-aligned
-    values, and both wrap between words when narrow; the first column is left-aligned and whole, the rest
+    """A table titled `title`. Columns listed in `text` are left-aligned text that wraps between words when
+    narrow; those in `wrap` right-aligned values that, in a table too wide, break into a line per part (see
+    parts: `2.00 GiB ×0.625` as `2.00 GiB` over `×0.625`); the first column is left-aligned and whole, the rest
     right-aligned and whole. str cells are escaped (rich Text cells keep their style)."""
     from rich.table import Table
 
     t = Table(title=esc(title) if title else None, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
-        wraps = i in text or i in wrap
-        t.add_column(esc(c), justify="left" if i == 0 or i in text else "right", no_wrap=not wraps,
-                     overflow="fold" if wraps else "ellipsis")
+        t.add_column(esc(c), justify="left" if i == 0 or i in text else "right", no_wrap=i not in text,
+                     overflow="fold" if i in text else "ellipsis")
     for r in rows:
         t.add_row(*(esc(c) if isinstance(c, str) else c for c in r))
+    t.parted = frozenset(wrap)  # the columns `broken` may break
+    return t
+
+
+def parts(cell: str) -> list[str]:
+    """A value cell's parts, the places a line may break: its words, a word that starts with a letter kept with
+    the one before (a unit with its number: `1.31 GiB`, `(1.31× mean)`)."""
+    out: list[str] = []
+    for word in cell.split(" "):
+        if out and word[:1].isalpha():
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return out
+
+
+def broken(t: Table) -> Table:
+    """A copy of `t` whose value columns (table's `wrap`) show each str cell's parts on lines of their own."""
+    import copy
+
+    t = copy.deepcopy(t)
+    for i in getattr(t, "parted", ()):
+        col = t.columns[i]
+        col._cells = ["\n".join(parts(c)) if isinstance(c, str) else c for c in col._cells]
     return t
 
 
@@ -71,14 +96,22 @@ def compact(t: Table) -> Table:
     return t
 
 
-def fits(item, width: int) -> bool:
-    """Whether a table's cells all show whole in `width` columns, lighter box allowed (lines of text
-    always do: they wrap)."""
+def fitted(item, width: int):
+    """`item` in the first form whose cells all show whole in `width` columns: as built, its value cells broken
+    into their parts, then each of those with the lighter box; None when none fits (a line of text always
+    fits: it wraps)."""
     from rich.table import Table
 
-    if not isinstance(item, Table) or min_width(item) <= width:
-        return True
-    return min_width(compact(item)) <= width
+    if not isinstance(item, Table):
+        return item
+    forms = [item, broken(item)] if getattr(item, "parted", None) else [item]
+    for form in forms:
+        if min_width(form) <= width:
+            return form
+    for form in forms:
+        if min_width(compact(form)) <= width:
+            return form
+    return None
 
 
 def stacked(t: Table) -> list:

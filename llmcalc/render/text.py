@@ -17,11 +17,18 @@ def esc(text: object) -> str:
     return _escape()(str(text))
 
 
+def weights_words(label: str) -> str:
+    """A weight-formats label (`fp8; embedding, head, norms bf16`) inside a sentence: 'fp8 weights (embedding,
+    head, norms bf16)', the components kept in other formats in parentheses, not read as part of the sentence."""
+    default, _, rest = label.partition("; ")
+    return f"{default} weights ({rest})" if rest else f"{default} weights"
+
+
 def short(n: int | float, unit: str = "") -> str:
     """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T, P, E)."""
     for div, suffix in ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
         if abs(n) >= div:
-            return f"{n / div:.2f} {suffix}{unit}"
+            return f"{n / div:,.2f} {suffix}{unit}"
     return f"{n:,} {unit}".rstrip()
 
 
@@ -40,7 +47,7 @@ def nbytes_text(n: int, units: str) -> str:
     one of them as `units` says (both, si, iec)."""
     for si, iec, exp in (("TB", "TiB", 4), ("GB", "GiB", 3), ("MB", "MiB", 2), ("KB", "KiB", 1)):
         if n >= 1000**exp:
-            both = [f"{n / 1000**exp:.2f} {si}", f"{n / 1024**exp:.2f} {iec}"]
+            both = [f"{n / 1000**exp:,.2f} {si}", f"{n / 1024**exp:,.2f} {iec}"]
             return f"{n:,} bytes ({', '.join(both) if units == 'both' else both[units == 'iec']})"
     return f"{n:,} bytes"
 
@@ -67,5 +74,5 @@ def seconds(t: float) -> str:
     for above, div, unit in ((172800, 86400, "days"), (7200, 3600, "h"), (120, 60, "min"), (1, 1, "s"),
                              (1e-3, 1e-3, "ms"), (1e-6, 1e-6, "µs")):
         if t >= above:
-            return f"{t / div:.2f} {unit}"
+            return f"{t / div:,.2f} {unit}"
     return f"{t * 1e9:.2f} ns"

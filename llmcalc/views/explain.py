@@ -265,7 +265,7 @@ def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[st
 def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
     from llmcalc.costs.memory import OPTIMIZER_BYTES, layer_peak_per_token, memory
     from llmcalc.costs.params import params
-    from llmcalc.costs.weights import quantized_matrices
+    from llmcalc.costs.weights import formats_label, quantized_matrices
 
     w = w.model_copy(update={"layout": Layout()})  # memory is the whole model's, whatever the layout
     r, counts = memory(spec, w), params(spec)
@@ -316,7 +316,7 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
                  "states; no ZeRO sharding", "activations per layer: every matmul's input, Q/K/V, the FFN "
                  "intermediates, the norm inputs, and flash attention's fp32 log-sum-exp (4·B·H·S); no recompute, "
                  "no dropout; + the fp32 logits (4·B·S·V)"]
-    conventions = {"mode": r.mode, "weights_dtype": formats.label, "activations": f"{w.act_dtype}, flash attention"}
+    conventions = {"mode": r.mode, "weights_dtype": formats_label(spec, formats), "activations": f"{w.act_dtype}, flash attention"}
     conventions |= {"optimizer": w.optimizer} if w.train else {"kv_dtype": w.kv_dtype}
     totals = [sum_total("total", steps, "", r.total_bytes, "llmcalc memory: total_bytes")]
     return _report("memory", spec, w, steps, totals, conventions, notes)
