@@ -137,3 +137,10 @@ def test_latency_is_described_by_its_default_time_model():
     for text in (row, page):
         assert "roofline time" not in text.lower(), text
     assert "calibrated" in row
+
+
+def test_every_test_file_is_in_the_tests_index():
+    """tests/README.md groups the test files by oracle: a file it does not name cannot be found there."""
+    index = (ROOT / "tests" / "README.md").read_text(encoding="utf-8")
+    missing = [p.name for p in sorted((ROOT / "tests").glob("test_*.py")) if p.name not in index]
+    assert not missing, f"add these to a group of tests/README.md: {missing}"
