@@ -265,7 +265,7 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
 
 
 RequestsOpt = Annotated[int, _count_opt(
-    "--requests", "-n", help="Requests to simulate.",
+    "--requests", "-n", help="Requests to simulate (at most 100,000).",
     panel=SERVING)]
 LENGTHS = "N, uniform:LO,HI or normal:MEAN,STD"
 RateOpt = Annotated[Optional[float], _opt(

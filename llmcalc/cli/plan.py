@@ -39,7 +39,8 @@ def plan(
     gpu: Annotated[Optional[list[str]], _opt(
         "--gpu", help="GPU preset or YAML file; repeat for several.", panel=GPUS, metavar="NAME")] = None,
     max_gpus: Annotated[int, _count_opt(
-        "--max-gpus", help="Most GPUs a deployment may use (at most 1024).", panel=GPUS)] = 8,
+        "--max-gpus", help="Most GPUs a deployment may use (at most 1024); the search refuses over 250,000 "
+        "candidates before any work.", panel=GPUS)] = 8,
     rate: RateOpt = None,
     prompt: PromptLenOpt = "1024",
     output: OutputLenOpt = "256",
@@ -52,7 +53,7 @@ def plan(
         "--disaggregated", help="Also try separate prefill and decode pools.",
         panel=SERVING)] = False,
     top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
-    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs.",
+    requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs (at most 100,000 in all).",
                                         panel=SERVING)] = 400,
     seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED,
                               metavar="N")] = 0,
