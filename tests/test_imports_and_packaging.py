@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import site
 import subprocess
 import sys
@@ -192,3 +193,14 @@ def test_wheel_ships_presets(tmp_path: Path):
     where, listing = r.stdout.split("\n", 1)
     assert where.startswith(str(venv)) and where.endswith("llmcalc/presets"), where
     assert {row["name"] for row in json.loads(listing)} == {p.stem for p in (ROOT / "presets").glob("*.yaml")}
+
+
+def test_the_test_extra_brings_no_torch():
+    """`pip install -e ".[test]"` on a CPU-only machine must not pull a CUDA build of PyTorch: neither torch nor a
+    package that requires it (bitsandbytes) is in the test extra; CI installs the CPU torch, then bitsandbytes."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    names = {re.split(r"[<>=!\[ ;]", req, maxsplit=1)[0].lower() for req in extra}
+    assert not names & {"torch", "bitsandbytes", "triton"}, names
