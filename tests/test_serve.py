@@ -381,3 +381,15 @@ def test_csv_ends_with_the_percentiles_and_throughput(cli):
             assert float(summary[f"{spread}.{stat}"]) == out[spread][stat]
     assert float(summary["output_tokens_per_s"]) == out["output_tokens_per_s"] > 0
     assert float(summary["requests_per_s"]) == out["requests_per_s"] and int(summary["requests"]) == 30
+
+
+def test_kv_cache_size_in_tokens_is_what_fit_leaves_in_whole_blocks(cli_json, cli):
+    """serve prints the KV capacity in tokens as an engine logs it at start-up ("GPU KV cache size: N tokens"):
+    `fit`'s KV budget at the engine's memory utilisation and chunk, in whole blocks of `kv`'s 16-token bytes."""
+    base = ("-p", "llama3-8b", "--gpu", "h100-sxm")
+    fit = cli_json("fit", *base, "--batch", "1", "--seq", "8192", "--reserve", "0.1", "--prefill-chunk", "8192")
+    block = cli_json("kv", "-p", "llama3-8b", "--batch", "1", "--seq", "16")["total_bytes"]
+    r = cli_json("serve", *base, "--rate", "10", "--requests", "20")
+    assert r["kv_tokens"] == fit["kv_budget_bytes"] // block * 16 == r["kv_blocks"] * 16
+    assert f"KV cache size {r['kv_tokens']:,} tokens" in " ".join(cli("serve", *base, "--rate", "10", "--requests",
+                                                                         "20").stdout.split())

@@ -503,7 +503,8 @@ def serve_table(r, units: str) -> list:
         f"[bold]{esc(r.model)}[/bold] on {layout}: {r.requests:,} requests, {esc(r.load)}, prompt {esc(r.prompt)}, "
         f"output {esc(r.output)} ({r.time_model} time model)",
         f"engine: max {r.max_seqs} sequences and {r.max_batched_tokens:,} tokens per step, {r.kv_blocks:,} KV blocks "
-        f"of {r.block_size} tokens ({size(r.kv_bytes_per_block, units)} each per GPU), memory utilization "
+        f"of {r.block_size} tokens ({size(r.kv_bytes_per_block, units)} each per GPU; KV cache size {r.kv_tokens:,} "
+        f"tokens), memory utilization "
         f"{r.gpu_memory_utilization:g}, prefix hit {r.prefix_hit:g}"
         + (f", speculative: {esc(r.speculative)}" if r.speculative else ""),
         f"throughput [bold]{r.requests_per_s:,.2f}[/bold] requests/s · [bold]{r.output_tokens_per_s:,.0f}[/bold] "

@@ -72,6 +72,9 @@ class ServeReport(Placement):
     """KV blocks of `block_size` tokens one engine holds (a block's bytes: kv_bytes_per_block)."""
     kv_bytes_per_block: int
     """Bytes of one block of `block_size` tokens on one GPU."""
+    kv_tokens: int
+    """Tokens one engine's KV cache holds, kv_blocks × block_size: the figure a serving engine logs at start-up
+    (vLLM: "GPU KV cache size: N tokens"), to check against one's own log."""
     requests_per_s: float
     output_tokens_per_s: float
     requests_per_s_per_gpu: float

@@ -438,7 +438,7 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
         output=output, max_seqs=engine.max_seqs, max_batched_tokens=engine.max_batched_tokens,
         block_size=engine.block_size, gpu_memory_utilization=engine.gpu_memory_utilization,
         prefix_hit=engine.prefix_hit, speculative=spec_dec.label if spec_dec else None,
-        kv_blocks=budget // block, kv_bytes_per_block=block,
+        kv_blocks=budget // block, kv_bytes_per_block=block, kv_tokens=budget // block * engine.block_size,
         requests_per_s=n / duration, output_tokens_per_s=out_tokens / duration,
         requests_per_s_per_gpu=n / duration / L.gpus, output_tokens_per_s_per_gpu=out_tokens / duration / L.gpus,
         goodput_requests_per_s=goodput, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s,
