@@ -176,7 +176,8 @@ def test_attention_flops_count_causal_pairs_as_llmcalc_does():
 
 @pytest.mark.parametrize("name, preset", [("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H200", "h200"),
                                           ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA H100 PCIe", "h100-pcie"),
-                                          ("NVIDIA L40S", "l40s"), ("Tesla T4", None)])
+                                          ("NVIDIA L40S", "l40s"), ("NVIDIA GB300", "gb300"),
+                                          ("NVIDIA B300 SXM6 AC", "b300"), ("Tesla T4", None)])
 def test_device_names_map_to_gpu_presets(name, preset):
     assert preset_for_device(name) == preset
 

@@ -47,11 +47,11 @@ START = {"overlap": 0.3, "matmul_pad_rows": 32.0, "kernel_s": 3e-6, "collective_
          "compute_efficiency": 0.7, "fp8_efficiency": 0.6, "memory_efficiency": 0.8}
 ANALOGY = {"h100-pcie": "h100-sxm", "a100-40gb": "a100-80gb", "b200": "h200", "l4": "l40s", "rtx-4090": "l40s",
            "rtx-3090": "a100-80gb", "a10g": "a100-80gb", "h800": "h100-sxm", "h20": "h200", "gb200": "h200",
-           "mi300x": "h200"}
+           "b300": "h200", "gb300": "h200", "mi300x": "h200"}
 """GPU presets without published points → the fitted GPU of the nearest architecture (Hopper, Ampere, Ada;
-B200 and GB200 → H200, the newest fitted; H800 → H100 SXM, the same die and memory; H20 → H200, the Hopper part
-nearest its memory-bound balance). MI300X → H200 is an analogy across vendors (the nearest in HBM bandwidth and
-era; ROCm kernels differ): a placeholder until MI300X measurements are fitted."""
+B200, GB200, B300 and GB300 → H200, the newest fitted; H800 → H100 SXM, the same die and memory; H20 → H200, the
+Hopper part nearest its memory-bound balance). MI300X → H200 is an analogy across vendors (the nearest in HBM
+bandwidth and era; ROCm kernels differ): a placeholder until MI300X measurements are fitted."""
 ACROSS_VENDORS = {"mi300x"}
 """Analogies across vendors, said as such in the profile's sources."""
 SWEEPS = 4
