@@ -102,7 +102,8 @@ def train(
                  attention_core=attention, logits="all", reserve=reserve,
                  layout=Layout.of(gpus, tp, pp, dp, ep, cp, vpp=vpp, first_stage_layers=first_stage_layers,
                                   last_stage_layers=last_stage_layers),
-                 **lora_fields(lora_rank, lora_targets), **({"weights_format": weight_formats(QLORA_FORMATS)} if qlora else {}))
+                 **lora_fields(lora_rank, lora_targets),
+                 **({"weights_format": weight_formats(QLORA_FORMATS)} if qlora else {}))
     device = load_gpu_named(gpu, "train")
     tm = load_time_model(time_model, device, calibration)
     emit(training_step(load_model(preset, config, hf_config), device, w, tm, auto=auto), format, units, of=train)

@@ -5,10 +5,11 @@ each data-parallel replica B / dp of them, as m = B / (dp · b) micro-batches of
 
   1. Parameters of one GPU of pipeline stage r: its layers (L / pp; uneven, Layout.stage_layers: the first and
      last stages' given counts and the rest shared evenly, or by default the first L mod pp stages one layer more;
-     interleaved, pp · vpp chunks of L / (pp · vpp) layers, stage r holding chunks r, r + pp, ...); in each, every matrix split over the ranks the variant names
-     (tp_shards: tp, a kv head over min(tp, H_kv), routed experts whole over ep, the router and norms whole);
-     the token embedding (vocab-split over tp) and learned positions (whole) on the first stage, the LM head
-     (vocab-split; a tied head is a copy when pp > 1) and the final norm on the last.
+     interleaved, pp · vpp chunks of L / (pp · vpp) layers, stage r holding chunks r, r + pp, ...); in each,
+     every matrix split over the ranks the variant names (tp_shards: tp, a kv head over min(tp, H_kv), routed
+     experts whole over ep, the router and norms whole); the token embedding (vocab-split over tp) and learned
+     positions (whole) on the first stage, the LM head (vocab-split; a tied head is a copy when pp > 1) and the
+     final norm on the last.
   2. Bytes per parameter, mixed precision: weights in the weights dtype, gradients in grad_dtype (default: the
      weights'; Megatron keeps fp32 main gradients), an fp32 master copy (unless fp32 weights) and the optimizer
      states (OPTIMIZER_BYTES). ZeRO stage 1/2/3 divides optimizer / + gradients / + weights over the data-parallel

@@ -297,7 +297,8 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     model_flops, hardware_flops = counted.train_flops, counted.train_hardware_flops
     layers = L.stage_layers(spec.n_layers)
     shares = _shares(spec, L, groups)[slowest]
-    cp_bytes = m * sum(n * ring_bytes.get(gi, 0) for gi, n in shares.items()) * (3 + (full or w.recompute == "selective"))
+    rings = 3 + (full or w.recompute == "selective")  # forward, backward (K/V and gradients), a recomputed core
+    cp_bytes = m * sum(n * ring_bytes.get(gi, 0) for gi, n in shares.items()) * rings
     return TrainReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, cp=L.cp, vpp=L.vpp,
         stage_layers=layers, slowest_stage=slowest if stages is not None else None, batch=w.batch, seq=w.seq,
