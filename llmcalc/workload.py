@@ -54,8 +54,9 @@ def require_sizes(**values: int | None) -> None:
 
 class Layout(Frozen):
     """GPUs and how the model splits over them: gpus = tp · pp · dp · cp; ep spreads whole routed experts over
-    ep GPUs of the tp · dp · cp group (docs/roofline.md#parallel-layouts). cp, sp and vpp are read by training
-    memory only (docs/formulas.md#training-memory-per-gpu); every default leaves a layout as it was."""
+    ep GPUs of the tp · dp · cp group (docs/roofline.md#parallel-layouts). cp, vpp and uneven stages
+    (first_stage_layers, last_stage_layers) are read by training only (docs/formulas.md#training-memory-per-gpu,
+    docs/roofline.md#training-step-time), sp by training memory only; every default leaves a layout as it was."""
 
     tp: Whole = 1
     """Tensor parallel: every layer's heads and FFN width split over tp GPUs."""
@@ -73,10 +74,22 @@ class Layout(Frozen):
     vpp: Whole = 1
     """Virtual pipeline stages per pipeline GPU: 1 runs the 1F1B schedule, 2 or more Megatron's interleaved
     1F1B over pp · vpp model chunks."""
+    first_stage_layers: Whole | None = None
+    """Training: the layers of the first pipeline stage (Megatron's decoder_first_pipeline_num_layers); None: the
+    default split (stage_layers)."""
+    last_stage_layers: Whole | None = None
+    """Training: the layers of the last pipeline stage (decoder_last_pipeline_num_layers); None: the default."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "Layout":
-        require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep, cp=self.cp, vpp=self.vpp)
+        require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep, cp=self.cp, vpp=self.vpp,
+                      first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
+        for name in ("first_stage_layers", "last_stage_layers"):
+            if getattr(self, name) is not None and self.pp == 1:
+                raise UserError(f"`{name}`: one pipeline stage holds every layer; give `pp` > 1 or drop `{name}`")
+            if getattr(self, name) is not None and self.vpp > 1:
+                raise UserError(f"`{name}`: uneven stages under the interleaved schedule are not modelled; drop "
+                                f"`{name}` or `vpp`")
         if self.sp and self.tp == 1:
             raise UserError("`sp`: sequence parallelism splits activations over the tensor-parallel GPUs; "
                             "give `tp` > 1 or drop `sp`")
@@ -86,24 +99,83 @@ class Layout(Frozen):
 
     @classmethod
     def of(cls, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1,
-           ep: int = 1) -> "Layout":
-        """The layout of `gpus` GPUs in all: tp defaults to gpus / (pp · dp), else 1; gpus, when given with
-        tp, must equal tp · pp · dp."""
-        require_sizes(gpus=gpus, tp=tp, pp=pp, dp=dp)
+           ep: int = 1, cp: int = 1, **rest) -> "Layout":
+        """The layout of `gpus` GPUs in all: tp defaults to gpus / (pp · dp · cp), else 1; gpus, when given with
+        tp, must equal tp · pp · dp · cp. `rest`: the other fields (vpp, first_stage_layers, ...)."""
+        require_sizes(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp)
         if tp is None:
-            tp = max(1, gpus // (pp * dp)) if gpus else 1
-        if gpus is not None and gpus != tp * pp * dp:
-            raise UserError(f"`gpus`: {gpus} is not tp {tp} × pp {pp} × dp {dp} = {tp * pp * dp}; "
+            tp = max(1, gpus // (pp * dp * cp)) if gpus else 1
+        if gpus is not None and gpus != tp * pp * dp * cp:
+            with_cp = f" × cp {cp}" if cp > 1 else ""
+            raise UserError(f"`gpus`: {gpus} is not tp {tp} × pp {pp} × dp {dp}{with_cp} = {tp * pp * dp * cp}; "
                             "make them agree or leave one out")
-        return cls(tp=tp, pp=pp, dp=dp, ep=ep)
+        return cls(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, **rest)
+
+    @property
+    def balanced(self) -> bool:
+        """Whether the stages are the default even split of layers the time takes as equal: no stage's layers
+        given (the layers are checked to divide by pp where this is read)."""
+        return self.first_stage_layers is None and self.last_stage_layers is None
+
+    def stage_layers(self, n_layers: int) -> list[int]:
+        """Layers of each pipeline stage, first to last. Given first and/or last stages (Megatron's
+        --decoder-first/last-pipeline-num-layers) hold what they are given and the other stages share the rest
+        evenly; by default each holds n_layers // pp and the first n_layers mod pp stages one more. A UserError
+        names the field when the split cannot be made."""
+        pp, first, last = self.pp, self.first_stage_layers, self.last_stage_layers
+        if pp == 1:
+            return [n_layers]
+        if first is None and last is None:
+            base, extra = divmod(n_layers, pp)
+            if base == 0:
+                raise UserError(f"`pp`: {pp} stages for {n_layers} layers leave a stage empty; use at most {n_layers}")
+            return [base + (s < extra) for s in range(pp)]
+        given = (first or 0) + (last or 0)
+        middle = pp - (first is not None) - (last is not None)
+        rest = n_layers - given
+        name = "first_stage_layers" if first is not None else "last_stage_layers"
+        if rest < middle or (middle == 0 and rest != 0) or (middle and rest % middle):
+            what = (f"the first and last stages' {given} layers are not the {n_layers} layers" if middle == 0 else
+                    f"the {rest} layers left do not split evenly over the other {middle} stage(s)")
+            fix = (f"give first and last stages that sum to {n_layers}" if middle == 0 else
+                   f"give stage layers that leave a multiple of {middle} layers, at least {middle}")
+            raise UserError(f"`{name}`: {what}; {fix}")
+        each = rest // middle if middle else 0
+        return [first if s == 0 and first is not None else last if s == pp - 1 and last is not None else each
+                for s in range(pp)]
+
+    def split_note(self, n_layers: int) -> str | None:
+        """How the layers split over uneven pipeline stages, as a note; None when every stage holds n_layers / pp."""
+        layers = self.stage_layers(n_layers)
+        if self.pp == 1 or self.vpp > 1 or len(set(layers)) == 1 and self.balanced:
+            return None
+        split = "+".join(map(str, layers))
+        if self.balanced:
+            extra = n_layers % self.pp
+            why = (f"`pp` {self.pp} does not divide the {n_layers} layers: the first {extra} stage(s) hold one layer "
+                   "more; give `first_stage_layers` and `last_stage_layers` for another split")
+        else:
+            given = [f"`{k}` {getattr(self, k)}" for k in ("first_stage_layers", "last_stage_layers")
+                     if getattr(self, k) is not None]
+            why = " and ".join(given) + ", the other stages sharing the rest evenly"
+        return f"pipeline stages of {split} layers: {why}"
+
+    def stage_ranges(self, n_layers: int) -> list[tuple[int, int]]:
+        """The layer range [start, stop) of each pipeline stage (stage_layers), first to last."""
+        out, start = [], 0
+        for n in self.stage_layers(n_layers):
+            out.append((start, start + n))
+            start += n
+        return out
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
 
-    def check(self, spec: ModelSpec, batch: int) -> None:
-        """The layout must divide the model and the batch: heads and FFN width by tp, layers by pp, experts
-        by ep, the batch by dp."""
+    def check(self, spec: ModelSpec, batch: int, uneven: bool = False) -> None:
+        """The layout must divide the model and the batch: heads and FFN width by tp, layers by pp (`uneven`,
+        training: any split stage_layers makes, given stages or not; interleaved: pp · vpp chunks that divide),
+        experts by ep, the batch by dp."""
         attn, tp, group = spec.attention, self.tp, self.tp * self.dp * self.cp
         if group % self.ep:
             what = "tp · dp · cp" if self.cp > 1 else "tp · dp"
@@ -118,9 +190,16 @@ class Layout(Frozen):
             width = g.ffn.tp_width(self.ep)
             if width and width % tp:
                 raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
-        if spec.n_layers % self.pp:
-            raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of {spec.n_layers}")
-        if spec.n_layers % (self.pp * self.vpp):
+        if not uneven and not self.balanced:
+            name = "first_stage_layers" if self.first_stage_layers is not None else "last_stage_layers"
+            raise UserError(f"`{name}`: uneven pipeline stages are modelled in training only; drop `{name}`")
+        if uneven and self.vpp == 1:
+            self.stage_layers(spec.n_layers)  # its own refusals
+        elif spec.n_layers % self.pp:
+            what = "; a training step splits them unevenly (`vpp` 1)" if uneven else ""
+            raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of "
+                            f"{spec.n_layers}{what}")
+        if self.vpp > 1 and spec.n_layers % (self.pp * self.vpp):
             raise UserError(f"`vpp`: pp {self.pp} × vpp {self.vpp} = {self.pp * self.vpp} model chunks do not divide "
                             f"the {spec.n_layers} layers; use a vpp that makes them divide")
         if self.ep > 1:
@@ -318,7 +397,7 @@ class Workload(Frozen):
     def check(self, spec: ModelSpec) -> None:
         """The layout must divide `spec` and the batch (Layout.check); images need a vision tower and fit in `seq`
         (check_images); `encoder_seq` needs an encoder-decoder (Stack.encoder_length)."""
-        self.layout.check(spec, self.batch)
+        self.layout.check(spec, self.batch, uneven=self.train)
         self.check_images(spec)
         spec.stack.encoder_length(self.encoder_seq, self.seq)
 

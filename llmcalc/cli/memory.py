@@ -72,6 +72,10 @@ def memory(
     sp: Annotated[bool, _opt("--sp/--no-sp", help="Sequence parallelism over --tp.", panel=LAYOUT)] = False,
     vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU (interleaved).",
                                    panel=ADVANCED)] = 1,
+    first_stage_layers: Annotated[Optional[int], _count_opt(
+        "--first-stage-layers", help="First pipeline stage's layers.", panel=ADVANCED)] = None,
+    last_stage_layers: Annotated[Optional[int], _count_opt(
+        "--last-stage-layers", help="Last pipeline stage's layers.", panel=ADVANCED)] = None,
     dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep dropout masks (1 byte each).",
                                   panel=ADVANCED)] = False,
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
@@ -102,7 +106,8 @@ def memory(
                  kv_dtype=kv_dtype, group_size=group_size,
                  train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
                  grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp),
+                 layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp, first_stage_layers=first_stage_layers,
+                               last_stage_layers=last_stage_layers),
                  **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size),
                  **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
     if prefill_chunk and train:

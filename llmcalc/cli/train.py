@@ -17,6 +17,8 @@ from llmcalc.cli.options import (
     FormatOpt,
     GPUOpt,
     HFOpt,
+    LoraOpt,
+    LoraTargetsOpt,
     OptimizerOpt,
     PPOpt,
     PresetOpt,
@@ -33,7 +35,10 @@ from llmcalc.cli.options import (
     emit,
     load_gpu_named,
     load_model,
+    lora_fields,
+    weight_formats,
 )
+from llmcalc.errors import UserError
 
 
 @app.command()
@@ -55,6 +60,15 @@ def train(
     pp: PPOpt = 1,
     dp: DPOpt = 1,
     ep: EPOpt = 1,
+    cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=GPUS)] = 1,
+    vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU.", panel=GPUS)] = 1,
+    first_stage_layers: Annotated[Optional[int], _count_opt(
+        "--first-stage-layers", help="First pipeline stage's layers.", panel=GPUS)] = None,
+    last_stage_layers: Annotated[Optional[int], _count_opt(
+        "--last-stage-layers", help="Last pipeline stage's layers.", panel=GPUS)] = None,
+    lora_rank: LoraOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
     weights_dtype: WeightsDtypeOpt = "bf16",
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
         "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16 or fp8.", panel=PRECISION,
@@ -78,10 +92,18 @@ def train(
     from llmcalc.workload import Layout, Workload
 
     if gpus and tp is None and dp == 1:  # training spreads --gpus over data-parallel replicas unless told
-        tp, dp = 1, max(1, gpus // pp)
+        tp, dp = 1, max(1, gpus // (pp * cp))
+    if qlora and lora_rank is None:
+        raise UserError("--qlora: QLoRA trains LoRA adapters on the 4-bit base; add --lora RANK")
+    from llmcalc.model.lora import QLORA_FORMATS
+
     w = Workload(batch=batch, seq=seq, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
                  compute_dtype=compute_dtype, recompute=recompute, optimizer=optimizer, zero=zero,
-                 attention_core=attention, logits="all", reserve=reserve, layout=Layout.of(gpus, tp, pp, dp, ep))
+                 attention_core=attention, logits="all", reserve=reserve,
+                 layout=Layout.of(gpus, tp, pp, dp, ep, cp, vpp=vpp, first_stage_layers=first_stage_layers,
+                                  last_stage_layers=last_stage_layers),
+                 **lora_fields(lora_rank, lora_targets),
+                 **({"weights_format": weight_formats(QLORA_FORMATS)} if qlora else {}))
     device = load_gpu_named(gpu, "train")
     tm = load_time_model(time_model, device, calibration)
     emit(training_step(load_model(preset, config, hf_config), device, w, tm, auto=auto), format, units, of=train)

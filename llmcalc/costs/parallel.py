@@ -1,10 +1,10 @@
 """What a parallel layout (llmcalc/workload.py: Layout) costs in traffic and cache split. See docs/roofline.md.
 
-gpus = tp · pp · dp. Tensor parallel (tp) splits every layer's heads and FFN width; pipeline
+gpus = tp · pp · dp (· cp in training). Tensor parallel (tp) splits every layer's heads and FFN width; pipeline
 parallel (pp) splits the layers into stages; data parallel (dp) runs replicas on batch/dp
 sequences each; expert parallel (ep) spreads whole routed experts over ep GPUs of the tp·dp group
 (without ep, experts are tensor-split like a dense FFN). Parameter counts never depend on this.
-Ranks are numbered tp fastest, then dp, then pp; a collective's group picks the link tier it crosses
+Ranks are numbered tp fastest, then cp, then dp, then pp; a collective's group picks the link tier it crosses
 (collective_link; llmcalc/model/gpu.py: the interconnect within a node, the network beyond).
 
 KV per GPU: GQA splits kv heads over tp (a kv head is replicated when tp > kv_heads); MLA's
@@ -44,16 +44,19 @@ def alltoall_bytes(layout: Layout, tokens: int, top_k: int, width_bytes: int) ->
 
 
 def collective_link(op: str, layout: Layout, gpu: GPU) -> Link:
-    """The link one GPU's share of a collective of `op` runs at. Ranks are numbered tp fastest, then dp, then
-    pp (Megatron's order): a tensor-parallel all-reduce is a group of tp consecutive GPUs, an expert all-to-all
-    of ep, a data-parallel gradient reduction of dp GPUs tp apart (span tp·dp), and a pipeline send goes
-    between the two adjacent stages' tp·dp GPUs each. Within a node it crosses the interconnect; beyond one,
+    """The link one GPU's share of a collective of `op` runs at. Ranks are numbered tp fastest, then cp, then
+    dp, then pp (Megatron's order): a tensor-parallel all-reduce is a group of tp consecutive GPUs, an expert
+    all-to-all of ep, a context-parallel ring of cp GPUs tp apart (span tp·cp), a data-parallel gradient
+    reduction of dp·cp GPUs tp apart (span tp·cp·dp; with cp 1, dp GPUs), and a pipeline send goes between the
+    two adjacent stages' tp·cp·dp GPUs each. Within a node it crosses the interconnect; beyond one,
     the network (GPU.link). A ring all-reduce that crosses nodes runs one ring per member of its group in
     each node, each through that GPU's own NIC (NCCL's rings over a multi-rail node), so it reaches c × the
     network bandwidth for c members per node, at most the interconnect's; an all-to-all and a send go through
     the GPU's own NIC."""
-    group, stride = {"comm/tp_all_reduce": (layout.tp, 1), "comm/ep_all_to_all": (layout.ep, 1),
-                     "comm/pp_send": (2 * layout.tp * layout.dp, 1)}.get(op, (layout.dp, layout.tp))
+    tp, cp, dp = layout.tp, layout.cp, layout.dp
+    group, stride = {"comm/tp_all_reduce": (tp, 1), "comm/ep_all_to_all": (layout.ep, 1),
+                     "comm/cp_send": (cp, tp),
+                     "comm/pp_send": (2 * tp * cp * dp, 1)}.get(op, (dp * cp, tp))
     node, tier = gpu.link(1), gpu.link(group * stride)
     if tier == node or not op.endswith("all_reduce"):
         return tier
@@ -62,7 +65,8 @@ def collective_link(op: str, layout: Layout, gpu: GPU) -> Link:
 
 
 COLLECTIVES = {"comm/tp_all_reduce": "tensor-parallel all-reduce", "comm/ep_all_to_all": "expert all-to-all",
-               "comm/pp_send": "pipeline send", "comm/dp_all_reduce": "data-parallel all-reduce"}
+               "comm/pp_send": "pipeline send", "comm/dp_all_reduce": "data-parallel all-reduce",
+               "comm/cp_send": "context-parallel ring send"}
 """The collectives a layout runs, by op name, as a note names them."""
 
 

@@ -51,11 +51,16 @@ def stack_weight_bytes(spec: ModelSpec, w: Workload, parts: dict[str, int] | Non
 
 def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     """The most weight bytes any GPU of the workload's layout holds: its stage's layers plus the
-    embedding/head it keeps (and an encoder-decoder's encoder, beside the embedding)."""
+    embedding/head it keeps (and an encoder-decoder's encoder, beside the embedding); uneven stages (training):
+    the stage whose layers and edges weigh most."""
     layout = w.layout
-    layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
     emb, head, norm = edge_bytes(spec, w)
     emb += sum(stack_weight_bytes(spec, w).values())
+    ranges = layout.stage_ranges(spec.n_layers) if layout.vpp == 1 and layout.pp > 1 else []
+    if len({stop - start for start, stop in ranges}) > 1:  # uneven stages (training): the largest stage's
+        return max(sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups(*r))
+                   + ceil_div(emb * (k == 0) + head * (k == layout.pp - 1), layout.tp) for k, r in enumerate(ranges))
+    layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
     if layout.pp == 1:  # a tied head is the embedding itself: only the final norm is more
         edges = emb + (norm if spec.tie_embeddings else head)
     else:

@@ -3,11 +3,13 @@
 A layout (llmcalc/workload.py: Layout) of gpus = tp · pp · dp · cp runs a global batch of B sequences of S tokens:
 each data-parallel replica B / dp of them, as m = B / (dp · b) micro-batches of b sequences.
 
-  1. Parameters of one GPU of pipeline stage r: its layers (L / pp; interleaved, pp · vpp chunks of L / (pp · vpp)
-     layers, stage r holding chunks r, r + pp, ...); in each, every matrix split over the ranks the variant names
-     (tp_shards: tp, a kv head over min(tp, H_kv), routed experts whole over ep, the router and norms whole);
-     the token embedding (vocab-split over tp) and learned positions (whole) on the first stage, the LM head
-     (vocab-split; a tied head is a copy when pp > 1) and the final norm on the last.
+  1. Parameters of one GPU of pipeline stage r: its layers (L / pp; uneven, Layout.stage_layers: the first and
+     last stages' given counts and the rest shared evenly, or by default the first L mod pp stages one layer more;
+     interleaved, pp · vpp chunks of L / (pp · vpp) layers, stage r holding chunks r, r + pp, ...); in each,
+     every matrix split over the ranks the variant names (tp_shards: tp, a kv head over min(tp, H_kv), routed
+     experts whole over ep, the router and norms whole); the token embedding (vocab-split over tp) and learned
+     positions (whole) on the first stage, the LM head (vocab-split; a tied head is a copy when pp > 1) and the
+     final norm on the last.
   2. Bytes per parameter, mixed precision: weights in the weights dtype, gradients in grad_dtype (default: the
      weights'; Megatron keeps fp32 main gradients), an fp32 master copy (unless fp32 weights) and the optimizer
      states (OPTIMIZER_BYTES). ZeRO stage 1/2/3 divides optimizer / + gradients / + weights over the data-parallel
@@ -105,8 +107,11 @@ def kept_per_layer(spec: ModelSpec, g: LayerGroup, micro: int, tokens: int, w: W
 
 
 def chunk_layers(spec: ModelSpec, layout: Layout, stage: int) -> list[tuple[int, int]]:
-    """The layer ranges [start, stop) of the model chunks pipeline stage `stage` holds: one of L / pp layers
-    (1F1B), or vpp of L / (pp · vpp), chunks stage, stage + pp, ... (interleaved)."""
+    """The layer ranges [start, stop) of the model chunks pipeline stage `stage` holds: its one range of
+    Layout.stage_ranges (1F1B: L / pp layers, or the uneven split), or vpp of L / (pp · vpp), chunks stage,
+    stage + pp, ... (interleaved)."""
+    if layout.vpp == 1:
+        return [layout.stage_ranges(spec.n_layers)[stage]]
     per = spec.n_layers // (layout.pp * layout.vpp)
     return [((j * layout.pp + stage) * per, (j * layout.pp + stage + 1) * per) for j in range(layout.vpp)]
 
@@ -239,7 +244,7 @@ def check_parallel_training(spec: ModelSpec, w: Workload, micro_batches: int) ->
     """The layout must divide the model, the batch and the sequence: Layout.check, cp dividing seq, sp's tokens
     per GPU dividing over tp, flash attention under cp, whole groups of pp micro-batches when interleaved."""
     layout, seq = w.layout, w.seq
-    layout.check(spec, w.batch)
+    layout.check(spec, w.batch, uneven=True)
     if seq % layout.cp:
         raise UserError(f"`cp`: {layout.cp} does not divide `seq` {seq}; use a divisor of {seq}")
     if layout.cp > 1 and not w.flash:
@@ -310,6 +315,8 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
              f"sequence(s) per step, {micro} at a time" + (f" ({m} micro-batches)" if micro < per_gpu else "")]
     if not trivial:
         notes.append(_layout_note(spec, layout, r, m))
+    if split := layout.split_note(spec.n_layers):
+        notes.append(split)
     if grads != dtype:
         notes.append(f"gradients in {grads}: {_bytes_per_param(w, group)} bytes per parameter in all"
                      + (" (Megatron's convention: fp32 main gradients)" if grads == "fp32" else ""))

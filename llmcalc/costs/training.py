@@ -1,13 +1,14 @@
 """Time and FLOPs utilisation of one training step (one optimizer update). See docs/roofline.md#training-step-time.
 
-The step: a global batch of B sequences of S tokens on gpus = tp · pp · dp GPUs. Each data-parallel replica runs
-its B / dp sequences as m = B / (dp · b) micro-batches of b sequences through a pipeline of pp stages, then the
-replicas reduce their gradients and every GPU updates its weights. Every figure is one GPU's; the stages are taken
-as equal (a stage holds 1/pp of the layers and of the embedding and head work), which is the least time any split
-can reach, so the roofline stays a lower bound.
+The step: a global batch of B sequences of S tokens on gpus = tp · cp · pp · dp GPUs. Each data-parallel replica
+runs its B / dp sequences as m = B / (dp · b) micro-batches of b sequences through a pipeline of pp stages, then
+the replicas reduce their gradients and every GPU updates its weights. Every figure is one GPU's. On an even
+split (pp divides the layers, no stage's layers given) the stages are taken as equal (a stage holds 1/pp of the
+layers and of the embedding and head work), which is the least time any split can reach, so the roofline stays a
+lower bound; on an uneven split each stage is timed from its own layers (5).
 
   1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/step.py: step_form; step_time.py: StepTime) on
-     T = b·S tokens, with the logits of every position as training computes them (FLOPs: flops.py's
+     T = b·S/cp tokens, with the logits of every position as training computes them (FLOPs: flops.py's
      forward(all logits), ÷ tp). Each op takes max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
   2. Backward, 2F: the gradients of the inputs and of the weights are one matmul each of the forward's shape
      (FWD_BWD = 3 in flops.py), and each reads the weights (or the saved activations) and writes a gradient of
@@ -18,52 +19,77 @@ can reach, so the roofline stays a lower bound.
      forward (after attention and after the FFN) and twice in the backward (the inputs' gradients), and once
      more each per recomputed layer (full); an MoE layer's two all-to-alls are likewise repeated backward.
      C = (2 + [full]) × the forward's collectives (latency's `collectives`, ring all-reduce 2(tp − 1)/tp).
-  5. Pipeline 1F1B: a micro-batch crosses one stage in slot = (F + 2F + R + C) / pp + 2·send (an activation
+  5. Pipeline 1F1B: a micro-batch crosses one stage in slot = (F + 2F + R + C + X) / pp + 2·send (an activation
      forward, a gradient backward, over each stage edge). A stage runs its m micro-batches and waits for the
      fill and drain: pipeline = (m + pp − 1) · slot; the bubble is (pp − 1) · slot, a share (pp − 1) / m of
      the work.
-  6. Data-parallel gradient reduction, D: ring all-reduce of the GPU's gradient bytes G (its weights' count in
-     the weights dtype): 2(dp − 1)/dp · G over the link. ZeRO 1 and 2: reduce-scatter the gradients and
-     all-gather the updated weights, (dp − 1)/dp · G each: the same bytes. ZeRO 3: the weights are gathered
-     for every micro-batch's forward and backward and its gradients reduce-scattered: 3·m·(dp − 1)/dp · G.
+     Uneven stages (Layout.stage_layers: the first L mod pp stages one layer more, or the first and last
+     stages' given layers and the rest shared evenly): stage k's work is its own layers' (a layer group's op
+     time over its count, per layer), the embedding on the first stage, the head on the last, and its layers'
+     share of C; the slowest stage sets the pace: slot = its F + 2F + R + C + X + 2·send.
+     Interleaved (vpp ≥ 2): a micro-batch crosses each pipeline GPU vpp times, so 2·vpp·send per slot and a
+     bubble of (pp − 1) · slot / vpp, a share (pp − 1) / (m · vpp) of the work (Narayanan et al. 2021).
+  6. Context parallelism, X: each GPU runs S/cp tokens of every sequence and, with the ring's load-balanced
+     causal chunks (2·cp of them, GPU i holding i and 2·cp − 1 − i), exactly 1/cp of its attention pairs. Per
+     attention layer it sends its K/V block (b·S/cp tokens of K and V) cp − 1 times forward and, backward, the
+     K/V block and its gradient cp − 1 times each, once more forward where the core is recomputed, on the tier
+     its cp GPUs span (tp apart: Megatron's order tp, cp, dp, pp). Each exchange overlaps the core it feeds by
+     the overlap rule; X = overlapped(core, ring) − core per pass, the ring's exposed part.
+  7. Gradient reduction, D: ring all-reduce of the GPU's gradient bytes G (its weights' count in the weights
+     dtype) over the g = dp · cp GPUs holding the same weights: 2(g − 1)/g · G over the link. ZeRO 1 and 2:
+     reduce-scatter the gradients and all-gather the updated weights, (g − 1)/g · G each: the same bytes.
+     ZeRO 3: the weights W are gathered for every micro-batch's forward and backward and its gradients
+     reduce-scattered: m·(g − 1)/g · (2W + G) (3·m·(g − 1)/g · G when every weight is trained).
      Overlap rule: a gradient is final only in the last micro-batch's backward, so D hides under that backward
      (2F / pp) at most (ZeRO 3: under the whole replica's forward and backward, m · 3F / pp): exposed =
      max(W, D) + overlap·min(W, D) − W, for the window W. Roofline (overlap 0): full overlap, max(W, D) − W.
      Calibrated: the profile's overlap (fitted to serving kernels; 1 there, no overlap at all).
-  7. Optimizer update, O: one pass over the GPU's parameters (÷ dp under ZeRO ≥ 1) reading the master weights
-     (or the weights, fp32 training), the gradients and the states (llmcalc/costs/memory.py: OPTIMIZER_BYTES)
-     and writing the master weights, the states and the weights: memory-bound, bytes / (bandwidth ·
-     memory_efficiency).
+  8. Optimizer update, O: one pass over the GPU's parameters (÷ dp · cp under ZeRO ≥ 1) reading the master
+     weights (or the weights, fp32 training), the gradients and the states (llmcalc/costs/memory.py:
+     OPTIMIZER_BYTES) and writing the master weights, the states and the weights: memory-bound, bytes /
+     (bandwidth · memory_efficiency).
+  9. LoRA: the frozen base's matmuls backward compute the input gradient only; each op's backward is its
+     forward time × (flops.py's LoRA train FLOPs of its components / their forward FLOPs − 1): 1 for a frozen
+     matmul, 2 for the attention core, 0 for the embedding. The adapters are one more op (flops.py's
+     adapter_forward FLOPs beside their weights and r-wide activations), forward, 2× backward. D and O cover the
+     adapters only (ZeRO 3 gathers the base as well). QLoRA's 4-bit base is dequantised before each matmul
+     pass: a kernel of its own writing and reading back 2 × the dense bytes of the weights the op reads.
 
-  step = (m + pp − 1) · slot + exposed D + O + step_s of the time model
+  step = (m + (pp − 1)/vpp) · slot + exposed D + O + step_s of the time model
   MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops`' train_flops (3 × forward
-  with all logits: 6·N·D plus attention, nothing redone); HFU the same with `flops`' train_hardware_flops (the
-  recomputed ops' forward again, and the attention kernel's backward: flash recomputes the scores).
+  with all logits: 6·N·D plus attention, nothing redone; LoRA: frozen 2×, adapters 3×); HFU the same with
+  `flops`' train_hardware_flops (the recomputed ops' forward again, and the attention kernel's backward: flash
+  recomputes the scores).
 
 The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
-modelled: interleaved (virtual) pipeline stages, context parallelism, sequence parallelism's own
-kernels (its reduce-scatter + all-gather move the all-reduce's bytes), element-wise kernels, the optimizer's
-gradient clipping, data loading.
+modelled: sequence parallelism's own kernels (its reduce-scatter + all-gather move the all-reduce's bytes), the
+extra reads of the K/V blocks a context-parallel ring receives and its shorter rings in sliding-window layers,
+context parallelism of recurrent layers (refused), uneven stages under the interleaved schedule (refused), LoRA
+across tp, pp, cp or ep (refused), element-wise kernels, the optimizer's gradient clipping, data loading.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from llmcalc.costs.capacity import usable_bytes
-from llmcalc.costs.flops import flops
-from llmcalc.costs.step import Form, step_form, step_vars
-from llmcalc.costs.step_time import StepTime
+from llmcalc.costs.flops import adapter_forward, flops
+from llmcalc.costs.kv import nbytes
+from llmcalc.costs.lora import adapter_params, adapters
 from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import weights_per_gpu
-from llmcalc.costs.train_memory import training_memory
-from llmcalc.costs.weights import formats_label
+from llmcalc.costs.step import Form, op_name, step_form, step_vars
+from llmcalc.costs.step_time import StepTime, matrix_paths, native_types
+from llmcalc.costs.train_memory import check_parallel_training, train_dtype, training_memory
+from llmcalc.costs.weights import formats_label, weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
-from llmcalc.model.spec import ModelSpec, dtype_bytes
+from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.model.units import ceil_div
 from llmcalc.reports.training import TrainReport
-from llmcalc.workload import RECOMPUTE_MODES, Workload
+from llmcalc.workload import RECOMPUTE_MODES, Layout, Workload
 
 FORMULA = ("slot = (F + 2F + R + C)/pp + 2·send; step = (m + pp − 1)·slot + exposed D + O; F: forward of one "
            "micro-batch (all logits), 2F: backward, R: recompute, C: tp all-reduces ×(2 + full), D: dp gradient "
@@ -75,8 +101,14 @@ EDGES = ("embedding", "lm_head")
 
 def forward_costs(spec: ModelSpec, w: Workload, micro_batch: int) -> Form:
     """Per-GPU cost of one forward of `micro_batch` sequences of `seq` tokens, every
-    position projected to logits: latency's prefill form with `logits` all."""
-    env = step_vars(spec, micro_batch, w.seq, 0)
+    position projected to logits: latency's prefill form with `logits` all. Under context parallelism a GPU
+    runs seq / cp tokens of each sequence and 1/cp of its (query, key) pairs: the ring's load-balanced causal
+    chunks (GPU i holds chunks i and 2·cp − 1 − i of 2·cp) give each exactly S(S + 1) / (2·cp)."""
+    cp = w.layout.cp
+    env = step_vars(spec, micro_batch, w.seq // cp, 0)
+    if cp > 1:
+        whole = step_vars(spec, micro_batch, w.seq, 0)
+        env |= {k: ceil_div(v, cp) for k, v in whole.items() if "@" in k}
     form = step_form(spec, w.model_copy(update={"logits": "all"}), prefill=True)
     return {k: cost.at(env) for k, cost in form.items()}
 
@@ -164,49 +196,95 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     on its layout of `gpu`s under the time model `tm` (the module docstring derives each term). The step must
     fit the GPU's memory (`memory_checked`; with `auto` the largest micro-batch that fits is taken); a study of
     published runs whose memory this model does not cover passes `check_memory` False."""
+    w = w.model_copy(update={"train": True})
     w.check(spec)
     held = usable = memory_note = None
     if check_memory:
         w, held, usable, memory_note = memory_checked(spec, gpu, w, auto)
     L = w.layout
     spec.stack.check_modelled("training time")
-    if w.formats(spec).quantized:
+    if w.formats(spec).quantized and not w.lora:
         raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
-                        "not modelled; use bf16, fp16 or fp32")
+                        "not modelled; use bf16, fp16 or fp32, or train LoRA adapters on the frozen base (`lora_rank`)")
     b, m = micro_batches(w)
+    check_parallel_training(spec, w, m)
+    _check_layout(spec, w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
-    fwd = rec = layer_comm = send = 0.0
-    for key, cost in forward_costs(spec, w, b).items():
-        t, op = st.time(key, cost), key.name
+    groups, full = spec.layer_groups(), w.recompute == "full"
+    back = _lora_backward(spec, w) if w.lora else {}
+    ring_s, ring_bytes = _ring(spec, gpu, w, tm, b)
+    costs = forward_costs(spec, w, b)
+    dequantise = _dequantised(spec, gpu, w, st, costs) if w.lora else {}
+    # totals over every op, and per ONE layer of each group / per edge: [forward, backward, recompute, cp exposed]
+    fwd = bwd = rec = exposed_cp = send = 0.0
+    layer: dict[int, list[float]] = defaultdict(lambda: [0.0] * 4)
+    edge = {"first": [0.0] * 4, "last": [0.0] * 4}
+    comm: dict[str, float] = defaultdict(float)  # tp all-reduces, ep all-to-alls: seconds per forward
+    heads = {"lm_head", *spec.stack.head_matmuls(spec.d_model)}
+    for key, cost in costs.items():
+        t, op = st.time(key, cost) + dequantise.get(key, 0.0), key.name
         if op == "comm/pp_send":
             send += t / (L.pp - 1)  # the forward's pp − 1 sends, one per stage edge
-        elif key.collective:
-            layer_comm += t
-        else:
-            fwd += t
-            if w.recompute == "full" and op not in EDGES or w.recompute == "selective" and op == "attention/core":
-                rec += t
-    comm = layer_comm * (2 + (w.recompute == "full"))
-    slot = (3 * fwd + rec + comm) / L.pp + 2 * send
-    bubble = (L.pp - 1) * slot
+            continue
+        if key.collective:
+            comm[op] += t
+            continue
+        k = back.get(op, 0.0) if w.lora else 2.0  # backward passes: input and weight gradients (LoRA: fewer)
+        redo = full and op not in EDGES or w.recompute == "selective" and op == "attention/core"
+        n = groups[key.group].count if key.group is not None else 1
+        x = [0.0, 0.0, 0.0]  # the ring exchange beyond the core it hides under, per layer: forward, backward, redo
+        if key.core and key.group is not None and key.group in ring_s:
+            c, r = t / n, ring_s[key.group]
+            x = [tm.overlapped(c, r) - c, tm.overlapped(k * c, 2 * r) - k * c, (tm.overlapped(c, r) - c) * redo]
+        fwd += t
+        bwd += k * t
+        rec += t * redo
+        exposed_cp += n * sum(x)
+        parts = (t / n, k * t / n, t * redo / n, sum(x))
+        into = layer[key.group] if key.group is not None else edge["last" if op in heads else "first"]
+        for i, v in enumerate(parts):
+            into[i] += v
+    if not w.lora:
+        bwd = 2 * fwd
+    else:  # the adapters: forward, backward of their inputs and weights (2×), redone with their layer (full)
+        ta = _adapters_time(spec, w, st, tm, b)
+        fwd, bwd, rec = fwd + ta, bwd + 2 * ta, rec + ta * full
+    calls = 2 + full  # each forward collective again in the backward, and in the recomputed forward (full)
+    stages = _stages(spec, L, groups, layer, edge, comm, calls)
+    if stages is None:  # the stages taken as equal: each runs 1/pp of the work
+        slowest, work, div = 0, (fwd, bwd, rec, calls * sum(comm.values()), exposed_cp), L.pp
+    else:  # the slowest stage sets the pipeline's pace
+        slowest, div = max(range(L.pp), key=lambda i: sum(stages[i])), 1
+        work = stages[slowest]
+    slot = (work[0] + work[1] + work[2] + work[3] + work[4]) / div + 2 * L.vpp * send
+    bubble = (L.pp - 1) * slot / L.vpp
 
-    grads = weights_per_gpu(spec, w)  # gradients in the weights dtype, as many as the GPU's weights
-    ring = (L.dp - 1) * grads / L.dp
+    group = L.dp * L.cp  # the gradients are reduced over the data- and context-parallel GPUs
+    if w.lora:  # only the adapters are trained; ZeRO 3 gathers the frozen base as well
+        width = dtype_bytes(train_dtype(spec, w))
+        params = sum(adapter_params(spec, w).values())
+        grads = nbytes(params, train_dtype(spec, w))
+        gathered = weights_bytes(spec, w.formats(spec))[0] + grads
+    else:
+        grads = weights_per_gpu(spec, w)  # gradients in the weights dtype, as many as the GPU's weights
+        width = dtype_bytes(w.weights_dtype)
+        params, gathered = grads // width, grads
+    ring = (group - 1) * grads / group
     tier, node = collective_link("comm/dp_all_reduce", L, gpu), gpu.link(1)
     link = tier.bytes_per_s * tm.comm_efficiency
     call = tm.collective_s + (max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0)
     if w.zero == 3:
-        dp_total = 3 * m * (ring / link + call) if L.dp > 1 else 0.0
-        window = m * 3 * fwd / L.pp
+        gather = (group - 1) * gathered / group
+        per_micro = ring / link + call if gathered == grads else (2 * gather + ring) / link / 3 + call
+        dp_total = 3 * m * per_micro if group > 1 else 0.0
+        window = m * (work[0] + work[1]) / div
     else:
-        dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if L.dp > 1 else 0.0
-        window = 2 * fwd / L.pp
+        dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if group > 1 else 0.0
+        window = work[1] / div
     exposed = tm.overlapped(window, dp_total) - window
 
-    width = dtype_bytes(w.weights_dtype)
-    params = grads // width
     if w.zero >= 1:
-        params = ceil_div(params, L.dp)
+        params = ceil_div(params, group)
     master = 4 if width < 4 else 0
     states = OPTIMIZER_BYTES[w.optimizer]
     moved = params * ((master or width) + width + states) + params * (master + states + width)
@@ -217,35 +295,192 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     peak = gpu.peak(w.compute_dtype)
     counted = flops(spec, w.model_copy(update={"gen": 1}))
     model_flops, hardware_flops = counted.train_flops, counted.train_hardware_flops
+    layers = L.stage_layers(spec.n_layers)
+    shares = _shares(spec, L, groups)[slowest]
+    rings = 3 + (full or w.recompute == "selective")  # forward, backward (K/V and gradients), a recomputed core
+    cp_bytes = m * sum(n * ring_bytes.get(gi, 0) for gi, n in shares.items()) * rings
     return TrainReport(
-        model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, batch=w.batch, seq=w.seq,
+        model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, cp=L.cp, vpp=L.vpp,
+        stage_layers=layers, slowest_stage=slowest if stages is not None else None, batch=w.batch, seq=w.seq,
         micro_batch=b, micro_batches=m, compute_dtype=w.compute_dtype, attention=w.attention_core,
-        recompute=w.recompute, optimizer=w.optimizer, zero=w.zero, time_model=tm.name, peak_flops=peak,
-        step_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / L.gpus,
+        recompute=w.recompute, optimizer=w.optimizer, zero=w.zero, lora_rank=w.lora_rank, time_model=tm.name,
+        peak_flops=peak, step_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / L.gpus,
         model_flops=model_flops, hardware_flops=hardware_flops,
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
         mfu=model_flops / (step * L.gpus * peak), hfu=hardware_flops / (step * L.gpus * peak),
-        forward_s=m * fwd / L.pp, backward_s=m * 2 * fwd / L.pp, recompute_s=m * rec / L.pp,
-        tp_comm_s=m * comm / L.pp, pp_comm_s=m * 2 * send, pp_bubble_s=bubble, bubble_fraction=(L.pp - 1) / m,
-        dp_comm_s=exposed, dp_comm_total_s=dp_total, optimizer_s=optimizer, overhead_s=tm.step_s,
-        gradient_bytes_per_gpu=grads, peak_memory_bytes=held, usable_bytes=usable, formula=FORMULA, notes=_notes(spec, w, tm, b, m, memory_note),
+        forward_s=m * work[0] / div, backward_s=m * work[1] / div, recompute_s=m * work[2] / div,
+        tp_comm_s=m * work[3] / div, cp_comm_s=m * work[4] / div, pp_comm_s=m * 2 * L.vpp * send, pp_bubble_s=bubble,
+        bubble_fraction=(L.pp - 1) / (m * L.vpp), dp_comm_s=exposed, dp_comm_total_s=dp_total,
+        optimizer_s=optimizer, overhead_s=tm.step_s, gradient_bytes_per_gpu=grads, cp_comm_bytes_per_gpu=cp_bytes,
+        peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
+        notes=_notes(spec, w, tm, b, m, memory_note, slowest if stages is not None else None),
     )
 
 
-def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_note: str | None) -> list[str]:
+def _check_layout(spec: ModelSpec, w: Workload) -> None:
+    """What the step time models beyond the layout's own checks: LoRA with one GPU per data-parallel replica (as
+    its memory), context parallelism over attention layers with 2·cp chunks of each sequence."""
     L = w.layout
+    if w.lora and (L.tp, L.pp, L.cp, L.ep) != (1, 1, 1, 1):
+        across = next(k for k in ("tp", "pp", "cp", "ep") if getattr(L, k) > 1)
+        raise UserError(f"`{across}`: LoRA training is modelled with one GPU per data-parallel replica (`dp`, "
+                        f"`zero`); drop `{across}`")
+    if L.cp > 1 and spec.hybrid:
+        raise UserError("`cp`: context parallelism of a hybrid's recurrent layers is not modelled; drop `cp`")
+    if L.cp > 1 and w.seq % (2 * L.cp):
+        raise UserError(f"`cp`: the load-balanced ring splits each sequence into 2 · cp = {2 * L.cp} chunks; use "
+                        f"a `seq` that is a multiple of {2 * L.cp}")
+
+
+def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[int, int]]:
+    """Layers of each layer group (its index in `groups`, spec.layer_groups()) on each pipeline stage."""
+    def shape(g: LayerGroup) -> LayerGroup:
+        return g.model_copy(update={"count": 1})
+
+    out = []
+    for start, stop in L.stage_ranges(spec.n_layers):
+        share: dict[int, int] = defaultdict(int)
+        for g in spec.layer_groups(start, stop):
+            share[next(i for i, x in enumerate(groups) if shape(x) == shape(g))] += g.count
+        out.append(dict(share))
+    return out
+
+
+def _stages(spec: ModelSpec, L: Layout, groups: list[LayerGroup], layer: dict, edge: dict, comm: dict,
+            calls: int) -> list[tuple[float, ...]] | None:
+    """Each pipeline stage's (forward, backward, recompute, tp/ep communication, exposed cp ring) seconds per
+    micro-batch, from its own layers, the embedding on the first stage and the head on the last; None when the
+    stages are the default even split (taken as equal)."""
+    if L.pp == 1 or L.balanced and spec.n_layers % L.pp == 0:
+        return None
+    moe = sum(g.count for g in groups if g.ffn.routed_experts)
+    out = []
+    for k, share in enumerate(_shares(spec, L, groups)):
+        parts = [sum(n * layer[gi][i] for gi, n in share.items()) for i in range(4)]
+        for name, on in (("first", k == 0), ("last", k == L.pp - 1)):
+            parts = [a + b * on for a, b in zip(parts, edge[name])]
+        layers = sum(share.values())
+        routed = sum(n for gi, n in share.items() if groups[gi].ffn.routed_experts)
+        c = calls * (comm.get("comm/tp_all_reduce", 0.0) * layers / spec.n_layers
+                     + (comm.get("comm/ep_all_to_all", 0.0) * routed / moe if moe else 0.0))
+        out.append((parts[0], parts[1], parts[2], c, parts[3]))
+    return out
+
+
+def _ring(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, micro_batch: int) -> tuple[dict, dict]:
+    """Context parallelism's ring exchange, per layer of each group with an attention core (by group index): the
+    seconds of one forward's cp − 1 sends of the GPU's K and V block and their bytes. A block is the micro-batch's
+    seq / cp tokens of K and V as the core reads them (key_value_io), split over the tensor-parallel ranks that
+    hold distinct heads (min(tp, kv heads); MLA's decompressed K and V by head, over tp). Empty at cp 1."""
+    L = w.layout
+    if L.cp == 1:
+        return {}, {}
+    tier, node = collective_link("comm/cp_send", L, gpu), gpu.link(1)
+    link = tier.bytes_per_s * tm.comm_efficiency
+    call = tm.collective_s + (max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0)
+    a, tokens = dtype_bytes(w.act_dtype), micro_batch * w.seq // L.cp
+    seconds, moved = {}, {}
+    for gi, g in enumerate(spec.layer_groups()):
+        attn = g.mixer
+        if attn is None or not attn.key_value_io():
+            continue
+        shards = L.tp if attn.cache_heads is None else min(L.tp, attn.cache_heads)
+        moved[gi] = (L.cp - 1) * ceil_div(tokens * attn.key_value_io() * a, shards)
+        seconds[gi] = moved[gi] / link + (L.cp - 1) * call
+    return seconds, moved
+
+
+def _lora_backward(spec: ModelSpec, w: Workload) -> dict[str, float]:
+    """op → its backward's work in forwards under LoRA: `flops`' LoRA train FLOPs of its components over their
+    forward FLOPs, less the forward (frozen matmuls 1: the input gradient only; the attention core 2)."""
+    counted = flops(spec, w.model_copy(update={"gen": 1, "logits": "all"}))
+    heads = {"lm_head", *spec.stack.head_matmuls(spec.d_model)}
+    forward: dict[str, int] = defaultdict(int)
+    train: dict[str, int] = defaultdict(int)
+    for row in counted.breakdown:
+        if row.component.startswith("lora/"):
+            continue
+        op = row.component if row.component in heads or row.component.startswith("mtp/") else op_name(row.component)
+        forward[op] += row.prefill
+        train[op] += row.train
+    return {op: train[op] / forward[op] - 1 for op in forward if forward[op]}
+
+
+def _adapters_time(spec: ModelSpec, w: Workload, st: StepTime, tm: TimeModel, micro_batch: int) -> float:
+    """Seconds of one forward of the LoRA adapters over a micro-batch: `flops`' adapter FLOPs (2·tokens·used·r·
+    (d_in + d_out) per adapted matrix) at the matmul rate, beside their bytes (the adapters' weights, each A
+    reading its d_in input and writing r, each B reading r and writing d_out), under the overlap rule; two kernels
+    per adapted matrix."""
+    done = sum(adapter_forward(spec, w.model_copy(update={"batch": micro_batch})).values())
+    a, width, r = dtype_bytes(w.act_dtype), dtype_bytes(train_dtype(spec, w)), w.lora_rank
+    tokens, moved, launched = micro_batch * w.seq, 0, 0
+    for count, _, ad in adapters(spec, w):
+        moved += count * (ad.params(r) * width + tokens * ad.used * (ad.d_in + 2 * r + ad.d_out) * a)
+        launched += 2 * count
+    return tm.overlapped(done / st.flops, moved / st.bytes) + launched * tm.kernel_s
+
+
+def _dequantised(spec: ModelSpec, gpu: GPU, w: Workload, st: StepTime, costs: Form) -> dict:
+    """Seconds a quantised frozen base (QLoRA) adds to each op per pass: every layer op whose weights are in a
+    format the GPU has no matmul unit for is preceded by a dequantising kernel that writes the weights it reads
+    (row FLOPs / 2 of them) in the dense dtype, which the matmul then reads back: 2 × their dense bytes at the
+    bandwidth, a kernel of its own (not hidden under the matmul)."""
+    formats = w.formats(spec)
+    ops = {op_name(p) for p in matrix_paths(spec) if formats.of(p).quantized} - set(native_types(spec, gpu, w))
+    copy = 2 * dtype_bytes(formats.dense)
+    return {k: copy * (c.row_flops // 2) / st.bytes for k, c in costs.items() if k.group is not None and k.name in ops}
+
+
+def _formula(spec: ModelSpec, w: Workload) -> str:
+    """FORMULA, with the terms of context parallelism, interleaving, uneven stages and LoRA where they apply."""
+    L, more = w.layout, []
+    if L.pp > 1 and not (L.balanced and spec.n_layers % L.pp == 0):
+        more.append("uneven stages: slot = the slowest stage's F + 2F + R + C + 2·send, embedding on the first, "
+                    "head on the last")
+    if L.cp > 1:
+        more.append("cp: S/cp tokens and 1/cp of the pairs per GPU; X: the K/V ring, (cp − 1) blocks per layer "
+                    "forward, 2(cp − 1) backward, hidden under the attention core; D over dp·cp")
+    if L.vpp > 1:
+        more.append("vpp: step = (m + (pp − 1)/vpp)·slot, 2·vpp·send per slot")
+    if w.lora:
+        more.append("LoRA: backward of frozen matmuls 1× forward, of the core and the adapters 2×; D and O of the "
+                    "adapters only")
+    return "; ".join([FORMULA, *more])
+
+
+def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_note: str | None,
+           slowest: int | None) -> list[str]:
+    L = w.layout
+    shape = f"tp={L.tp} pp={L.pp} dp={L.dp}" + (f" cp={L.cp}" if L.cp > 1 else "") + (
+        f" vpp={L.vpp}" if L.vpp > 1 else "")
+    if slowest is None:
+        stages = "the pipeline stages taken as equal"
+    else:
+        edges = [x for x, on in (("the embedding", slowest == 0), ("the head", slowest == L.pp - 1)) if on]
+        stages = (f"the slowest pipeline stage's, stage {slowest} ({L.stage_layers(spec.n_layers)[slowest]} layers"
+                  + "".join(f" and {x}" for x in edges) + ")")
     notes = [f"`batch` {w.batch} is the global batch: each of {L.dp} replica(s) runs {w.batch // L.dp} sequence(s) as "
-             f"{m} micro-batch(es) of {b}; figures are one GPU's (tp={L.tp} pp={L.pp} dp={L.dp}), the pipeline "
-             "stages taken as equal",
+             f"{m} micro-batch(es) of {b}; figures are one GPU's ({shape}), {stages}",
              f"model_flops and hardware_flops count the attention core {w.attention_core} (`attention`); "
              "Megatron-LM and NeMo count it dense",
              "data-parallel reduction at the GPU's interconnect figure (one link tier): across nodes the network is "
              "slower",
              memory_note or "memory is not checked (a study of published runs)"]
-    if L.pp > 1 and m < 4 * L.pp:
-        notes.append(f"{m} micro-batch(es) over {L.pp} stages: the bubble is {(L.pp - 1) / m:.0%} of the work; "
-                     "smaller `micro_batch` values shrink it")
-    if L.dp > 1:
+    if split := L.split_note(spec.n_layers):
+        notes.append(split)
+    if L.cp > 1:
+        notes.append(f"context parallel over {L.cp} GPUs: each runs {w.seq // L.cp:,} tokens of every sequence and "
+                     "1/cp of its attention pairs; the K/V blocks go round the ring under the attention core, and "
+                     f"the gradients are reduced over dp · cp = {L.dp * L.cp} GPUs")
+    if w.lora:
+        notes.append(f"LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: the frozen base's matmuls run forward "
+                     "and the input gradient, the adapters forward and both gradients; only the adapters' gradients "
+                     "are reduced and updated" + (" (the base dequantised to its dense type before each matmul)"
+                                                 if w.formats(spec).quantized else ""))
+    if L.pp > 1 and m * L.vpp < 4 * L.pp:
+        notes.append(f"{m} micro-batch(es) over {L.pp} stages: the bubble is {(L.pp - 1) / (m * L.vpp):.0%} of the "
+                     "work; smaller `micro_batch` values shrink it")
+    if L.dp * L.cp > 1:
         notes.append("the gradient reduction hides under the last micro-batch's backward"
                      + (" (ZeRO-3: under the whole forward and backward)" if w.zero == 3 else "")
                      + (": fully under the roofline" if not tm.overlap else f", `overlap` {tm.overlap} of the "

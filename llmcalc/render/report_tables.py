@@ -453,9 +453,13 @@ def moe_table(r, units: str) -> list:
 
 
 def train_table(r, units: str) -> list:
-    layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
+    extra = "".join(f", {k} {v}" for k, v in (("cp", r.cp), ("vpp", r.vpp)) if v > 1)
+    layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}{extra})"
+    if r.lora_rank:
+        layout += f", LoRA rank {r.lora_rank}"
     parts = [("forward", r.forward_s), ("backward", r.backward_s), ("recompute", r.recompute_s),
-             ("tp / ep communication", r.tp_comm_s), ("pipeline sends", r.pp_comm_s),
+             ("tp / ep communication", r.tp_comm_s), ("cp ring exchange, exposed", r.cp_comm_s),
+             ("pipeline sends", r.pp_comm_s),
              (f"pipeline bubble ({r.bubble_fraction:.1%} of the work)", r.pp_bubble_s),
              (f"dp gradient reduction, exposed (of {seconds(r.dp_comm_total_s)})", r.dp_comm_s),
              ("optimizer update", r.optimizer_s), ("host overhead", r.overhead_s)]

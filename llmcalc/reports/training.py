@@ -4,11 +4,22 @@ from llmcalc.reports.base import Placement
 
 
 class TrainReport(Placement):
-    """One optimizer step: `batch` sequences of `seq` tokens over `gpus` GPUs (tp · pp · dp), each data-parallel
-    replica running its batch / dp sequences as micro-batches of `micro_batch` through a 1F1B pipeline, then the
-    data-parallel gradient reduction and the optimizer update. The phase parts are seconds of one GPU (the
-    busiest pipeline stage's share, stages taken as equal) and sum to step_s."""
+    """One optimizer step: `batch` sequences of `seq` tokens over `gpus` GPUs (tp · cp · pp · dp), each data-parallel
+    replica running its batch / dp sequences as micro-batches of `micro_batch` through a 1F1B pipeline
+    (interleaved with vpp > 1), then the gradient reduction and the optimizer update. The phase parts are seconds
+    of one GPU (the stages taken as equal on an even split, else the slowest stage's) and sum to step_s."""
 
+    cp: int = 1
+    """Context-parallel GPUs: each sequence split over cp GPUs (ring attention)."""
+    vpp: int = 1
+    """Virtual pipeline stages per pipeline GPU (interleaved 1F1B at 2 or more)."""
+    stage_layers: list[int]
+    """Layers of each pipeline stage, first to last."""
+    slowest_stage: int | None = None
+    """The stage whose time sets the pipeline's slot (uneven stages); None on an even split, whose stages are
+    taken as equal."""
+    lora_rank: int | None = None
+    """LoRA adapters' rank, the base frozen; None: full training."""
     batch: int
     """Sequences per optimizer step, over every data-parallel replica (the global batch)."""
     seq: int
@@ -52,12 +63,16 @@ class TrainReport(Placement):
     tp_comm_s: float
     """Tensor-parallel all-reduces (2 per layer forward, 2 backward, 2 more per recomputed layer) and expert
     all-to-alls (2 per MoE layer each way), for the m micro-batches on one stage."""
+    cp_comm_s: float = 0.0
+    """Context parallelism's K/V ring exchange beyond what hides under the attention core, for the m micro-batches
+    on one stage; 0 at cp 1."""
     pp_comm_s: float
-    """Pipeline sends: one activation forward and one gradient backward per micro-batch and stage edge."""
+    """Pipeline sends: one activation forward and one gradient backward per micro-batch and stage edge (vpp per
+    pipeline GPU when interleaved)."""
     pp_bubble_s: float
-    """The 1F1B pipeline's fill and drain: (pp − 1) × the time of one micro-batch on one stage."""
+    """The pipeline's fill and drain: (pp − 1) / vpp × the time of one micro-batch on the (slowest) stage."""
     bubble_fraction: float
-    """(pp − 1) / m: the bubble as a share of the work."""
+    """(pp − 1) / (m · vpp): the bubble as a share of the work (Narayanan et al. 2021)."""
     dp_comm_s: float
     """The exposed part of the data-parallel gradient reduction (ring: 2(dp − 1)/dp of the GPU's gradient bytes),
     beyond what hides under the last micro-batch's backward."""
@@ -68,7 +83,11 @@ class TrainReport(Placement):
     overhead_s: float
     """The time model's fixed host cost per step (step_s of the profile); 0 for the roofline."""
     gradient_bytes_per_gpu: int
-    """Gradient bytes one GPU reduces per step (its weights' count in the weights dtype)."""
+    """Gradient bytes one GPU reduces per step (its weights' count in the weights dtype; LoRA: the adapters')."""
+    cp_comm_bytes_per_gpu: int = 0
+    """Bytes one GPU of the (slowest) stage sends round the context-parallel ring per step: (cp − 1) K/V blocks per
+    attention layer forward, 2·(cp − 1) backward (K, V and their gradients), and again where the core is
+    recomputed; 0 at cp 1."""
     peak_memory_bytes: int | None = None
     """Bytes of the most-loaded GPU in the step, as `llmcalc memory --train` counts them; None where not checked
     (a study of published runs)."""

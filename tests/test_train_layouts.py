@@ -1,0 +1,323 @@
+"""`llmcalc train` and `memory --train` on the layouts published runs use (llmcalc/costs/training.py,
+llmcalc/costs/train_memory.py): uneven pipeline stages, context parallelism, the interleaved schedule and LoRA.
+Each figure against a hand count: one layer's time as the difference of two models one layer apart, parameters
+and bytes counted from the model's shapes, the bubble from Narayanan et al. 2021 (arXiv 2104.04473, §2.2.2:
+(p − 1)/(m · v)), the step's FLOPs from `flops --lora`; and the figures of an even split as they were recorded
+before uneven stages existed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.memory import memory
+from llmcalc.costs.parallel import collective_link
+from llmcalc.costs.training import forward_costs, training_step
+from llmcalc.errors import UserError
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.time_models import load_time_model
+from llmcalc.model.spec import ModelSpec
+from llmcalc.model.time_model import ROOFLINE
+from llmcalc.workload import Layout, Workload
+from tests.conftest import run_cli
+
+
+def spec_of(preset: str, **changes) -> ModelSpec:
+    return ModelSpec.model_validate(load_preset(preset).model_dump() | changes)
+
+
+def step(spec, gpu="h100-sxm", tm=ROOFLINE, layout=None, **kw):
+    w = Workload(train=True, layout=layout or Layout(), **{"batch": 16, "seq": 4096, "micro_batch": 1, **kw})
+    return training_step(spec, load_gpu(gpu), w, tm, check_memory=False)
+
+
+def work(r) -> float:
+    """The m micro-batches' work on the (slowest) stage, the pipeline's fill and drain apart."""
+    return r.forward_s + r.backward_s + r.recompute_s + r.tp_comm_s + r.cp_comm_s + r.pp_comm_s
+
+
+# ---- an even split: the figures recorded before uneven stages, cp and vpp existed -----------------------------
+
+def test_an_even_split_keeps_the_recorded_figures():
+    """Figures recorded from the step model before this layout work (stages taken as equal, no cp, no vpp)."""
+    g = load_gpu("h100-sxm")
+    w = Workload(train=True, batch=1024, seq=4096, micro_batch=1, recompute="selective", layout=Layout(tp=8, pp=4, dp=4))
+    r = training_step(load_preset("llama2-70b"), g, w, load_time_model("calibrated", g), check_memory=False)
+    assert r.step_s == pytest.approx(28.239838492608687, rel=1e-12)
+    assert r.pp_bubble_s == pytest.approx(0.3251055802685685, rel=1e-12)
+    assert r.tp_comm_s == pytest.approx(7.119332238222222, rel=1e-12)
+    assert r.dp_comm_total_s == pytest.approx(0.1629542768, rel=1e-12)
+    assert (r.cp, r.vpp, r.stage_layers, r.slowest_stage, r.cp_comm_s) == (1, 1, [20] * 4, None, 0.0)
+    w = Workload(train=True, batch=64, seq=4096, micro_batch=1, zero=1, layout=Layout(dp=8))
+    r = training_step(load_preset("llama2-7b"), load_gpu("a100-80gb"), w, check_memory=False)
+    assert r.step_s == pytest.approx(5.641065891169404, rel=1e-12)
+    assert r.optimizer_s == pytest.approx(0.01285186347120048, rel=1e-12)
+    w = Workload(train=True, batch=64, seq=4096, micro_batch=1, layout=Layout(tp=8, pp=4, dp=2))
+    assert memory(load_preset("llama2-70b"), w).total_bytes == 64_796_753_920
+
+
+# ---- uneven pipeline stages ----------------------------------------------------------------------------------
+
+def test_default_split_gives_the_first_stages_one_layer_more():
+    assert Layout(pp=8).stage_layers(61) == [8, 8, 8, 8, 8, 7, 7, 7]
+    assert Layout(pp=16).stage_layers(126) == [8] * 14 + [7] * 2
+    assert Layout(pp=16, first_stage_layers=7, last_stage_layers=7).stage_layers(126) == [7] + [8] * 14 + [7]
+    assert Layout(pp=4, first_stage_layers=2).stage_layers(32) == [2, 10, 10, 10]
+    assert Layout(pp=2, last_stage_layers=5).stage_layers(32) == [27, 5]
+    assert Layout(pp=4).stage_layers(32) == [8] * 4
+
+
+@pytest.mark.parametrize("layout, field", [
+    (dict(pp=4, first_stage_layers=6), "first_stage_layers"),        # 26 left over 3 stages
+    (dict(pp=2, first_stage_layers=5, last_stage_layers=5), "first_stage_layers"),  # not the 32 layers
+    (dict(pp=40), "pp"),                                             # more stages than layers
+    (dict(pp=1, last_stage_layers=3), "last_stage_layers"),          # no pipeline
+])
+def test_a_split_that_cannot_be_made_names_its_field(layout, field):
+    with pytest.raises(UserError, match=f"`{field}`"):
+        Workload(train=True, layout=Layout(**layout)).check(load_preset("llama2-7b"))
+
+
+def test_inference_keeps_refusing_stages_that_do_not_divide_the_layers():
+    spec = load_preset("llama2-7b")
+    with pytest.raises(UserError, match="`pp`"):
+        Workload(layout=Layout(pp=5)).check(spec)
+    with pytest.raises(UserError, match="`first_stage_layers`"):
+        Workload(layout=Layout(pp=2, first_stage_layers=15)).check(spec)
+    r = run_cli("latency", "-p", "llama2-7b", "--gpu", "h100-sxm", "--pp", "5", "--gpus", "5")
+    assert r.returncode == 2 and "--pp" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_uneven_stage_memory_is_the_hand_count():
+    """llama2-7b, 32 layers over pp 4 as 6 + 10 + 10 + 6: stage 1 holds 10 layers of 4·4096² + 3·4096·11008 +
+    2·4096 parameters (bf16 weights and gradients, fp32 master and Adam's two states: 16 bytes each) and, under
+    1F1B with 8 micro-batches, pp − 1 = 3 micro-batches' activations of each (Korthikanti et al. 2022, §4.2.3)."""
+    spec = load_preset("llama2-7b")
+    layer = 4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096
+    assert layer == 202_383_360
+    one = memory(spec, Workload(train=True, batch=1, seq=4096))  # one layer's activations per micro-batch
+    layout = Layout(pp=4, first_stage_layers=6, last_stage_layers=6)
+    r = memory(spec, Workload(train=True, batch=8, seq=4096, micro_batch=1, layout=layout))
+    assert (r.stage, r.stage_layers, r.in_flight) == (1, 10, 3)
+    assert r.total_bytes == 10 * layer * (2 + 2 + 12) + 3 * 10 * one.activation_bytes_per_layer
+    assert any("6+10+10+6" in n for n in r.notes)
+
+
+def test_uneven_stage_time_is_its_layers():
+    """Llama 3.1 405B, 126 layers over pp 16 as Meta trained it (Llama 3 paper, §3.3.2: one layer fewer on the
+    first and the last stage): 7 + 14 × 8 + 7. The slowest stage is a middle one of 8 layers and no embedding or
+    head; one layer's time is the difference of two whole models one layer apart (pp 1), so its forward,
+    backward and tensor-parallel traffic are 8 of those, and the pipeline runs (m + pp − 1) of its slots."""
+    spec = load_preset("llama3.1-405b")
+    kw = dict(batch=16, seq=8192, micro_batch=1)
+    whole = step(spec, layout=Layout(tp=8), **kw)
+    less = step(spec_of("llama3.1-405b", n_layers=125), layout=Layout(tp=8), **kw)
+    r = step(spec, layout=Layout(tp=8, pp=16, first_stage_layers=7, last_stage_layers=7), **kw)
+    assert r.stage_layers == [7] + [8] * 14 + [7] and r.slowest_stage == 1
+    for part in ("forward_s", "backward_s", "tp_comm_s"):
+        assert getattr(r, part) == pytest.approx(8 * (getattr(whole, part) - getattr(less, part)), rel=1e-9)
+    m = r.micro_batches
+    assert r.pp_bubble_s == pytest.approx(work(r) * (16 - 1) / m)
+    assert r.step_s == pytest.approx(work(r) + r.pp_bubble_s + r.dp_comm_s + r.optimizer_s + r.overhead_s)
+
+
+def test_the_stage_with_the_head_can_be_the_slowest():
+    """A middle stage of 7 layers against a last stage of 7 layers and the head: the last is the slowest, by the
+    head's time, which is the 0-layer model's (its embedding is memory-bound and ~0 beside it)."""
+    spec = load_preset("llama3.1-405b")
+    kw = dict(batch=16, seq=8192, micro_batch=1)
+    r = step(spec, layout=Layout(tp=8, pp=18), **kw)  # 126 / 18 = 7 each: even, taken as equal
+    assert r.slowest_stage is None
+    last = step(spec, layout=Layout(tp=8, pp=18, first_stage_layers=7, last_stage_layers=7), **kw)
+    assert last.slowest_stage == 17
+    assert last.forward_s > r.forward_s  # the head on one stage, not spread over 18
+
+
+def test_deepseek_v3_over_pp_8_is_accepted():
+    """61 layers over 8 stages: memory --train and train both run it; the figures are the most-loaded stage's
+    (memory) and the slowest stage's (time), a stage of 8 MoE layers: 8 × one MoE layer, the difference of two
+    models one MoE layer apart."""
+    spec = load_preset("deepseek-v3")
+    r = run_cli("memory", "-p", "deepseek-v3", "--train", "--tp", "8", "--pp", "8", "--ep", "8", "--dp", "8", "--sp",
+                "--batch", "64", "--micro-batch", "1", "--zero", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    kw = dict(batch=64, seq=4096, micro_batch=1)
+    t = step(spec, layout=Layout(tp=8, pp=8, ep=8, dp=8), **kw)
+    assert t.stage_layers == [8, 8, 8, 8, 8, 7, 7, 7] and t.slowest_stage == 1
+    whole = step(spec, layout=Layout(tp=8, ep=8, dp=8), **kw)
+    less = step(spec_of("deepseek-v3", n_layers=60), layout=Layout(tp=8, ep=8, dp=8), **kw)
+    assert t.forward_s == pytest.approx(8 * (whole.forward_s - less.forward_s), rel=1e-9)
+
+
+def test_train_cli_takes_uneven_stages():
+    r = run_cli("train", "-p", "llama2-7b", "--gpu", "h100-sxm", "--pp", "5", "--batch", "10", "--micro-batch", "1",
+                "--format", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["stage_layers"] == [7, 7, 6, 6, 6] and report["slowest_stage"] in (0, 1)
+    bad = run_cli("train", "-p", "llama2-7b", "--gpu", "h100-sxm", "--pp", "4", "--first-stage-layers", "6")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--first-stage-layers" in bad.stderr
+
+
+# ---- context parallelism -------------------------------------------------------------------------------------
+
+def test_cp_splits_each_gpus_tokens_and_attention_pairs():
+    """Load-balanced causal chunks: each of cp GPUs runs S/cp tokens of every matmul and S(S+1)/(2·cp) of the
+    attention's (query, key) pairs, exactly half of one GPU's at cp 2."""
+    spec = load_preset("llama3-8b")
+    one = forward_costs(spec, Workload(train=True, seq=32768), 1)
+    two = forward_costs(spec, Workload(train=True, seq=32768, layout=Layout(cp=2)), 1)
+    for op in one:
+        if op.name in ("attention/core", "attention/proj", "ffn", "lm_head"):
+            assert 2 * two[op].flops == one[op].flops, op
+
+
+def test_cp_ring_bytes_are_the_hand_count():
+    """llama3-8b, 32k tokens over cp 4, micro-batch 1, full recomputation: a GPU's K/V block is 8,192 tokens ×
+    2 × 8 kv heads × 128 × 2 bytes = 33,554,432; per layer it sends 3 blocks forward, 6 backward (K, V and their
+    gradients) and 3 more in the recomputed forward; 32 layers, 2 micro-batches."""
+    block = 8192 * 2 * 8 * 128 * 2
+    r = step(load_preset("llama3-8b"), layout=Layout(cp=4), batch=2, seq=32768, recompute="full")
+    assert r.micro_batches == 2 and r.gpus == 4
+    assert r.cp_comm_bytes_per_gpu == 2 * 32 * (3 + 6 + 3) * block
+    assert any("context parallel over 4 GPUs" in n for n in r.notes)
+
+
+def test_cp_one_is_the_figures_without_it():
+    spec = load_preset("llama3-8b")
+    r = step(spec, layout=Layout(cp=1), seq=8192)
+    assert r.cp_comm_bytes_per_gpu == 0 and r.cp_comm_s == 0.0
+    assert r.step_s == step(spec, seq=8192).step_s
+
+
+def test_long_sequences_run_faster_over_cp_than_over_tp():
+    """32k tokens of llama3-8b on 8 H100s, 4 sequences a step: cp 2 × dp 4 against tp 2 × dp 4 (cp 1). The
+    attention dominates; cp's K/V ring (2 of 32 query heads' width) hides under it, where tp all-reduces the
+    whole hidden state twice a layer each way."""
+    spec = load_preset("llama3-8b")
+    kw = dict(batch=4, seq=32768, recompute="full")
+    cp, tp = step(spec, layout=Layout(cp=2, dp=4), **kw), step(spec, layout=Layout(tp=2, dp=4), **kw)
+    assert cp.gpus == tp.gpus == 8
+    assert cp.step_s < tp.step_s and cp.cp_comm_s == 0.0 < tp.tp_comm_s
+
+
+def test_cp_ring_and_gradient_group_link_tiers():
+    """Megatron's rank order tp, cp, dp, pp: the cp ring spans tp · cp GPUs, the gradient reduction dp · cp
+    GPUs tp apart. 8 H100s per node: tp 4 × cp 2 stays in the node, tp 8 × cp 2 crosses it."""
+    gpu = load_gpu("h100-sxm")
+    node = gpu.link(1)
+    assert collective_link("comm/cp_send", Layout(tp=4, cp=2), gpu) == node
+    assert collective_link("comm/cp_send", Layout(tp=8, cp=2), gpu) != node
+    assert collective_link("comm/dp_all_reduce", Layout(cp=2, dp=4), gpu) == node
+    assert collective_link("comm/dp_all_reduce", Layout(tp=4, cp=2, dp=2), gpu) != node
+    spec = load_preset("llama3-8b")
+    cp = step(spec, layout=Layout(cp=2, dp=4), batch=8, seq=8192)
+    dp = step(spec, layout=Layout(dp=8), batch=8, seq=8192)
+    assert cp.gradient_bytes_per_gpu == dp.gradient_bytes_per_gpu
+    assert cp.dp_comm_total_s == pytest.approx(dp.dp_comm_total_s)  # one ring of 8 GPUs either way
+
+
+def test_cp_cli():
+    r = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--cp", "2", "--dp", "4", "--batch", "4",
+                "--seq", "32768", "--micro-batch", "1", "--recompute", "full", "--zero", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert '"cp": 2' in r.stdout and '"gpus": 8' in r.stdout
+    bad = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--cp", "3", "--seq", "4096")
+    assert bad.returncode == 2 and "--cp" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+# ---- interleaved 1F1B ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pp, vpp, batch", [(2, 2, 8), (4, 2, 8), (4, 4, 16), (8, 2, 16)])
+def test_interleaved_bubble_is_narayanans(pp, vpp, batch):
+    """Narayanan et al. 2021, §2.2.2: the interleaved schedule's bubble is (p − 1)/(m · v) of the ideal time;
+    each micro-batch crosses v chunks per pipeline GPU, v × the stage-edge sends."""
+    spec = load_preset("llama2-7b")
+    r = step(spec, gpu="a100-80gb", layout=Layout(pp=pp, vpp=vpp), batch=batch)
+    plain = step(spec, gpu="a100-80gb", layout=Layout(pp=pp), batch=batch)
+    m = batch
+    assert r.bubble_fraction == (pp - 1) / (m * vpp)
+    assert r.pp_bubble_s == pytest.approx(work(r) * (pp - 1) / (m * vpp))
+    assert r.pp_comm_s == pytest.approx(vpp * plain.pp_comm_s)
+    assert r.forward_s == pytest.approx(plain.forward_s) and r.step_s < plain.step_s
+
+
+def test_interleaved_needs_whole_groups_of_pp_micro_batches():
+    with pytest.raises(UserError, match="`micro_batch`"):
+        step(load_preset("llama2-7b"), layout=Layout(pp=4, vpp=2), batch=6)
+
+
+# ---- LoRA and QLoRA ------------------------------------------------------------------------------------------
+
+ADAPTERS = 32 * (4 * 16 * (4096 + 4096) + 2 * 16 * (4096 + 11008) + 16 * (11008 + 4096))
+"""llama2-7b's rank-16 adapters on q, k, v, o (4096 → 4096), gate, up (4096 → 11008) and down, 32 layers."""
+
+
+def test_lora_reduces_and_updates_the_adapters_only():
+    assert ADAPTERS == 39_976_960
+    spec = load_preset("llama2-7b")
+    lora = step(spec, gpu="a100-80gb", layout=Layout(dp=8), batch=64, lora_rank=16)
+    full = step(spec, gpu="a100-80gb", layout=Layout(dp=8), batch=64)
+    assert lora.gradient_bytes_per_gpu == 2 * ADAPTERS  # bf16
+    assert full.gradient_bytes_per_gpu == 2 * 6_738_415_616  # every weight of llama2-7b
+    # the same ring over the same link: the reduction's time is in proportion to its bytes
+    assert lora.dp_comm_total_s / full.dp_comm_total_s == pytest.approx(ADAPTERS / 6_738_415_616)
+    # Adam over the adapters: read master, gradient, states, write master, states, weight (4+2+8 + 4+8+2 bytes)
+    assert lora.optimizer_s == pytest.approx(ADAPTERS * 28 / (2039e9 * ROOFLINE.memory_efficiency))
+    assert lora.step_s < 0.75 * full.step_s
+    assert lora.lora_rank == 16 and full.lora_rank is None
+
+
+def test_lora_step_flops_are_flops_lora():
+    """One GPU, 4k-token micro-batches: MFU's numerator is `flops --lora`'s train FLOPs (frozen weights 2×, adapters
+    and the core 3×), as the CLI prints it. Rank 256: the adapters are compute-bound too, so the step is those
+    FLOPs at the peak, within the memory-bound embedding and optimizer. Rank 16: the frozen matmuls at the peak
+    and the adapters at the bandwidth (2·r·(d_in + d_out) FLOPs on d_in + 2r + d_out bf16 values a token: under
+    the ridge), forward and twice backward."""
+    spec = load_preset("llama2-7b")
+    peak = 312e12 * ROOFLINE.compute_efficiency
+    r = step(spec, gpu="a100-80gb", batch=8, lora_rank=256)
+    counted = flops(spec, Workload(batch=8, seq=4096, lora_rank=256))
+    assert r.model_flops == counted.train_flops
+    assert counted.train_flops / peak <= r.step_s <= 1.03 * counted.train_flops / peak
+    out = run_cli("flops", "-p", "llama2-7b", "--batch", "8", "--seq", "4096", "--lora", "256", "--format", "json")
+    assert f'"train_flops": {counted.train_flops}' in out.stdout
+
+    r = step(spec, gpu="a100-80gb", batch=8, lora_rank=16)
+    counted = flops(spec, Workload(batch=8, seq=4096, lora_rank=16))
+    adapters = sum(x.train for x in counted.breakdown if x.component.startswith("lora/"))
+    per_token = 32 * 2 * (4 * (4096 + 32 + 4096) + 2 * (4096 + 32 + 11008) + (11008 + 32 + 4096))  # bytes, a layer
+    memory_bound = 8 * 3 * 4096 * per_token / (2039e9 * ROOFLINE.memory_efficiency)
+    assert r.model_flops == counted.train_flops
+    assert r.step_s == pytest.approx((counted.train_flops - adapters) / peak + memory_bound, rel=0.01)
+
+
+def test_qlora_dequantises_the_4bit_base_each_pass():
+    """QLoRA's NF4 base is dequantised to bf16 before every frozen matmul, forward and input gradient: each pass
+    writes and reads back 2 + 2 bytes per layer weight (4·4096² + 3·4096·11008 per layer, 32 layers), a kernel
+    of its own at the bandwidth; the matmuls stay compute-bound, so the step grows by exactly that."""
+    spec = load_preset("llama2-7b")
+    from llmcalc.model.formats import WeightFormats
+    from llmcalc.model.lora import QLORA_FORMATS
+
+    kw = dict(gpu="a100-80gb", batch=8, lora_rank=16)
+    lora = step(spec, **kw)
+    qlora = step(spec, weights_format=WeightFormats.parse(QLORA_FORMATS), **kw)
+    weights = 32 * (4 * 4096**2 + 3 * 4096 * 11008)
+    passes = 8 * 2  # 8 micro-batches, forward and input gradient
+    assert qlora.step_s - lora.step_s == pytest.approx(passes * 4 * weights / (2039e9 * 0.9), rel=1e-6)
+    assert qlora.model_flops == lora.model_flops
+
+
+def test_lora_cli():
+    r = run_cli("train", "-p", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "64", "--lora", "16",
+                "--qlora", "--micro-batch", "1", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert f'"gradient_bytes_per_gpu": {2 * ADAPTERS}' in r.stdout and '"lora_rank": 16' in r.stdout
+    bad = run_cli("train", "-p", "llama2-7b", "--gpu", "a100-80gb", "--qlora")
+    assert bad.returncode == 2 and "--qlora" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    bad = run_cli("train", "-p", "llama2-7b", "--gpu", "a100-80gb", "--tp", "2", "--lora", "8")
+    assert bad.returncode == 2 and "--tp" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
