@@ -264,21 +264,29 @@ def link_tiers_of_collectives():
 @on("roofline.md")
 def link_tier_fields():
     per_node = {name: gpu_yaml(name)["gpus_per_node"] for name in ("a100-80gb", "a100-40gb", "h100-sxm", "h200", "h800",
-                                                                   "h20", "b200", "mi300x", "gb200", "h100-pcie",
-                                                                   "rtx-3090", "l4", "l40s", "a10g", "rtx-4090")}
-    assert {per_node[g] for g in ("a100-80gb", "a100-40gb", "h100-sxm", "h200", "h800", "h20", "b200", "mi300x")} == {8}
+                                                                   "h20", "b200", "b300", "mi300x", "gb200", "gb300",
+                                                                   "h100-pcie", "rtx-3090", "l4", "l40s", "a10g",
+                                                                   "rtx-4090")}
+    assert {per_node[g] for g in ("a100-80gb", "a100-40gb", "h100-sxm", "h200", "h800", "h20", "b200", "b300",
+                                  "mi300x")} == {8}
+    assert per_node["gb300"] == per_node["gb200"]
     assert {per_node[g] for g in ("l4", "l40s", "a10g", "rtx-4090")} == {None}
     yield (f"how many GPUs the interconnect joins: {per_node['h100-sxm']} on HGX/DGX boards (A100, H100, H200, H800, "
            "H20, "
-           f"B200) and MI300X platforms, {per_node['gb200']} in a GB200 NVL72 rack, {per_node['h100-pcie']} for cards "
+           f"B200, B300) and MI300X platforms, {per_node['gb200']} in a GB200 or GB300 NVL72 rack, "
+           f"{per_node['h100-pcie']} for cards "
            f"paired by an NVLink bridge (H100 PCIe, RTX 3090); null for PCIe cards")
     assert per_node["rtx-3090"] == per_node["h100-pcie"]
     yield f"about {gpu_yaml('h100-sxm')['interconnect_latency_us']:g} µs on 2 H100s"
     yield f"{gpu_yaml('a100-80gb')['interconnect_latency_us']:g} µs on 2 A100s"
     hopper = {gpu_yaml(g)["network_gbs"] for g in ("h100-sxm", "h200", "b200", "h800", "h20")}
     assert len(hopper) == 1
+    blackwell_ultra = {gpu_yaml(g)["network_gbs"] for g in ("b300", "gb300")}
+    assert len(blackwell_ultra) == 1 and 800 / 8 * 2 in blackwell_ultra and gpu_yaml("gb200")["network_gbs"] is None
     yield (f"one 400 Gb/s ConnectX-7 NIC per GPU on DGX H100/H200/B200 and H800/H20 nodes is 50 GB/s each way, "
-           f"{hopper.pop():g} here; 200 Gb/s HDR on DGX A100 is {gpu_yaml('a100-80gb')['network_gbs']:g}")
+           f"{hopper.pop():g} here; one 800 Gb/s ConnectX-8 per GPU on HGX B300 and GB300 NVL72 is "
+           f"{blackwell_ultra.pop():g}; none is stated for GB200 NVL72 (null); 200 Gb/s HDR on DGX A100 is "
+           f"{gpu_yaml('a100-80gb')['network_gbs']:g}")
     assert 400 / 8 == 50 and 200 / 8 / 0.5 == gpu_yaml("a100-80gb")["network_gbs"]
 
 
@@ -305,10 +313,11 @@ def kipply_worked_example():
 def gpu_prices():
     from llmcalc.inputs.gpus import gpu_names
 
-    unpriced = ["l4", "rtx-3090", "h20", "h800"]
+    unpriced = ["l4", "rtx-3090", "h20", "h800", "gb300"]
     assert {g for g in gpu_names() if gpu_yaml(g).get("price_per_hour") is None} == set(unpriced)
     price = gpu_yaml("a10g")["price_per_hour"]
-    yield f"It is left out (—) where no public price was found ({', '.join(unpriced)});"
+    yield (f"It is left out (—) where no public price was found ({', '.join(unpriced[:-1])}, and {unpriced[-1]}, "
+           "which CoreWeave lists only as \"Contact sales\");")
     yield f"(a10g's {price:g} as {price:.2f})"
 
 # docs/commands/*.md: kv, memory, train, params, mfu, moe -------------------------------------------------------
