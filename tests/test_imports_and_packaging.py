@@ -90,6 +90,30 @@ def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
     assert r.returncode == 0 and r.stderr.split() == ["during", "False", "after", "True", "True"], r.stderr
 
 
+def test_main_runs_pydantic_without_plugins():
+    """main() puts a plugin loader that finds none in the place of pydantic's, which imports importlib.metadata and
+    reads every installed distribution's entry points (docs/performance.md): a run imports neither, and still
+    validates and prints. The installed pydantic still takes its plugins from that loader, so the stand-in is used
+    rather than left aside (a pydantic that moves it fails here)."""
+    import inspect
+
+    import pydantic.plugin._schema_validator as schema_validator
+
+    assert "from ._loader import get_plugins" in inspect.getsource(schema_validator.create_schema_validator)
+    code = ("import atexit, sys\nfrom llmcalc.cli import main\n"
+            "atexit.register(lambda: sys.stderr.write(' '.join(m for m in ('importlib.metadata', 'email') "
+            "if m in sys.modules) + '|' + repr(tuple(sys.modules['pydantic.plugin._loader'].get_plugins()))))\n"
+            f"sys.argv = ['llmcalc', *{KV_RUN!r}, '-f', 'json']\nmain()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "|()", r.stderr
+    assert json.loads(r.stdout)["total_bytes"] > 0
+    # the check has teeth: the library alone, outside main(), loads pydantic's own loader
+    r = subprocess.run([sys.executable, "-c", "import sys; from llmcalc.inputs.presets import load_preset\n"
+                        "load_preset('llama2-7b'); print('importlib.metadata' in sys.modules)"],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["True"]
+
+
 def _kinds_after(code: str) -> list[list[str]]:
     """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
     out = subprocess.run(
