@@ -114,6 +114,19 @@ def test_main_runs_pydantic_without_plugins():
     assert r.stdout.split() == ["True"]
 
 
+def test_a_spec_loads_the_vision_and_format_models_only_when_it_has_them():
+    """ModelSpec's `vision` and `checkpoint` and Workload's `weights_format` are Deferred (llmcalc/model/base.py):
+    `llmcalc kv` of llama2-7b defines neither the vision tower's nor the weight formats' classes; a vision model
+    defines the tower's, and a workload given a weights format the formats'."""
+    run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
+          "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
+    deferred = {"llmcalc.model.vision", "llmcalc.model.formats"}
+    assert not modules_after(run.format([*KV_RUN, "-f", "json"])) & deferred
+    assert "llmcalc.model.vision" in modules_after(run.format(["kv", "--preset", "llava-1.5-7b", "-f", "json"]))
+    assert "llmcalc.model.formats" in modules_after(
+        "from llmcalc.workload import Workload\nWorkload(weights_format={'default': 'int4'})")
+
+
 def _kinds_after(code: str) -> list[list[str]]:
     """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
     out = subprocess.run(

@@ -1,4 +1,5 @@
-"""Shared base for every spec and block: frozen, strict Pydantic models, and the registry of variant kinds."""
+"""Shared base for every spec and block: frozen, strict Pydantic models, the registry of variant kinds, and fields
+whose model is defined only when a value of it is given (`Deferred`)."""
 
 from importlib import import_module
 from typing import Annotated, Any, ClassVar
@@ -19,6 +20,10 @@ context or batch comes near it); larger ones are refused, not computed."""
 PosInt = Annotated[int, Field(gt=0, le=MAX_SIZE, strict=True)]
 """A positive int up to MAX_SIZE; bools and floats are refused, never coerced."""
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE, strict=True)]
+MAX_GROUP = 2**20
+"""The largest group size of a weight format (weights per scale, llmcalc/model/formats.py): wider than any matrix's
+input (the widest FFN or vocabulary is ~2^18), and a group at least a row's width is one scale per row (-grow), so a
+larger one only names the same format."""
 
 Parts = dict[str, int]
 """Named parameter counts of one block, e.g. {"q": 16777216, "k": ...}."""
@@ -105,3 +110,45 @@ class ByKind:
         family = schema["metadata"]["family"]
         choices = {kind: cls.__pydantic_core_schema__ for kind, cls in family.all_kinds().items()}
         return handler(core_schema.tagged_union_schema(choices, discriminator="kind"))
+
+
+class Deferred:
+    """Annotation of an optional field whose model lives in a module of its own, imported only when a value other
+    than None is validated or the JSON Schema is written: `vision: Annotated[object, Deferred("llmcalc.model.vision",
+    "VisionTowerSpec")] = None` holds None or what `VisionTowerSpec | None` holds, validated, reported (errors under
+    the field) and dumped as that type would be. A spec or workload without one never pays for defining the
+    module's classes (start-up, docs/performance.md); `target` is the type itself."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+        self._adapter: Any = None
+
+    @property
+    def target(self) -> Any:
+        """The type named, its module imported."""
+        return getattr(import_module(self.module), self.name)
+
+    @property
+    def adapter(self) -> Any:
+        """A pydantic TypeAdapter of `target`, built on first use."""
+        if self._adapter is None:
+            from pydantic import TypeAdapter
+
+            self._adapter = TypeAdapter(self.target)
+        return self._adapter
+
+    def validate(self, value: Any) -> Any:
+        """None as it is; anything else validated as `target`: a model by its own model_validate, which builds the
+        class (a dump reads an instance's own serializer), another type by its TypeAdapter."""
+        if value is None:
+            return None
+        target = self.target
+        if isinstance(target, type) and issubclass(target, BaseModel):
+            return target.model_validate(value)
+        return self.adapter.validate_python(value)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(self.validate)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return handler(core_schema.nullable_schema(self.adapter.core_schema))

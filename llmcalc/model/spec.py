@@ -10,13 +10,11 @@ from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.attention import Attention
-from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
+from llmcalc.model.base import ByKind, Deferred, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
-from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
 from llmcalc.model.stack import Decoder, Stack
-from llmcalc.model.vision import VisionTowerSpec
 
 AttentionSpec = Annotated[Attention, ByKind()]
 """Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
@@ -96,10 +94,12 @@ class ModelSpec(Frozen):
     mtp_modules: NonNegInt = 0
     stack: StackSpec = Decoder()
     """What the layers are for: a generating decoder (default) or a bidirectional encoder."""
-    checkpoint: Checkpoint | None = None
-    """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
-    vision: VisionTowerSpec | None = None
-    """A vision-language model's image encoder and projector (llmcalc/model/vision.py); None: text only."""
+    checkpoint: Annotated[object, Deferred("llmcalc.model.formats", "Checkpoint")] = None
+    """How the published checkpoint stores it (formats, stored buffers: llmcalc/model/formats.py `Checkpoint`);
+    None: every tensor in bf16."""
+    vision: Annotated[object, Deferred("llmcalc.model.vision", "VisionTowerSpec")] = None
+    """A vision-language model's image encoder and projector (llmcalc/model/vision.py `VisionTowerSpec`); None:
+    text only."""
 
     @model_validator(mode="before")
     @classmethod
