@@ -67,14 +67,22 @@ def test_a_command_loads_only_its_own_modules(fmt):
         assert "rich.console" in rich and TABLE_PATH <= ours  # the json case above has teeth
 
 
-def test_a_spec_without_sparse_attention_does_not_load_it():
-    """The sparse attention variants (Attention.variant_modules) are defined only when a spec names one:
-    `llmcalc kv` of llama2-7b never imports them; of a Longformer preset it does (the check has teeth)."""
+VARIANT_MODULES = {"llmcalc.model.sparse_attention", "llmcalc.model.state_space", "llmcalc.model.deltanet",
+                   "llmcalc.model.cross_attention", "llmcalc.model.positions", "llmcalc.model.encoders"}
+"""The modules of the variants llama2-7b does not use (Variant.variant_modules)."""
+
+
+def test_a_spec_loads_only_the_variant_modules_of_its_kinds():
+    """A variant whose module is not the family's is defined only when a spec names its kind: `llmcalc kv` of
+    llama2-7b imports none of those modules; of a Reformer preset the sparse attention's, of BART the encoders'
+    and the learned positions', and no other (the check has teeth)."""
     run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
           "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
-    assert "llmcalc.model.sparse_attention" not in modules_after(run.format([*KV_RUN, "-f", "json"]))
-    longformer = ["kv", "--preset", "longformer-decoder-example", "-f", "json"]
-    assert "llmcalc.model.sparse_attention" in modules_after(run.format(longformer))
+    assert not modules_after(run.format([*KV_RUN, "-f", "json"])) & VARIANT_MODULES
+    reformer = ["kv", "--preset", "reformer-decoder-example", "-f", "json"]
+    assert modules_after(run.format(reformer)) & VARIANT_MODULES == {"llmcalc.model.sparse_attention"}
+    bart = ["kv", "--preset", "bart-large", "-f", "json"]
+    assert modules_after(run.format(bart)) & VARIANT_MODULES == {"llmcalc.model.encoders", "llmcalc.model.positions"}
 
 
 def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
@@ -127,33 +135,56 @@ def test_a_spec_loads_the_vision_and_format_models_only_when_it_has_them():
         "from llmcalc.workload import Workload\nWorkload(weights_format={'default': 'int4'})")
 
 
-def _kinds_after(code: str) -> list[list[str]]:
-    """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
-    out = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport json; from llmcalc.model.attention import Attention; "
-         "from llmcalc.model.ffn import FFN; print(json.dumps([list(Attention.kinds), list(FFN.kinds)]))"],
-        capture_output=True, text=True, check=True,
-    )
+def _run_json(code: str):
+    """What `code`, run in a fresh interpreter, prints as JSON."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def test_variant_registry_finds_every_kind_on_demand():
-    """Every variant class defined anywhere in llmcalc.model is found, in the same order, from a process that
-    imported only the spec: listing the kinds (errors, the JSON Schema) and looking up one not yet
-    registered load the variant modules; a module missing from a family's variant_modules fails here."""
-    defined = _kinds_after("import importlib, pkgutil, llmcalc.model as m\n"
-                           "for mod in pkgutil.iter_modules(m.__path__):\n"
-                           "    importlib.import_module(f'llmcalc.model.{mod.name}')")
-    assert {"longformer", "linformer", "reformer", "dsa"} <= set(defined[0]) and "moe" in defined[1]
-    assert _kinds_after("import llmcalc.model.spec as s\ns.Attention.all_kinds(); s.FFN.all_kinds()") == defined
-    # a lookup of a kind not registered yet loads the modules, then finds it
-    assert _kinds_after("from llmcalc.model.attention import Attention\nassert Attention.variant('dsa')") == defined
+FAMILIES = "import llmcalc.model.base as b\nfamilies = [f for f in b.Variant.__subclasses__() if 'kinds' in vars(f)]\n"
+"""Code that finds every variant family (a direct subclass of Variant with its own `kinds`)."""
+
+
+def test_variant_registry_lists_every_kind_with_its_module():
+    """Each family's variant_modules names every kind defined anywhere in llmcalc/model/ with the module that
+    defines it, and nothing else: a variant added without its line there (or with the wrong module) fails here."""
+    defined, listed = _run_json(
+        "import importlib, json, pkgutil, llmcalc.model as m\n"
+        "for mod in pkgutil.iter_modules(m.__path__):\n    importlib.import_module(f'llmcalc.model.{mod.name}')\n"
+        + FAMILIES + "print(json.dumps([{f.__name__: {k: c.__module__ for k, c in f.kinds.items()} for f in families},"
+        "{f.__name__: f.variant_modules for f in families}]))")
+    assert {"Attention", "FFN", "Positions", "Stack", "Projector"} <= set(defined)
+    assert {"longformer", "dsa", "mamba2", "gated_deltanet", "cross"} <= set(defined["Attention"])
+    assert defined == listed
+
+
+def test_each_registered_kind_loads_from_its_module_alone():
+    """From a process that imported only the spec (and the vision tower), every registered kind is found (variant)
+    as a class of that kind defined in the module listed for it; looking one up imports that module and no other
+    variant module; listing a family's kinds (errors, the JSON Schema) loads them all, in variant_modules' order."""
+    first, found, ordered = _run_json(
+        "import json, sys, llmcalc.model.spec, llmcalc.model.vision\n" + FAMILIES +
+        f"lazy = {sorted(VARIANT_MODULES)!r}\n"
+        "from llmcalc.model.embedding import Positions\n"
+        "before = [m for m in lazy if m in sys.modules]\nPositions.variant('alibi')\n"
+        "after = [m for m in lazy if m in sys.modules]\n"
+        "found = [[f.__name__, k, m, c.__module__, c.model_fields['kind'].default] for f in families "
+        "for k, m in f.variant_modules.items() for c in [f.variant(k)]]\n"
+        "print(json.dumps([[before, after], found, [list(f.all_kinds()) == list(f.variant_modules) "
+        "for f in families]]))")
+    assert first == [[], ["llmcalc.model.positions"]]
+    assert {f for f, *_ in found} == {"Attention", "FFN", "Positions", "Stack", "Projector"}
+    assert all(module == where and kind == named for _, kind, module, where, named in found), found
+    assert all(ordered)
     err = subprocess.run(  # an unknown kind's error lists every kind
         [sys.executable, "-c", "from llmcalc.inputs.presets import load_preset, spec_from_data\n"
          "data = load_preset('llama2-7b').model_dump(); data['attention']['kind'] = 'strode'\n"
          "spec_from_data(data, 'test')"],
         capture_output=True, text=True).stderr
-    assert ", ".join(map(repr, defined[0])) in err, err
+    from llmcalc.model.attention import Attention
+
+    assert ", ".join(map(repr, Attention.variant_modules)) in err, err
 
 
 def test_model_and_report_modules_keep_annotations_as_objects():

@@ -55,10 +55,16 @@ class Attention(Variant):
     """
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
-    variant_modules: ClassVar[tuple[str, ...]] = ("llmcalc.model.cross_attention", "llmcalc.model.deltanet",
-                                                  "llmcalc.model.sparse_attention", "llmcalc.model.state_space")
-    """Gated DeltaNet (with Mamba-2, which it builds on); Longformer, Linformer, Reformer and DSA; Mamba-2: loaded
-    when a spec names one of their kinds (Variant), in the order a package walk imports them."""
+    variant_modules: ClassVar[dict[str, str]] = {
+        "gqa": "llmcalc.model.attention", "mla": "llmcalc.model.attention",
+        "cross": "llmcalc.model.cross_attention",
+        "mamba2": "llmcalc.model.state_space", "mamba": "llmcalc.model.state_space",
+        "parallel": "llmcalc.model.state_space",
+        "gated_deltanet": "llmcalc.model.deltanet",
+        "longformer": "llmcalc.model.sparse_attention", "linformer": "llmcalc.model.sparse_attention",
+        "reformer": "llmcalc.model.sparse_attention", "dsa": "llmcalc.model.sparse_attention",
+    }
+    """Each kind's module, imported when a spec names the kind (Variant)."""
     affine_after_knee: ClassVar[bool] = False
     """Whether a decode step's cost still grows linearly in the context past the knee (llmcalc/costs/latency.py)."""
     latent_cache: ClassVar[bool] = False

@@ -41,17 +41,20 @@ class Variant(Frozen):
     """One kind of a block family (attention, FFN): a class whose `kind` Literal names it.
 
     Defining a subclass registers it in its family's `kinds` under its kind, so a spec accepts it
-    (`ByKind`) with no edit anywhere else; a subclass that keeps its parent's kind is that kind, not a
-    new one. `explain_legend` gives the meaning of the explain symbols the variant adds.
+    (`ByKind`); a subclass that keeps its parent's kind is that kind, not a new one. `explain_legend` gives
+    the meaning of the explain symbols the variant adds.
 
-    A family may keep variants in modules of their own (`variant_modules`) that are imported only when a
-    kind is asked for that is not registered yet (`variant`) or every kind is listed (`all_kinds`): a spec
-    that names none of their kinds never pays for defining their classes (start-up, docs/performance.md).
-    `kinds` holds the kinds registered so far."""
+    A family's `variant_modules` names, for each kind of the package, the module that defines its class: that
+    module is imported only when a spec names the kind (`variant`) or every kind is listed (`all_kinds`), so a
+    spec never pays for defining the classes of kinds it does not use (start-up, docs/performance.md). A variant
+    of the package is its class plus its one line there (tests/test_imports_and_packaging.py checks that every
+    kind is listed with its module); one defined elsewhere registers itself when its module is imported. `kinds`
+    holds the kinds registered so far."""
 
     kinds: ClassVar[dict[str, type["Variant"]]]
-    variant_modules: ClassVar[tuple[str, ...]] = ()
-    """Modules holding more variants of the family, imported on demand (see the class)."""
+    variant_modules: ClassVar[dict[str, str]] = {}
+    """Every kind of the family in the package: the module defining its class (see the class), in the order
+    errors list the kinds."""
     explain_legend: ClassVar[dict[str, str]] = {}
 
     @classmethod
@@ -69,16 +72,19 @@ class Variant(Frozen):
 
     @classmethod
     def all_kinds(cls) -> dict[str, type["Variant"]]:
-        """Every kind of the family, by name: its variant modules imported first."""
-        for module in cls.variant_modules:
+        """Every kind of the family, by name, in variant_modules' order (then any defined outside the package):
+        every variant module imported first."""
+        for module in dict.fromkeys(cls.variant_modules.values()):
             import_module(module)
-        return cls.kinds
+        return {kind: cls.kinds[kind] for kind in cls.variant_modules if kind in cls.kinds} | cls.kinds
 
     @classmethod
     def variant(cls, kind: str) -> type["Variant"] | None:
-        """The class of `kind` in this family (None: no such kind); its variant modules are imported only
-        when `kind` is not registered yet."""
-        return cls.kinds.get(kind) or cls.all_kinds().get(kind)
+        """The class of `kind` in this family (None: no such kind); the module variant_modules names for it is
+        imported if it is not registered yet, and no other."""
+        if kind not in cls.kinds and kind in cls.variant_modules:
+            import_module(cls.variant_modules[kind])
+        return cls.kinds.get(kind)
 
 
 class ByKind:

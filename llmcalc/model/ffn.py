@@ -80,6 +80,10 @@ class FFN(Variant):
     the defaults here are an FFN without routed experts whose one width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
+    variant_modules: ClassVar[dict[str, str]] = {
+        "none": "llmcalc.model.ffn", "dense": "llmcalc.model.ffn", "gated": "llmcalc.model.ffn",
+        "moe": "llmcalc.model.ffn"}
+    """Each kind's module, imported when a spec names the kind (Variant)."""
 
     @property
     def routed_experts(self) -> int:

@@ -24,7 +24,8 @@ FFNSpec = Annotated[FFN, ByKind()]
 PositionsSpec = Annotated[Positions, ByKind()]
 """Any position encoding (Positions.all_kinds()), picked by its `kind`."""
 StackSpec = Annotated[Stack, ByKind()]
-"""A decoder (the default) or an encoder (llmcalc/model/stack.py), picked by its `kind`."""
+"""A decoder (the default), an encoder or an encoder-decoder (llmcalc/model/stack.py, encoders.py), picked by its
+`kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
