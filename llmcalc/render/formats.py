@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sys
@@ -96,6 +95,8 @@ def _flat(row: dict) -> dict:
 
 def write_csv(report: BaseModel | Sequence[BaseModel]) -> None:
     """RFC 4180 CSV with a header of every column seen, in first-seen order."""
+    import csv
+
     rows = csv_rows(report)
     require_finite(rows)
     columns = list(dict.fromkeys(k for r in rows for k in r))
