@@ -1,6 +1,7 @@
 """Printing a report for people: its type's renderer (report_tables.py) returns lines and tables, fitted to
-the console here. A table that does not fit with both GB and GiB columns is rendered again with GB only; a
-table that still does not fit is stacked, one block per row with a line per column.
+the console here, text as written (no highlighting, no `:name:` emoji codes). A table that does not fit with both
+GB and GiB columns is rendered again with GB only; a table that still does not fit is stacked, one block per row
+with a line per column.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ def print_report(report, units: str, **view) -> None:
     """Render `report` with its type's renderer and print it fitted to the console (see the module)."""
     from rich.console import Console
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     render = renderer(report)
     items = render(report, units, **view)
     if units == "both" and not all(fits(x, console.width) for x in items):
