@@ -68,22 +68,27 @@ def test_a_command_loads_only_its_own_modules(fmt):
         assert "rich.console" in rich and TABLE_PATH <= ours  # the json case above has teeth
 
 
-VARIANT_MODULES = {"llmcalc.model.sparse_attention", "llmcalc.model.state_space", "llmcalc.model.deltanet",
-                   "llmcalc.model.cross_attention", "llmcalc.model.positions", "llmcalc.model.encoders"}
+VARIANT_MODULES = {"llmcalc.model.mla", "llmcalc.model.sparse_attention", "llmcalc.model.state_space",
+                   "llmcalc.model.deltanet", "llmcalc.model.cross_attention", "llmcalc.model.moe",
+                   "llmcalc.model.positions", "llmcalc.model.encoders"}
 """The modules of the variants llama2-7b does not use (Variant.variant_modules)."""
 
 
 def test_a_spec_loads_only_the_variant_modules_of_its_kinds():
     """A variant whose module is not the family's is defined only when a spec names its kind: `llmcalc kv` of
-    llama2-7b imports none of those modules; of a Reformer preset the sparse attention's, of BART the encoders'
-    and the learned positions', and no other (the check has teeth)."""
+    llama2-7b imports none of those modules; of a Reformer preset the sparse attention's (and MLA's, which DSA
+    there builds on), of BART the encoders' and the learned positions', of Mixtral MoE's, and no other (the check
+    has teeth)."""
     run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
           "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
     assert not modules_after(run.format([*KV_RUN, "-f", "json"])) & VARIANT_MODULES
     reformer = ["kv", "--preset", "reformer-decoder-example", "-f", "json"]
-    assert modules_after(run.format(reformer)) & VARIANT_MODULES == {"llmcalc.model.sparse_attention"}
+    assert modules_after(run.format(reformer)) & VARIANT_MODULES == {"llmcalc.model.sparse_attention",
+                                                                     "llmcalc.model.mla"}
     bart = ["kv", "--preset", "bart-large", "-f", "json"]
     assert modules_after(run.format(bart)) & VARIANT_MODULES == {"llmcalc.model.encoders", "llmcalc.model.positions"}
+    mixtral = ["kv", "--preset", "mixtral-8x7b", "-f", "json"]
+    assert modules_after(run.format(mixtral)) & VARIANT_MODULES == {"llmcalc.model.moe"}
 
 
 def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():

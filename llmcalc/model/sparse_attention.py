@@ -16,8 +16,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from llmcalc.model.attention import GQA, MLA, Parts, linear, sum_min
+from llmcalc.model.attention import GQA, Parts, linear, sum_min
 from llmcalc.model.base import NonNegInt, PosInt
+from llmcalc.model.mla import MLA
 
 CacheDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]
 _BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8}
