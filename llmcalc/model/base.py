@@ -122,8 +122,9 @@ class Deferred:
     """Annotation of an optional field whose model lives in a module of its own, imported only when a value other
     than None is validated or the JSON Schema is written: `vision: Annotated[object, Deferred("llmcalc.model.vision",
     "VisionTowerSpec")] = None` holds None or what `VisionTowerSpec | None` holds, validated, reported (errors under
-    the field) and dumped as that type would be. A spec or workload without one never pays for defining the
-    module's classes (start-up, docs/performance.md); `target` is the type itself."""
+    the field) and dumped as that type would be; its JSON Schema is that type's or null (titled with the field's
+    name). A spec or workload without one never pays for defining the module's classes (start-up,
+    docs/performance.md); `target` is the type itself."""
 
     def __init__(self, module: str, name: str) -> None:
         self.module, self.name = module, name
