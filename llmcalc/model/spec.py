@@ -4,7 +4,7 @@ A spec holds what the checkpoint is; how it is run is a `Workload` (llmcalc/work
 share no field. Every derived size is a property or a method, never a silently rewritten field.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -41,14 +41,16 @@ class LayerSlot(Frozen):
     ffn: Literal["ffn", "dense", "none"] = "ffn"
 
 
-class LayerGroup(Frozen):
+class LayerGroup(NamedTuple):
     """`count` layers that share one shape: their mixer (`mixer_name`: the component path it is reported
-    under; None: a layer without one), attention window (None = full) and FFN."""
+    under; None: a layer without one), attention window (None = full) and FFN. A record of the spec's own
+    validated parts (ModelSpec.layer_groups), not a model: nothing is validated again, and no schema is built at
+    start-up (docs/performance.md)."""
 
-    count: PosInt
-    window: PosInt | None
-    ffn: FFNSpec
-    mixer: AttentionSpec | None
+    count: int
+    window: int | None
+    ffn: FFN
+    mixer: Attention | None
     mixer_name: str = "attention"
 
     @property
