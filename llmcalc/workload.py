@@ -6,15 +6,17 @@ no field. Errors name the field in the domain's words (`batch`, `tp`; llmcalc/er
 front end writes its own word there (the CLI its flag).
 """
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import MAX_SIZE, Frozen
-from llmcalc.model.formats import MAX_GROUP, WeightFormats
+from llmcalc.model.base import MAX_GROUP, MAX_SIZE, Deferred, Frozen
 from llmcalc.model.lora import TARGETS
 from llmcalc.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from llmcalc.model.formats import WeightFormats
 
 MAX_GPUS = 2**20
 """Sanity bound on the GPU count and each parallel degree (the largest clusters hold ~10^5 GPUs)."""
@@ -236,9 +238,9 @@ class Workload(Frozen):
     """The attention core's type; None: the compute dtype, but bf16 under fp8 or int8 matmuls."""
     group_size: Whole = 128
     """int4: weights per fp16 scale along each matrix's input."""
-    weights_format: WeightFormats | None = None
-    """Each component's weight format (llmcalc/model/formats.py); None: a quantised checkpoint's own formats (the
-    spec's `checkpoint`) unless `weights_dtype` is given, else `weights_dtype`."""
+    weights_format: Annotated[object, Deferred("llmcalc.model.formats", "WeightFormats")] = None
+    """Each component's weight format (llmcalc/model/formats.py `WeightFormats`); None: a quantised checkpoint's own
+    formats (the spec's `checkpoint`) unless `weights_dtype` is given, else `weights_dtype`."""
 
     attention_core: Literal["causal", "causal-half", "dense"] = "causal"
     """Attention-core FLOPs: causal counts the unmasked (query, key) pairs only, S(S+1)/2 per full layer;
@@ -326,13 +328,15 @@ class Workload(Frozen):
         `weights_dtype`."""
         return self.weights_format is not None or self.shipped(spec)
 
-    def formats(self, spec: ModelSpec) -> WeightFormats:
+    def formats(self, spec: ModelSpec) -> "WeightFormats":
         """The weight format of every component: `weights_format`, else a quantised checkpoint's formats unless
         `weights_dtype` is given, else `weights_dtype` (WeightFormats.of_dtype; bf16 by default)."""
         if self.weights_format is not None:
             return self.weights_format
         if self.shipped(spec):
             return spec.checkpoint.formats
+        from llmcalc.model.formats import WeightFormats
+
         return WeightFormats.of_dtype(self.weights_dtype, self.group_size)
 
     def absorbed(self, mixer, prefill: bool) -> bool:

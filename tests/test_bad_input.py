@@ -83,6 +83,11 @@ def test_bad_format(cli):
         ({"sliding_window": 4096}, ["layer_pattern"]),
         ({"norm__bias": True}, ["norm.bias", "layernorm"]),
         ({"tie_embeddings": "maybe"}, ["tie_embeddings", "true or false"]),
+        ({"checkpoint": 3}, ["checkpoint: Input should be a valid dictionary or instance of Checkpoint", "mapping"]),
+        ({"checkpoint": {"rotary_buffers": True, "zzz": 1}}, ["checkpoint.zzz", "remove it"]),
+        ({"vision": [1]}, ["vision: Input should be a valid dictionary or instance of VisionTower", "mapping"]),
+        ({"vision": {"kind": "mosaic"}}, ["vision.kind", "vit, tiled"]),
+        ({"vision": {"image_size": 224}}, ["missing fields", "vision.patch_size", "vision.projector"]),
     ],
 )
 def test_invalid_spec_fields(cli, tmp_path: Path, changes, needles):

@@ -136,6 +136,31 @@ def test_weights_dtype_int4_is_the_int4_format():
     assert memory(spec, told).weights_bytes == legacy
 
 
+def test_a_checkpoint_and_a_weights_format_dump_and_load_back():
+    """A spec's checkpoint and a workload's weights format are validated only when given (Deferred,
+    llmcalc/model/base.py); in a fresh process, where nothing built their classes before, both dump their own
+    fields and load back equal."""
+    import subprocess
+    import sys
+
+    code = """import json
+from llmcalc.inputs.presets import load_preset, spec_from_data
+from llmcalc.workload import Workload
+checkpoint = {"formats": {"default": "fp8-block"}, "kept": ["lm_head"]}
+spec = spec_from_data(load_preset("llama2-7b").model_dump() | {"checkpoint": checkpoint}, "test")
+work = Workload(weights_format={"default": "int4-g64", "components": {"head": "bf16"}})
+again = (spec_from_data(spec.model_dump(mode="json"), "again"),
+         Workload(weights_format=work.model_dump()["weights_format"]))
+print(json.dumps([spec.model_dump(mode="json")["checkpoint"], work.model_dump(mode="json")["weights_format"],
+                  again == (spec, work), type(spec.checkpoint).__name__, type(work.weights_format).__name__]))"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [
+        {"formats": {"default": "fp8-block", "components": {}, "dense": "bf16"}, "rotary_buffers": False,
+         "router_buffers": False, "mtp_copies": False, "kept": ["lm_head"]},
+        {"default": "int4-g64", "components": {"head": "bf16"}, "dense": "bf16"}, True, "Checkpoint", "WeightFormats"]
+
+
 @pytest.mark.parametrize("args,words", [
     (["--weights-format", "experts=mxfp5"], ["--weights-format", "mxfp5"]),
     (["--weights-format", "expert=mxfp4"], ["--weights-format", "expert"]),

@@ -46,14 +46,15 @@ TABLE_PATH = {"llmcalc.render.console", "llmcalc.render.report_tables", "llmcalc
 
 @pytest.mark.parametrize("fmt", ["json", "table"])
 def test_a_command_loads_only_its_own_modules(fmt):
-    """`llmcalc kv` loads kv's command and report and no other command's; JSON output imports neither rich
-    nor the table renderers."""
+    """`llmcalc kv` (main(), as the `llmcalc` script runs it) loads kv's command and report and no other
+    command's; JSON output imports neither rich nor the table renderers, nor the csv module."""
     from llmcalc.cli import COMMANDS
 
     args = [*KV_RUN, "-f", fmt]
     loaded = modules_after(
-        "import io, contextlib; from llmcalc.cli import load_commands\n"
-        f"with contextlib.redirect_stdout(io.StringIO()): load_commands({args!r})({args!r}, standalone_mode=False)"
+        f"import io, contextlib, sys; from llmcalc.cli import main\nsys.argv = ['llmcalc', *{args!r}]\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    try:\n        main()\n"
+        "    except SystemExit as e:\n        assert e.code == 0, e.code"
     )
     ours = {m for m in loaded if m.startswith("llmcalc.")}
     others = set(COMMANDS) - {"kv"}
@@ -63,19 +64,32 @@ def test_a_command_loads_only_its_own_modules(fmt):
     assert not ours & {"llmcalc.render.plot", "llmcalc.inputs.hf", "llmcalc.inputs.gpus"}, sorted(ours)
     rich = {m for m in loaded if m == "rich" or m.startswith("rich.")}
     if fmt == "json":
-        assert not rich and not ours & TABLE_PATH, sorted(rich | ours & TABLE_PATH)
+        assert not rich and not ours & TABLE_PATH and "csv" not in loaded, sorted(rich | ours & TABLE_PATH)
     else:
         assert "rich.console" in rich and TABLE_PATH <= ours  # the json case above has teeth
 
 
-def test_a_spec_without_sparse_attention_does_not_load_it():
-    """The sparse attention variants (Attention.variant_modules) are defined only when a spec names one:
-    `llmcalc kv` of llama2-7b never imports them; of a Longformer preset it does (the check has teeth)."""
+VARIANT_MODULES = {"llmcalc.model.mla", "llmcalc.model.sparse_attention", "llmcalc.model.state_space",
+                   "llmcalc.model.deltanet", "llmcalc.model.cross_attention", "llmcalc.model.moe",
+                   "llmcalc.model.positions", "llmcalc.model.encoders"}
+"""The modules of the variants llama2-7b does not use (Variant.variant_modules)."""
+
+
+def test_a_spec_loads_only_the_variant_modules_of_its_kinds():
+    """A variant whose module is not the family's is defined only when a spec names its kind: `llmcalc kv` of
+    llama2-7b imports none of those modules; of a Reformer preset the sparse attention's (and MLA's, which DSA
+    there builds on), of BART the encoders' and the learned positions', of Mixtral MoE's, and no other (the check
+    has teeth)."""
     run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
           "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
-    assert "llmcalc.model.sparse_attention" not in modules_after(run.format([*KV_RUN, "-f", "json"]))
-    longformer = ["kv", "--preset", "longformer-decoder-example", "-f", "json"]
-    assert "llmcalc.model.sparse_attention" in modules_after(run.format(longformer))
+    assert not modules_after(run.format([*KV_RUN, "-f", "json"])) & VARIANT_MODULES
+    reformer = ["kv", "--preset", "reformer-decoder-example", "-f", "json"]
+    assert modules_after(run.format(reformer)) & VARIANT_MODULES == {"llmcalc.model.sparse_attention",
+                                                                     "llmcalc.model.mla"}
+    bart = ["kv", "--preset", "bart-large", "-f", "json"]
+    assert modules_after(run.format(bart)) & VARIANT_MODULES == {"llmcalc.model.encoders", "llmcalc.model.positions"}
+    mixtral = ["kv", "--preset", "mixtral-8x7b", "-f", "json"]
+    assert modules_after(run.format(mixtral)) & VARIANT_MODULES == {"llmcalc.model.moe"}
 
 
 def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
@@ -91,33 +105,93 @@ def test_main_runs_without_the_cyclic_collector_and_freezes_before_exit():
     assert r.returncode == 0 and r.stderr.split() == ["during", "False", "after", "True", "True"], r.stderr
 
 
-def _kinds_after(code: str) -> list[list[str]]:
-    """[attention kinds, FFN kinds] registered after `code` runs in a fresh interpreter, in registration order."""
-    out = subprocess.run(
-        [sys.executable, "-c", f"{code}\nimport json; from llmcalc.model.attention import Attention; "
-         "from llmcalc.model.ffn import FFN; print(json.dumps([list(Attention.kinds), list(FFN.kinds)]))"],
-        capture_output=True, text=True, check=True,
-    )
+def test_main_runs_pydantic_without_plugins():
+    """main() puts a plugin loader that finds none in the place of pydantic's, which imports importlib.metadata and
+    reads every installed distribution's entry points (docs/performance.md): a run imports neither, and still
+    validates and prints. The installed pydantic still takes its plugins from that loader, so the stand-in is used
+    rather than left aside (a pydantic that moves it fails here)."""
+    import inspect
+
+    import pydantic.plugin._schema_validator as schema_validator
+
+    assert "from ._loader import get_plugins" in inspect.getsource(schema_validator.create_schema_validator)
+    code = ("import atexit, sys\nfrom llmcalc.cli import main\n"
+            "atexit.register(lambda: sys.stderr.write(' '.join(m for m in ('importlib.metadata', 'email') "
+            "if m in sys.modules) + '|' + repr(tuple(sys.modules['pydantic.plugin._loader'].get_plugins()))))\n"
+            f"sys.argv = ['llmcalc', *{KV_RUN!r}, '-f', 'json']\nmain()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == "|()", r.stderr
+    assert json.loads(r.stdout)["total_bytes"] > 0
+    # the check has teeth: the library alone, outside main(), loads pydantic's own loader
+    r = subprocess.run([sys.executable, "-c", "import sys; from llmcalc.inputs.presets import load_preset\n"
+                        "load_preset('llama2-7b'); print('importlib.metadata' in sys.modules)"],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["True"]
+
+
+def test_a_spec_loads_the_vision_and_format_models_only_when_it_has_them():
+    """ModelSpec's `vision` and `checkpoint` and Workload's `weights_format` are Deferred (llmcalc/model/base.py):
+    `llmcalc kv` of llama2-7b defines neither the vision tower's nor the weight formats' classes; a vision model
+    defines the tower's, and a workload given a weights format the formats'."""
+    run = "import io, contextlib; from llmcalc.cli import load_commands\n" \
+          "with contextlib.redirect_stdout(io.StringIO()): load_commands({0!r})({0!r}, standalone_mode=False)"
+    deferred = {"llmcalc.model.vision", "llmcalc.model.formats"}
+    assert not modules_after(run.format([*KV_RUN, "-f", "json"])) & deferred
+    assert "llmcalc.model.vision" in modules_after(run.format(["kv", "--preset", "llava-1.5-7b", "-f", "json"]))
+    assert "llmcalc.model.formats" in modules_after(
+        "from llmcalc.workload import Workload\nWorkload(weights_format={'default': 'int4'})")
+
+
+def _run_json(code: str):
+    """What `code`, run in a fresh interpreter, prints as JSON."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def test_variant_registry_finds_every_kind_on_demand():
-    """Every variant class defined anywhere in llmcalc.model is found, in the same order, from a process that
-    imported only the spec: listing the kinds (errors, the JSON Schema) and looking up one not yet
-    registered load the variant modules; a module missing from a family's variant_modules fails here."""
-    defined = _kinds_after("import importlib, pkgutil, llmcalc.model as m\n"
-                           "for mod in pkgutil.iter_modules(m.__path__):\n"
-                           "    importlib.import_module(f'llmcalc.model.{mod.name}')")
-    assert {"longformer", "linformer", "reformer", "dsa"} <= set(defined[0]) and "moe" in defined[1]
-    assert _kinds_after("import llmcalc.model.spec as s\ns.Attention.all_kinds(); s.FFN.all_kinds()") == defined
-    # a lookup of a kind not registered yet loads the modules, then finds it
-    assert _kinds_after("from llmcalc.model.attention import Attention\nassert Attention.variant('dsa')") == defined
+FAMILIES = "import llmcalc.model.base as b\nfamilies = [f for f in b.Variant.__subclasses__() if 'kinds' in vars(f)]\n"
+"""Code that finds every variant family (a direct subclass of Variant with its own `kinds`)."""
+
+
+def test_variant_registry_lists_every_kind_with_its_module():
+    """Each family's variant_modules names every kind defined anywhere in llmcalc/model/ with the module that
+    defines it, and nothing else: a variant added without its line there (or with the wrong module) fails here."""
+    defined, listed = _run_json(
+        "import importlib, json, pkgutil, llmcalc.model as m\n"
+        "for mod in pkgutil.iter_modules(m.__path__):\n    importlib.import_module(f'llmcalc.model.{mod.name}')\n"
+        + FAMILIES + "print(json.dumps([{f.__name__: {k: c.__module__ for k, c in f.kinds.items()} for f in families},"
+        "{f.__name__: f.variant_modules for f in families}]))")
+    assert {"Attention", "FFN", "Positions", "Stack", "Projector"} <= set(defined)
+    assert {"longformer", "dsa", "mamba2", "gated_deltanet", "cross"} <= set(defined["Attention"])
+    assert defined == listed
+
+
+def test_each_registered_kind_loads_from_its_module_alone():
+    """From a process that imported only the spec (and the vision tower), every registered kind is found (variant)
+    as a class of that kind defined in the module listed for it; looking one up imports that module and no other
+    variant module; listing a family's kinds (errors, the JSON Schema) loads them all, in variant_modules' order."""
+    first, found, ordered = _run_json(
+        "import json, sys, llmcalc.model.spec, llmcalc.model.vision\n" + FAMILIES +
+        f"lazy = {sorted(VARIANT_MODULES)!r}\n"
+        "from llmcalc.model.embedding import Positions\n"
+        "before = [m for m in lazy if m in sys.modules]\nPositions.variant('alibi')\n"
+        "after = [m for m in lazy if m in sys.modules]\n"
+        "found = [[f.__name__, k, m, c.__module__, c.model_fields['kind'].default] for f in families "
+        "for k, m in f.variant_modules.items() for c in [f.variant(k)]]\n"
+        "print(json.dumps([[before, after], found, [list(f.all_kinds()) == list(f.variant_modules) "
+        "for f in families]]))")
+    assert first == [[], ["llmcalc.model.positions"]]
+    assert {f for f, *_ in found} == {"Attention", "FFN", "Positions", "Stack", "Projector"}
+    assert all(module == where and kind == named for _, kind, module, where, named in found), found
+    assert all(ordered)
     err = subprocess.run(  # an unknown kind's error lists every kind
         [sys.executable, "-c", "from llmcalc.inputs.presets import load_preset, spec_from_data\n"
          "data = load_preset('llama2-7b').model_dump(); data['attention']['kind'] = 'strode'\n"
          "spec_from_data(data, 'test')"],
         capture_output=True, text=True).stderr
-    assert ", ".join(map(repr, defined[0])) in err, err
+    from llmcalc.model.attention import Attention
+
+    assert ", ".join(map(repr, Attention.variant_modules)) in err, err
 
 
 def test_model_and_report_modules_keep_annotations_as_objects():

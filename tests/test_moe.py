@@ -17,7 +17,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.moe import capacity, expected_overflow, moe_report
 from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.model.embedding import Positions
-from llmcalc.model.ffn import MoE
+from llmcalc.model.moe import MoE
 from llmcalc.views.explain import explain
 from llmcalc.workload import Workload
 

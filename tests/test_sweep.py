@@ -20,7 +20,7 @@ from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.grid import check_size, parse_grid
 from llmcalc.inputs.presets import load_preset
-from llmcalc.model.attention import MLA
+from llmcalc.model.mla import MLA
 from llmcalc.model.time_model import ROOFLINE, TimeModel
 from llmcalc.views.sweep import Sweeper
 from llmcalc.workload import Layout, Workload

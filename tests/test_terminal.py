@@ -96,13 +96,13 @@ def test_gib_column_is_dropped_before_anything_is_cut():
 
 def test_user_text_is_shown_literally(tmp_path: Path):
     spec = yaml.safe_load((ROOT / "presets/llama2-7b.yaml").read_text())
-    spec["name"] = "my [bold]model[/bold] [mha]"
+    spec["name"] = "my [bold]model[/bold] [mha] :fire:"
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     for args in (["params"], ["kv"], ["memory"], ["latency", *GPU], ["fit", *GPU], ["sweep", "--seq", "1k"],
                  ["explain", "kv"], ["flops"]):
         out = show(*args, "--config", str(path), columns=200)
-        assert "my [bold]model[/bold] [mha]" in out, (args, out[:300])
+        assert "my [bold]model[/bold] [mha] :fire:" in out, (args, out[:300])
 
 
 def test_sweep_attention_series_keep_their_names():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import types
 from importlib import import_module
 
 from llmcalc.errors import UserError
@@ -47,13 +48,27 @@ def main() -> None:
     The cyclic garbage collector is off while the command runs, and what the run built is frozen before
     the exit: a run leaves next to no cyclic garbage (the largest sweep peaks at the same memory), while
     the collections that importing pydantic, typer and rich triggers, and the one at interpreter exit, each
-    walk every object they built: ~15% of `llmcalc kv`'s start-up (docs/performance.md)."""
+    walk every object they built: ~15% of `llmcalc kv`'s start-up (docs/performance.md). Pydantic runs without
+    plugins (_without_pydantic_plugins)."""
+    _without_pydantic_plugins()
     gc.disable()
     try:
         _run()
     finally:
         gc.freeze()  # the exit's collection skips all of it
         gc.enable()
+
+
+def _without_pydantic_plugins() -> None:
+    """Pydantic without plugins for this process: its loader (pydantic.plugin._loader, imported when the first model
+    is built) is replaced by one that finds none. The real one imports importlib.metadata and reads the entry
+    points of every installed distribution to look for plugins, ~15 ms of every start-up (docs/performance.md);
+    no plugin takes part in what llmcalc computes (pydantic's own switch, PYDANTIC_DISABLE_PLUGINS, is read
+    only after that import)."""
+    if "pydantic.plugin._loader" not in sys.modules:
+        loader = types.ModuleType("pydantic.plugin._loader", _without_pydantic_plugins.__doc__)
+        loader.get_plugins = tuple  # type: ignore[attr-defined]  # no plugins: ()
+        sys.modules[loader.__name__] = loader
 
 
 def _run() -> None:

@@ -15,7 +15,7 @@ totals under attention/ (docs/formulas.md#relative-positions).
   hardware = train with the core's backward as its kernel runs it (flash: scores 4×, values 3× forward;
              eager: 3×) + the forward of every recomputed op (docs/formulas.md#hardware-flops)
   encoder  = prefill only: pairs(S) = S² (bidirectional), no logits, + 2·B·d² for a pooler; no decode
-             (llmcalc/model/stack.py, docs/encoders.md)
+             (llmcalc/model/encoders.py, docs/encoders.md)
   encoder-decoder: prefill + encode(S_e) + cross K/V (once) + cross(S queries × S_e keys); decode + cross(1 × S_e)
              (EncoderDecoder.encoder_flops, docs/encoder-decoder.md#flops)
 """

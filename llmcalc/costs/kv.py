@@ -4,7 +4,7 @@ Per layer and token: GQA/MHA/MQA cache K and V, 2·H_kv·h elements; MLA caches 
 shared RoPE key, r_kv + d_r (no ×2). A sliding-window layer keeps the last window − 1 tokens between
 steps (the next token makes `window` keys), as transformers' sliding cache does.
 total = Σ_layers B · min(S, window − 1) · elements · bytes per element.
-An encoder (llmcalc/model/stack.py) reads its input in one pass and keeps no cache: 0.
+An encoder (llmcalc/model/encoders.py) reads its input in one pass and keeps no cache: 0.
 An encoder-decoder adds its cross-attention cache, L_d · B · S_e · 2·H_kv·h elements, fixed in the decoder's length
 (EncoderDecoder.cross_cache_bytes, docs/encoder-decoder.md#caches).
 """

@@ -17,7 +17,8 @@ import math
 from fractions import Fraction
 
 from llmcalc.errors import UserError
-from llmcalc.model.ffn import MoE, mlp_params, weights
+from llmcalc.model.ffn import mlp_params, weights
+from llmcalc.model.moe import MoE
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.units import MAC
 from llmcalc.reports.moe import MoEPhaseRow, MoEReport

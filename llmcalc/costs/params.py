@@ -2,7 +2,7 @@
 
 total = language + vision; language = V·d (token embedding) + positions + Σ_layers [attention (with a
 position encoding's per-layer parameters) + FFN + norms] + final norm + LM head; an encoder adds its token-type
-table, embedding norm and pooler (llmcalc/model/stack.py) and has no LM head; vision = the image encoder and its
+table, embedding norm and pooler (llmcalc/model/encoders.py) and has no LM head; vision = the image encoder and its
 projector (llmcalc/model/vision.py, docs/vision.md).
 Active per token subtracts, in every MoE layer, the (E − k) routed experts a token skips (the vision tower has none).
 See docs/formulas.md#parameters.

@@ -1,4 +1,5 @@
-"""Shared base for every spec and block: frozen, strict Pydantic models, and the registry of variant kinds."""
+"""Shared base for every spec and block: frozen, strict Pydantic models, the registry of variant kinds, and fields
+whose model is defined only when a value of it is given (`Deferred`)."""
 
 from importlib import import_module
 from typing import Annotated, Any, ClassVar
@@ -19,6 +20,10 @@ context or batch comes near it); larger ones are refused, not computed."""
 PosInt = Annotated[int, Field(gt=0, le=MAX_SIZE, strict=True)]
 """A positive int up to MAX_SIZE; bools and floats are refused, never coerced."""
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE, strict=True)]
+MAX_GROUP = 2**20
+"""The largest group size of a weight format (weights per scale, llmcalc/model/formats.py): wider than any matrix's
+input (the widest FFN or vocabulary is ~2^18), and a group at least a row's width is one scale per row (-grow), so a
+larger one only names the same format."""
 
 Parts = dict[str, int]
 """Named parameter counts of one block, e.g. {"q": 16777216, "k": ...}."""
@@ -36,17 +41,20 @@ class Variant(Frozen):
     """One kind of a block family (attention, FFN): a class whose `kind` Literal names it.
 
     Defining a subclass registers it in its family's `kinds` under its kind, so a spec accepts it
-    (`ByKind`) with no edit anywhere else; a subclass that keeps its parent's kind is that kind, not a
-    new one. `explain_legend` gives the meaning of the explain symbols the variant adds.
+    (`ByKind`); a subclass that keeps its parent's kind is that kind, not a new one. `explain_legend` gives
+    the meaning of the explain symbols the variant adds.
 
-    A family may keep variants in modules of their own (`variant_modules`) that are imported only when a
-    kind is asked for that is not registered yet (`variant`) or every kind is listed (`all_kinds`): a spec
-    that names none of their kinds never pays for defining their classes (start-up, docs/performance.md).
-    `kinds` holds the kinds registered so far."""
+    A family's `variant_modules` names, for each kind of the package, the module that defines its class: that
+    module is imported only when a spec names the kind (`variant`) or every kind is listed (`all_kinds`), so a
+    spec never pays for defining the classes of kinds it does not use (start-up, docs/performance.md). A variant
+    of the package is its class plus its one line there (tests/test_imports_and_packaging.py checks that every
+    kind is listed with its module); one defined elsewhere registers itself when its module is imported. `kinds`
+    holds the kinds registered so far."""
 
     kinds: ClassVar[dict[str, type["Variant"]]]
-    variant_modules: ClassVar[tuple[str, ...]] = ()
-    """Modules holding more variants of the family, imported on demand (see the class)."""
+    variant_modules: ClassVar[dict[str, str]] = {}
+    """Every kind of the family in the package: the module defining its class (see the class), in the order
+    errors list the kinds."""
     explain_legend: ClassVar[dict[str, str]] = {}
 
     @classmethod
@@ -64,16 +72,19 @@ class Variant(Frozen):
 
     @classmethod
     def all_kinds(cls) -> dict[str, type["Variant"]]:
-        """Every kind of the family, by name: its variant modules imported first."""
-        for module in cls.variant_modules:
+        """Every kind of the family, by name, in variant_modules' order (then any defined outside the package):
+        every variant module imported first."""
+        for module in dict.fromkeys(cls.variant_modules.values()):
             import_module(module)
-        return cls.kinds
+        return {kind: cls.kinds[kind] for kind in cls.variant_modules if kind in cls.kinds} | cls.kinds
 
     @classmethod
     def variant(cls, kind: str) -> type["Variant"] | None:
-        """The class of `kind` in this family (None: no such kind); its variant modules are imported only
-        when `kind` is not registered yet."""
-        return cls.kinds.get(kind) or cls.all_kinds().get(kind)
+        """The class of `kind` in this family (None: no such kind); the module variant_modules names for it is
+        imported if it is not registered yet, and no other."""
+        if kind not in cls.kinds and kind in cls.variant_modules:
+            import_module(cls.variant_modules[kind])
+        return cls.kinds.get(kind)
 
 
 class ByKind:
@@ -105,3 +116,46 @@ class ByKind:
         family = schema["metadata"]["family"]
         choices = {kind: cls.__pydantic_core_schema__ for kind, cls in family.all_kinds().items()}
         return handler(core_schema.tagged_union_schema(choices, discriminator="kind"))
+
+
+class Deferred:
+    """Annotation of an optional field whose model lives in a module of its own, imported only when a value other
+    than None is validated or the JSON Schema is written: `vision: Annotated[object, Deferred("llmcalc.model.vision",
+    "VisionTowerSpec")] = None` holds None or what `VisionTowerSpec | None` holds, validated, reported (errors under
+    the field) and dumped as that type would be; its JSON Schema is that type's or null (titled with the field's
+    name). A spec or workload without one never pays for defining the module's classes (start-up,
+    docs/performance.md); `target` is the type itself."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+        self._adapter: Any = None
+
+    @property
+    def target(self) -> Any:
+        """The type named, its module imported."""
+        return getattr(import_module(self.module), self.name)
+
+    @property
+    def adapter(self) -> Any:
+        """A pydantic TypeAdapter of `target`, built on first use."""
+        if self._adapter is None:
+            from pydantic import TypeAdapter
+
+            self._adapter = TypeAdapter(self.target)
+        return self._adapter
+
+    def validate(self, value: Any) -> Any:
+        """None as it is; anything else validated as `target`: a model by its own model_validate, which builds the
+        class (a dump reads an instance's own serializer), another type by its TypeAdapter."""
+        if value is None:
+            return None
+        target = self.target
+        if isinstance(target, type) and issubclass(target, BaseModel):
+            return target.model_validate(value)
+        return self.adapter.validate_python(value)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(self.validate)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return handler(core_schema.nullable_schema(self.adapter.core_schema))

@@ -30,13 +30,10 @@ from typing import Literal
 from pydantic import Field
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import MAX_GROUP, Frozen
 from llmcalc.model.units import ceil_div, packed_bytes
 
 Scale = Literal["none", "tensor", "row", "group", "block", "flat"]
-MAX_GROUP = 2**20
-"""The largest group size (weights per scale): wider than any matrix's input (the widest FFN or vocabulary is ~2^18),
-and a group at least a row's width is one scale per row (-grow), so a larger one only names the same format."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -16,8 +16,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from llmcalc.model.attention import GQA, MLA, Parts, linear, sum_min
+from llmcalc.model.attention import GQA, Parts, linear, sum_min
 from llmcalc.model.base import NonNegInt, PosInt
+from llmcalc.model.mla import MLA
 from llmcalc.model.units import ceil_div, packed_bytes
 
 CacheDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8"]

@@ -4,19 +4,17 @@ A spec holds what the checkpoint is; how it is run is a `Workload` (llmcalc/work
 share no field. Every derived size is a property or a method, never a silently rewritten field.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.attention import Attention
-from llmcalc.model.base import ByKind, Frozen, NonNegInt, PosInt
+from llmcalc.model.base import ByKind, Deferred, Frozen, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
-from llmcalc.model.formats import Checkpoint
 from llmcalc.model.norm import Norm
 from llmcalc.model.stack import Decoder, Stack
-from llmcalc.model.vision import VisionTowerSpec
 
 AttentionSpec = Annotated[Attention, ByKind()]
 """Any attention variant (Attention.all_kinds(): the sparse ones load when a spec names one), picked by its
@@ -26,7 +24,8 @@ FFNSpec = Annotated[FFN, ByKind()]
 PositionsSpec = Annotated[Positions, ByKind()]
 """Any position encoding (Positions.all_kinds()), picked by its `kind`."""
 StackSpec = Annotated[Stack, ByKind()]
-"""A decoder (the default) or an encoder (llmcalc/model/stack.py), picked by its `kind`."""
+"""A decoder (the default), an encoder or an encoder-decoder (llmcalc/model/stack.py, encoders.py), picked by its
+`kind`."""
 LayerKind = Literal["full", "sliding"]
 
 MAX_LAYERS = 100_000
@@ -42,14 +41,16 @@ class LayerSlot(Frozen):
     ffn: Literal["ffn", "dense", "none"] = "ffn"
 
 
-class LayerGroup(Frozen):
+class LayerGroup(NamedTuple):
     """`count` layers that share one shape: their mixer (`mixer_name`: the component path it is reported
-    under; None: a layer without one), attention window (None = full) and FFN."""
+    under; None: a layer without one), attention window (None = full) and FFN. A record of the spec's own
+    validated parts (ModelSpec.layer_groups), not a model: nothing is validated again, and no schema is built at
+    start-up (docs/performance.md)."""
 
-    count: PosInt
-    window: PosInt | None
-    ffn: FFNSpec
-    mixer: AttentionSpec | None
+    count: int
+    window: int | None
+    ffn: FFN
+    mixer: Attention | None
     mixer_name: str = "attention"
 
     @property
@@ -96,10 +97,12 @@ class ModelSpec(Frozen):
     mtp_modules: NonNegInt = 0
     stack: StackSpec = Decoder()
     """What the layers are for: a generating decoder (default) or a bidirectional encoder."""
-    checkpoint: Checkpoint | None = None
-    """How the published checkpoint stores it (formats, stored buffers); None: every tensor in bf16."""
-    vision: VisionTowerSpec | None = None
-    """A vision-language model's image encoder and projector (llmcalc/model/vision.py); None: text only."""
+    checkpoint: Annotated[object, Deferred("llmcalc.model.formats", "Checkpoint")] = None
+    """How the published checkpoint stores it (formats, stored buffers: llmcalc/model/formats.py `Checkpoint`);
+    None: every tensor in bf16."""
+    vision: Annotated[object, Deferred("llmcalc.model.vision", "VisionTowerSpec")] = None
+    """A vision-language model's image encoder and projector (llmcalc/model/vision.py `VisionTowerSpec`); None:
+    text only."""
 
     @model_validator(mode="before")
     @classmethod

@@ -33,6 +33,10 @@ class Projector(Variant):
     registers a new `kind` (llmcalc/model/base.py). A variant gives grid_multiple, tokens, params and matmuls."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
+    variant_modules: ClassVar[dict[str, str]] = {
+        "mlp": "llmcalc.model.vision", "pool": "llmcalc.model.vision", "merger": "llmcalc.model.vision",
+        "linear": "llmcalc.model.vision"}
+    """Each kind's module, imported when a spec names the kind (Variant)."""
     label: ClassVar[str] = ""
 
     @property

@@ -1,5 +1,5 @@
 """T5's bucketed relative attention bias (Raffel et al. 2020, §2.1), the reference of the `t5_buckets` position kind
-(llmcalc/model/embedding.py), in a decoder: causal, so only keys at or before the query are bucketed.
+(llmcalc/model/positions.py), in a decoder: causal, so only keys at or before the query are bucketed.
 
 Per head n, query i and key j score q_i·k_j·scale + table[bucket(j − i), n]: the table [n_b, H] is a parameter of
 the first layer, and every layer adds the bias read from it, as T5's stacks do. The bias is a lookup and an add:

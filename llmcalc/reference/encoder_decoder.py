@@ -1,5 +1,5 @@
 """Bidirectional encoders (BERT, RoBERTa, ModernBERT) and encoder-decoders (T5, BART, Whisper) for the reference:
-the `encoder` and `encoder-decoder` stacks of llmcalc/model/stack.py, built from a spec in plain torch.
+the `encoder` and `encoder-decoder` stacks of llmcalc/model/encoders.py, built from a spec in plain torch.
 
 Shapes: B batch, S encoder positions (S_e), T new decoder tokens, L self-attention keys, d model width, H query
 heads, H_kv key/value heads, h head dim, f FFN width, V vocabulary, n_b T5 buckets; Whisper: m mel bins, 2·S mel

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from llmcalc.model.ffn import MoE as MoESpec
+from llmcalc.model.moe import MoE as MoESpec
 from llmcalc.model.norm import Norm as NormSpec
 from llmcalc.model.spec import ModelSpec
 

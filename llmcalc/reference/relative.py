@@ -1,5 +1,5 @@
 """Transformer-XL relative attention (Dai et al. 2019, §3.3; Gopher, Chinchilla), the reference of the `relative`
-position kind (llmcalc/model/embedding.py).
+position kind (llmcalc/model/positions.py).
 
 Per head, query i and key j score (q_i + u)·k_j + (q_i + v)·W_r R_{i−j}, scaled by 1/√h; R is the d-wide
 sinusoid of the distance i − j, W_r projects it to H heads of h (the relative keys). Shapes: B batch, T new

@@ -1,7 +1,7 @@
 """Printing a report for people: its type's renderer (report_tables.py) returns lines and tables, fitted to
-the console here. A table that does not fit with both GB and GiB columns is rendered again with GB only; a
-table that still does not fit is stacked, one block per row with a line per column. Lines of text wrap between
-words, a number never parted from its unit (render/wrap.py).
+the console here, text as written (no highlighting, no `:name:` emoji codes). A table that does not fit with both
+GB and GiB columns is rendered again with GB only; a table that still does not fit is stacked, one block per row
+with a line per column. Lines of text wrap between words, a number never parted from its unit (render/wrap.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def print_report(report, units: str, **view) -> None:
 
     from llmcalc.render.wrap import units_kept
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     render = renderer(report)
     items = render(report, units, **view)
     if units == "both" and any(fitted(x, console.width) is None for x in items):

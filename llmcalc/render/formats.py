@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sys
@@ -124,6 +123,8 @@ def _flat(row: dict) -> dict:
 def write_csv(report: BaseModel | Sequence[BaseModel]) -> None:
     """RFC 4180 CSV with a header of every column seen, in first-seen order (`row` first; a cell a row does not
     have is empty)."""
+    import csv
+
     rows = csv_rows(report)
     require_finite(rows)
     columns = list(dict.fromkeys(k for r in rows for k in r))

@@ -66,7 +66,7 @@ def styled(text: str, style: str):
 def _plain(cell) -> str:
     from rich.text import Text
 
-    return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+    return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell), emoji=False).plain
 
 
 def min_width(t: Table) -> int:
