@@ -335,7 +335,7 @@ def _check_layout(spec: ModelSpec, w: Workload) -> None:
 def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[int, int]]:
     """Layers of each layer group (its index in `groups`, spec.layer_groups()) on each pipeline stage."""
     def shape(g: LayerGroup) -> LayerGroup:
-        return g.model_copy(update={"count": 1})
+        return g._replace(count=1)
 
     out = []
     for start, stop in L.stage_ranges(spec.n_layers):
