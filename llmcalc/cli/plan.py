@@ -4,38 +4,32 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
+from llmcalc.cli import groups
 from llmcalc.cli.app import app
 from llmcalc.cli.options import (
     ADVANCED,
     GPUS,
     OUTPUT,
     SERVING,
-    ConfigOpt,
-    FormatOpt,
-    HFOpt,
     OutputLenOpt,
-    PresetOpt,
     PromptLenOpt,
     RateOpt,
     SLOTPOTOpt,
     SLOTTFTOpt,
     TimeModelOpt,
-    UnitsOpt,
     _count_opt,
     _opt,
-    emit,
     load_gpu_named,
-    load_model,
     progress_bar,
 )
 from llmcalc.errors import UserError
 
 
 @app.command()
+@groups.grouped
 def plan(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     gpu: Annotated[Optional[list[str]], _opt(
         "--gpu", help="GPU preset or YAML file; repeat for several.", panel=GPUS, metavar="NAME")] = None,
     max_gpus: Annotated[int, _count_opt(
@@ -59,8 +53,7 @@ def plan(
     time_model: TimeModelOpt = None,
     timings: Annotated[bool, _opt(
         "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
     from llmcalc.inputs.requests import parse_lengths
@@ -89,10 +82,10 @@ def plan(
         prices[name] = value
     lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
     tms = {d.name: load_time_model(time_model, d, None) for d in devices}
-    args = (load_model(preset, config, hf_config), devices, tms, max_gpus, rate, *lengths,
+    args = (model.load(), devices, tms, max_gpus, rate, *lengths,
             *(str(x) for x in lengths), SLO(ttft_s=slo_ttft, tpot_s=slo_tpot), prices)
     options = dict(disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings)
     with progress_bar("searching", None) as update:  # seconds of search: a bar on a terminal only
         report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,
                                                                                      total=total))
-    emit(report, format, units, of=plan)
+    out.emit(report, of=plan)

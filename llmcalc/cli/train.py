@@ -4,46 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
+from llmcalc.cli import groups
 from llmcalc.cli.app import app
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     GPUS,
     PRECISION,
     TRAINING,
     AttentionOpt,
-    CalibrationOpt,
-    ConfigOpt,
-    DPOpt,
-    EPOpt,
-    FormatOpt,
     GPUOpt,
-    HFOpt,
     OptimizerOpt,
-    PPOpt,
-    PresetOpt,
-    ReserveOpt,
     RecomputeOpt,
-    SeqOpt,
-    TimeModelOpt,
-    TPOpt,
-    UnitsOpt,
+    ReserveOpt,
     WeightsDtypeOpt,
     ZeroOpt,
     _count_opt,
     _opt,
-    emit,
     load_gpu_named,
-    load_model,
 )
 
 
 @app.command()
+@groups.grouped
 def train(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
                                      "step.")] = 512,
-    seq: SeqOpt = 4096,
+    shape: groups.Batch,
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences per replica at a time (default: batch / dp).",
         panel=TRAINING)] = None,
@@ -51,10 +39,7 @@ def train(
     gpus: Annotated[Optional[int], _count_opt(
         "--gpus", help="GPUs in all: tp · pp · dp; alone, the data-parallel replicas (dp = gpus / pp, tp 1).",
         panel=GPUS)] = None,
-    tp: TPOpt = None,
-    pp: PPOpt = 1,
-    dp: DPOpt = 1,
-    ep: EPOpt = 1,
+    layout: groups.Layout,
     weights_dtype: WeightsDtypeOpt = "bf16",
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
         "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16 or fp8.", panel=PRECISION,
@@ -63,25 +48,21 @@ def train(
     optimizer: OptimizerOpt = "adamw",
     zero: ZeroOpt = 0,
     attention: AttentionOpt = "causal",
-    time_model: TimeModelOpt = None,
-    calibration: CalibrationOpt = None,
+    timing: groups.TimeModel,
     reserve: ReserveOpt = 0.10,
     auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",
                                panel=TRAINING)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
     (docs/commands/train.md)."""
     from llmcalc.costs.training import training_step
-    from llmcalc.inputs.time_models import load_time_model
-    from llmcalc.workload import Layout, Workload
 
-    if gpus and tp is None and dp == 1:  # training spreads --gpus over data-parallel replicas unless told
-        tp, dp = 1, max(1, gpus // pp)
-    w = Workload(batch=batch, seq=seq, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
+    if gpus and layout.tp is None and layout.dp == 1:  # training spreads --gpus over dp replicas unless told
+        layout = layout.replace(tp=1, dp=max(1, gpus // layout.pp))
+    w = workload(shape, layout, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
                  compute_dtype=compute_dtype, recompute=recompute, optimizer=optimizer, zero=zero,
-                 attention_core=attention, logits="all", reserve=reserve, layout=Layout.of(gpus, tp, pp, dp, ep))
+                 attention_core=attention, logits="all", reserve=reserve)
     device = load_gpu_named(gpu, "train")
-    tm = load_time_model(time_model, device, calibration)
-    emit(training_step(load_model(preset, config, hf_config), device, w, tm, auto=auto), format, units, of=train)
+    tm = timing.load(device)
+    out.emit(training_step(model.load(), device, w, tm, auto=auto), of=train)
