@@ -1,5 +1,5 @@
 """Options that always go together, declared once: the model, the batch, the images, the layout, the weights'
-types, LoRA, recompute, the time model, the output.
+types, LoRA, recompute, the time model, request lengths and latency targets, the output.
 
 A command names a group as one parameter, annotated with it (`model: groups.Model`); `grouped` puts the group's
 options in that place of the command's signature (typer reads `__signature__`) and calls the command with one
@@ -25,12 +25,16 @@ from llmcalc.cli.options import (
     ImagesOpt,
     LoraOpt,
     LoraTargetsOpt,
+    OutputLenOpt,
     PPOpt,
     PresetOpt,
+    PromptLenOpt,
     RecomputeLayersOpt,
     RecomputeOpsOpt,
     RecomputeOpt,
     SeqOpt,
+    SLOTPOTOpt,
+    SLOTTFTOpt,
     TimeModelOpt,
     TPOpt,
     UnitsOpt,
@@ -234,6 +238,32 @@ class TimeModel(Group):
         from llmcalc.inputs.time_models import load_time_model
 
         return load_time_model(self.time_model, device, self.calibration, **efficiencies)
+
+
+class Lengths(Group):
+    """Prompt and output tokens per request: a number, or a distribution to draw from."""
+
+    prompt: PromptLenOpt = "1024"
+    output: OutputLenOpt = "256"
+
+    def parse(self) -> tuple:
+        """(prompt, output) parsed (llmcalc/inputs/requests.py: parse_lengths)."""
+        from llmcalc.inputs.requests import parse_lengths
+
+        return parse_lengths(self.prompt, "prompt"), parse_lengths(self.output, "output")
+
+
+class Targets(Group):
+    """The latency targets: p99 time to first token and time per output token."""
+
+    slo_ttft: SLOTTFTOpt = None
+    slo_tpot: SLOTPOTOpt = None
+
+    def slo(self):
+        """The targets as the serving views take them."""
+        from llmcalc.views.serve import SLO
+
+        return SLO(ttft_s=self.slo_ttft, tpot_s=self.slo_tpot)
 
 
 class Output(Group):

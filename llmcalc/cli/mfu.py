@@ -14,6 +14,7 @@ from llmcalc.cli.options import (
     AttentionKernelOpt,
     AttentionOpt,
     GPUOpt,
+    StepBatchOpt,
     _count_opt,
     _opt,
 )
@@ -25,8 +26,7 @@ from llmcalc.errors import UserError
 def mfu(
     *,
     model: groups.Model,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
-                                     "step.")] = 1,
+    batch: StepBatchOpt = 1,
     shape: groups.Batch,
     tokens_per_s: Annotated[Optional[float], _opt(
         "--tokens-per-s", help="Measured tokens/s, all GPUs together.", panel=WORKLOAD,

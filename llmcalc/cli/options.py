@@ -133,6 +133,7 @@ UnitsOpt = Annotated[Units, _opt("--units", help="both, si (GB) or iec (GiB).",
                                  panel=OUTPUT, metavar="UNITS")]
 BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all.")]
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help="Tokens per sequence (32k = 32,768).")]
+StepBatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step.")]
 EncoderSeqOpt = Annotated[Optional[int], _count_opt(
     "--encoder-seq", help="Encoder input tokens per sequence (default: --seq).", panel=ADVANCED)]
 ImagesOpt = Annotated[int, _count_opt(
@@ -242,6 +243,7 @@ PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request:
                                    metavar="LEN")]
 OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,
                                    metavar="LEN")]
+SeedOpt = Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")]
 SLOTTFTOpt = Annotated[Optional[float], _opt(
     "--slo-ttft", help="Target time to first token, in seconds.", panel=SERVING, metavar="S")]
 SLOTPOTOpt = Annotated[Optional[float], _opt(

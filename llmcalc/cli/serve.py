@@ -16,13 +16,10 @@ from llmcalc.cli.options import (
     SERVING,
     GPUOpt,
     KVDtypeOpt,
-    OutputLenOpt,
     PlotForceOpt,
-    PromptLenOpt,
     RateOpt,
     RequestsOpt,
-    SLOTPOTOpt,
-    SLOTTFTOpt,
+    SeedOpt,
     _count_opt,
     _opt,
     load_gpu_named,
@@ -46,8 +43,7 @@ def serve(
         "--arrivals", help="poisson or constant (under --rate).", panel=ADVANCED,
         metavar="KIND")] = "poisson",
     requests: RequestsOpt = 1000,
-    prompt: PromptLenOpt = "1024",
-    output: OutputLenOpt = "256",
+    tokens: groups.Lengths,
     trace: Annotated[Optional[Path], _opt(
         "--trace", help="Arrivals and lengths from a CSV or JSONL file.", panel=SERVING, metavar="FILE")] = None,
     max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step.", panel=SERVING)] = 256,
@@ -60,9 +56,8 @@ def serve(
     prefix_hit: Annotated[float, _opt(
         "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
-    seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")] = 0,
-    slo_ttft: SLOTTFTOpt = None,
-    slo_tpot: SLOTPOTOpt = None,
+    seed: SeedOpt = 0,
+    targets: groups.Targets,
     draft: Annotated[Optional[str], _opt(
         "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
         metavar="NAME")] = None,
@@ -84,8 +79,8 @@ def serve(
     out: groups.Output,
 ) -> None:
     """Throughput, goodput and latency of a serving engine (docs/commands/serve.md)."""
-    from llmcalc.inputs.requests import load_trace, parse_lengths
-    from llmcalc.views.serve import SLO, Engine, Load, load_curve, make_requests, speculative
+    from llmcalc.inputs.requests import load_trace
+    from llmcalc.views.serve import Engine, Load, load_curve, make_requests, speculative
     from llmcalc.views.serve import serve as simulate
 
     if trace is not None and (rate is not None or concurrency is not None):
@@ -106,8 +101,8 @@ def serve(
                 concurrency=concurrency)
     if plot is not None and plot_vs == "load" and load.finite_rate is None:
         raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
-    slo = SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
-    lengths = None if trace is not None else (parse_lengths(prompt, "prompt"), parse_lengths(output, "output"))
+    slo = targets.slo()
+    lengths = None if trace is not None else tokens.parse()
     w = workload(weights, layout, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
     spec = model.load()
     device = load_gpu_named(gpu, "serve")

@@ -16,6 +16,7 @@ from llmcalc.cli.options import (
     OptimizerOpt,
     RecomputeOpt,
     ReserveOpt,
+    StepBatchOpt,
     WeightsDtypeOpt,
     ZeroOpt,
     _count_opt,
@@ -29,8 +30,7 @@ from llmcalc.cli.options import (
 def train(
     *,
     model: groups.Model,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
-                                     "step.")] = 512,
+    batch: StepBatchOpt = 512,
     shape: groups.Batch,
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences per replica at a time (default: batch / dp).",
