@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
@@ -24,10 +24,9 @@ SWAP = "Swap rule"
 """Help panel of compare's swap-rule options."""
 
 
-@app.command(help=(
+@command(rank=110, help=(
     "Side by side: one model with its attention swapped (`compare gqa mla`), or several models "
     "(`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."))
-@groups.grouped
 def compare(
     *,
     variants: Annotated[Optional[list[str]], typer.Argument(

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     TRAINING,
@@ -26,10 +26,9 @@ DEFAULT_GEN = {"flops": 1, "latency": 256}
 """--gen when not given: the default of the command the topic explains."""
 
 
-@app.command(help=(
+@command(rank=120, help=(
     "A command's figures worked out: formula, symbols, arithmetic, result, checked against the "
     "command; exit 1 if a total does not match."))
-@groups.grouped
 def explain(
     *,
     topic: Annotated[Optional[str], typer.Argument(

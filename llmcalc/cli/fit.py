@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
@@ -18,10 +18,9 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command(help=(
+@command(rank=70, help=(
     "Does it fit: weights, KV cache and workspace per GPU; the largest batch and longest "
     "context; when it does not, the fewest GPUs that hold it."))
-@groups.grouped
 def fit(
     *,
     model: groups.Model,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     COUNTING,
@@ -19,8 +19,7 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command()
-@groups.grouped
+@command(rank=30)
 def flops(
     *,
     model: groups.Model,

@@ -7,11 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 
 
-@app.command()
-@groups.grouped
+@command(rank=50)
 def gpus(
     *,
     name: Annotated[Optional[str], typer.Argument(help="A GPU preset: show all of its figures.",

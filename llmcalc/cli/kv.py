@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     EncoderSeqOpt,
@@ -11,8 +11,7 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command()
-@groups.grouped
+@command(rank=20)
 def kv(
     *,
     model: groups.Model,

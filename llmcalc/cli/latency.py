@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
@@ -22,8 +22,7 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command()
-@groups.grouped
+@command(rank=60)
 def latency(
     *,
     model: groups.Model,

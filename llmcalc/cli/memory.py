@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
@@ -43,8 +43,7 @@ class TrainingLayout(groups.Group):
         return {"layout": Layout(**self.__dict__)}
 
 
-@app.command()
-@groups.grouped
+@command(rank=40)
 def memory(
     *,
     model: groups.Model,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     CONVENTIONS,
@@ -13,10 +13,9 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command(help=(
+@command(rank=140, help=(
     "MoE routing: expert capacity, expected dropped tokens (uniform random routing), router "
     "FLOPs, and expert FLOPs dropless vs padded to capacity, for prefill (B·S tokens) and one decode step (B)."))
-@groups.grouped
 def moe(
     *,
     model: groups.Model,

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     OUTPUT,
     _opt,
 )
 
 
-@app.command()
-@groups.grouped
+@command(rank=10)
 def params(
     *,
     model: groups.Model,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     GPUS,
     OUTPUT,
@@ -21,8 +21,7 @@ from llmcalc.cli.options import (
 from llmcalc.errors import UserError
 
 
-@app.command()
-@groups.grouped
+@command(rank=180)
 def plan(
     *,
     model: groups.Model,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
@@ -29,8 +29,7 @@ from llmcalc.cli.options import (
 from llmcalc.errors import UserError
 
 
-@app.command()
-@groups.grouped
+@command(rank=170)
 def serve(
     *,
     model: groups.Model,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     CONVENTIONS,
@@ -29,8 +29,7 @@ GRID_HELP = "a list (1,8,64), a range a..b doubling from a (1k..128k) or a..b:st
     + COUNT_HELP
 
 
-@app.command()
-@groups.grouped
+@command(rank=130)
 def sweep(
     *,
     preset: Annotated[Optional[list[str]], _opt(

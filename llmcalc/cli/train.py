@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     GPUS,
@@ -25,8 +25,7 @@ from llmcalc.cli.options import (
 )
 
 
-@app.command()
-@groups.grouped
+@command(rank=150)
 def train(
     *,
     model: groups.Model,

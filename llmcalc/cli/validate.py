@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from llmcalc.cli import groups
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
@@ -22,8 +22,7 @@ from llmcalc.cli.options import (
 from llmcalc.errors import UserError
 
 
-@app.command()
-@groups.grouped
+@command(rank=80)
 def validate(
     *,
     preset: Annotated[Optional[list[str]], _opt("--preset", "-p", help="Preset name; repeat for several.",

@@ -1,5 +1,7 @@
 """Typed results: the time and FLOPs utilisation of one training step (`llmcalc train`)."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Placement
 
 
@@ -8,6 +10,8 @@ class TrainReport(Placement):
     replica running its batch / dp sequences as micro-batches of `micro_batch` through a 1F1B pipeline, then the
     data-parallel gradient reduction and the optimizer update. The phase parts are seconds of one GPU (the
     busiest pipeline stage's share, stages taken as equal) and sum to step_s."""
+
+    printed_by: ClassVar[str] = "train"
 
     batch: int
     """Sequences per optimizer step, over every data-parallel replica (the global batch)."""
