@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmcalc.cli import commands
 from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
 
 PAGE = Path(__file__).parents[1] / "docs" / "schemas.md"
@@ -44,7 +45,8 @@ def _fields(schema: dict) -> list[str]:
 def render() -> str:
     out = [HEAD]
     shown: dict[str, str] = {}  # a report shown under an earlier command (run's reports): name ↦ that command
-    for command in COMMAND_REPORTS:
+    order = [c for c in commands() if c in COMMAND_REPORTS]  # as `llmcalc --help` and `llmcalc schema` list them
+    for command in order:
         schema = command_schema(command)
         defs = schema.get("$defs", {})
         forms = schema.get("anyOf", [schema])  # a command with a one-item form (presets NAME) has two
@@ -60,7 +62,7 @@ def render() -> str:
             tops.append(top)
             shown.setdefault(top["title"], command)
         earlier = sorted({shown[name] for name in defs if shown.get(name, command) != command},
-                         key=list(COMMAND_REPORTS).index)
+                         key=order.index)
         for name, sub in defs.items():
             if all(sub is not top for top in tops) and name not in shown:
                 out += [f"`{name}`: " + " ".join(sub.get("description", "").split()), "", *_fields(sub), ""]

@@ -1,22 +1,21 @@
 """The `llmcalc` command line: parse, load, compute, render; no arithmetic lives here.
 
-Each command is one module of this package that registers itself on `app` (llmcalc/cli/app.py). main()
-imports only the module of the command being run, so a call loads that command's options, costs and report
-types and no other's; `--help` and unknown commands load them all.
+Each command is one module of this package that registers itself on `app` (llmcalc/cli/app.py: `command`);
+nothing lists them. main() imports only the module of the command being run, so a call loads that command's
+options, costs and report types and no other's; `--help` and unknown commands load every module of the package.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import types
 from importlib import import_module
 
 from llmcalc.errors import UserError
 
-COMMANDS = ("params", "kv", "flops", "memory", "gpus", "latency", "fit", "validate", "calibrate", "presets", "compare",
-            "explain", "sweep", "moe", "train", "mfu", "serve", "plan", "scale", "run", "schema")
-"""Every command, in the order `llmcalc --help` lists them; each is the module llmcalc.cli.<name>."""
+HERE = os.path.dirname(__file__)
 
 
 def load_commands(args: list[str]):
@@ -24,19 +23,50 @@ def load_commands(args: list[str]):
     builds every loaded command before the version is printed, ~60 ms for all of them); else all of them."""
     from llmcalc.cli.app import app
 
-    if not args or {"-h", "--help"} & set(args):
+    helping = bool({"-h", "--help"} & set(args))
+    if not args or helping:
         from llmcalc.cli.help import help_layout
 
         help_layout()
     first = next((a for a in args if not a.startswith("-")), None)
-    if first in COMMANDS:
-        names: tuple[str, ...] = (first,)
-    elif first is None and "--version" in args and not {"-h", "--help"} & set(args):
-        names = ()
-    else:
-        names = COMMANDS
-    for name in names:
-        import_module(f"llmcalc.cli.{name}")
+    if first is not None and _module(first):
+        import_module(f"llmcalc.cli.{first}")
+        if first in _registered(app):
+            return app
+    elif first is None and "--version" in args and not helping:
+        return app
+    return _load_all(app)
+
+
+def commands() -> tuple[str, ...]:
+    """Every command, in the order `llmcalc --help` lists them."""
+    from llmcalc.cli.app import app
+
+    return tuple(_registered(_load_all(app)))
+
+
+def __getattr__(name: str):
+    if name == "COMMANDS":  # commands(), read as a constant
+        return commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _module(name: str) -> bool:
+    """Whether `name` is a module of this package, a command's or another's (options, groups)."""
+    return name.isidentifier() and not name.startswith("_") and os.path.isfile(os.path.join(HERE, f"{name}.py"))
+
+
+def _registered(app) -> list[str]:
+    """The names of the commands registered on `app`, in its order."""
+    return [c.name or c.callback.__name__ for c in app.registered_commands]
+
+
+def _load_all(app):
+    """`app` with every command: each module of this package imported, the commands put in their ranks' order."""
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith(".py") and _module(name[:-3]):
+            import_module(f"llmcalc.cli.{name[:-3]}")
+    app.registered_commands.sort(key=lambda c: getattr(c.callback, "rank", float("inf")))  # unranked: last
     return app
 
 

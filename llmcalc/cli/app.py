@@ -1,10 +1,11 @@
-"""The typer application: its help, the root options (--version) and nothing else; each command registers
-itself from its own module in llmcalc/cli/ (llmcalc/cli/__init__.py loads only the one that runs)."""
+"""The typer application: its help, the root options (--version), and `command`, with which each command
+registers itself from its own module in llmcalc/cli/ (llmcalc/cli/__init__.py loads only the one that runs)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -34,3 +35,19 @@ def root(
                                           is_eager=True, metavar="")] = False,
 ) -> None:
     pass
+
+
+def command(rank: int, **settings: Any) -> Callable[[Callable], Callable]:
+    """Register the decorated function as the command of its name (typer's `app.command(**settings)`), its option
+    groups in place (llmcalc/cli/groups.py: grouped). `rank` places it in `llmcalc --help`'s list of commands,
+    lowest first; the function returned, the command as typer sees it, keeps it as `.rank`."""
+
+    def register(function: Callable) -> Callable:
+        from llmcalc.cli.groups import grouped
+
+        command = grouped(function)
+        command.rank = rank  # type: ignore[attr-defined]
+        app.command(**settings)(command)
+        return command
+
+    return register

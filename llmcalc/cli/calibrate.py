@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.options import GPUS, MODEL, OUTPUT, WORKLOAD, _opt
 from llmcalc.errors import UserError
 
@@ -15,7 +15,7 @@ RAW_LIMIT = 64 << 20
 """Bytes of a --from-raw file read at most."""
 
 
-@app.command()
+@command(rank=90)
 def calibrate(
     device: Annotated[Literal["cuda", "cpu"], _opt(
         "--device", help="cuda (this machine's GPU) or cpu (a smoke run at tiny sizes).", panel=WORKLOAD,

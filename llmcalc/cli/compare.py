@@ -7,29 +7,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
-    BatchOpt,
-    CalibrationOpt,
-    DPOpt,
-    EPOpt,
-    FormatOpt,
-    GPUsOpt,
     KVDtypeOpt,
     OptionalGPUOpt,
-    PPOpt,
-    SeqOpt,
-    TimeModelOpt,
-    TPOpt,
-    UnitsOpt,
-    WeightsDtypeOpt,
-    WeightsFormatOpt,
     _count_opt,
     _opt,
-    emit,
     load_gpu_named,
-    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -37,10 +24,11 @@ SWAP = "Swap rule"
 """Help panel of compare's swap-rule options."""
 
 
-@app.command(help=(
+@command(rank=110, help=(
     "Side by side: one model with its attention swapped (`compare gqa mla`), or several models "
     "(`compare -p llama2-7b -p mistral-7b`), with every figure's ratio to MHA or the first model."))
 def compare(
+    *,
     variants: Annotated[Optional[list[str]], typer.Argument(
         help="Attention variants to swap in: mha, gqa, mqa, mla, swa, longformer, linformer, reformer, dsa, "
              "mamba2, gdn "
@@ -53,8 +41,7 @@ def compare(
     hf_config: Annotated[Optional[list[Path]], _opt(
         "--hf-config", help="A Hugging Face config.json or its folder; repeatable.", panel=MODEL,
         metavar="PATH")] = None,
-    batch: BatchOpt = 1,
-    seq: SeqOpt = 4096,
+    shape: groups.Batch,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (latency with --gpu).")] = 256,
     groups: Annotated[Optional[int], _count_opt("--groups", help="GQA kv heads (default: the base's, else 8).",
                                                 panel=SWAP)] = None,
@@ -72,41 +59,28 @@ def compare(
     proj_len: Annotated[int, _count_opt("--proj-len", help="Linformer projected length k (rows of K and V).",
                                         panel=SWAP)] = 256,
     gpu: OptionalGPUOpt = None,
-    gpus: GPUsOpt = None,
-    tp: TPOpt = None,
-    pp: PPOpt = 1,
-    dp: DPOpt = 1,
-    ep: EPOpt = 1,
-    time_model: TimeModelOpt = None,
-    calibration: CalibrationOpt = None,
-    weights_dtype: WeightsDtypeOpt = None,
-    weights_format: WeightsFormatOpt = None,
+    layout: groups.Layout,
+    timing: groups.TimeModel,
+    weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     from llmcalc.inputs.hf import load_hf_config
     from llmcalc.inputs.presets import load_preset, load_spec_file
-    from llmcalc.inputs.time_models import load_time_model
-    from llmcalc.model.time_model import ROOFLINE
     from llmcalc.views.compare import SwapRule, compare_attention, compare_models
-    from llmcalc.workload import Layout, Workload
 
-    w = Workload(batch=batch, seq=seq, gen=gen, weights_dtype=weights_dtype,
-                 weights_format=weight_formats(weights_format), kv_dtype=kv_dtype,
-                 layout=Layout.of(gpus, tp, pp, dp, ep))
+    w = workload(shape, weights, layout, gen=gen, kv_dtype=kv_dtype)
     rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
                     window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
     specs = ([load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
              + [load_hf_config(h) for h in hf_config or []])
     device = load_gpu_named(gpu)
-    tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
+    tm = timing.load(device)  # no GPU: no time
     if len(specs) > 1:
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
-        emit(compare_models(specs, w, device, tm), format, units, of=compare)
+        out.emit(compare_models(specs, w, device, tm), of=compare)
         return
     base = specs[0] if specs else load_preset("llama2-7b")
-    emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm), format, units,
-         of=compare)
+    out.emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm), of=compare)

@@ -6,22 +6,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcalc.cli.app import app
-from llmcalc.cli.options import FormatOpt, UnitsOpt, emit
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
 
 
-@app.command()
+@command(rank=50)
 def gpus(
+    *,
     name: Annotated[Optional[str], typer.Argument(help="A GPU preset: show all of its figures.",
                                                   show_default=False, metavar="[NAME]")] = None,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """The GPU presets: dense peaks, memory, bandwidth, ridge point, interconnect; or one in full."""
     from llmcalc.inputs.gpus import gpu_names, load_gpu
     from llmcalc.views.gpus import gpu_detail, gpu_row
 
     if name is not None:
-        emit(gpu_detail(load_gpu(name)), format, units, of=gpus)
+        out.emit(gpu_detail(load_gpu(name)), of=gpus)
         return
-    emit([gpu_row(load_gpu(n)) for n in gpu_names()], format, units, of=gpus)
+    out.emit([gpu_row(load_gpu(n)) for n in gpu_names()], of=gpus)

@@ -4,52 +4,58 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     TRAINING,
-    ConfigOpt,
     EncoderSeqOpt,
-    FormatOpt,
     GroupOpt,
-    HFOpt,
-    ImageSizeOpt,
-    ImagesOpt,
     KVDtypeOpt,
-    LoraOpt,
-    LoraTargetsOpt,
     OptimizerOpt,
-    PresetOpt,
     RecomputeOpt,
-    SeqOpt,
-    UnitsOpt,
-    WeightsDtypeOpt,
-    WeightsFormatOpt,
     ZeroOpt,
     _count_opt,
     _opt,
-    emit,
-    image_fields,
-    load_model,
-    lora_fields,
-    weight_formats,
 )
 from llmcalc.errors import UserError
 
 LAYOUT = "Training layout"
 
 
-@app.command()
+class TrainingLayout(groups.Group):
+    """memory's layout: the parallel degrees a training step's memory per GPU depends on, each its own option
+    (no --gpus)."""
+
+    dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs.", panel=LAYOUT)] = 1
+    tp: Annotated[int, _count_opt("--tp", help="Tensor-parallel GPUs.", panel=LAYOUT)] = 1
+    pp: Annotated[int, _count_opt("--pp", help="Pipeline stages (1F1B).", panel=LAYOUT)] = 1
+    ep: Annotated[int, _count_opt("--ep", help="Expert-parallel GPUs.", panel=LAYOUT)] = 1
+    cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=LAYOUT)] = 1
+    sp: Annotated[bool, _opt("--sp/--no-sp", help="Sequence parallelism over --tp.", panel=LAYOUT)] = False
+    vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU (interleaved).",
+                                   panel=ADVANCED)] = 1
+    first_stage_layers: Annotated[Optional[int], _count_opt(
+        "--first-stage-layers", help="First pipeline stage's layers.", panel=ADVANCED)] = None
+    last_stage_layers: Annotated[Optional[int], _count_opt(
+        "--last-stage-layers", help="Last pipeline stage's layers.", panel=ADVANCED)] = None
+
+    def fields(self) -> dict:
+        from llmcalc.workload import Layout
+
+        return {"layout": Layout(**self.__dict__)}
+
+
+@command(rank=40)
 def memory(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global "
                                      "batch).")] = 1,
-    seq: SeqOpt = 4096,
+    shape: groups.Batch,
     encoder_seq: EncoderSeqOpt = None,
-    weights_dtype: WeightsDtypeOpt = None,
-    weights_format: WeightsFormatOpt = None,
+    weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention: no S×S scores.",
@@ -59,23 +65,11 @@ def memory(
     optimizer: OptimizerOpt = "adamw",
     recompute: RecomputeOpt = "none",
     zero: ZeroOpt = 0,
-    dp: Annotated[int, _count_opt("--dp", help="Data-parallel GPUs.", panel=LAYOUT)] = 1,
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences per GPU at a time (default: batch / dp).", panel=TRAINING)] = None,
-    lora_rank: LoraOpt = None,
-    lora_targets: LoraTargetsOpt = None,
+    lora: groups.Lora,
     qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
-    tp: Annotated[int, _count_opt("--tp", help="Tensor-parallel GPUs.", panel=LAYOUT)] = 1,
-    pp: Annotated[int, _count_opt("--pp", help="Pipeline stages (1F1B).", panel=LAYOUT)] = 1,
-    ep: Annotated[int, _count_opt("--ep", help="Expert-parallel GPUs.", panel=LAYOUT)] = 1,
-    cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=LAYOUT)] = 1,
-    sp: Annotated[bool, _opt("--sp/--no-sp", help="Sequence parallelism over --tp.", panel=LAYOUT)] = False,
-    vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU (interleaved).",
-                                   panel=ADVANCED)] = 1,
-    first_stage_layers: Annotated[Optional[int], _count_opt(
-        "--first-stage-layers", help="First pipeline stage's layers.", panel=ADVANCED)] = None,
-    last_stage_layers: Annotated[Optional[int], _count_opt(
-        "--last-stage-layers", help="Last pipeline stage's layers.", panel=ADVANCED)] = None,
+    layout: TrainingLayout,
     dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep dropout masks (1 byte each).",
                                   panel=ADVANCED)] = False,
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
@@ -83,35 +77,26 @@ def memory(
     prefill_chunk: Annotated[Optional[int], _count_opt(
         "--prefill-chunk", help="Inference: activations of N-token prefill chunks (default: one prefill).",
         panel=ADVANCED)] = None,
-    images: ImagesOpt = 0,
-    image_size: ImageSizeOpt = None,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    image: groups.Images,
+    out: groups.Output,
 ) -> None:
     """Weights, KV cache, activations and training states (docs/commands/memory.md)."""
     from llmcalc.costs.memory import memory as estimate
-    from llmcalc.workload import Layout, Workload
 
     if qlora:
-        if lora_rank is None:
+        if lora.lora_rank is None:
             raise UserError("--qlora: QLoRA trains LoRA adapters on the 4-bit base; add --lora RANK")
-        if weights_format or weights_dtype:
+        if weights.weights_format or weights.weights_dtype:
             raise UserError("--qlora: it sets the base format itself (nf4-dq, embedding and head bf16); drop "
                             "--weights-format and --weights-dtype, or drop --qlora")
         from llmcalc.model.lora import QLORA_FORMATS
 
-        weights_format = QLORA_FORMATS
-    w = Workload(batch=batch, seq=seq, encoder_seq=encoder_seq, weights_dtype=weights_dtype,
-                 weights_format=weight_formats(weights_format),
-                 kv_dtype=kv_dtype, group_size=group_size,
-                 train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
-                 grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 layout=Layout(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, sp=sp, vpp=vpp, first_stage_layers=first_stage_layers,
-                               last_stage_layers=last_stage_layers),
-                 **lora_fields(lora_rank, lora_targets), **image_fields(images, image_size),
+        weights = weights.replace(weights_format=QLORA_FORMATS)
+    w = workload(shape, weights, layout, lora, image, encoder_seq=encoder_seq, kv_dtype=kv_dtype,
+                 group_size=group_size, train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
+                 dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
                  **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
     if prefill_chunk and train:
         raise UserError("--prefill-chunk sizes a server's prefill; a training step keeps every layer's activations: "
                         "drop --prefill-chunk or --train")
-    emit(estimate(load_model(preset, config, hf_config), w, chunked=prefill_chunk is not None), format, units,
-         of=memory)
+    out.emit(estimate(model.load(), w, chunked=prefill_chunk is not None), of=memory)

@@ -4,40 +4,29 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     GPUS,
     PRECISION,
     WORKLOAD,
     AttentionKernelOpt,
     AttentionOpt,
-    ConfigOpt,
-    FormatOpt,
     GPUOpt,
-    HFOpt,
-    PresetOpt,
-    RecomputeLayersOpt,
-    RecomputeOpsOpt,
-    RecomputeOpt,
-    SeqOpt,
-    UnitsOpt,
+    StepBatchOpt,
     _count_opt,
     _opt,
-    emit,
-    load_model,
-    parse_recompute_ops,
 )
 from llmcalc.errors import UserError
 
 
-@app.command()
+@command(rank=160)
 def mfu(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer "
-                                     "step.")] = 1,
-    seq: SeqOpt = 4096,
+    *,
+    model: groups.Model,
+    batch: StepBatchOpt = 1,
+    shape: groups.Batch,
     tokens_per_s: Annotated[Optional[float], _opt(
         "--tokens-per-s", help="Measured tokens/s, all GPUs together.", panel=WORKLOAD,
         metavar="TOK/S")] = None,
@@ -54,23 +43,18 @@ def mfu(
         panel=PRECISION, metavar="DTYPE")] = "bf16",
     attention: AttentionOpt = "causal",
     attention_kernel: AttentionKernelOpt = "flash",
-    recompute: RecomputeOpt = "none",
-    recompute_ops: RecomputeOpsOpt = None,
-    recompute_layers: RecomputeLayersOpt = None,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    recomputation: groups.Recompute,
+    out: groups.Output,
 ) -> None:
     """MFU and HFU of a training run: its measured throughput times the model's (and the hardware's) FLOPs per
     token, over the peak of every GPU."""
     from llmcalc.costs.mfu import utilisation
-    from llmcalc.workload import Workload
 
     if (gpu is None) == (peak_tflops is None):
         raise UserError("--gpu: give the accelerator as a preset (--gpu NAME, see `llmcalc gpus`) or its peak "
                         "(--peak-tflops N), one of the two")
-    w = Workload(batch=batch, seq=seq, compute_dtype=compute_dtype, attention_core=attention, logits="all",
-                 attention_kernel=attention_kernel, recompute=recompute,
-                 recompute_ops=parse_recompute_ops(recompute_ops), recompute_layers=recompute_layers)
+    w = workload(shape, recomputation, compute_dtype=compute_dtype, attention_core=attention,
+                 logits="all", attention_kernel=attention_kernel)
     if gpu is not None:
         from llmcalc.inputs.gpus import load_gpu
 
@@ -78,5 +62,5 @@ def mfu(
         peak, name = device.peak(compute_dtype), device.name
     else:
         peak, name = peak_tflops * 1e12, None
-    emit(utilisation(load_model(preset, config, hf_config), w, gpus=gpus, peak_flops=peak, tokens_per_s=tokens_per_s,
-                     step_s=step_time, gpu=name), format, units, of=mfu)
+    out.emit(utilisation(model.load(), w, gpus=gpus, peak_flops=peak, tokens_per_s=tokens_per_s,
+                         step_s=step_time, gpu=name), of=mfu)

@@ -1,5 +1,6 @@
 """The options commands share (typer `Annotated` aliases, grouped in help panels) and the loaders they feed:
-a count with a k/m suffix, the model named by --preset/--config/--hf-config, the GPU."""
+a count with a k/m suffix, the model named by --preset/--config/--hf-config, the GPU. Options that always go
+together are declared once more, as groups (llmcalc/cli/groups.py)."""
 
 from __future__ import annotations
 
@@ -132,22 +133,13 @@ UnitsOpt = Annotated[Units, _opt("--units", help="both, si (GB) or iec (GiB).",
                                  panel=OUTPUT, metavar="UNITS")]
 BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch, in all.")]
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help="Tokens per sequence (32k = 32,768).")]
+StepBatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step.")]
 EncoderSeqOpt = Annotated[Optional[int], _count_opt(
     "--encoder-seq", help="Encoder input tokens per sequence (default: --seq).", panel=ADVANCED)]
 ImagesOpt = Annotated[int, _count_opt(
     "--images", help="Images per sequence (a vision-language model).")]
 ImageSizeOpt = Annotated[Optional[str], _opt(
     "--image-size", help="Image pixels, e.g. 1080x1920 (default: native).", panel=ADVANCED, metavar="HxW")]
-
-
-def image_fields(images: int, size: str | None) -> dict:
-    """The Workload fields of --images and --image-size (HEIGHTxWIDTH, the size only when given)."""
-    if size is None:
-        return {"images": images}
-    parts = size.lower().split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UserError(f"--image-size: {size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
-    return {"images": images, "image_size": (int(parts[0]), int(parts[1]))}
 
 
 PlotForceOpt = Annotated[bool, _opt("--force", help="Overwrite the --plot file when it exists.", panel=OUTPUT)]
@@ -178,20 +170,6 @@ RecomputeLayersOpt = Annotated[Optional[int], _opt(
 AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
     "--attention-kernel", help="Backward of the attention core: flash (2.5× forward) or eager (2×).",
     panel=ADVANCED, metavar="KERNEL")]
-
-
-def parse_recompute_ops(text: str | None) -> tuple[str, ...] | None:
-    """--recompute-ops parsed: the ops, in order, blanks dropped; None when not given."""
-    return None if text is None else tuple(op.strip() for op in text.split(",") if op.strip())
-
-
-def weight_formats(text: str | None):
-    """--weights-format parsed (llmcalc/model/formats.py: WeightFormats.parse); None when not given."""
-    if text is None:
-        return None
-    from llmcalc.model.formats import WeightFormats
-
-    return WeightFormats.parse(text)
 
 
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
@@ -236,15 +214,6 @@ LoraTargetsOpt = Annotated[Optional[str], _opt(
     panel=TRAINING, metavar="LIST")]
 
 
-def lora_fields(lora: int | None, targets: str | None) -> dict:
-    """The Workload fields of --lora and --lora-targets (the targets only when given)."""
-    if targets is None:
-        return {"lora_rank": lora}
-    from llmcalc.model.lora import parse_targets
-
-    return {"lora_rank": lora, "lora_targets": parse_targets(targets)}
-
-
 OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
     "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
 ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage (shards over --dp).", panel=TRAINING, metavar="N",
@@ -274,7 +243,9 @@ PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request:
                                    metavar="LEN")]
 OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,
                                    metavar="LEN")]
+SeedOpt = Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")]
 SLOTTFTOpt = Annotated[Optional[float], _opt(
     "--slo-ttft", help="Target time to first token, in seconds.", panel=SERVING, metavar="S")]
 SLOTPOTOpt = Annotated[Optional[float], _opt(
     "--slo-tpot", help="Target time per output token, in seconds.", panel=SERVING, metavar="S")]
+

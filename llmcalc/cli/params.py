@@ -4,39 +4,31 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     OUTPUT,
-    ConfigOpt,
-    FormatOpt,
-    HFOpt,
-    PresetOpt,
-    UnitsOpt,
     _opt,
-    emit,
-    load_model,
 )
 
 
-@app.command()
+@command(rank=10)
 def params(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     bytes: Annotated[bool, _opt("--bytes", help="Add checkpoint_bytes: the checkpoint's tensor bytes as it ships "
                                 "(its formats, scales, zero points, stored buffers; docs/formats.md).",
                                 panel=OUTPUT)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """Parameters: total, active per token, per component and per layer type."""
     from llmcalc.costs.params import params as count_params
 
-    spec = load_model(preset, config, hf_config)
+    spec = model.load()
     report = count_params(spec)
     if bytes:
         from llmcalc.costs.checkpoint import checkpoint_bytes
 
         size, how = checkpoint_bytes(spec)
         report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how})
-    emit(report, format, units, of=params)
+    out.emit(report, of=params)

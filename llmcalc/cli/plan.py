@@ -4,48 +4,35 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
 from llmcalc.cli.options import (
-    ADVANCED,
     GPUS,
     OUTPUT,
     SERVING,
-    ConfigOpt,
-    FormatOpt,
-    HFOpt,
-    OutputLenOpt,
-    PresetOpt,
-    PromptLenOpt,
     RateOpt,
-    SLOTPOTOpt,
-    SLOTTFTOpt,
+    SeedOpt,
     TimeModelOpt,
-    UnitsOpt,
     _count_opt,
     _opt,
-    emit,
     load_gpu_named,
-    load_model,
     progress_bar,
 )
 from llmcalc.errors import UserError
 
 
-@app.command()
+@command(rank=180)
 def plan(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     gpu: Annotated[Optional[list[str]], _opt(
         "--gpu", help="GPU preset or YAML file; repeat for several.", panel=GPUS, metavar="NAME")] = None,
     max_gpus: Annotated[int, _count_opt(
         "--max-gpus", help="Most GPUs a deployment may use (at most 1024); the search refuses over 250,000 "
         "candidates before any work.", panel=GPUS)] = 8,
     rate: RateOpt = None,
-    prompt: PromptLenOpt = "1024",
-    output: OutputLenOpt = "256",
-    slo_ttft: SLOTTFTOpt = None,
-    slo_tpot: SLOTPOTOpt = None,
+    tokens: groups.Lengths,
+    targets: groups.Targets,
     price: Annotated[Optional[list[str]], _opt(
         "--price", help="USD per GPU-hour of a GPU (repeat).", panel=GPUS,
         metavar="GPU=USD")] = None,
@@ -55,24 +42,20 @@ def plan(
     top: Annotated[int, _count_opt("--top", help="Deployments to list.", panel=SERVING)] = 5,
     requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs (at most 100,000 in all).",
                                         panel=SERVING)] = 400,
-    seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED,
-                              metavar="N")] = 0,
+    seed: SeedOpt = 0,
     time_model: TimeModelOpt = None,
     timings: Annotated[bool, _opt(
         "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
-    from llmcalc.inputs.requests import parse_lengths
     from llmcalc.model.gpu import FIGURE_MAX
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.plan import plan as search
-    from llmcalc.views.serve import SLO
 
     if rate is None:
         raise UserError("--rate: give the requests/s to serve, e.g. --rate 10")
-    if slo_ttft is None and slo_tpot is None:
+    if targets.slo_ttft is None and targets.slo_tpot is None:
         raise UserError("--slo-ttft / --slo-tpot: give at least one target, e.g. --slo-ttft 2 --slo-tpot 0.05")
     if max_gpus < 1 or top < 1:
         raise UserError("--max-gpus and --top: give at least 1")
@@ -88,12 +71,12 @@ def plan(
             raise UserError(f"--price: {item[:60]!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a --gpu given "
                             f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
         prices[name] = value
-    lengths = parse_lengths(prompt, "prompt"), parse_lengths(output, "output")
+    lengths = tokens.parse()
     tms = {d.name: load_time_model(time_model, d, None) for d in devices}
-    args = (load_model(preset, config, hf_config), devices, tms, max_gpus, rate, *lengths,
-            *(str(x) for x in lengths), SLO(ttft_s=slo_ttft, tpot_s=slo_tpot), prices)
+    args = (model.load(), devices, tms, max_gpus, rate, *lengths,
+            *(str(x) for x in lengths), targets.slo(), prices)
     options = dict(disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings)
     with progress_bar("searching", None) as update:  # seconds of search: a bar on a terminal only
         report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,
                                                                                      total=total))
-    emit(report, format, units, of=plan)
+    out.emit(report, of=plan)

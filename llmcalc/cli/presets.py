@@ -6,12 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.options import OUTPUT, UnitsOpt, _opt, emit
 from llmcalc.render import Format
 
 
-@app.command()
+@command(rank=100)
 def presets(
     name: Annotated[Optional[str], typer.Argument(help="A preset: print its full spec, source and derived figures.",
                                                   show_default=False, metavar="[NAME]")] = None,

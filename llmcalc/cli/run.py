@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli.app import app, command
 from llmcalc.cli.options import OUTPUT, FormatOpt, UnitsOpt, _opt
 from llmcalc.errors import UserError
 
@@ -48,7 +48,7 @@ class ScenarioError(UserError):
         self.problem = problem
 
 
-@app.command(help=(
+@command(rank=200, help=(
     "The named scenarios of a YAML file, each one command (params, kv, flops, memory, latency, fit, moe, train, "
     "mfu, scale, explain, compare) with its options, in one process: one table, JSON, YAML or CSV of them all."))
 def run(
@@ -221,8 +221,9 @@ def _parse(s, commands: dict, options: dict, defaults: dict, where: str):
     at = f"{where}: {s.label}"
     if s.command not in SCENARIO_REPORTS:
         runnable = ", ".join(SCENARIO_REPORTS)
-        if s.command in REFUSED:
-            raise ScenarioError(at, f"command {s.command} is not run from a scenario file ({REFUSED[s.command]}); "
+        if s.command in REFUSED or _is_command(s.command):
+            why = f" ({REFUSED[s.command]})" if s.command in REFUSED else ""
+            raise ScenarioError(at, f"command {s.command} is not run from a scenario file{why}; "
                                     f"a scenario runs one of {runnable}")
         near = difflib.get_close_matches(s.command, list(SCENARIO_REPORTS), n=1)
         hint = f"did you mean {near[0]}? " if near else ""
@@ -259,6 +260,13 @@ def _parse(s, commands: dict, options: dict, defaults: dict, where: str):
             raise
         raise ScenarioError(at, _usage_error(e, words)) from None
     return Parsed(at, command, ctx, words)
+
+
+def _is_command(name: str) -> bool:
+    """Whether `name` is a command of llmcalc (one REFUSED gives no reason for: every command is loaded)."""
+    from llmcalc.cli import commands
+
+    return name in commands()
 
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, emit, load_gpu_named
 from llmcalc.errors import UserError
 
@@ -27,7 +27,7 @@ def amount(text: str | float) -> float:
 def _amount_opt(name: str, help: str):
     return _opt(name, help=help, panel=WORKLOAD, metavar="N", parser=amount)
 
-@app.command(help=(
+@command(rank=190, help=(
     "Compute-optimal model size, training tokens and FLOPs (C = 6·N·D) from any one of them, under Chinchilla's "
     "approaches 1-3 and Kaplan's law; with --gpu, the training time and cost."))
 def scale(

@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli.app import command
 from llmcalc.errors import UserError
 
 
-@app.command()
+@command(rank=210)
 def schema(
     command: Annotated[Optional[str], typer.Argument(help="A command name; all of them when left out.",
                                                      show_default=False, metavar="[COMMAND]")] = None,
@@ -20,7 +20,11 @@ def schema(
     from llmcalc.render.formats import strict_json
     from llmcalc.reports.schema import COMMAND_REPORTS, command_schema
 
-    if command is not None and command not in COMMAND_REPORTS:
-        raise UserError(f"schema: unknown command {command!r}; give one of {', '.join(COMMAND_REPORTS)}")
-    out = command_schema(command) if command else {c: command_schema(c) for c in COMMAND_REPORTS}
+    if command is None or command not in COMMAND_REPORTS:
+        from llmcalc.cli import commands
+
+        printing = [c for c in commands() if c in COMMAND_REPORTS]  # as `llmcalc --help` lists them
+        if command is not None:
+            raise UserError(f"schema: unknown command {command!r}; give one of {', '.join(printing)}")
+    out = command_schema(command) if command else {c: command_schema(c) for c in printing}
     sys.stdout.write(strict_json(out, ascii=True))

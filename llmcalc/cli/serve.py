@@ -6,57 +6,35 @@ import sys
 from pathlib import Path
 from typing import Annotated, Literal, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     OUTPUT,
     PRECISION,
     SERVING,
-    CalibrationOpt,
-    ConfigOpt,
-    DPOpt,
-    EPOpt,
-    FormatOpt,
     GPUOpt,
-    GPUsOpt,
-    HFOpt,
     KVDtypeOpt,
-    OutputLenOpt,
     PlotForceOpt,
-    PPOpt,
-    PresetOpt,
-    PromptLenOpt,
     RateOpt,
     RequestsOpt,
-    SLOTPOTOpt,
-    SLOTTFTOpt,
-    TimeModelOpt,
-    TPOpt,
-    UnitsOpt,
-    WeightsDtypeOpt,
-    WeightsFormatOpt,
+    SeedOpt,
     _count_opt,
     _opt,
-    emit,
     load_gpu_named,
     load_model,
     progress_bar,
-    weight_formats,
 )
 from llmcalc.errors import UserError
 
 
-@app.command()
+@command(rank=170)
 def serve(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    *,
+    model: groups.Model,
     gpu: GPUOpt = None,
-    gpus: GPUsOpt = None,
-    tp: TPOpt = None,
-    pp: PPOpt = 1,
-    dp: DPOpt = 1,
-    ep: EPOpt = 1,
+    layout: groups.Layout,
     rate: RateOpt = None,
     concurrency: Annotated[Optional[int], _count_opt(
         "--concurrency", help="Closed loop: N clients instead of --rate.", panel=SERVING)] = None,
@@ -64,8 +42,7 @@ def serve(
         "--arrivals", help="poisson or constant (under --rate).", panel=ADVANCED,
         metavar="KIND")] = "poisson",
     requests: RequestsOpt = 1000,
-    prompt: PromptLenOpt = "1024",
-    output: OutputLenOpt = "256",
+    tokens: groups.Lengths,
     trace: Annotated[Optional[Path], _opt(
         "--trace", help="Arrivals and lengths from a CSV or JSONL file.", panel=SERVING, metavar="FILE")] = None,
     max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step.", panel=SERVING)] = 256,
@@ -78,9 +55,8 @@ def serve(
     prefix_hit: Annotated[float, _opt(
         "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
-    seed: Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")] = 0,
-    slo_ttft: SLOTTFTOpt = None,
-    slo_tpot: SLOTPOTOpt = None,
+    seed: SeedOpt = 0,
+    targets: groups.Targets,
     draft: Annotated[Optional[str], _opt(
         "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
         metavar="NAME")] = None,
@@ -88,28 +64,23 @@ def serve(
     spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step.", panel=SERVING)] = 3,
     acceptance: Annotated[float, _opt(
         "--acceptance", help="Draft token acceptance chance.", panel=SERVING, metavar="P")] = 0.7,
-    weights_dtype: WeightsDtypeOpt = None,
-    weights_format: WeightsFormatOpt = None,
+    weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
         "--compute-dtype", help="Matmul type (default: bf16 or native).", panel=PRECISION,
         metavar="DTYPE")] = None,
-    time_model: TimeModelOpt = None,
-    calibration: CalibrationOpt = None,
+    timing: groups.TimeModel,
     plot: Annotated[Optional[Path], _opt(
         "--plot", help="Also plot latency to a .png or .svg file.", panel=OUTPUT, metavar="FILE")] = None,
     plot_vs: Annotated[Literal["time", "load"], _opt(
         "--plot-vs", help="x axis: time or load (rate).", panel=OUTPUT, metavar="AXIS")] = "time",
     force: PlotForceOpt = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """Throughput, goodput and latency of a serving engine (docs/commands/serve.md)."""
-    from llmcalc.inputs.requests import load_trace, parse_lengths
-    from llmcalc.inputs.time_models import load_time_model
-    from llmcalc.views.serve import SLO, Engine, Load, load_curve, make_requests, speculative
+    from llmcalc.inputs.requests import load_trace
+    from llmcalc.views.serve import Engine, Load, load_curve, make_requests, speculative
     from llmcalc.views.serve import serve as simulate
-    from llmcalc.workload import Layout, Workload
 
     if trace is not None and (rate is not None or concurrency is not None):
         raise UserError("--trace gives the arrivals itself; leave out --rate and --concurrency")
@@ -129,14 +100,12 @@ def serve(
                 concurrency=concurrency)
     if plot is not None and plot_vs == "load" and load.finite_rate is None:
         raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
-    slo = SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
-    lengths = None if trace is not None else (parse_lengths(prompt, "prompt"), parse_lengths(output, "output"))
-    w = Workload(weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
-                 kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                 layout=Layout.of(gpus, tp, pp, dp, ep))
-    spec = load_model(preset, config, hf_config)
+    slo = targets.slo()
+    lengths = None if trace is not None else tokens.parse()
+    w = workload(weights, layout, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    spec = model.load()
     device = load_gpu_named(gpu, "serve")
-    tm = load_time_model(time_model, device, calibration)
+    tm = timing.load(device)
     spec_dec = None
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance,
@@ -165,4 +134,4 @@ def serve(
             else:
                 plot_serve_load(curve, tmp)
         sys.stderr.write(f"plot: wrote {plot}\n")
-    emit(report, format, units, of=serve)
+    out.emit(report, of=serve)

@@ -6,35 +6,22 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     CONVENTIONS,
     COUNT_HELP,
     MODEL,
     OUTPUT,
     WORKLOAD,
-    CalibrationOpt,
-    ConfigOpt,
-    DPOpt,
-    EPOpt,
-    FormatOpt,
-    GPUsOpt,
     GroupOpt,
-    HFOpt,
     KVDtypeOpt,
     OptionalGPUOpt,
     PlotForceOpt,
-    PPOpt,
-    TimeModelOpt,
-    TPOpt,
-    UnitsOpt,
-    WeightsDtypeOpt,
-    WeightsFormatOpt,
     _opt,
-    emit,
     load_gpu_named,
     load_model,
-    weight_formats,
 )
 from llmcalc.errors import UserError
 
@@ -42,26 +29,20 @@ GRID_HELP = "a list (1,8,64), a range a..b doubling from a (1k..128k) or a..b:st
     + COUNT_HELP
 
 
-@app.command()
+@command(rank=130)
 def sweep(
+    *,
     preset: Annotated[Optional[list[str]], _opt(
         "--preset", "-p", help="Preset name; repeat for several models.", panel=MODEL, metavar="NAME")] = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    model: groups.Model,
     seq: Annotated[str, _opt("--seq", "-s", help=f"Context lengths: {GRID_HELP}.", panel=WORKLOAD,
                              metavar="GRID")] = "1k..128k",
     batch: Annotated[str, _opt("--batch", "-b", help="Batch sizes (in all), written as --seq.", panel=WORKLOAD,
                                metavar="GRID")] = "1",
     gpu: OptionalGPUOpt = None,
-    gpus: GPUsOpt = None,
-    tp: TPOpt = None,
-    pp: PPOpt = 1,
-    dp: DPOpt = 1,
-    ep: EPOpt = 1,
-    time_model: TimeModelOpt = None,
-    calibration: CalibrationOpt = None,
-    weights_dtype: WeightsDtypeOpt = None,
-    weights_format: WeightsFormatOpt = None,
+    layout: groups.Layout,
+    timing: groups.TimeModel,
+    weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
     attention: Annotated[Optional[str], _opt(
@@ -72,15 +53,11 @@ def sweep(
                                          panel=OUTPUT, metavar="FILE")] = None,
     force: PlotForceOpt = False,
     bars: Annotated[bool, _opt("--bars", help="Table view: a bar of memory per point.", panel=OUTPUT)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """KV cache, memory, FLOPs and (with --gpu) time and fit over a grid of batch sizes × context lengths."""
     from llmcalc.inputs.grid import check_rows, check_size, parse_grid
-    from llmcalc.inputs.time_models import load_time_model
-    from llmcalc.model.time_model import ROOFLINE
     from llmcalc.views.sweep import sweep as run
-    from llmcalc.workload import Layout, Workload
 
     seqs, batches = parse_grid(seq, "seq"), parse_grid(batch, "batch")
     check_size(batches, seqs)
@@ -89,13 +66,11 @@ def sweep(
 
         check_target(plot)
     sources = [(p, None, None) for p in preset or []]
-    sources += [(None, config, None)] if config else []
-    sources += [(None, None, hf_config)] if hf_config else []
+    sources += [(None, model.config, None)] if model.config else []
+    sources += [(None, None, model.hf_config)] if model.hf_config else []
     if not sources:
         raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml or --hf-config PATH")
-    w = Workload(weights_dtype=weights_dtype, weights_format=weight_formats(weights_format),
-                 kv_dtype=kv_dtype, group_size=group_size,
-                 layout=Layout.of(gpus, tp, pp, dp, ep))
+    w = workload(weights, layout, kv_dtype=kv_dtype, group_size=group_size)
     specs = [load_model(*s) for s in sources]
     if attention is not None:
         from llmcalc.views.compare import attention_variant
@@ -106,13 +81,13 @@ def sweep(
         specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
     check_rows(len(specs), len(batches) * len(seqs))
     device = load_gpu_named(gpu)
-    tm = load_time_model(time_model, device, calibration) if device else ROOFLINE  # no GPU: no time
+    tm = timing.load(device)  # no GPU: no time
     from llmcalc.cli.files import check_outputs, written
 
     check_outputs(force, plot=plot)  # after the inputs' errors, before the work
     report = run(specs, device, batches, seqs, w, tm)
     if plot is not None:
         with written(plot) as tmp:
-            plot_sweep(report, tmp, units)
+            plot_sweep(report, tmp, out.units)
         sys.stderr.write(f"plot: wrote {plot}\n")
-    emit(report, format, units, bars=bars, of=sweep)
+    out.emit(report, bars=bars, of=sweep)

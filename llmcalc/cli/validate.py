@@ -6,35 +6,28 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from llmcalc.cli.app import app
+from llmcalc.cli import groups
+from llmcalc.cli.app import command
+from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
     OUTPUT,
     TRAINING,
     WORKLOAD,
-    ConfigOpt,
-    FormatOpt,
-    HFOpt,
-    LoraOpt,
-    LoraTargetsOpt,
     MLADecodeOpt,
     SeqOpt,
-    UnitsOpt,
     _count_opt,
     _opt,
-    emit,
-    load_model,
-    lora_fields,
 )
 from llmcalc.errors import UserError
 
 
-@app.command()
+@command(rank=80)
 def validate(
+    *,
     preset: Annotated[Optional[list[str]], _opt("--preset", "-p", help="Preset name; repeat for several.",
                                                 panel=MODEL, metavar="NAME")] = None,
-    config: ConfigOpt = None,
-    hf_config: HFOpt = None,
+    model: groups.Model,
     all_presets: Annotated[bool, _opt("--all", help="Every preset, with a progress bar.", panel=MODEL)] = False,
     batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch.")] = 2,
     seq: SeqOpt = 128,
@@ -47,12 +40,10 @@ def validate(
     mla_decode: MLADecodeOpt = "absorbed",
     train: Annotated[bool, _opt("--train", help="Check a LoRA training step instead (with --lora): params, FLOPs "
                                 "and memory of the adapted model.", panel=TRAINING)] = False,
-    lora_rank: LoraOpt = None,
-    lora_targets: LoraTargetsOpt = None,
+    lora: groups.Lora,
     detail: Annotated[bool, _opt("--detail", help="With several models: every row, not one line per model.",
                                  panel=OUTPUT)] = False,
-    format: FormatOpt = "table",
-    units: UnitsOpt = "both",
+    out: groups.Output,
 ) -> None:
     """Check every estimate against the torch reference model; exit 1 when any row fails."""
     from llmcalc.views.validate import (
@@ -65,26 +56,24 @@ def validate(
     from llmcalc.workload import require_sizes
 
     require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
-    lora = None
-    if train or lora_rank is not None:
-        from llmcalc.workload import Workload
-
+    adapters = None
+    if train or lora.lora_rank is not None:
         if not train:
             raise UserError("--lora: LoRA adapters are trained; add --train")
-        if lora_rank is None:
+        if lora.lora_rank is None:
             raise UserError("--train: validate's training step is a LoRA one (full training's FLOPs are in the "
                             "default rows); add --lora RANK")
-        lora = Workload(train=True, **lora_fields(lora_rank, lora_targets))
+        adapters = workload(lora, train=True)
     if all_presets:
         from llmcalc.inputs.presets import load_preset, preset_names
 
         specs = [load_preset(n) for n in preset_names()]
-    elif preset and len(preset) > 1 and not (config or hf_config):
+    elif preset and len(preset) > 1 and not (model.config or model.hf_config):
         from llmcalc.inputs.presets import load_preset
 
         specs = [load_preset(n) for n in preset]
     else:
-        specs = [load_model(preset[0] if preset else None, config, hf_config)]
+        specs = [model.replace(preset=preset[0] if preset else None).load()]
     if layers or scale > 1:
         specs = [scaled_copy(s, layers, scale) for s in specs]
     for s in specs:
@@ -93,7 +82,7 @@ def validate(
     if device != "fake":
         for s in specs:
             check_real_run(s, batch, seq, device)
-    if len(specs) > 1 and format == "table":
+    if len(specs) > 1 and out.format == "table":
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
@@ -102,9 +91,9 @@ def validate(
             def step(spec):
                 bar.update(task, advance=1, description=spec.name)
 
-            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=lora)
+            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=adapters)
     else:
-        report = run(specs, batch, seq, device, mla_decode, lora=lora)
-    emit(report, format, units, of=validate, **({"detail": True} if detail else {}))
+        report = run(specs, batch, seq, device, mla_decode, lora=adapters)
+    out.emit(report, of=validate, **({"detail": True} if detail else {}))
     if not report.ok:
         raise typer.Exit(1)

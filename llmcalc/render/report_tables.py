@@ -6,6 +6,8 @@ No arithmetic beyond unit conversion.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llmcalc.render.scenarios import scenarios_table
 from llmcalc.render.tables import styled, table
 from llmcalc.render.text import (
@@ -21,6 +23,20 @@ from llmcalc.render.text import (
 )
 
 
+TABLES: dict[str, Callable[..., list]] = {}
+"""Report type name → its renderer (a list of rows renders by its row type); each renderer names its types
+(`renders`)."""
+
+
+def renders(*names: str) -> Callable:
+    """Register the decorated function as the table renderer of the report types `names`."""
+    def register(function: Callable[..., list]) -> Callable[..., list]:
+        TABLES.update(dict.fromkeys(names, function))
+        return function
+
+    return register
+
+
 def _footer(r) -> list[str]:
     """The formula and notes of a report, dimmed."""
     return [f"[dim]formula: {esc(r.formula)}[/dim]", *(f"[dim]note: {esc(n)}[/dim]" for n in r.notes)]
@@ -30,6 +46,7 @@ def _param_rows(rows) -> list[list[str]]:
     return [[r.component, f"{r.params:,}", f"{r.active:,}", f"{r.percent:.2f}%"] for r in rows]
 
 
+@renders("ParamsReport")
 def params_table(r, units: str) -> list:
     head = (f"[bold]{esc(r.model)}[/bold]: {r.total:,} parameters ({short(r.total)}); "
             f"active per token {r.active:,} ({short(r.active)}); "
@@ -53,6 +70,7 @@ def params_table(r, units: str) -> list:
     return out + _footer(r)
 
 
+@renders("PresetRow")
 def presets_table(rows: list, units: str) -> list:
     def context(n: int) -> str:
         return f"{n // 1024}k" if n % 1024 == 0 else f"{n:,}"
@@ -67,12 +85,14 @@ def presets_table(rows: list, units: str) -> list:
             "active per token where fewer; `llmcalc presets NAME` shows one in full[/dim]"]
 
 
+@renders("PresetReport")
 def preset_detail_table(r, units: str) -> list:
     from llmcalc.render.formats import spec_document
 
     return [esc(spec_document(r).rstrip())]
 
 
+@renders("KVReport")
 def kv_table(r, units: str) -> list:
     rows = [[t.layer_type, str(t.layers), f"{t.tokens_cached:,}", f"{t.elements_per_token:,}",
              size(t.bytes_per_layer, units), *sizes(t.bytes, units)] for t in r.per_layer]
@@ -92,6 +112,7 @@ def kv_table(r, units: str) -> list:
     ]
 
 
+@renders("FlopsReport")
 def flops_table(r, units: str) -> list:
     rows = [[x.component, short(x.prefill), short(x.decode), short(x.generate), short(x.train), short(x.train_hardware)]
             for x in r.breakdown]
@@ -134,6 +155,7 @@ def vision_lines(v) -> list:
     ]
 
 
+@renders("MemoryReport")
 def memory_table(r, units: str) -> list:
     rows = [[x.component, f"{x.bytes:,}", *sizes(x.bytes, units), x.note] for x in r.breakdown]
     rows.append(["total", f"{r.total_bytes:,}", *sizes(r.total_bytes, units), f"dominant: {r.dominant}"])
@@ -161,6 +183,7 @@ def _price(usd_per_hour: float | None) -> str:
     return f"{usd_per_hour:,.2f}"
 
 
+@renders("GPURow")
 def gpus_table(rows: list, units: str) -> list:
     return [
         table("GPUs (dense peaks, no sparsity)",
@@ -174,6 +197,7 @@ def gpus_table(rows: list, units: str) -> list:
     ]
 
 
+@renders("GPUReport")
 def gpu_detail_table(g, units: str) -> list:
     peaks = [[dtype, "—" if v is None else f"{v / 1e12:,.1f}"] for dtype, v in g.peak_flops.items()]
     return [
@@ -193,6 +217,7 @@ def _per_replica(r) -> str:
     return f" ({r.batch // r.dp:,} per replica)" if r.dp > 1 else ""
 
 
+@renders("LatencyReport")
 def latency_table(r, units: str) -> list:
     layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
     comm = any(p.comm_s for p in r.phases)
@@ -229,6 +254,7 @@ def latency_table(r, units: str) -> list:
     ]
 
 
+@renders("FitReport")
 def fit_table(r, units: str) -> list:
     verdict = "[bold green]fits[/bold green]" if r.fits else "[bold red]does not fit[/bold red]"
     cells = [(f"usable ({r.capacity_bytes / 2**30:g} GiB × (1 − {r.reserve}))", r.usable_bytes),
@@ -259,6 +285,7 @@ def fit_table(r, units: str) -> list:
     return out + [table("Per GPU", ["", "bytes", *size_heads(units)], rows, text=(0,)), *_footer(r)]
 
 
+@renders("ValidationReport")
 def validation_table(r, units: str, detail: bool = False) -> list:
     """One row per quantity; several models: one line per model (its rows, how many fail, the largest relative
     error of the rows that are not bounds), every row with `detail`."""
@@ -300,6 +327,7 @@ def _wide_table(columns: list[str], rows: list[list[str]]):
     return table("", columns, rows, wrap=range(1, len(columns)))
 
 
+@renders("CompareReport")
 def compare_table(r, units: str) -> list:
     """Metrics down, models across; each cell is the value and its ratio to the reference."""
     def cell(row, field: str, text) -> str:
@@ -342,6 +370,7 @@ def compare_table(r, units: str) -> list:
     ]
 
 
+@renders("ExplainReport")
 def explain_table(r, units: str) -> list:
     """A block per step (`component: formula`, `= substituted`, `= value`), a blank line between
     sections, then the totals and whether they match the plain command."""
@@ -396,6 +425,7 @@ def _axis(values: list[int]) -> str:
     return f"{values[0]:,} … {values[-1]:,} ({len(values)})"
 
 
+@renders("SweepReport")
 def sweep_table(r, units: str, bars: bool = False) -> list:
     """Per model: memory per point (bars: a bar scaled to the largest memory), then FLOPs and, with a GPU,
     time per token and fit."""
@@ -419,6 +449,7 @@ def sweep_table(r, units: str, bars: bool = False) -> list:
     return out + _footer(r)
 
 
+@renders("MoEReport")
 def moe_table(r, units: str) -> list:
     """Phases across (prefill, one decode step), quantities down; FLOPs over all MoE layers."""
     def opt(x, fmt) -> str:
@@ -452,6 +483,7 @@ def moe_table(r, units: str) -> list:
     ]
 
 
+@renders("TrainReport")
 def train_table(r, units: str) -> list:
     extra = "".join(f", {k} {v}" for k, v in (("cp", r.cp), ("vpp", r.vpp)) if v > 1)
     layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep}{extra})"
@@ -477,6 +509,7 @@ def train_table(r, units: str) -> list:
     ]
 
 
+@renders("MfuReport")
 def mfu_table(r, units: str) -> list:
     peak = f"{r.gpus:,} × {esc(r.gpu) if r.gpu else 'accelerator'} at {r.peak_flops_per_gpu / 1e12:,.1f} TFLOP/s"
     rows = [["model", f"{r.model_flops_per_token:,}", f"{r.model_flops_per_step:,}", f"{r.mfu:.2%}"],
@@ -493,6 +526,7 @@ def mfu_table(r, units: str) -> list:
     ]
 
 
+@renders("ServeReport")
 def serve_table(r, units: str) -> list:
     layout = f"{r.gpus} × {esc(r.gpu)} (tp {r.tp}, pp {r.pp}, dp {r.dp}, ep {r.ep})"
     spreads = [("time to first token", r.ttft_s), ("time per output token", r.tpot_s), ("end to end", r.e2e_s),
@@ -522,6 +556,7 @@ def serve_table(r, units: str) -> list:
     ]
 
 
+@renders("PlanReport")
 def plan_table(r, units: str) -> list:
     targets = " and ".join(f"p99 {k} ≤ {seconds(v)}" for k, v in (("TTFT", r.slo_ttft_s), ("TPOT", r.slo_tpot_s))
                            if v is not None)
@@ -546,6 +581,7 @@ def plan_table(r, units: str) -> list:
     ]
 
 
+@renders("ScaleReport")
 def scale_table(r, units: str) -> list:
     given = {"flops": f"a budget of {r.value:.3g} FLOPs", "params": f"{short(r.value)} parameters",
              "tokens": f"{short(r.value)} training tokens"}[r.given]
@@ -564,14 +600,7 @@ def scale_table(r, units: str) -> list:
     return [*lines, table("Compute-optimal points", heads, rows), *_footer(r)]
 
 
-TABLES = {"ParamsReport": params_table, "PresetRow": presets_table, "PresetReport": preset_detail_table,
-          "KVReport": kv_table, "FlopsReport": flops_table, "MemoryReport": memory_table, "GPURow": gpus_table,
-          "GPUReport": gpu_detail_table, "LatencyReport": latency_table, "FitReport": fit_table,
-          "ValidationReport": validation_table, "CompareReport": compare_table, "ExplainReport": explain_table,
-          "SweepReport": sweep_table, "MoEReport": moe_table, "TrainReport": train_table, "MfuReport": mfu_table,
-          "ServeReport": serve_table, "PlanReport": plan_table, "ScaleReport": scale_table,
-          "ScenarioResult": scenarios_table}
-"""Report type name → its renderer (a list of rows renders by its row type)."""
+renders("ScenarioResult")(scenarios_table)
 
 
 def renderer(report):

@@ -2,6 +2,7 @@
 latency and fit share. Reports are plain data: costs return them, renderers read them."""
 
 from functools import cache
+from typing import ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,6 +46,13 @@ class Report(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, json_schema_extra=_field_docstrings,
                               ser_json_inf_nan="constants")
+
+    printed_by: ClassVar[Optional[str]] = None
+    """The command whose --format json prints this report (`llmcalc schema` publishes its schema under that
+    command); None for a part of a report."""
+    printed_as_list: ClassVar[bool] = False
+    """Whether the command prints a list of these (`llmcalc gpus`); its other report, if any, is what it prints
+    for one item (`llmcalc gpus NAME`)."""
 
 
 class Placement(Report):

@@ -1,5 +1,7 @@
 """Typed results: Attention variants or models side by side (`llmcalc compare`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -47,6 +49,8 @@ class CompareRow(Report):
 
 class CompareReport(Report):
     """`llmcalc compare`: attention variants of one model (mode attention) or several models."""
+
+    printed_by: ClassVar[str] = "compare"
 
     mode: str
     base: str | None

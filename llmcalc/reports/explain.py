@@ -1,5 +1,7 @@
 """Typed results: A command's figures worked out (`llmcalc explain`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -34,6 +36,8 @@ class ExplainReport(Report):
     prefill_flops, latency total_s); matches: every total agrees with its plain figure.
     conventions: the counting conventions and settings used; legend: each symbol's meaning.
     """
+
+    printed_by: ClassVar[str] = "explain"
 
     topic: str
     model: str

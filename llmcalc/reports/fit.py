@@ -1,5 +1,7 @@
 """Typed results: What fits on the GPUs (`llmcalc fit`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Placement, Report
 
 
@@ -21,6 +23,8 @@ class FitReport(Placement):
     context for `batch` sequences, capped at the model's max_seq_len (max_seq_memory: uncapped,
     None when sliding-window layers make the cache stop growing).
     """
+
+    printed_by: ClassVar[str] = "fit"
 
     weights_dtype: str
     kv_dtype: str

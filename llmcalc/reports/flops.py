@@ -1,5 +1,7 @@
 """Typed results: FLOPs of prefill, decode and training (`llmcalc flops`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 from llmcalc.reports.vision import VisionCost
 
@@ -48,6 +50,8 @@ class FlopsReport(Report):
     train_hardware: what runs, the attention kernel's backward (flash recomputes the scores) and the recomputed
     forward work included.
     """
+
+    printed_by: ClassVar[str] = "flops"
 
     model: str
     batch: int

@@ -1,5 +1,7 @@
 """Typed results: The GPU presets (`llmcalc gpus`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -23,12 +25,17 @@ class GPUFigures(Report):
 class GPURow(GPUFigures):
     """One GPU preset in `llmcalc gpus`: dense peaks in FLOP/s."""
 
+    printed_by: ClassVar[str] = "gpus"
+    printed_as_list: ClassVar[bool] = True
+
     bf16_flops: float
     fp8_flops: float | None
 
 
 class GPUReport(GPUFigures):
     """`llmcalc gpus NAME`: one GPU preset in full; peaks are dense (no sparsity), int8 in ops/s."""
+
+    printed_by: ClassVar[str] = "gpus"
 
     peak_flops: dict[str, float | None]
     """Dense peak FLOP/s per matmul dtype; None where the GPU has no such unit."""

@@ -1,5 +1,7 @@
 """Typed results: KV cache bytes (`llmcalc kv`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -22,6 +24,8 @@ class KVReport(Report):
     tokens_cached = min(seq, window − 1) for a sliding-window layer.
     bytes_per_token: one token of one sequence across all layers, before any window is full.
     """
+
+    printed_by: ClassVar[str] = "kv"
 
     model: str
     batch: int

@@ -1,5 +1,7 @@
 """Typed results: latency per phase and op under a time model (`llmcalc latency`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Placement, Report
 
 
@@ -57,6 +59,8 @@ class LatencyReport(Placement):
     (context S+G−2). The G−1 decode steps sum to decode_s; total_s = ttft_s + decode_s.
     tokens_per_s: generated tokens of all replicas / total_s; tokens_per_s_per_seq: G / total_s.
     """
+
+    printed_by: ClassVar[str] = "latency"
 
     batch: int
     seq: int

@@ -1,5 +1,7 @@
 """Typed results: Memory of inference or a training step (`llmcalc memory`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -14,6 +16,8 @@ class MemoryReport(Report):
     and optimizer states) on the most-loaded GPU of the layout: its pipeline stage's share of the model split
     over tp / ep, ZeRO's shards over dp · cp, and the activations of the micro-batches its stage holds in flight
     (without a pipeline: one micro-batch's)."""
+
+    printed_by: ClassVar[str] = "memory"
 
     model: str
     mode: str

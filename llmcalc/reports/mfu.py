@@ -1,11 +1,15 @@
 """Typed results: model and hardware FLOPs utilisation of a measured training run (`llmcalc mfu`)."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
 class MfuReport(Report):
     """MFU and HFU of a training run whose throughput was measured (Chowdhery et al. 2022, PaLM, Appendix B):
     achieved FLOP/s over the peak of every GPU, with the model's FLOPs (MFU) or the FLOPs that run (HFU)."""
+
+    printed_by: ClassVar[str] = "mfu"
 
     model: str
     batch: int

@@ -1,5 +1,7 @@
 """Typed results: MoE routing, capacity and dropped tokens (`llmcalc moe`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -58,6 +60,8 @@ class MoEReport(Report):
     capacity_factor: the --capacity-factor option, else the spec's, else None (dropless);
     capacity_source says which. expert_weights: W_e, the matmul weights of one routed expert.
     """
+
+    printed_by: ClassVar[str] = "moe"
 
     model: str
     batch: int

@@ -1,5 +1,7 @@
 """Typed results: Parameter counts (`llmcalc params`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -32,6 +34,8 @@ class ParamsReport(Report):
     (the input embedding table included). active_excluding_embedding: active minus the token
     and learned-position tables (Kaplan et al.'s N).
     """
+
+    printed_by: ClassVar[str] = "params"
 
     model: str
     total: int

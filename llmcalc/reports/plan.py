@@ -1,5 +1,7 @@
 """Typed results: deployments of a model ranked under a load and latency targets (`llmcalc plan`)."""
 
+from typing import ClassVar
+
 from pydantic import model_serializer
 
 from llmcalc.reports.base import Report
@@ -59,6 +61,8 @@ class PlanCandidate(Report):
 class PlanReport(Report):
     """Deployments that meet the targets, best first: the cheapest per million output tokens (then the most output
     tokens/s per GPU). A closed-form pass over every candidate prunes; the simulator confirms the finalists."""
+
+    printed_by: ClassVar[str] = "plan"
 
     model: str
     gpus: list[str]

@@ -1,10 +1,15 @@
 """Typed results: The presets (`llmcalc presets`): one row each, or one in full. Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
 class PresetRow(Report):
     """One preset in `llmcalc presets`."""
+
+    printed_by: ClassVar[str] = "presets"
+    printed_as_list: ClassVar[bool] = True
 
     name: str
     layers: int
@@ -26,6 +31,8 @@ class PresetRow(Report):
 
 class PresetReport(Report):
     """`llmcalc presets NAME`: a preset's spec as written, its source, and figures derived from it."""
+
+    printed_by: ClassVar[str] = "presets"
 
     name: str
     source: str | None

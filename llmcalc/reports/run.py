@@ -1,6 +1,6 @@
 """Typed results: the scenarios of a scenario file, each with its command's own report (`llmcalc run`)."""
 
-from typing import Optional, Union
+from typing import ClassVar, Optional, Union
 
 from llmcalc.reports.base import Report
 from llmcalc.reports.compare import CompareReport
@@ -32,6 +32,9 @@ AnyScenarioReport = Union[ParamsReport, KVReport, FlopsReport, MemoryReport, Lat
 class ScenarioResult(Report):
     """One scenario of a scenario file: its name, its command, and what that command's --format json prints
     with the scenario's options."""
+
+    printed_by: ClassVar[str] = "run"
+    printed_as_list: ClassVar[bool] = True
 
     index: int
     """The scenario's place in the file, from 1."""

@@ -1,5 +1,7 @@
 """Typed results: compute-optimal model size and training tokens (`llmcalc scale`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -34,6 +36,8 @@ class ScaleRow(Report):
 class ScaleReport(Report):
     """Compute-optimal parameters, tokens and training FLOPs from one of them, under each scaling law asked for,
     and the training time and cost on a GPU at a stated model FLOPs utilisation."""
+
+    printed_by: ClassVar[str] = "scale"
 
     given: str
     """What was given: flops (a compute budget), params (a model size) or tokens (a token count)."""

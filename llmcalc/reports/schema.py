@@ -1,50 +1,45 @@
-"""Which report each command prints as JSON, and its published JSON Schema (`llmcalc schema`)."""
+"""Which report each command prints as JSON, and its published JSON Schema (`llmcalc schema`). Each report says
+which command prints it (Report.printed_by), so this module lists no command: it reads them from every module
+of this package."""
+
+import os
+import types
+from functools import reduce
+from importlib import import_module
+from operator import or_
 
 from llmcalc.reports.base import Report
-from llmcalc.reports.compare import CompareReport
-from llmcalc.reports.explain import ExplainReport
-from llmcalc.reports.fit import FitReport
-from llmcalc.reports.flops import FlopsReport
-from llmcalc.reports.gpus import GPUReport, GPURow
-from llmcalc.reports.kv import KVReport
-from llmcalc.reports.latency import LatencyReport
-from llmcalc.reports.memory import MemoryReport
-from llmcalc.reports.mfu import MfuReport
-from llmcalc.reports.moe import MoEReport
-from llmcalc.reports.params import ParamsReport
-from llmcalc.reports.plan import PlanReport
-from llmcalc.reports.presets import PresetReport, PresetRow
-from llmcalc.reports.run import ScenarioResult
-from llmcalc.reports.scaling import ScaleReport
-from llmcalc.reports.serve import ServeReport
-from llmcalc.reports.sweep import SweepReport
-from llmcalc.reports.training import TrainReport
-from llmcalc.reports.validate import ValidationReport
 
-COMMAND_REPORTS: dict[str, tuple[type[Report], bool, type[Report] | None]] = {
-    "params": (ParamsReport, False, None), "kv": (KVReport, False, None), "flops": (FlopsReport, False, None),
-    "memory": (MemoryReport, False, None), "gpus": (GPURow, True, GPUReport),
-    "latency": (LatencyReport, False, None), "fit": (FitReport, False, None),
-    "validate": (ValidationReport, False, None), "presets": (PresetRow, True, PresetReport),
-    "compare": (CompareReport, False, None),
-    "explain": (ExplainReport, False, None),
-    "sweep": (SweepReport, False, None),
-    "moe": (MoEReport, False, None),
-    "train": (TrainReport, False, None),
-    "mfu": (MfuReport, False, None),
-    "serve": (ServeReport, False, None),
-    "plan": (PlanReport, False, None),
-    "scale": (ScaleReport, False, None),
-    "run": (ScenarioResult, True, None),
-}
-"""What each command's --format json prints: a report model, or a list of rows (True); and the report of
-its one-item form where it has one (`llmcalc presets NAME`, `llmcalc gpus NAME`)."""
+
+def _printed() -> dict[str, tuple]:
+    """command ↦ what its --format json prints: its list of rows first (list[Row]), then a report (or a list's
+    one-item form), each from the reports that name the command; by module, then class, name."""
+    here = os.path.dirname(__file__)
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py") and not name.startswith("_"):
+            import_module(f"{__package__}.{name[:-3]}")
+    found: dict[str, list] = {}
+    todo, seen = [Report], set()
+    while todo:
+        for cls in todo.pop().__subclasses__():
+            if cls not in seen:
+                seen.add(cls)
+                todo.append(cls)
+    for cls in sorted(seen, key=lambda c: (c.__module__, c.__qualname__)):
+        command = cls.__dict__.get("printed_by")
+        if command:
+            found.setdefault(command, []).append(list[cls] if cls.printed_as_list else cls)
+    return {c: tuple(sorted(forms, key=lambda f: not isinstance(f, types.GenericAlias))) for c, forms in found.items()}
+
+
+COMMAND_REPORTS: dict[str, tuple] = _printed()
+"""What each command's --format json prints (the command ↦ its forms: a report model, or list[a row model],
+and the report of its one-item form where it has one: `llmcalc presets NAME`, `llmcalc gpus NAME`); in no
+order of the commands' (`llmcalc schema` lists them as `llmcalc --help` does)."""
 
 
 def command_schema(command: str) -> dict:
     """The JSON Schema (draft 2020-12, as Pydantic writes it) of `command`'s JSON output."""
     from pydantic import TypeAdapter
 
-    model, many, one = COMMAND_REPORTS[command]
-    out = list[model] if many else model
-    return TypeAdapter(out if one is None else out | one).json_schema(mode="serialization")
+    return TypeAdapter(reduce(or_, COMMAND_REPORTS[command])).json_schema(mode="serialization")

@@ -1,5 +1,7 @@
 """Typed results: a continuous-batching engine simulated under a stream of requests (`llmcalc serve`)."""
 
+from typing import ClassVar
+
 from pydantic import ConfigDict
 
 from llmcalc.reports.base import Placement, Report
@@ -46,6 +48,8 @@ class ServeReport(Placement):
     its share of the KV memory) run step by step over `requests` requests. Each step runs the prompt chunks and
     decode tokens the scheduler picked in one forward, its time from the step-cost form under `time_model`.
     Throughput is over the run's duration (first arrival to last token); latencies over completed requests."""
+
+    printed_by: ClassVar[str] = "serve"
 
     model_config = FINITE
 

@@ -1,5 +1,7 @@
 """Typed results: Figures over a (batch, seq) grid (`llmcalc sweep`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -33,6 +35,8 @@ class SweepGrid(Report):
 
 class SweepReport(Report):
     """`llmcalc sweep`: each model over the grid, rows batch-major per model."""
+
+    printed_by: ClassVar[str] = "sweep"
 
     models: list[str]
     gpu: str | None

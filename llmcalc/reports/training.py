@@ -1,5 +1,7 @@
 """Typed results: the time and FLOPs utilisation of one training step (`llmcalc train`)."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Placement
 
 
@@ -8,6 +10,8 @@ class TrainReport(Placement):
     replica running its batch / dp sequences as micro-batches of `micro_batch` through a 1F1B pipeline
     (interleaved with vpp > 1), then the gradient reduction and the optimizer update. The phase parts are seconds
     of one GPU (the stages taken as equal on an even split, else the slowest stage's) and sum to step_s."""
+
+    printed_by: ClassVar[str] = "train"
 
     cp: int = 1
     """Context-parallel GPUs: each sequence split over cp GPUs (ring attention)."""

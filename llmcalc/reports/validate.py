@@ -1,5 +1,7 @@
 """Typed results: Estimates against the torch reference model (`llmcalc validate`). Counts are ints."""
 
+from typing import ClassVar
+
 from llmcalc.reports.base import Report
 
 
@@ -23,6 +25,8 @@ class ValidationRow(Report):
 
 class ValidationReport(Report):
     """`llmcalc validate`: estimates against the torch reference model's measurements."""
+
+    printed_by: ClassVar[str] = "validate"
 
     device: str
     gpu: str | None

@@ -1,0 +1,277 @@
+"""Options that always go together, declared once: the model, the batch, the images, the layout, the weights'
+types, LoRA, recompute, the time model, request lengths and latency targets, the output.
+
+A command names a group as one parameter, annotated with it (`model: groups.Model`); `grouped` puts the group's
+options in that place of the command's signature (typer reads `__signature__`) and calls the command with one
+object of the group, whose methods turn the options into what the layers below take (`model.load()`). An option
+of a group that a command words or defaults its own way is declared in the command: it stays where the command
+puts it, and the group's object still holds its value. `workload` builds the command's Workload from its groups
+and its own fields.
+"""
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from llmcalc.cli.options import (
+    BatchOpt,
+    CalibrationOpt,
+    ConfigOpt,
+    DPOpt,
+    EPOpt,
+    FormatOpt,
+    GPUsOpt,
+    HFOpt,
+    ImageSizeOpt,
+    ImagesOpt,
+    LoraOpt,
+    LoraTargetsOpt,
+    OutputLenOpt,
+    PPOpt,
+    PresetOpt,
+    PromptLenOpt,
+    RecomputeLayersOpt,
+    RecomputeOpsOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SLOTPOTOpt,
+    SLOTTFTOpt,
+    TimeModelOpt,
+    TPOpt,
+    UnitsOpt,
+    WeightsDtypeOpt,
+    WeightsFormatOpt,
+    emit,
+    load_model,
+)
+from llmcalc.errors import UserError
+
+
+class Group:
+    """Options declared once for every command that takes them: a subclass's annotated class attributes are its
+    options (an option alias of llmcalc/cli/options.py, and its default), in help order; an object of it holds
+    their values as attributes of the same names."""
+
+    _parameters: ClassVar[tuple | None] = None
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    @classmethod
+    def parameters(cls) -> tuple:
+        """The group's options as keyword-only signature parameters with their defaults, in order."""
+        if cls.__dict__.get("_parameters") is None:
+            import inspect
+            import sys
+
+            where = vars(sys.modules[cls.__module__])  # a module of postponed annotations holds them as text
+            cls._parameters = tuple(
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(cls, name),
+                                  annotation=eval(hint, where) if isinstance(hint, str) else hint)
+                for name, hint in cls.__dict__.get("__annotations__", {}).items() if not name.startswith("_"))
+        return cls._parameters
+
+    def fields(self) -> dict:
+        """The Workload fields these options set (`workload`); none unless the group says."""
+        return {}
+
+    def replace(self, **values: Any) -> "Group":
+        """A copy with `values` in place of the options' own."""
+        return type(self)(**(self.__dict__ | values))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+
+
+def grouped(command: Callable) -> Callable:
+    """`command` with each parameter annotated with a Group replaced, in its place, by the group's options but
+    those the command declares itself, and called with one object of the group there. `emit` and the error
+    messages find the options in the returned function's signature, as typer does."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(command, eval_str=True)
+    own = signature.parameters
+    parameters: list[inspect.Parameter] = []
+    groups: dict[str, type[Group]] = {}
+    for p in own.values():
+        if isinstance(p.annotation, type) and issubclass(p.annotation, Group):
+            groups[p.name] = p.annotation
+            parameters += [q for q in p.annotation.parameters() if q.name not in own]
+        else:
+            parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+    if not groups:
+        return command
+
+    @functools.wraps(command)
+    def run(**values: Any) -> Any:
+        for name, group in groups.items():
+            values[name] = group(**{q.name: values[q.name] if q.name in own else values.pop(q.name)
+                                    for q in group.parameters()})
+        return command(**values)
+
+    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    return run
+
+
+def workload(*groups: Group, **fields: Any):
+    """The Workload of a command's options: the fields of each group given, converted in that order (a bad value
+    is named in that order), and the command's own fields."""
+    from llmcalc.workload import Workload
+
+    given: dict = {}
+    for group in groups:
+        given.update(group.fields())
+    return Workload(**given, **fields)
+
+
+class Model(Group):
+    """The model: exactly one of --preset, --config, --hf-config."""
+
+    preset: PresetOpt = None
+    config: ConfigOpt = None
+    hf_config: HFOpt = None
+
+    def load(self):
+        """The ModelSpec named (options.load_model)."""
+        return load_model(self.preset, self.config, self.hf_config)
+
+
+class Batch(Group):
+    """The batch: sequences in all, and tokens per sequence."""
+
+    batch: BatchOpt = 1
+    seq: SeqOpt = 4096
+
+    def fields(self) -> dict:
+        return {"batch": self.batch, "seq": self.seq}
+
+
+class Images(Group):
+    """Images per sequence and their size (a vision-language model)."""
+
+    images: ImagesOpt = 0
+    image_size: ImageSizeOpt = None
+
+    def fields(self) -> dict:
+        """images, and image_size from HEIGHTxWIDTH when given."""
+        if self.image_size is None:
+            return {"images": self.images}
+        parts = self.image_size.lower().split("x")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise UserError(f"--image-size: {self.image_size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
+        return {"images": self.images, "image_size": (int(parts[0]), int(parts[1]))}
+
+
+class Layout(Group):
+    """The GPUs in all and the parallel degrees; tp defaults to gpus / (pp · dp)."""
+
+    gpus: GPUsOpt = None
+    tp: TPOpt = None
+    pp: PPOpt = 1
+    dp: DPOpt = 1
+    ep: EPOpt = 1
+
+    def fields(self) -> dict:
+        from llmcalc.workload import Layout as Parallel
+
+        return {"layout": Parallel.of(self.gpus, self.tp, self.pp, self.dp, self.ep)}
+
+
+class Weights(Group):
+    """The weights' storage type and per-component formats."""
+
+    weights_dtype: WeightsDtypeOpt = None
+    weights_format: WeightsFormatOpt = None
+
+    def fields(self) -> dict:
+        """weights_dtype, and weights_format parsed (llmcalc/model/formats.py: WeightFormats.parse)."""
+        formats = None
+        if self.weights_format is not None:
+            from llmcalc.model.formats import WeightFormats
+
+            formats = WeightFormats.parse(self.weights_format)
+        return {"weights_dtype": self.weights_dtype, "weights_format": formats}
+
+
+class Lora(Group):
+    """LoRA adapters: their rank and the matrices they adapt."""
+
+    lora_rank: LoraOpt = None
+    lora_targets: LoraTargetsOpt = None
+
+    def fields(self) -> dict:
+        """lora_rank, and lora_targets parsed when given."""
+        if self.lora_targets is None:
+            return {"lora_rank": self.lora_rank}
+        from llmcalc.model.lora import parse_targets
+
+        return {"lora_rank": self.lora_rank, "lora_targets": parse_targets(self.lora_targets)}
+
+
+class Recompute(Group):
+    """Activation recompute: the mode, or the ops and the layers it redoes."""
+
+    recompute: RecomputeOpt = "none"
+    recompute_ops: RecomputeOpsOpt = None
+    recompute_layers: RecomputeLayersOpt = None
+
+    def fields(self) -> dict:
+        """recompute, recompute_layers, and recompute_ops as a tuple in order, blanks dropped."""
+        ops = self.recompute_ops
+        return {"recompute": self.recompute, "recompute_layers": self.recompute_layers,
+                "recompute_ops": None if ops is None else tuple(op.strip() for op in ops.split(",") if op.strip())}
+
+
+class TimeModel(Group):
+    """The time model: its kind, and a calibration profile."""
+
+    time_model: TimeModelOpt = None
+    calibration: CalibrationOpt = None
+
+    def load(self, device, **efficiencies):
+        """The time model on `device` with `efficiencies` (load_time_model); with no GPU, no time: the roofline."""
+        if device is None:
+            from llmcalc.model.time_model import ROOFLINE
+
+            return ROOFLINE
+        from llmcalc.inputs.time_models import load_time_model
+
+        return load_time_model(self.time_model, device, self.calibration, **efficiencies)
+
+
+class Lengths(Group):
+    """Prompt and output tokens per request: a number, or a distribution to draw from."""
+
+    prompt: PromptLenOpt = "1024"
+    output: OutputLenOpt = "256"
+
+    def parse(self) -> tuple:
+        """(prompt, output) parsed (llmcalc/inputs/requests.py: parse_lengths)."""
+        from llmcalc.inputs.requests import parse_lengths
+
+        return parse_lengths(self.prompt, "prompt"), parse_lengths(self.output, "output")
+
+
+class Targets(Group):
+    """The latency targets: p99 time to first token and time per output token."""
+
+    slo_ttft: SLOTTFTOpt = None
+    slo_tpot: SLOTPOTOpt = None
+
+    def slo(self):
+        """The targets as the serving views take them."""
+        from llmcalc.views.serve import SLO
+
+        return SLO(ttft_s=self.slo_ttft, tpot_s=self.slo_tpot)
+
+
+class Output(Group):
+    """How the report is printed: its format and units."""
+
+    format: FormatOpt = "table"
+    units: UnitsOpt = "both"
+
+    def emit(self, report, *, of: Callable, **view) -> None:
+        """`report` printed as the options say (options.emit)."""
+        emit(report, self.format, self.units, of=of, **view)
