@@ -94,7 +94,7 @@ SLOW_MODULES = {
     "test_gpu_validation", "test_calibrate", "test_reference_engine",
     # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging
     "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
-    "test_input_boundaries", "test_hostile_model_inputs",
+    "test_input_boundaries", "test_hostile_model_inputs", "test_schema", "test_terminal", "test_run",
 }
 """Modules whose tests are `slow`: the inner loop (`pytest -m "not slow"`) leaves them to CI and the full run."""
 
