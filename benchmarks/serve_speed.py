@@ -20,7 +20,8 @@ from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.requests import parse_lengths
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.views.plan import plan
-from llmcalc.views.serve import SLO, Engine, Load, make_requests, serve
+from llmcalc.inputs.engines import load_engine
+from llmcalc.views.serve import SLO, Load, make_requests, serve
 from llmcalc.workload import Workload
 
 
@@ -41,7 +42,8 @@ def main(runs: int = 3) -> None:
     lengths = parse_lengths("1024", "prompt"), parse_lengths("256", "output")
     for load in (Load(rate=2.0), Load(rate=20.0), Load(rate=float("inf"))):
         rows = make_requests(1000, *lengths, load, 0)
-        s, r = best(runs, lambda: serve(spec, gpu, Workload(), tm, rows, Engine(), load, "1024", "256"))
+        engine = load_engine(None).settings(gpu)
+        s, r = best(runs, lambda: serve(spec, gpu, Workload(), tm, rows, engine, load, "1024", "256"))
         print(f"serve llama3-8b, {load}: {s:.2f} s for {r.steps:,} steps ({r.steps / s:,.0f} steps/s)")
     spec = load_preset("llama3.1-70b")
     gpus = [load_gpu(g) for g in ("h100-sxm", "a100-80gb", "h200")]
@@ -49,7 +51,7 @@ def main(runs: int = 3) -> None:
     prices = {g.name: g.price_per_hour for g in gpus}
     for dis in (False, True):
         s, r = best(runs, lambda: plan(spec, gpus, tms, 64, 20.0, *lengths, "1024", "256", SLO(2.0, 0.05), prices,
-                                       disaggregated=dis, timings=True))
+                                       load_engine(None), disaggregated=dis, timings=True))
         print(f"plan llama3.1-70b{' --disaggregated' if dis else ''}: {r.searched:,} candidates in "
               f"{r.search_s:.2f} s closed form ({r.searched / r.search_s:,.0f}/s); {s:.2f} s with {r.simulated} "
               "simulated")

@@ -57,6 +57,16 @@ def hf_fixture(tmp_path_factory):
     return functools.cache(lambda name: write_fixture(name, root))
 
 
+def settings(name: str = "reference", gpu: str = "h100-sxm", **given):
+    """An engine's settings on a GPU preset (presets/engines/), `given` in place of its own. The reference
+    engine's are the simulator's plain loop: decode-first, chunked prefill, 256 sequences and 8,192 tokens per
+    step, 16-token blocks, 0.9 of the memory, no CUDA graphs."""
+    from llmcalc.inputs.engines import load_engine
+    from llmcalc.inputs.gpus import load_gpu
+
+    return load_engine(name).settings(load_gpu(gpu), **given)
+
+
 def strict_json(text: str):
     """JSON as the standard has it: NaN, Infinity and a number past a float's range (1e999) refused."""
     def refuse(name):
@@ -95,6 +105,8 @@ SLOW_MODULES = {
     # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging
     "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
     "test_input_boundaries", "test_hostile_model_inputs", "test_schema", "test_terminal", "test_run",
+    # a hundred serving simulations of the published runs
+    "test_serving_published",
 }
 """Modules whose tests are `slow`: the inner loop (`pytest -m "not slow"`) leaves them to CI and the full run."""
 

@@ -9,7 +9,7 @@ import io
 import json
 
 import pytest
-from conftest import strict_json
+from conftest import settings, strict_json
 
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.latency import latency
@@ -18,14 +18,14 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.requests import load_trace, parse_lengths
 from llmcalc.inputs.time_models import load_time_model
-from llmcalc.views.serve import Engine, Load, make_requests, serve, speculative
+from llmcalc.views.serve import Load, make_requests, serve, speculative
 from llmcalc.workload import Layout, Workload
 
 H100 = load_gpu("h100-sxm")
 TM = load_time_model(None, H100)
 
 
-def run(preset="llama3-8b", n=300, prompt="1024", output="128", load=Load(rate=float("inf")), engine=Engine(),
+def run(preset="llama3-8b", n=300, prompt="1024", output="128", load=Load(rate=float("inf")), engine=settings(),
         w=Workload(), seed=0, gpu=H100, **kw):
     rows = make_requests(n, parse_lengths(prompt, "prompt"), parse_lengths(output, "output"), load, seed)
     return serve(load_preset(preset), gpu, w, load_time_model(None, gpu), rows, engine, load, prompt, output,
@@ -82,7 +82,7 @@ def test_low_rate_is_latency_at_batch_1():
 @pytest.mark.parametrize("batch", [16, 128])
 def test_saturation_approaches_static_throughput(batch):
     """All at once, with max_seqs B: output tokens/s within 2% of latency's static throughput at batch B."""
-    r = run(n=batch * 6, prompt="512", output="256", engine=Engine(max_seqs=batch))
+    r = run(n=batch * 6, prompt="512", output="256", engine=settings(max_seqs=batch))
     static = latency(load_preset("llama3-8b"), H100, Workload(batch=batch, seq=512, gen=256), TM).tokens_per_s
     assert r.output_tokens_per_s == pytest.approx(static, rel=0.02)
 
@@ -90,7 +90,7 @@ def test_saturation_approaches_static_throughput(batch):
 def test_more_kv_memory_never_lowers_throughput():
     """Under memory pressure (long prompts, all at once), more KV memory never lowers throughput; the tightest
     budget preempts."""
-    got = [run(n=300, prompt="4096", output="1024", engine=Engine(max_seqs=512, gpu_memory_utilization=u))
+    got = [run(n=300, prompt="4096", output="1024", engine=settings(max_seqs=512, gpu_memory_utilization=u))
            for u in (0.4, 0.55, 0.7, 0.9)]
     rates = [r.output_tokens_per_s for r in got]
     assert rates == sorted(rates) and rates[0] < rates[-1]
@@ -121,7 +121,7 @@ def _slo(ttft, tpot):
 
 def test_prefix_hits_cut_ttft():
     low = run(n=50, load=Load(rate=0.1, constant=True), prompt="4096")
-    hit = run(n=50, load=Load(rate=0.1, constant=True), prompt="4096", engine=Engine(prefix_hit=0.75))
+    hit = run(n=50, load=Load(rate=0.1, constant=True), prompt="4096", prefix_hit=0.75)
     assert hit.ttft_s.p50 < low.ttft_s.p50 / 2
 
 
@@ -323,12 +323,12 @@ def test_a_nan_arrival_cannot_spin_the_loop(tmp_path):
     import sys
 
     code = ("from llmcalc.inputs.gpus import load_gpu; from llmcalc.inputs.presets import load_preset\n"
-            "from llmcalc.inputs.time_models import load_time_model; from llmcalc.views.serve import Engine, Load, "
-            "serve; from llmcalc.workload import Workload\n"
+            "from llmcalc.inputs.time_models import load_time_model; from llmcalc.views.serve import Load, "
+            "serve; from llmcalc.workload import Workload; from llmcalc.inputs.engines import load_engine\n"
             "g = load_gpu('h100-sxm')\n"
             "try:\n"
             "    serve(load_preset('llama3-8b'), g, Workload(), load_time_model(None, g), [(0.0, 100, 5), "
-            "(float('nan'), 100, 5)], Engine(), Load(rate=None), '100', '5')\n"
+            "(float('nan'), 100, 5)], load_engine('reference').settings(g), Load(rate=None), '100', '5')\n"
             "except RuntimeError as e:\n"
             "    print('refused:', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG)
@@ -384,12 +384,21 @@ def test_csv_ends_with_the_percentiles_and_throughput(cli):
 
 
 def test_kv_cache_size_in_tokens_is_what_fit_leaves_in_whole_blocks(cli_json, cli):
-    """serve prints the KV capacity in tokens as an engine logs it at start-up ("GPU KV cache size: N tokens"):
-    `fit`'s KV budget at the engine's memory utilisation and chunk, in whole blocks of `kv`'s 16-token bytes."""
+    """serve prints the KV capacity in tokens as the engine logs it at start-up (vLLM: "GPU KV cache size: N
+    tokens"): `fit`'s KV budget at vLLM's memory utilisation (0.92 of the GPU) and step budget (8,192 tokens on an
+    H100), in whole blocks of `kv`'s 16-token bytes; SGLang's pool (its share of the GPU holds the activations) is
+    larger by exactly the activation workspace `fit` keeps."""
     base = ("-p", "llama3-8b", "--gpu", "h100-sxm")
-    fit = cli_json("fit", *base, "--batch", "1", "--seq", "8192", "--reserve", "0.1", "--prefill-chunk", "8192")
+    fit = cli_json("fit", *base, "--batch", "1", "--seq", "8192", "--reserve", "0.08", "--prefill-chunk", "8192")
     block = cli_json("kv", "-p", "llama3-8b", "--batch", "1", "--seq", "16")["total_bytes"]
     r = cli_json("serve", *base, "--rate", "10", "--requests", "20")
+    assert r["engine"] == "vllm" and r["gpu_memory_utilization"] == 0.92 and r["max_batched_tokens"] == 8192
     assert r["kv_tokens"] == fit["kv_budget_bytes"] // block * 16 == r["kv_blocks"] * 16
-    assert f"KV cache size {r['kv_tokens']:,} tokens" in " ".join(cli("serve", *base, "--rate", "10", "--requests",
-                                                                         "20").stdout.split())
+    assert r["kv_log"] == f"GPU KV cache size: {r['kv_tokens']:,} tokens"
+    assert f"its log says “GPU KV cache size: {r['kv_tokens']:,} tokens”" in " ".join(
+        cli("serve", *base, "--rate", "10", "--requests", "20").stdout.split())
+    sg = cli_json("serve", *base, "--rate", "10", "--requests", "20", "--engine", "sglang",
+                  "--gpu-memory-utilization", "0.92", "--max-batched-tokens", "8192")
+    kv = cli_json("kv", "-p", "llama3-8b", "--batch", "1", "--seq", "1")["total_bytes"]
+    assert sg["block_size"] == 1 and sg["kv_log"] == f"KV Cache is allocated. #tokens: {sg['kv_tokens']}"
+    assert sg["kv_tokens"] == (fit["kv_budget_bytes"] + fit["activation_bytes"]) // kv

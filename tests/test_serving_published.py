@@ -31,11 +31,24 @@ def test_page_rows_are_current():
 
 
 def test_rate_driven_throughput_and_latency_hold():
-    """Under a request rate the engine keeps up, so output tokens/s is within 10% of the measured; the mean TPOT
-    within 25% and the mean TTFT within 40%."""
+    """Under a request rate on the engine whose own table gives the runs (TensorRT-LLM 0.14, dense Llama models),
+    the engine keeps up, so output tokens/s is within 10% of the measured; the mean TPOT within 25% and the mean
+    TTFT within 40%."""
     _, got = rows()
-    bounds = {"output_tps": 0.10, "tpot_mean": 0.25, "ttft_mean": 0.40}
-    rate = [r for r in got if r["kind"] == "rate"]
-    assert {r["quantity"] for r in rate} == set(bounds)
+    bounds = {"output_tps": 0.10, "tpot": 0.25, "ttft": 0.40}
+    rate = [r for r in got if r["kind"] == "rate" and r["id"].startswith("trt014")]
+    assert len(rate) >= 20 and {r["quantity"] for r in rate} == set(bounds)
     for r in rate:
         assert abs(r["ratio"] - 1) <= bounds[r["quantity"]], r
+
+
+def test_the_split_is_written_once_and_both_subsets_hold_each_engine():
+    """Every evaluated point has its subset in benchmarks/serving/split.yaml (never re-drawn), and each engine
+    has points in both subsets."""
+    import yaml
+
+    module, got = rows()
+    split = yaml.safe_load(module.SPLIT.read_text())["points"]
+    assert {r["id"] for r in got} <= set(split)
+    for engine in {r["engine"] for r in got}:
+        assert {split[r["id"]] for r in got if r["engine"] == engine} == {"table", "heldout"}, engine

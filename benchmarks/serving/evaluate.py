@@ -1,29 +1,41 @@
-"""`llmcalc serve` against published serving benchmarks: the continuous-batching points of
-benchmarks/accuracy/published.yaml (which the latency accuracy page skips, as a static batch cannot stand for them).
+"""`llmcalc serve` against published serving benchmarks, engine by engine: the continuous-batching points of
+benchmarks/accuracy/published.yaml (which the latency accuracy page skips, as a static batch cannot stand for them)
+and of benchmarks/serving/published.yaml, each with its source there.
 
 Run: python benchmarks/serving/evaluate.py             (the table on stdout)
      python benchmarks/serving/evaluate.py --write docs/serving.md   (between its serving-table markers)
 
-Each point -> one `serve` run:
-- model, gpu, tp, pp, ep as published; dtypes: the first word of the field (fp8, fp16, bf16); an fp8 checkpoint
-  computes in fp8; a KV dtype "not stated" is the weights' dtype for fp8 engines (TensorRT-LLM's FP8 builds quantize
-  the KV cache too, as the points' notes say) and bf16 otherwise. fp4 weights, Hugging Face ids and speculative
-  decoding are skipped (not modelled, or no preset).
+Each point -> one `serve` run on the point's engine (presets/engines/<engine>.yaml: its scheduler, CUDA graphs, KV
+pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
+- model, gpu, tp, pp, ep as published (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
+  expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU); dtypes: the first word of
+  the field (fp8, fp16, bf16); an fp8 checkpoint computes in fp8. A KV dtype "not stated" is the engine's
+  default: the weights' dtype for the fp8 engine builds of TensorRT-LLM's own tables (their notes say the KV
+  cache is quantised too), else bf16 ("auto": the model's dtype; a block-fp8 checkpoint declares no KV scheme).
+  fp4 and other weights, points on no preset, speculative decoding and engines with no
+  preset (LMDeploy) are skipped, each counted with its reason.
 - load: `request_rate` (Poisson; INF: all at once) or an integer `concurrency` (that many clients); `concurrency:
-  unbounded` (offline, max-load) is all at once with the engine's batch limit unknown: max_seqs 2,048 (the upper end
-  of trtllm-bench's heuristics) and 4,096 requests.
-- lengths: fixed input_tokens and output_tokens; 500 requests per rate point (TensorRT-LLM's online table says 500),
-  the published prompt count where one is given.
-- engine: max_batched_tokens 8,192, block 16 (vLLM's and TensorRT-LLM's defaults), gpu_memory_utilization 0.9.
+  unbounded` (offline, max-load) is all at once with 4,096 requests and the engine's own batch limit.
+- requests: the published prompt count (`num_prompts`) where given, else 500 (TensorRT-LLM's online table says 500);
+  under a fixed concurrency C at most max(4·C, 64) of them, the steady state of identical requests being reached
+  within a few rounds of the clients.
+- lengths: fixed input_tokens and output_tokens (for the points with lengths drawn up to a maximum, the published
+  totals over the requests give the mean, used as a fixed length).
 
-Compared quantities (each a ratio measured / predicted for a time, predicted / measured for a throughput, so that
-ratio > 1 always means llmcalc is optimistic): output tokens/s, mean TTFT, mean inter-token latency (= mean TPOT),
-p50 TPOT, mean TTFT.
+Compared quantities, each a ratio measured / predicted for a time, predicted / measured for a throughput, so that
+ratio > 1 always means llmcalc is optimistic: output tokens/s, TTFT and TPOT, each the published median where there
+is one, else the mean (the ITL where no TPOT is published; the two are equal up to the first token).
+
+Split: the points are grouped by engine and load kind; within a group, ordered by a hash of their id, the first 40%
+form the table subset, the rest the held-out subset. The split of every point is written to
+benchmarks/serving/split.yaml the first time the point is seen and never changes after (a new point does not move
+another); nothing in presets/ is fitted on the held-out points.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import statistics
 import sys
@@ -32,66 +44,40 @@ from pathlib import Path
 import yaml
 
 from llmcalc.errors import UserError
+from llmcalc.inputs.engines import engine_names, load_engine
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.inputs.requests import Constant
 from llmcalc.inputs.time_models import load_time_model
-from llmcalc.views.serve import Engine, Load, make_requests, serve
+from llmcalc.views.serve import Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
 ROOT = Path(__file__).parents[2]
-DATA = ROOT / "benchmarks" / "accuracy" / "published.yaml"
+SOURCES = (ROOT / "benchmarks" / "accuracy" / "published.yaml", ROOT / "benchmarks" / "serving" / "published.yaml")
+SPLIT = ROOT / "benchmarks" / "serving" / "split.yaml"
 BEGIN, END = "<!-- serving-table -->", "<!-- /serving-table -->"
-OFFLINE_SEQS, OFFLINE_REQUESTS, RATE_REQUESTS = 2048, 4096, 500
+OFFLINE_REQUESTS, RATE_REQUESTS = 4096, 500
+TABLE_SHARE = 0.4
+QUANTITIES = {"output_tps": "output tokens/s", "ttft": "TTFT", "tpot": "TPOT"}
+ENGINE_WORDS = {"tensorrt-llm": "trtllm", "vllm": "vllm", "sglang": "sglang", "lmdeploy": "lmdeploy"}
 
 
 def points() -> list[dict]:
-    """The continuous-batching points."""
-    return [p for p in yaml.safe_load(DATA.read_text())["points"] if p.get("batching") == "continuous"]
+    """The continuous-batching points of every source, each with its `engine_name`."""
+    out = []
+    for path in SOURCES:
+        for p in yaml.safe_load(path.read_text())["points"]:
+            if p.get("batching") != "continuous":
+                continue
+            if "engine_name" not in p:
+                word = str(p.get("engine", "")).split()[0].lower()
+                p = p | {"engine_name": ENGINE_WORDS.get(word, word)}
+            out.append(p)
+    return out
 
 
 def dtype(field: object) -> str:
     return str(field).split()[0].lower()
-
-
-def setup(p: dict) -> tuple | str:
-    """(spec, gpu, workload, load, engine, n) for a point, or why it is skipped."""
-    weights = dtype(p["weights_dtype"])
-    if weights not in ("fp8", "fp16", "bf16", "int8"):
-        return f"{weights} weights"
-    if p["model"] not in preset_names():
-        return "no preset"
-    if "mtp" in str(p.get("notes", "")).lower() and "speculative" in str(p.get("notes", "")).lower():
-        return "speculative decoding"
-    kv = dtype(p.get("kv_dtype", "not"))
-    if kv == "not":
-        kv = weights if weights == "fp8" else "bf16"
-    compute = "fp8" if weights == "fp8" else "bf16"
-    layout = Layout(tp=p.get("tp", 1), pp=p.get("pp", 1), ep=p.get("ep", 1))
-    w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
-    rate, conc = p.get("request_rate"), p.get("concurrency")
-    if rate is not None:
-        load = Load(rate=math.inf if str(rate).upper() == "INF" else float(rate))
-        engine, n = Engine(), RATE_REQUESTS
-    elif isinstance(conc, int):
-        load, engine, n = Load(concurrency=conc), Engine(max_seqs=max(256, conc)), max(RATE_REQUESTS, 4 * conc)
-    else:
-        load, engine, n = Load(rate=math.inf), Engine(max_seqs=OFFLINE_SEQS), OFFLINE_REQUESTS
-    return load_preset(p["model"]), load_gpu(p["gpu"]), w, load, engine, n
-
-
-def measured(p: dict) -> dict[str, float]:
-    """What the point publishes, in seconds and tokens/s: output_tps, ttft_mean, tpot_mean, tpot_p50."""
-    m, out = p["measured"], {}
-    if "output_tokens_per_s" in m:
-        out["output_tps"] = m["output_tokens_per_s"]
-    for key, name in (("ttft_ms", "ttft_mean"), ("itl_ms", "tpot_mean")):
-        if key in m:
-            out[name] = m[key] / 1e3
-    for key, name in (("ttft_s_mean", "ttft_mean"), ("tpot_s_p50", "tpot_p50")):
-        if key in m:
-            out[name] = m[key]
-    return out
 
 
 def kind(p: dict) -> str:
@@ -101,40 +87,135 @@ def kind(p: dict) -> str:
     return "concurrency" if isinstance(p.get("concurrency"), int) else "offline"
 
 
+def lengths(p: dict) -> tuple[int, int]:
+    """(prompt, output) tokens per request: the fixed lengths, or the means of the published totals."""
+    m = p["measured"]
+    if "total_input_tokens" in m and "total_output_tokens" in m and m.get("completed"):
+        return round(m["total_input_tokens"] / m["completed"]), round(m["total_output_tokens"] / m["completed"])
+    return p["input_tokens"], p["output_tokens"]
+
+
+def setup(p: dict) -> tuple | str:
+    """(spec, gpu, workload, load, settings, n) for a point, or why it is skipped."""
+    weights = dtype(p["weights_dtype"])
+    if weights not in ("fp8", "fp16", "bf16", "int8"):
+        return f"{weights} weights"
+    if p["model"] not in preset_names():
+        return "no preset"
+    if p["engine_name"] not in engine_names():
+        return f"no engine preset ({p['engine_name']})"
+    notes = str(p.get("notes", "")).lower()
+    if "mtp" in notes and "speculative" in notes:
+        return "speculative decoding"
+    kv = dtype(p.get("kv_dtype", "not"))
+    if kv == "not":  # TensorRT-LLM's fp8 engine builds of its own tables quantise the KV cache (their notes)
+        kv = weights if weights == "fp8" and p["id"].startswith("trt") else "bf16"
+    kv = {"fp8_e5m2": "fp8", "fp8_e4m3": "fp8"}.get(kv, kv)
+    compute = "fp8" if weights == "fp8" else "bf16"
+    tp, ep = p.get("tp", 1), p.get("ep", 1)
+    if 1 < ep < tp:  # experts over ep groups, each expert split over tp / ep: every GPU holds 1/tp of them
+        ep = tp
+    layout = Layout(tp=tp, pp=p.get("pp", 1), ep=ep)
+    w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
+    gpu = load_gpu(p["gpu"])
+    settings = load_engine(p["engine_name"]).settings(gpu)
+    published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
+    rate, conc = p.get("request_rate"), p.get("concurrency")
+    if rate is not None:
+        load, n = Load(rate=math.inf if str(rate).upper() == "INF" else float(rate)), published
+    elif isinstance(conc, int):
+        load, n = Load(concurrency=conc), min(published, max(4 * conc, 64))
+    else:
+        load, n = Load(rate=math.inf), OFFLINE_REQUESTS
+    return load_preset(p["model"]), gpu, w, load, settings, n
+
+
+def measured(p: dict) -> dict[str, tuple[float, str]]:
+    """What the point publishes, in seconds and tokens/s, with its statistic: output_tps, ttft, tpot."""
+    m, out = p["measured"], {}
+    if "output_tokens_per_s" in m:
+        out["output_tps"] = (m["output_tokens_per_s"], "total")
+    for q, keys in (("ttft", ("ttft_ms_p50", "ttft_ms_mean", "ttft_ms", "ttft_s_mean")),
+                    ("tpot", ("tpot_ms_p50", "tpot_s_p50", "tpot_ms_mean", "itl_ms_p50", "itl_ms_mean", "itl_ms"))):
+        for key in keys:
+            if key in m:
+                stat = "p50" if "p50" in key else "mean"
+                if key == "itl_ms" or key == "ttft_ms":  # the older points give the statistic apart
+                    stat = "mean"
+                out[q] = (m[key] / (1 if key.endswith(("_s_mean", "_s_p50")) else 1e3), stat)
+                break
+    return out
+
+
+def point_hash(point_id: str) -> float:
+    return int.from_bytes(hashlib.sha256(point_id.encode()).digest()[:8], "big") / 2**64
+
+
+def splits(pts: list[dict]) -> dict[str, str]:
+    """"table" or "heldout" per point id: the recorded split, and for points not yet in it the rule of the module
+    docstring over the new points of each (engine, load kind) group; written back when it grew."""
+    known = yaml.safe_load(SPLIT.read_text())["points"] if SPLIT.exists() else {}
+    groups: dict[tuple, list[str]] = {}
+    for p in pts:
+        if p["id"] not in known:
+            groups.setdefault((p["engine_name"], kind(p)), []).append(p["id"])
+    for ids in groups.values():
+        ids.sort(key=point_hash)
+        cut = round(TABLE_SHARE * len(ids))
+        known |= {i: "table" if k < cut else "heldout" for k, i in enumerate(ids)}
+    if groups:
+        head = ("# The split of the published serving points into a table subset (calibration may use them) and a\n"
+                "# held-out subset (never fitted on), made once per point by benchmarks/serving/evaluate.py.\n")
+        SPLIT.write_text(head + yaml.safe_dump({"points": dict(sorted(known.items()))}, sort_keys=False))
+    return known
+
+
 def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offline")) -> tuple[list[dict],
                                                                                                   dict[str, int]]:
     """One row per (point, quantity) of the points of these kinds, and the skipped points by reason."""
+    pts = points()
+    split = splits(pts)
     rows, skipped = [], {}
-    for p in points():
+    for p in pts:
         if kind(p) not in kinds:
             continue
         got = setup(p)
         if isinstance(got, str):
             skipped[got] = skipped.get(got, 0) + 1
             continue
-        spec, gpu, w, load, engine, n = got
-        reqs = make_requests(n, Constant(p["input_tokens"]), Constant(p["output_tokens"]), load, 0)
+        spec, gpu, w, load, settings, n = got
+        prompt, output = lengths(p)
+        reqs = make_requests(n, Constant(prompt), Constant(output), load, 0)
         try:
-            r = serve(spec, gpu, w, load_time_model(None, gpu), reqs, engine, load, "", "")
+            tm = load_time_model(None, gpu, engine=settings.engine)
+            r = serve(spec, gpu, w, tm, reqs, settings, load, "", "")
         except UserError as e:
-            skipped[f"refused: {e}"[:60]] = skipped.get(f"refused: {e}"[:60], 0) + 1
+            why = f"refused: {e}"[:60]
+            skipped[why] = skipped.get(why, 0) + 1
             continue
-        predicted = {"output_tps": r.output_tokens_per_s, "ttft_mean": r.ttft_s.mean, "tpot_mean": r.tpot_s.mean,
-                     "tpot_p50": r.tpot_s.p50}
-        for q, value in measured(p).items():
-            ratio = predicted[q] / value if q == "output_tps" else value / predicted[q]
+        for q, (value, stat) in measured(p).items():
+            if q == "output_tps":
+                predicted = r.output_tokens_per_s
+            else:
+                spread = r.ttft_s if q == "ttft" else r.tpot_s
+                predicted = spread.p50 if stat == "p50" else spread.mean
+            ratio = predicted / value if q == "output_tps" else value / predicted
             rows.append({"id": p["id"], "kind": kind(p), "load": str(load), "model": p["model"], "gpu": p["gpu"],
-                         "tp": w.layout.tp, "dtype": w.weights_dtype, "lengths": f"{p['input_tokens']}/"
-                         f"{p['output_tokens']}", "quantity": q, "measured": value, "predicted": predicted[q],
-                         "ratio": ratio, "engine": p.get("engine", "")})
+                         "tp": w.layout.tp, "dtype": w.weights_dtype, "lengths": f"{prompt}/{output}",
+                         "quantity": q, "stat": stat, "measured": value, "predicted": predicted, "ratio": ratio,
+                         "engine": p["engine_name"], "subset": split[p["id"]]})
     return rows, skipped
 
 
-def summary(rows: list[dict]) -> tuple[float, float]:
-    """(median ratio, 90th percentile of max(ratio, 1/ratio))."""
-    ratios = sorted(r["ratio"] for r in rows)
-    spread = sorted(max(x, 1 / x) for x in ratios)
-    return statistics.median(ratios), spread[min(len(spread) - 1, math.ceil(0.9 * len(spread)) - 1)]
+def percentile(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
+
+
+def summary(rows: list[dict]) -> tuple[float, float, float]:
+    """(median ratio, median of max(ratio, 1/ratio), 90th percentile of max(ratio, 1/ratio))."""
+    spread = [max(r["ratio"], 1 / r["ratio"]) for r in rows]
+    return statistics.median(r["ratio"] for r in rows), statistics.median(spread), percentile(spread, 0.9)
 
 
 def fmt(q: str, v: float) -> str:
@@ -143,35 +224,41 @@ def fmt(q: str, v: float) -> str:
 
 def row_line(r: dict) -> str:
     """One row of the page's table."""
-    return (f"| {r['id']} | {r['load']} | {r['model']} | {r['gpu']} | {r['tp']} | {r['dtype']} | {r['lengths']} | "
-            f"{NAMES[r['quantity']]} | {fmt(r['quantity'], r['measured'])} | {fmt(r['quantity'], r['predicted'])} | "
-            f"{r['ratio']:.2f} |")
+    name = QUANTITIES[r["quantity"]] + ("" if r["quantity"] == "output_tps" else f" {r['stat']}")
+    return (f"| {r['id']} | {r['subset']} | {r['engine']} | {r['load']} | {r['model']} | {r['gpu']} | {r['tp']} | "
+            f"{r['dtype']} | {r['lengths']} | {name} | {fmt(r['quantity'], r['measured'])} | "
+            f"{fmt(r['quantity'], r['predicted'])} | {r['ratio']:.2f} |")
 
 
-NAMES = {"output_tps": "output tokens/s", "ttft_mean": "TTFT mean", "tpot_mean": "TPOT (ITL) mean",
-         "tpot_p50": "TPOT p50"}
+def summary_lines(rows: list[dict], by: str) -> list[str]:
+    """Median ratio, median and p90 error factor per (subset, `by`, quantity)."""
+    out = [f"| subset | {by} | quantity | rows | median ratio | median error × | 90% within × |",
+           "|---|---|---|---:|---:|---:|---:|"]
+    for subset in ("table", "heldout"):
+        keys = sorted({r[by] for r in rows if r["subset"] == subset})
+        for key in keys + ["all"]:
+            for q, name in QUANTITIES.items():
+                sel = [r for r in rows if r["subset"] == subset and r["quantity"] == q and key in ("all", r[by])]
+                if sel:
+                    med, err, p90 = summary(sel)
+                    out.append(f"| {subset} | {key} | {name} | {len(sel)} | {med:.2f} | {err:.2f} | {p90:.2f} |")
+    return out
 
 
 def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
-    names = NAMES
     out = [BEGIN, "",
            "Generated by `python benchmarks/serving/evaluate.py --write docs/serving.md` from the continuous-batching "
-           "points of benchmarks/accuracy/published.yaml (each with its source there), the calibrated time model, "
-           "seed 0. ratio = measured / predicted for a time, predicted / measured for a throughput: above 1, "
-           "llmcalc is optimistic. None of these points was used to fit a calibration profile.", ""]
-    out += ["| points | quantity | rows | median ratio | 90% within × |", "|---|---|---:|---:|---:|"]
-    for kind in ("rate", "rate INF", "concurrency", "offline"):
-        for q in names:
-            sel = [r for r in rows if r["kind"] == kind and r["quantity"] == q]
-            if sel:
-                med, p90 = summary(sel)
-                out.append(f"| {kind} | {names[q]} | {len(sel)} | {med:.2f} | {p90:.2f} |")
-    out += ["", "rate: a request rate (Poisson here); rate INF: all at once, the engine's batch limit unpublished "
-            "(simulated with max_seqs 256); concurrency: that many clients; offline: every "
-            f"request queued at once with the engine's batch limit unpublished (simulated with max_seqs "
-            f"{OFFLINE_SEQS:,}, {OFFLINE_REQUESTS:,} requests).", ""]
-    out += ["| point | load | model | GPU | tp | dtype | in/out | quantity | measured | predicted | ratio |",
-            "|---|---|---|---|---:|---|---|---|---:|---:|---:|"]
+           "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
+           "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
+           "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
+           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; the held-out subset "
+           "(benchmarks/serving/split.yaml) is never to be.", ""]
+    out += ["By engine:", ""] + summary_lines(rows, "engine")
+    out += ["", "By load (rate: a Poisson request rate; rate INF: all at once; concurrency: that many clients; "
+            f"offline: every request queued at once, {OFFLINE_REQUESTS:,} requests, the engine's own batch limit):",
+            ""] + summary_lines(rows, "kind")
+    out += ["", "| point | subset | engine | load | model | GPU | tp | dtype | in/out | quantity | measured | "
+            "predicted | ratio |", "|---|---|---|---|---|---|---:|---|---|---|---:|---:|---:|"]
     out += [row_line(r) for r in rows]
     if skipped:
         out += ["", "Skipped: " + "; ".join(f"{n} ({why})" for why, n in sorted(skipped.items())) + "."]

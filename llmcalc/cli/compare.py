@@ -60,7 +60,7 @@ def compare(
                                         panel=SWAP)] = 256,
     gpu: OptionalGPUOpt = None,
     layout: groups.Layout,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     out: groups.Output,

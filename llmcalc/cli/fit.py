@@ -35,7 +35,7 @@ def fit(
     reserve: ReserveOpt = 0.10,
     prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
                                              "workspace).", panel=ADVANCED)] = 8192,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     image: groups.Images,
     out: groups.Output,
 ) -> None:

@@ -17,6 +17,7 @@ from llmcalc.cli.options import (
     CalibrationOpt,
     ConfigOpt,
     DPOpt,
+    EngineOpt,
     EPOpt,
     FormatOpt,
     GPUsOpt,
@@ -64,10 +65,13 @@ class Group:
             import sys
 
             where = vars(sys.modules[cls.__module__])  # a module of postponed annotations holds them as text
+            hints = {}  # a subclass's options follow its base's
+            for base in reversed(cls.__mro__):
+                hints |= base.__dict__.get("__annotations__", {})
             cls._parameters = tuple(
                 inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(cls, name),
                                   annotation=eval(hint, where) if isinstance(hint, str) else hint)
-                for name, hint in cls.__dict__.get("__annotations__", {}).items() if not name.startswith("_"))
+                for name, hint in hints.items() if not name.startswith("_"))
         return cls._parameters
 
     def fields(self) -> dict:
@@ -229,15 +233,33 @@ class TimeModel(Group):
     time_model: TimeModelOpt = None
     calibration: CalibrationOpt = None
 
+    def serving_engine(self):
+        """The serving engine timed: none (the GPU's own profile)."""
+        return None
+
     def load(self, device, **efficiencies):
-        """The time model on `device` with `efficiencies` (load_time_model); with no GPU, no time: the roofline."""
+        """The time model on `device` with `efficiencies` (load_time_model); with no GPU, no time: the
+        roofline."""
         if device is None:
             from llmcalc.model.time_model import ROOFLINE
 
             return ROOFLINE
         from llmcalc.inputs.time_models import load_time_model
 
-        return load_time_model(self.time_model, device, self.calibration, **efficiencies)
+        return load_time_model(self.time_model, device, self.calibration, engine=self.serving_engine(),
+                               **efficiencies)
+
+
+class EngineTime(TimeModel):
+    """The time model of a named serving engine: the engine, the time model's kind, and a calibration profile."""
+
+    engine: EngineOpt = None
+
+    def serving_engine(self):
+        """The engine named (presets/engines/), the default one when none is."""
+        from llmcalc.inputs.engines import load_engine
+
+        return load_engine(self.engine)
 
 
 class Lengths(Group):

@@ -13,12 +13,14 @@ from llmcalc.cli.options import (
     EncoderSeqOpt,
     GPUOpt,
     GroupOpt,
+    IntervalOpt,
     KVDtypeOpt,
     MLADecodeOpt,
     ReserveOpt,
     _count_opt,
     _opt,
     load_gpu_named,
+    with_ranges,
 )
 
 
@@ -41,7 +43,7 @@ def latency(
     attention_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16", "fp8"]], _opt(
         "--attention-dtype", help="Attention-core type (default: the matmuls', bf16 under fp8/int8).", panel=ADVANCED,
         metavar="DTYPE")] = None,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     compute_efficiency: Annotated[Optional[float], _opt(
         "--compute-efficiency", help="Share of peak FLOP/s reached (default: the time model's).",
         panel=ADVANCED, metavar="SHARE")] = None,
@@ -53,6 +55,7 @@ def latency(
         panel=ADVANCED, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",
     reserve: ReserveOpt = 0.10,
+    interval: IntervalOpt = False,
     out: groups.Output,
 ) -> None:
     """Time to first token, time per output token and tokens/s, per phase and op (docs/commands/latency.md)."""
@@ -64,4 +67,5 @@ def latency(
     device = load_gpu_named(gpu, "latency")
     tm = timing.load(device, compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
                      comm_efficiency=comm_efficiency)
-    out.emit(estimate(model.load(), device, w, tm), of=latency)
+    report = estimate(model.load(), device, w, tm)
+    out.emit(with_ranges(report, "latency_ranges") if interval else report, of=latency)

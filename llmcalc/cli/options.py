@@ -39,6 +39,14 @@ def kept_reports() -> Iterator[list]:
         _KEPT.reset(token)
 
 
+def with_ranges(report, ranges: str):
+    """`report` with its time figures' error bands (llmcalc/costs/intervals.py: `ranges` names the function)."""
+    from llmcalc.costs import intervals
+    from llmcalc.inputs.intervals import load_bands
+
+    return report.model_copy(update=getattr(intervals, ranges)(report, load_bands()))
+
+
 def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) -> None:
     """render.emit, the report's notes worded for the command line: a field they mark (`tp`, llmcalc/errors.py)
     that is an option of the command `of` is written as its flag (--tp); any other mark (`positions`, a JSON
@@ -104,7 +112,14 @@ def complete_gpus(incomplete: str) -> list[str]:
     return [n for n in gpu_names() if n.startswith(incomplete)]
 
 
-COMPLETIONS = {"--preset": complete_presets, "--gpu": complete_gpus}
+def complete_engines(incomplete: str) -> list[str]:
+    """Shell completion of `--engine`: the engine presets whose names start with what was typed."""
+    from llmcalc.inputs.engines import engine_names
+
+    return [n for n in engine_names() if n.startswith(incomplete)]
+
+
+COMPLETIONS = {"--preset": complete_presets, "--gpu": complete_gpus, "--engine": complete_engines}
 """Options whose values the shell completes (`llmcalc --install-completion`), wherever a command declares them."""
 
 
@@ -204,6 +219,11 @@ EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree.", panel=
 TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
     "--time-model", help="calibrated or roofline (default: calibrated if the GPU has a profile).", panel=ADVANCED,
     metavar="MODEL")]
+IntervalOpt = Annotated[bool, _opt(
+    "--interval", help="Also the range runs fell in (docs/intervals.md).", panel=OUTPUT)]
+EngineOpt = Annotated[Optional[str], _opt(
+    "--engine", help="vllm (default), sglang, trtllm, reference, or a YAML file.", panel=ADVANCED,
+    metavar="NAME")]
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="Calibration profile YAML to use.", panel=ADVANCED, metavar="FILE")]
 LoraOpt = Annotated[Optional[int], _count_opt(

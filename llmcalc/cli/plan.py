@@ -10,6 +10,7 @@ from llmcalc.cli.options import (
     GPUS,
     OUTPUT,
     SERVING,
+    EngineOpt,
     RateOpt,
     SeedOpt,
     TimeModelOpt,
@@ -43,6 +44,7 @@ def plan(
     requests: Annotated[int, _count_opt("--requests", "-n", help="Requests each finalist's simulation runs (at most 100,000 in all).",
                                         panel=SERVING)] = 400,
     seed: SeedOpt = 0,
+    engine: EngineOpt = None,
     time_model: TimeModelOpt = None,
     timings: Annotated[bool, _opt(
         "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
@@ -50,6 +52,7 @@ def plan(
 ) -> None:
     """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
     from llmcalc.model.gpu import FIGURE_MAX
+    from llmcalc.inputs.engines import load_engine
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.plan import plan as search
 
@@ -72,9 +75,10 @@ def plan(
                             f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
         prices[name] = value
     lengths = tokens.parse()
-    tms = {d.name: load_time_model(time_model, d, None) for d in devices}
+    serving = load_engine(engine)
+    tms = {d.name: load_time_model(time_model, d, None, engine=serving) for d in devices}
     args = (model.load(), devices, tms, max_gpus, rate, *lengths,
-            *(str(x) for x in lengths), targets.slo(), prices)
+            *(str(x) for x in lengths), targets.slo(), prices, serving)
     options = dict(disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings)
     with progress_bar("searching", None) as update:  # seconds of search: a bar on a terminal only
         report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,

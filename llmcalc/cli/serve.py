@@ -15,6 +15,7 @@ from llmcalc.cli.options import (
     PRECISION,
     SERVING,
     GPUOpt,
+    IntervalOpt,
     KVDtypeOpt,
     PlotForceOpt,
     RateOpt,
@@ -25,6 +26,7 @@ from llmcalc.cli.options import (
     load_gpu_named,
     load_model,
     progress_bar,
+    with_ranges,
 )
 from llmcalc.errors import UserError
 
@@ -45,13 +47,15 @@ def serve(
     tokens: groups.Lengths,
     trace: Annotated[Optional[Path], _opt(
         "--trace", help="Arrivals and lengths from a CSV or JSONL file.", panel=SERVING, metavar="FILE")] = None,
-    max_seqs: Annotated[int, _count_opt("--max-seqs", help="Most sequences per step.", panel=SERVING)] = 256,
-    max_batched_tokens: Annotated[int, _count_opt(
-        "--max-batched-tokens", help="Most tokens per step.", panel=ADVANCED)] = 8192,
-    block_size: Annotated[int, _count_opt("--block-size", help="Tokens per KV block.", panel=ADVANCED)] = 16,
-    gpu_memory_utilization: Annotated[float, _opt(
-        "--gpu-memory-utilization", help="GPU memory share for the engine.", panel=ADVANCED,
-        metavar="SHARE")] = 0.9,
+    max_seqs: Annotated[Optional[int], _count_opt(
+        "--max-seqs", help="Most sequences per step (default: the engine's).", panel=SERVING)] = None,
+    max_batched_tokens: Annotated[Optional[int], _count_opt(
+        "--max-batched-tokens", help="Most tokens per step (default: the engine's).", panel=ADVANCED)] = None,
+    block_size: Annotated[Optional[int], _count_opt(
+        "--block-size", help="Tokens per KV block (default: the engine's).", panel=ADVANCED)] = None,
+    gpu_memory_utilization: Annotated[Optional[float], _opt(
+        "--gpu-memory-utilization", help="GPU memory share for the KV pool (default: the engine's).",
+        panel=ADVANCED, metavar="SHARE")] = None,
     prefix_hit: Annotated[float, _opt(
         "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
@@ -69,17 +73,18 @@ def serve(
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
         "--compute-dtype", help="Matmul type (default: bf16 or native).", panel=PRECISION,
         metavar="DTYPE")] = None,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     plot: Annotated[Optional[Path], _opt(
         "--plot", help="Also plot latency to a .png or .svg file.", panel=OUTPUT, metavar="FILE")] = None,
     plot_vs: Annotated[Literal["time", "load"], _opt(
         "--plot-vs", help="x axis: time or load (rate).", panel=OUTPUT, metavar="AXIS")] = "time",
     force: PlotForceOpt = False,
+    interval: IntervalOpt = False,
     out: groups.Output,
 ) -> None:
     """Throughput, goodput and latency of a serving engine (docs/commands/serve.md)."""
     from llmcalc.inputs.requests import load_trace
-    from llmcalc.views.serve import Engine, Load, load_curve, make_requests, speculative
+    from llmcalc.views.serve import Load, load_curve, make_requests, speculative
     from llmcalc.views.serve import serve as simulate
 
     if trace is not None and (rate is not None or concurrency is not None):
@@ -94,8 +99,6 @@ def serve(
 
         check_target(plot)
         check_outputs(force, plot=plot)
-    engine = Engine(max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
-                    gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit)
     load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
                 concurrency=concurrency)
     if plot is not None and plot_vs == "load" and load.finite_rate is None:
@@ -106,6 +109,9 @@ def serve(
     spec = model.load()
     device = load_gpu_named(gpu, "serve")
     tm = timing.load(device)
+    engine = timing.serving_engine().settings(
+        device, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance,
@@ -121,7 +127,7 @@ def serve(
             prompt_text, output_text = (str(x) for x in lengths)
             label = None
         args = dict(engine=engine, prompt=prompt_text, output=output_text, slo=slo, seed=seed, spec_dec=spec_dec,
-                    load_label=label)
+                    load_label=label, prefix_hit=prefix_hit)
         report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: update(advance=n), **args)
     if plot is not None:
         from llmcalc.cli.files import written
@@ -134,4 +140,4 @@ def serve(
             else:
                 plot_serve_load(curve, tmp)
         sys.stderr.write(f"plot: wrote {plot}\n")
-    out.emit(report, of=serve)
+    out.emit(with_ranges(report, "serve_ranges") if interval else report, of=serve)

@@ -41,7 +41,7 @@ def sweep(
                                metavar="GRID")] = "1",
     gpu: OptionalGPUOpt = None,
     layout: groups.Layout,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,

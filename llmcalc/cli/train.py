@@ -16,6 +16,7 @@ from llmcalc.cli.options import (
     EPOpt,
     GPUOpt,
     GPUsOpt,
+    IntervalOpt,
     OptimizerOpt,
     PPOpt,
     RecomputeOpt,
@@ -27,6 +28,7 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
     load_gpu_named,
+    with_ranges,
 )
 from llmcalc.errors import UserError
 
@@ -83,6 +85,7 @@ def train(
     reserve: ReserveOpt = 0.10,
     auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",
                                panel=TRAINING)] = False,
+    interval: IntervalOpt = False,
     out: groups.Output,
 ) -> None:
     """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
@@ -104,4 +107,5 @@ def train(
                  attention_core=attention, logits="all", reserve=reserve, **qlora_format)
     device = load_gpu_named(gpu, "train")
     tm = timing.load(device)
-    out.emit(training_step(model.load(), device, w, tm, auto=auto), of=train)
+    report = training_step(model.load(), device, w, tm, auto=auto)
+    out.emit(with_ranges(report, "train_ranges") if interval else report, of=train)

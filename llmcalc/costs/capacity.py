@@ -100,10 +100,17 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
     return weights
 
 
-def serving_kv_budget(spec: ModelSpec, gpu: GPU, w: Workload) -> tuple[int, int]:
+def serving_kv_budget(spec: ModelSpec, gpu: GPU, w: Workload, of_free: bool = False,
+                      workspace: bool = True) -> tuple[int, int]:
     """(free, budget): the bytes per GPU a serving engine leaves for its KV cache once its weights and activation
-    workspace are held (usable_bytes at the workload's reserve, 1 − gpu_memory_utilization), and the share of it
-    each virtual engine of a pipeline holds (free // pp). Refuses weights that do not fit (require_weights_fit);
-    free may be ≤ 0 when the workspace does not."""
-    free = usable_bytes(gpu, w.reserve) - require_weights_fit(spec, gpu, w) - activation_workspace(spec, w)
+    workspace are held, and the share of it each virtual engine of a pipeline holds (free // pp). The engine takes
+    1 − reserve of the GPU's memory, weights inside it (usable_bytes), or with `of_free` 1 − reserve of what the
+    weights and the workspace leave (TensorRT-LLM's free_gpu_memory_fraction); without `workspace` its reserve
+    already holds the activations (SGLang's mem_fraction_static). Refuses weights that do not fit
+    (require_weights_fit); free may be ≤ 0 when the workspace does not."""
+    held = require_weights_fit(spec, gpu, w) + (activation_workspace(spec, w) if workspace else 0)
+    if of_free:
+        free = int((gpu.memory_bytes - held) * (1 - w.reserve))
+    else:
+        free = usable_bytes(gpu, w.reserve) - held
     return free, free // w.layout.pp

@@ -132,11 +132,17 @@ class EngineStep:
         return {k: cost.at(env) for k, cost in self.form(parts).items()}
 
     def time(self, chunks: Sequence[tuple[int, int]], contexts: Sequence[int],
-             verifies: Sequence[tuple[int, int]] = ()) -> float:
-        """Seconds of one step: Σ over its entries of StepTime.time, plus step_s."""
+             verifies: Sequence[tuple[int, int]] = (), pad: int = 0) -> float:
+        """Seconds of one step: Σ over its entries of StepTime.time, plus step_s. `pad`: rows a decode step's
+        CUDA graph runs beyond its sequences (the captured batch size's), which pass through every matmul but
+        attend to nothing and are not sampled."""
         if not chunks and not contexts and not verifies:
             return 0.0
         parts, env = self.vars(chunks, contexts, verifies)
+        if pad:
+            tag = TAGS["decode"]
+            env["T"] += pad
+            env["T" + tag] += pad
         return self.clock(parts)(env)
 
 

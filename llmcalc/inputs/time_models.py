@@ -7,6 +7,7 @@ from pathlib import Path
 
 from llmcalc.errors import UserError
 from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.model.engine import Engine
 from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
 from llmcalc.model.time_model import ROOFLINE, SMOKE_GPU, TimeModel
@@ -20,13 +21,24 @@ def calibrated_gpus() -> list[str]:
     return sorted(p.stem for p in CALIBRATION_DIR.glob("*.yaml"))
 
 
-def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
+def profile_path(gpu: GPU, engine: Engine | None) -> Path:
+    """The bundled profile of `gpu` under `engine`: presets/calibration/engines/<engine>/<gpu>.yaml where the
+    runs of that engine on that GPU gave one, else the GPU's own, presets/calibration/<gpu>.yaml."""
+    if engine is not None:
+        path = CALIBRATION_DIR / "engines" / engine.name / f"{gpu.name}.yaml"
+        if path.exists():
+            return path
+    return CALIBRATION_DIR / f"{gpu.name}.yaml"
+
+
+def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None, engine: Engine | None = None,
                     **overrides: float | None) -> TimeModel:
-    """The time model `name` for `gpu` (calibrated: its bundled profile, or the profile file `calibration`;
-    None: calibrated where there is a profile, else the roofline), with each efficiency given in `overrides`
-    (None: the model's own) put in its place."""
+    """The time model `name` for `gpu` (calibrated: its bundled profile under `engine` (profile_path), or the
+    profile file `calibration`; None: calibrated where there is a profile, else the roofline), with each
+    efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s, where it
+    states one, in place of the profile's."""
     if name is None:
-        profiled = calibration is not None or (CALIBRATION_DIR / f"{gpu.name}.yaml").exists()
+        profiled = calibration is not None or profile_path(gpu, engine).exists()
         name = "calibrated" if profiled else "roofline"
     if calibration is not None:
         tm = validated(TimeModel, read_yaml(calibration, "calibration file"), f"calibration file {calibration}",
@@ -40,7 +52,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     elif name == "roofline":
         tm = ROOFLINE
     elif name == "calibrated":
-        path = CALIBRATION_DIR / f"{gpu.name}.yaml"
+        path = profile_path(gpu, engine)
         if not path.exists():
             raise UserError(f"`time_model`: no calibration profile for {gpu.name} (profiles: "
                             f"{', '.join(calibrated_gpus()) or 'none'}); use `time_model` roofline, or give "
@@ -50,6 +62,8 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     else:
         raise UserError(f"`time_model`: unknown time model {name!r}; use one of {', '.join(NAMES)}")
     given = {k: v for k, v in overrides.items() if v is not None}
+    if engine is not None and engine.step_s is not None and tm.fixed_costs:
+        given = {"step_s": engine.step_s} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
 
 

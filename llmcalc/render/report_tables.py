@@ -540,11 +540,11 @@ def serve_table(r, units: str) -> list:
     return [
         f"[bold]{esc(r.model)}[/bold] on {layout}: {r.requests:,} requests, {esc(r.load)}, prompt {esc(r.prompt)}, "
         f"output {esc(r.output)} ({r.time_model} time model)",
-        f"engine: max {r.max_seqs} sequences and {r.max_batched_tokens:,} tokens per step, {r.kv_blocks:,} KV blocks "
-        f"of {r.block_size} tokens ({size(r.kv_bytes_per_block, units)} each per GPU; KV cache size {r.kv_tokens:,} "
-        f"tokens), memory utilization "
-        f"{r.gpu_memory_utilization:g}, prefix hit {r.prefix_hit:g}"
-        + (f", speculative: {esc(r.speculative)}" if r.speculative else ""),
+        f"engine: {esc(r.engine)}, {r.engine_policy}, max {r.max_seqs} sequences and {r.max_batched_tokens:,} "
+        f"tokens per step, CUDA graphs up to {r.graph_max}, {r.kv_blocks:,} KV blocks of {r.block_size} tokens "
+        f"({size(r.kv_bytes_per_block, units)} each per GPU), memory utilization {r.gpu_memory_utilization:g}, "
+        f"prefix hit {r.prefix_hit:g}" + (f", speculative: {esc(r.speculative)}" if r.speculative else ""),
+        f"KV cache: {r.kv_tokens:,} tokens per engine; its log says “{esc(r.kv_log)}”",
         f"throughput [bold]{r.requests_per_s:,.2f}[/bold] requests/s · [bold]{r.output_tokens_per_s:,.0f}[/bold] "
         f"output tokens/s ({r.output_tokens_per_s_per_gpu:,.0f} per GPU){good}",
         f"over {seconds(r.duration_s)} and {r.steps:,} steps: {r.mean_concurrency:,.1f} requests in the system on "
@@ -568,13 +568,14 @@ def plan_table(r, units: str) -> list:
             layout = f"prefill tp {c.prefill.tp}" + (f", dp {c.prefill.dp}" if c.prefill.dp > 1 else "") + \
                 f"; decode {layout}"
         cost = "—" if c.usd_per_million_tokens is None else f"${c.usd_per_million_tokens:,.3f}"
-        rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs), f"×{c.headroom:,.1f}",
+        rows.append([str(i), c.gpu, str(c.gpus), layout, c.weights_dtype, str(c.max_seqs), f"{c.kv_tokens / 1e6:.2f}M",
+                     f"×{c.headroom:,.1f}",
                      f"{c.output_tokens_per_s_per_gpu:,.0f}", cost, seconds(c.ttft_p99_s), seconds(c.tpot_p99_s)])
     return [
         f"[bold]{esc(r.model)}[/bold] at {r.rate:g} requests/s (prompt {esc(r.prompt)}, output {esc(r.output)}), "
         f"{targets}, on up to {r.max_gpus} × {esc(', '.join(r.gpus))}",
         table("Deployments that meet the targets, best first (simulated)",
-              ["#", "GPU", "GPUs", "layout", "dtype", "max\nseqs", "headroom", "tok/s\n/GPU", "$/M\ntok",
+              ["#", "GPU", "GPUs", "layout", "dtype", "max\nseqs", "KV\ntokens", "head-\nroom", "tok/s\n/GPU", "$/M\ntok",
                "TTFT\np99", "TPOT\np99"],
               rows, text=(1, 3, 4)),
         *_footer(r),

@@ -91,6 +91,11 @@ class LatencyReport(Placement):
     tokens_per_s_per_seq: float
     decode_tokens_per_s: float
     """Steady decode throughput at the first step: batch / tpot_s (all replicas)."""
+    ttft_s_range: list[float] | None = None
+    """With --interval: [low, high], the range a measured figure fell in on published runs (docs/intervals.md);
+    None without it, or where no band exists."""
+    tpot_s_range: list[float] | None = None
+    tokens_per_s_range: list[float] | None = None
     experts_hit_per_step: float | None
     """Expected distinct routed experts one MoE layer reads per decode step, E·(1 − (1 − k/E)^T)."""
     weights_bytes_per_gpu: int

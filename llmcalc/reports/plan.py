@@ -42,6 +42,8 @@ class PlanCandidate(Report):
     full_batch: int
     """Sequences one engine (a dp replica's pp virtual engines each) runs when full: max_seqs, or fewer where its KV
     memory holds fewer requests at the full mean length (prompt + output)."""
+    kv_tokens: int
+    """Tokens one (decode) engine's KV cache holds, as `serve` reports it and the engine logs it at start-up."""
     saturation_tokens_per_s: float
     """Output tokens/s the deployment sustains with every engine full: dp · pp · full_batch / t_decode(full_batch)
     at context prompt + output/2, decode steps alone (prompts not counted: an upper bound). Disaggregated: the decode

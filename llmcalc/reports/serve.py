@@ -65,10 +65,17 @@ class ServeReport(Placement):
     """Requests/s of the arrival process; None when all arrive at once, under a concurrency or a trace."""
     prompt: str
     output: str
+    engine: str
+    """The serving engine simulated (presets/engines/<engine>.yaml, or a file's name)."""
+    engine_policy: str
+    """decode-first: a step runs the running requests, then new prompts, together; prefill-first: new prompts in
+    steps of their own while they wait."""
     max_seqs: int
     max_batched_tokens: int
     block_size: int
     gpu_memory_utilization: float
+    graph_max: int
+    """The largest decode batch replayed from a CUDA graph (a smaller one is padded to the next captured size)."""
     prefix_hit: float
     speculative: str | None
     """Draft tokens per step and their acceptance rate, and the draft model or MTP; None without."""
@@ -77,8 +84,10 @@ class ServeReport(Placement):
     kv_bytes_per_block: int
     """Bytes of one block of `block_size` tokens on one GPU."""
     kv_tokens: int
-    """Tokens one engine's KV cache holds, kv_blocks × block_size: the figure a serving engine logs at start-up
-    (vLLM: "GPU KV cache size: N tokens"), to check against one's own log."""
+    """Tokens one engine's KV cache holds, kv_blocks × block_size: the figure a serving engine logs at start-up,
+    to check against one's own log."""
+    kv_log: str
+    """kv_tokens as the engine's start-up log line words it (vLLM: "GPU KV cache size: N tokens")."""
     requests_per_s: float
     output_tokens_per_s: float
     requests_per_s_per_gpu: float
@@ -89,6 +98,13 @@ class ServeReport(Placement):
     slo_tpot_s: float | None
     ttft_s: Spread
     tpot_s: Spread
+    ttft_s_range: list[float] | None = None
+    """With --interval: [low, high], the range a measured median TTFT fell in on published runs of the engine
+    (docs/intervals.md); None without it, or where no band exists."""
+    tpot_s_range: list[float] | None = None
+    """The same for the median TPOT."""
+    output_tokens_per_s_range: list[float] | None = None
+    """The same for output_tokens_per_s."""
     """Per request (e2e − ttft) / (output − 1), over requests with more than one output token."""
     e2e_s: Spread
     queue_s: Spread

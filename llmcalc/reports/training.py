@@ -43,6 +43,9 @@ class TrainReport(Placement):
     """The GPU's dense peak FLOP/s at the compute dtype: the denominator of mfu and hfu."""
     step_s: float
     """Seconds of one optimizer step: the sum of the phase parts below."""
+    step_s_range: list[float] | None = None
+    """With --interval: [low, high], the range a measured figure fell in on published runs (docs/intervals.md);
+    None without it, or where no band exists."""
     tokens_per_s: float
     """batch · seq / step_s, all GPUs together."""
     tokens_per_s_per_gpu: float

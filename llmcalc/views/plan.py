@@ -36,6 +36,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from llmcalc.costs.capacity import serving_kv_budget
 from llmcalc.costs.engine_step import EngineStep, decode_ceiling, prefill_ceiling
@@ -43,11 +44,12 @@ from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import Lengths, check_requests
+from llmcalc.model.engine import Engine, Settings
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.plan import PlanCandidate, PlanReport, PrefillPool
-from llmcalc.views.serve import SLO, Engine, Load, make_requests, serve
+from llmcalc.views.serve import SLO, Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
 MAX_GPUS = 1024
@@ -127,25 +129,44 @@ def weight_dtypes(gpu: GPU) -> list[str]:
     return ["bf16"] + (["fp8"] if gpu.peak_tflops.fp8 else [])
 
 
+class Pool(NamedTuple):
+    """One engine of a candidate layout: its step, KV bytes per GPU, workload and KV tokens (serve's kv_tokens)."""
+
+    step: EngineStep
+    budget: int
+    w: Workload
+    kv_tokens: int
+
+
 class _Engines:
-    """EngineSteps and KV budgets per (GPU, layout without dp unless ep spans replicas, dtype), built once."""
+    """Engine pools per (GPU, layout without dp unless ep spans replicas, dtype), built once, on `engine`'s
+    settings for each GPU."""
 
-    def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], utilization: float, chunk: int):
-        self.spec, self.tms, self.utilization, self.chunk = spec, tms, utilization, chunk
-        self.cache: dict[tuple, tuple[EngineStep, int, Workload] | None] = {}
+    def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], engine: Engine):
+        self.spec, self.tms, self.engine = spec, tms, engine
+        self.cache: dict[tuple, Pool | None] = {}
 
-    def get(self, gpu: GPU, L: Layout, dtype: str) -> tuple[EngineStep, int, Workload] | None:
-        """(step, KV bytes per GPU for the engine, workload), or None when the weights do not fit."""
+    def settings(self, gpu: GPU, **given: int | None) -> Settings:
+        """The engine's settings on `gpu`, `given` in place of its own."""
+        return self.engine.settings(gpu, **given)
+
+    def get(self, gpu: GPU, L: Layout, dtype: str) -> Pool | None:
+        """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
         key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.ep > L.tp else 0, dtype)
         if key not in self.cache:
+            s = self.settings(gpu)
             w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
-                         reserve=1 - self.utilization, prefill_chunk=self.chunk)
+                         reserve=1 - s.gpu_memory_utilization, prefill_chunk=s.max_batched_tokens)
             try:
-                free, budget = serving_kv_budget(self.spec, gpu, w)
+                free, budget = serving_kv_budget(self.spec, gpu, w, self.engine.memory_of == "free",
+                                                 self.engine.profiles_activations)
             except UserError:
                 self.cache[key] = None
             else:
-                self.cache[key] = (EngineStep(self.spec, gpu, w, self.tms[gpu.name]), budget, w) if free > 0 else None
+                block = kv_per_gpu(self.spec, 1, s.block_size, w)
+                tokens = budget // block * s.block_size if block else 0
+                self.cache[key] = (Pool(EngineStep(self.spec, gpu, w, self.tms[gpu.name]), budget, w, tokens)
+                                   if free > 0 else None)
         return self.cache[key]
 
 
@@ -175,9 +196,10 @@ def check_bounds(max_gpus: int, top: int, requests: int) -> None:
 
 def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: int, rate: float, prompt: Lengths,
          output: Lengths, prompt_text: str, output_text: str, slo: SLO, prices: dict[str, float | None],
-         disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0, timings: bool = False,
-         progress: Callable[[str, int, int], None] | None = None) -> PlanReport:
-    """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s.
+         engine: Engine, disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0,
+         timings: bool = False, progress: Callable[[str, int, int], None] | None = None) -> PlanReport:
+    """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s on
+    `engine` (its settings on each GPU, max_seqs searched).
     `timings`: report the closed-form pass's seconds (search_s). `progress(what, done, total)` is told of each
     layout evaluated and each simulation."""
     spec.stack.check_decoding("model")
@@ -193,8 +215,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                         f"smaller `max_gpus`, fewer `gpu`{' or leave out `disaggregated`' * disaggregated}")
     tell = progress or (lambda what, done, total: None)
     in_len, out_len = round(prompt.mean), round(output.mean)
-    engine = Engine()
-    engines = _Engines(spec, tms, engine.gpu_memory_utilization, engine.max_batched_tokens)
+    engines = _Engines(spec, tms, engine)
     t0 = time.perf_counter()
     rows: list[PlanCandidate] = []
     searched = 0
@@ -208,7 +229,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                 got = engines.get(gpu, L, dtype)
                 if got is None:
                     continue
-                step, budget, w = got
+                step, budget, w, kv_tokens = got
                 key = (gpu.name, L.tp, L.pp, dtype)
                 if key not in per_request:
                     per_request[key] = kv_per_gpu(spec, 1, in_len + out_len, w)
@@ -221,7 +242,8 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                         continue
                     full = min(m, fit)
                     ceiling = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
-                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo, full, ceiling))
+                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo, full, ceiling,
+                                           kv_tokens))
         if disaggregated:
             found, searched = _disaggregated(spec, gpu, grids[gpu.name], engines, max_gpus, rate, in_len, out_len,
                                              price, slo, searched, lambda done: tell("closed form", done, total))
@@ -249,8 +271,9 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     notes = [f"{searched:,} candidates in closed form ({len(feasible):,} within {SLACK} × the targets there); "
              f"the {simulated} cheapest of them simulated ({requests} Poisson requests each), {len(finalists)} met "
              "them",
-             "engine: vLLM-like defaults (chunked prefill, 8,192 tokens per step, memory utilization 0.9); KV in the "
-             "weights' dtype"]
+             f"engine: {engine.label} {engine.version} ({engine.policy} steps, "
+             f"{'chunked prefill, ' if engine.chunked_prefill else ''}its token budget and memory share for each "
+             "GPU's memory); KV in the weights' dtype"]
     if not any(prices.get(g.name) for g in gpus):
         notes.append("no price_per_hour for these GPUs (give --price GPU=USD): ranked by output tokens/s per GPU")
     if not finalists:
@@ -279,16 +302,18 @@ def _meets(ttft: float, tpot: float, slo: SLO, slack: float = 1.0) -> bool:
 
 def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool | None, est: Estimate,
                rate: float, out_len: int, price: float | None, slo: SLO, full: int, saturation: float,
-               ttft: float | None = None, gpus: int | None = None) -> PlanCandidate:
+               kv_tokens: int, ttft: float | None = None, gpus: int | None = None) -> PlanCandidate:
     """A candidate's row from its closed-form estimate; `full`: one engine's full batch, `saturation`: the output
-    tokens/s the deployment sustains full (decode_ceiling, with a prefill pool's bound)."""
+    tokens/s the deployment sustains full (decode_ceiling, with a prefill pool's bound), `kv_tokens`: one
+    (decode) engine's KV cache in tokens."""
     gpus = gpus or L.gpus
     tokens = rate * out_len
     ttft = est.ttft if ttft is None else ttft
     return PlanCandidate(
         gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=dtype, max_seqs=max_seqs,
         disaggregated=pool is not None, prefill=pool, meets_slo=_meets(ttft, est.tpot, slo, SLACK), simulated=False,
-        output_tokens_per_s_per_gpu=tokens / gpus, full_batch=full, saturation_tokens_per_s=saturation,
+        output_tokens_per_s_per_gpu=tokens / gpus, full_batch=full, kv_tokens=kv_tokens,
+        saturation_tokens_per_s=saturation,
         headroom=saturation / tokens,
         usd_per_million_tokens=gpus * price / (tokens * 3600) * 1e6 if price else None,
         ttft_p99_s=ttft, tpot_p99_s=est.tpot, utilization=est.rho)
@@ -325,7 +350,7 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
                 got = engines.get(gpu, L, dtype)
                 if got is None:
                     continue
-                step, budget, w = got
+                step, budget, w, kv_tokens = got
                 est = steady(step, in_len, out_len, rate / L.dp, "decode")
                 if est is None:
                     continue
@@ -337,7 +362,7 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
                         decode = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
                         ceiling = min(decode * out_len / (out_len - 1), pool_ceiling) if out_len > 1 else pool_ceiling
                         out.append(_candidate(gpu, L, dtype, m, pool, est, rate, out_len, price, slo, full, ceiling,
-                                              ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
+                                              kv_tokens, ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
     return out, tried
 
 
@@ -348,21 +373,21 @@ def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engine
     load = Load(rate=rate)
     rows = make_requests(n, prompt, output, load, seed)
     L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
-    w = engines.get(gpu, L, c.weights_dtype)[2].model_copy(update={"layout": L})  # the cached one may differ in dp
-    engine = Engine(max_seqs=c.max_seqs)
+    w = engines.get(gpu, L, c.weights_dtype).w.model_copy(update={"layout": L})  # the cached one may differ in dp
+    engine = engines.settings(gpu, max_seqs=c.max_seqs)
     if c.prefill is None:
         r = serve(spec, gpu, w, tm, rows, engine, load, prompt_text, output_text, slo, seed)
         ttft, tpot = r.ttft_s.p99, r.tpot_s.p99
     else:  # the prefill pool emits the first token; the decode pool gets each request after its KV arrives
         pool = c.prefill
         Lp = Layout(tp=pool.tp, dp=pool.dp)
-        wp = engines.get(gpu, Lp, c.weights_dtype)[2].model_copy(update={"layout": Lp})
-        first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], Engine(), load, prompt_text, "1", slo,
-                      seed)
+        wp = engines.get(gpu, Lp, c.weights_dtype).w.model_copy(update={"layout": Lp})
+        first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], engines.settings(gpu), load, prompt_text,
+                      "1", slo, seed)
         ready = [(x.arrival_s + x.ttft_s + pool.kv_transfer_s, x.prompt, o) for x, (_, _, o) in
                  zip(first.timeline, sorted(rows))]
-        decode = serve(spec, gpu, w, tm, ready, Engine(max_seqs=c.max_seqs, prefix_hit=0.999), load, prompt_text,
-                       output_text, slo, seed)
+        decode = serve(spec, gpu, w, tm, ready, engine, load, prompt_text, output_text, slo, seed,
+                       prefix_hit=0.999)
         ttft = first.ttft_s.p99 + pool.kv_transfer_s
         tpot = decode.tpot_s.p99
     return c.model_copy(update={"simulated": True, "ttft_p99_s": ttft, "tpot_p99_s": tpot,

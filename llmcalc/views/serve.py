@@ -34,6 +34,7 @@ from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import MAX_ARRIVAL_S, Lengths, check_requests
+from llmcalc.model.engine import Settings
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
@@ -44,32 +45,6 @@ from llmcalc.workload import Workload
 FORMULA = ("each step: one forward over the scheduled prompt chunks and decode tokens (EngineStep: weights read "
            "once, attention per sequence's context); TTFT = first token − arrival; TPOT = (e2e − TTFT) / "
            "(output − 1); throughput over first arrival … last token")
-
-
-@dataclass(frozen=True)
-class Engine:
-    """The engine's knobs (vLLM's names in brackets)."""
-
-    max_seqs: int = 256
-    """Most sequences in a step [max_num_seqs]."""
-    max_batched_tokens: int = 8192
-    """Most tokens in a step: prompt chunks and decode tokens [max_num_batched_tokens]."""
-    block_size: int = 16
-    """Tokens per KV block [block_size]."""
-    gpu_memory_utilization: float = 0.9
-    """Share of each GPU's memory the engine takes [gpu_memory_utilization]."""
-    prefix_hit: float = 0.0
-    """Share of each prompt found in the prefix cache (not recomputed) [enable_prefix_caching]."""
-
-    def __post_init__(self) -> None:
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise UserError(f"`gpu_memory_utilization`: {self.gpu_memory_utilization:g} is not in (0, 1]; give a "
-                            "share such as 0.9")
-        if not 0 <= self.prefix_hit < 1:
-            raise UserError(f"`prefix_hit`: {self.prefix_hit:g} is not in [0, 1); give a share such as 0.5")
-        for name in ("max_seqs", "max_batched_tokens", "block_size"):
-            if getattr(self, name) < 1:
-                raise UserError(f"`{name}`: give at least 1")
 
 
 @dataclass(frozen=True)
@@ -186,10 +161,16 @@ def make_requests(n: int, prompt: Lengths, output: Lengths, load: Load, seed: in
     return rows
 
 
+STEPS_PER_TOKEN = 20
+"""The most steps an engine may run per prompt and output token of its requests: a bound on a run's work that a
+cache preempting its requests in turn would otherwise not have (a step makes at least one token's progress unless
+it preempts)."""
+
+
 class _Sim:
     """One engine's loop (module docstring)."""
 
-    def __init__(self, step: EngineStep, engine: Engine, budget: int, block_bytes: dict[int, int],
+    def __init__(self, step: EngineStep, engine: Settings, budget: int, block_bytes: dict[int, int],
                  spec_dec: Speculative | None, rng: random.Random):
         self.step, self.engine, self.budget, self.spec_dec, self.rng = step, engine, budget, spec_dec, rng
         self.block_bytes = block_bytes  # blocks → bytes on one GPU, filled as needed
@@ -219,9 +200,87 @@ class _Sim:
         r.held, r.blocks = need, blocks
         return True
 
+    def fits(self, r: Request, tokens: int) -> bool:
+        """Whether the cache could hold `tokens` tokens of `r` now."""
+        need = self.blocks_bytes(ceil_div(tokens, self.engine.block_size))
+        return self.used - r.held + need <= self.budget
+
     def free(self, r: Request) -> None:
         self.used -= r.held
         r.held = r.blocks = 0
+
+    def prompts_wait(self, running: list[Request], waiting: deque[Request]) -> bool:
+        """Whether a prefill-first engine's next step is one of prompts: a running request is inside its prompt,
+        or a waiting one has room to start."""
+        return (bool(waiting) and len(running) < self.engine.max_seqs
+                or any(r.known - r.computed > 1 or r.computed < r.prompt for r in running))
+
+    def schedule(self, running: list[Request], waiting: deque[Request], prompts_only: bool | None) -> tuple:
+        """One step's work: (chunks, decodes, verifies, scheduled, preempted). Running requests first, oldest
+        first, then waiting ones while the token budget, max_seqs and the cache allow. `prompts_only` True: no
+        decode token (a prefill-first engine's prompt step); False: no new prompt (its decode step); None both
+        (one step of everything, decode-first). A request short of KV blocks takes the newest running request's,
+        which is preempted (recomputed later)."""
+        e, spec_dec = self.engine, self.spec_dec
+        draft_k = spec_dec.tokens if spec_dec else 0
+        budget = e.max_batched_tokens
+        chunks, decodes, verify, scheduled = [], [], [], []
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            need = r.known - r.computed
+            decoding = need == 1 and r.computed >= r.prompt
+            if decoding and prompts_only:
+                i += 1
+                continue
+            n = 1 + min(draft_k, r.output - r.generated - 1) if decoding else min(need, budget)
+            if n > budget:
+                break
+            if prompts_only and not self.grow(r, r.computed + n):
+                i += 1  # a prompt step preempts no one: the chunk waits for a step with the decodes
+                continue
+            lost = False
+            while not self.grow(r, r.computed + n):  # take the newest request's blocks
+                victim = running.pop()
+                self.free(victim)
+                victim.computed, victim.preempted = 0, victim.preempted + 1
+                waiting.appendleft(victim)
+                self.preemptions += 1
+                preempted = True
+                if victim is r:
+                    lost = True
+                    break
+            if lost:
+                break
+            if n == 1 and decoding:
+                decodes.append(r.computed)
+            elif decoding:
+                verify.append((n, r.computed))
+            else:
+                chunks.append((n, r.computed))
+            scheduled.append((r, n, decoding))
+            budget -= n
+            i += 1
+        while prompts_only is not False and not preempted and waiting and budget > 0 and len(running) < e.max_seqs:
+            r = waiting[0]
+            start = min(r.hit, r.prompt - 1) if r.preempted == 0 else 0  # a prefix-cache hit is not recomputed
+            n = min(r.known - start, budget)
+            if n < r.known - start and scheduled and not e.engine.chunked_prefill:
+                break  # an engine that does not chunk starts a prompt whole (alone when it fills the budget)
+            if e.engine.admits_whole_prompt and not self.fits(r, r.known):
+                break  # the cache must hold the whole prompt, not only its first chunk
+            if not self.grow(r, r.prompt + r.output if e.engine.reserves_whole_request else start + n):
+                break
+            waiting.popleft()
+            r.computed = start
+            if r.scheduled is None:
+                r.scheduled = self.now
+            running.append(r)
+            chunks.append((n, start))
+            scheduled.append((r, n, False))
+            budget -= n
+        return chunks, decodes, verify, scheduled, preempted
 
     def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None) -> None:
         """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free)."""
@@ -240,6 +299,7 @@ class _Sim:
         else:
             pending_arrivals = True
         draft_k = spec_dec.tokens if spec_dec else 0
+        limit = STEPS_PER_TOKEN * sum(r.prompt + r.output for r in arrivals) + 1000
         while pending or waiting or running:
             while pending_arrivals and pending and pending[0].arrival <= self.now:
                 r = pending.popleft()
@@ -253,59 +313,19 @@ class _Sim:
                     raise RuntimeError(f"serve: arrival {pending[0].arrival!r} does not follow the clock {self.now!r}")
                 self.now = pending[0].arrival  # idle until the next arrival
                 continue
-            budget = e.max_batched_tokens
-            chunks, decodes, verify, scheduled = [], [], [], []
-            preempted = False
-            i = 0
-            while i < len(running) and budget > 0:
-                r = running[i]
-                need = r.known - r.computed
-                decoding = need == 1 and r.computed >= r.prompt
-                n = 1 + min(draft_k, r.output - r.generated - 1) if decoding else min(need, budget)
-                if n > budget:
+            turns = (True, False) if e.engine.policy == "prefill-first" and self.prompts_wait(running, waiting) \
+                else (None,)
+            for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
+                chunks, decodes, verify, scheduled, preempted = self.schedule(running, waiting, prompts_only)
+                if scheduled or preempted:
                     break
-                lost = False
-                while not self.grow(r, r.computed + n):  # take the newest request's blocks
-                    victim = running.pop()
-                    self.free(victim)
-                    victim.computed, victim.preempted = 0, victim.preempted + 1
-                    waiting.appendleft(victim)
-                    self.preemptions += 1
-                    preempted = True
-                    if victim is r:
-                        lost = True
-                        break
-                if lost:
-                    break
-                if n == 1 and decoding:
-                    decodes.append(r.computed)
-                elif decoding:
-                    verify.append((n, r.computed))
-                else:
-                    chunks.append((n, r.computed))
-                scheduled.append((r, n, decoding))
-                budget -= n
-                i += 1
-            while not preempted and waiting and budget > 0 and len(running) < e.max_seqs:
-                r = waiting[0]
-                start = min(r.hit, r.prompt - 1) if r.preempted == 0 else 0  # a prefix-cache hit is not recomputed
-                n = min(r.known - start, budget)
-                if not self.grow(r, start + n):
-                    break
-                waiting.popleft()
-                r.computed = start
-                if r.scheduled is None:
-                    r.scheduled = self.now
-                running.append(r)
-                chunks.append((n, start))
-                scheduled.append((r, n, False))
-                budget -= n
             if not scheduled:
                 if preempted:
                     continue
                 raise UserError("`gpu_memory_utilization`: the KV cache cannot hold one request's tokens; "
                                 "raise it, use more GPUs or shorter requests")
-            dt = self.step.time(chunks, decodes, verify)
+            pad = e.graph_batch(len(decodes)) - len(decodes) if decodes and not chunks and not verify else 0
+            dt = self.step.time(chunks, decodes, verify, pad)
             if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
                 dt += draft_k * spec_dec.draft.time([], decodes + [c for _, c in verify])
             self.area += in_system * dt
@@ -318,6 +338,10 @@ class _Sim:
                                 "in seconds from the start")
             self.now += dt
             self.steps += 1
+            if self.steps > limit:
+                raise UserError(f"`gpu_memory_utilization`: the engine ran {limit:,} steps without serving its "
+                                f"{len(arrivals):,} requests (its KV cache preempts them in turn); give it more memory "
+                                "or fewer, shorter requests")
             for r, n, decoding in scheduled:
                 if decoding and n > 1:  # verify: the draft tokens accepted in a row, and one of the target's own
                     accepted = 0
@@ -352,16 +376,20 @@ class _Sim:
 
 
 def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tuple[float, int, int]],
-          engine: Engine, load: Load, prompt: str, output: str, slo: SLO = SLO(), seed: int = 0,
+          engine: Settings, load: Load, prompt: str, output: str, slo: SLO = SLO(), seed: int = 0,
           spec_dec: Speculative | None = None, progress: Callable[[int], None] | None = None,
-          load_label: str | None = None) -> ServeReport:
-    """Simulate the engines of the workload's layout over `rows` (arrival, prompt, output); `load_label` names
-    the arrivals when they come from a trace."""
+          load_label: str | None = None, prefix_hit: float = 0.0) -> ServeReport:
+    """Simulate the engines of the workload's layout over `rows` (arrival, prompt, output) on `engine`'s
+    settings; `load_label` names the arrivals when they come from a trace; `prefix_hit`: the share of each prompt
+    found in the prefix cache (not recomputed)."""
+    if not 0 <= prefix_hit < 1:
+        raise UserError(f"`prefix_hit`: {prefix_hit:g} is not in [0, 1); give a share such as 0.5")
     spec.stack.check_decoding("model")
     L = w.layout
     w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
     L.check(spec, L.dp)
-    free, budget = serving_kv_budget(spec, gpu, w)  # each virtual engine of a pipeline holds its share
+    free, budget = serving_kv_budget(spec, gpu, w, engine.engine.memory_of == "free",  # a pipeline's engines split it
+                                     engine.engine.profiles_activations)
     engines = L.dp * L.pp
     block = kv_per_gpu(spec, 1, engine.block_size, w)
     if budget < block:
@@ -373,6 +401,11 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         raise UserError(f"`prompt` or `output`: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
+    prompt_max = max(p for _, p, _ in rows)
+    if not engine.engine.chunked_prefill and prompt_max > engine.max_batched_tokens:
+        raise UserError(f"`max_batched_tokens`: {engine.max_batched_tokens:,} tokens per step is less than the "
+                        f"longest prompt ({prompt_max:,} tokens) and {engine.engine.label} does not chunk prompts "
+                        "by default; raise it above the longest prompt")
     if spec.max_seq_len < longest:
         notes = [f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: an "
                  "extrapolation"]
@@ -380,7 +413,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         notes = []
     step = EngineStep(spec, gpu, w, tm)
     block_bytes: dict[int, int] = {}
-    reqs = [Request(a, p, o, int(engine.prefix_hit * p)) for a, p, o in rows]
+    reqs = [Request(a, p, o, int(prefix_hit * p)) for a, p, o in rows]
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
     # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly
     active = engines if load.concurrency is None else min(engines, load.concurrency)
@@ -392,7 +425,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         sim.run([reqs[i] for i in order[k::active]], clients, progress)
         sims.append(sim)
     return _report(spec, gpu, w, tm, reqs, sims, engine, load_label or str(load), prompt, output, slo, spec_dec,
-                   block, budget, notes, engines, None if load_label else load.finite_rate)
+                   block, budget, notes, engines, None if load_label else load.finite_rate, prefix_hit)
 
 
 def spread(values: list[float]) -> Spread:
@@ -408,7 +441,7 @@ def spread(values: list[float]) -> Spread:
 
 
 def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spec_dec, block, budget,
-            notes, engines, rate) -> ServeReport:
+            notes, engines, rate, prefix_hit) -> ServeReport:
     L = w.layout
     t0 = min(r.arrival for r in reqs)
     duration = max(r.finish for r in reqs) - t0
@@ -428,17 +461,23 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
     verified = sum(s.verified for s in sims)
     notes += [f"{len(sims)} engine(s): dp={L.dp} replicas × pp={L.pp} virtual engines, each with its own scheduler "
               "and share of the KV memory; requests go to them in turn",
-              "recompute preemption; chunked prefill always on; prefix-cache hits skip that share of each prompt "
-              "(their blocks are still counted per request)"]
+              f"{engine.engine.label} {engine.engine.version}: {engine.engine.policy} steps, prefill "
+              f"{'chunked' if engine.engine.chunked_prefill else 'not chunked'}, decode steps padded to CUDA-graph "
+              f"batch sizes up to {engine.graphs[-1] if engine.graphs else 0}, KV pool "
+              f"{engine.gpu_memory_utilization:g} of the GPU's {'free ' if engine.engine.memory_of == 'free' else ''}"
+              "memory; recompute preemption; prefix-cache hits skip that share of each prompt (their blocks are "
+              "still counted per request)"]
     if load.startswith("concurrency") and engines > 1:
         notes.append(f"the {load} is split evenly over {len(sims)} of the {engines} engines")
     return ServeReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, time_model=tm.name,
         requests=n, duration_s=duration, steps=sum(s.steps for s in sims), load=load, rate=rate, prompt=prompt,
-        output=output, max_seqs=engine.max_seqs, max_batched_tokens=engine.max_batched_tokens,
-        block_size=engine.block_size, gpu_memory_utilization=engine.gpu_memory_utilization,
-        prefix_hit=engine.prefix_hit, speculative=spec_dec.label if spec_dec else None,
+        output=output, engine=engine.engine.name, engine_policy=engine.engine.policy, max_seqs=engine.max_seqs,
+        max_batched_tokens=engine.max_batched_tokens, block_size=engine.block_size,
+        gpu_memory_utilization=engine.gpu_memory_utilization, graph_max=engine.graphs[-1] if engine.graphs else 0,
+        prefix_hit=prefix_hit, speculative=spec_dec.label if spec_dec else None,
         kv_blocks=budget // block, kv_bytes_per_block=block, kv_tokens=budget // block * engine.block_size,
+        kv_log=engine.kv_log(budget // block * engine.block_size),
         requests_per_s=n / duration, output_tokens_per_s=out_tokens / duration,
         requests_per_s_per_gpu=n / duration / L.gpus, output_tokens_per_s_per_gpu=out_tokens / duration / L.gpus,
         goodput_requests_per_s=goodput, slo_ttft_s=slo.ttft_s, slo_tpot_s=slo.tpot_s,

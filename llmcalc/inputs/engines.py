@@ -1,0 +1,35 @@
+"""Serving engines by name (`presets/engines/<name>.yaml`, data with the source of every figure) or a user's engine
+file, read with the safe loader."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from llmcalc.errors import UserError
+from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.model.engine import Engine
+
+ENGINE_DIR = PRESETS / "engines"
+DEFAULT_ENGINE = "vllm"
+"""The engine a command times when none is named: the most used open serving engine."""
+
+
+def engine_names() -> list[str]:
+    return sorted(p.stem for p in ENGINE_DIR.glob("*.yaml"))
+
+
+def load_engine(name: str | None) -> Engine:
+    """An engine preset by name (None: DEFAULT_ENGINE), or a user's engine YAML by path."""
+    name = DEFAULT_ENGINE if name is None else name
+    if name.endswith((".yaml", ".yml", ".json")):
+        path, where = Path(name), f"engine file {name}"
+    else:
+        names = engine_names()
+        if name not in names:
+            near = difflib.get_close_matches(name.lower(), names, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise UserError(f"`engine`: unknown engine {name!r}; {hint}use one of {', '.join(names)}, or an engine "
+                            "YAML file (presets/engines/vllm.yaml shows the fields)")
+        path, where = ENGINE_DIR / f"{name}.yaml", f"engine {name}"
+    return validated(Engine, read_yaml(path, "engine file"), where, "presets/engines/vllm.yaml")

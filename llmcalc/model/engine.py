@@ -1,0 +1,165 @@
+"""A serving engine as data: what differs between vLLM, SGLang, TensorRT-LLM and the bundled reference model when
+they run the same model on the same GPUs (presets/engines/<name>.yaml, every figure with its source). The
+simulator (llmcalc/views/serve.py) runs its scheduler; its time model is the (GPU, engine) profile where one is
+bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.md#engines.
+
+  scheduler   decode-first: each step runs the running requests first (their next tokens, their prompt's next
+              chunk), then new prompts in what is left of the token budget, one forward for all (vLLM V1,
+              TensorRT-LLM's in-flight batching); prefill-first: while a new prompt waits and fits, a step runs
+              new prompts alone and the decodes wait for it (SGLang, whose mixed chunks are off by default)
+  graphs      a decode step of B sequences replays the CUDA graph captured for the smallest size ≥ B, so it is
+              timed as that many sequences (the padding rows cost matmul rows and a little attention); above the
+              largest size the step runs eagerly
+  KV pool     of total: utilisation · memory − weights − the activations of one step's tokens (vLLM, SGLang);
+              of free: utilisation · (memory − weights − activations) (TensorRT-LLM's free_gpu_memory_fraction)
+  host        seconds a step adds on the host that the GPU does not hide (scheduling, sampling, detokenising);
+              None keeps the time model's step_s
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llmcalc.errors import UserError
+from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.gpu import GPU
+
+Share = Annotated[float, Field(gt=0, le=1)]
+MAX_GRAPH_SIZES = 4096
+"""The most CUDA-graph batch sizes an engine file may list."""
+
+
+class Tier(Frozen):
+    """The defaults an engine picks for a GPU of at least `min_gib` GiB of memory (engines size their batch, step
+    budget, memory share and CUDA graphs by the GPU's memory)."""
+
+    min_gib: Annotated[float, Field(ge=0, le=1e6)]
+    not_gpus: list[str] = []
+    """GPU presets this tier leaves out although their memory reaches min_gib (vLLM keeps the A100 in its small
+    tier)."""
+    max_num_seqs: PosInt
+    """Most sequences in a step (vLLM max_num_seqs, SGLang max_running_requests, TensorRT-LLM max_batch_size)."""
+    max_num_batched_tokens: PosInt
+    """Most tokens in a step (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM
+    max_num_tokens)."""
+    memory_utilization: Share | None = None
+    """vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction."""
+    reserved_mib: Annotated[float, Field(ge=0, le=2**30)] | None = None
+    """Instead of a share: MiB the engine keeps back from the GPU's memory for activations and CUDA graphs (SGLang's
+    mem_fraction_static = 1 − reserved / memory)."""
+    graph_max: Annotated[int, Field(ge=0, le=2**20, strict=True)]
+    """The largest decode batch captured in a CUDA graph (0: none)."""
+
+    @model_validator(mode="after")
+    def _share(self) -> "Tier":
+        if (self.memory_utilization is None) == (self.reserved_mib is None):
+            raise UserError("`tiers`: give each tier memory_utilization or reserved_mib, one of them")
+        return self
+
+    def utilization(self, memory_bytes: int) -> float:
+        """The share of a GPU of `memory_bytes` the engine takes for weights and KV (or of what is free)."""
+        if self.memory_utilization is not None:
+            return self.memory_utilization
+        return 1 - self.reserved_mib * 2**20 / memory_bytes
+
+
+class Engine(Frozen):
+    """A serving engine: its scheduler, CUDA graphs, KV pool, host cost, kernels and fusions, each sourced."""
+
+    name: str
+    label: str
+    version: str
+    """The engine version the defaults were read from."""
+    policy: Literal["decode-first", "prefill-first"]
+    """decode-first: running requests, then new prompts in the leftover budget, in one step; prefill-first: new
+    prompts in a step of their own whenever one waits and fits."""
+    chunked_prefill: bool
+    """Whether a prompt longer than the step's token budget is split over steps; if not, the budget must hold the
+    longest prompt."""
+    tiers: list[Tier]
+    """Defaults by GPU memory, largest min_gib first; the last has min_gib 0."""
+    graph_sizes: list[PosInt]
+    """Decode batch sizes the engine may capture, ascending; those up to the tier's graph_max are captured."""
+    memory_of: Literal["total", "free"]
+    """The memory share is of the GPU's memory (weights inside it), or of what weights and activations leave."""
+    profiles_activations: bool
+    """Whether the engine measures one step's activations and keeps them from the KV pool (vLLM, TensorRT-LLM);
+    if not, its share already leaves room for them (SGLang)."""
+    admits_whole_prompt: bool
+    """Whether a waiting request starts only when the cache could hold its whole prompt, not only its first chunk
+    (vLLM's scheduler_reserve_full_isl, SGLang's prefill adder)."""
+    reserves_whole_request: bool
+    """Whether a request is admitted only when the blocks of its whole length (prompt and every output token) can
+    be reserved, so that none is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)."""
+    graph_padding: bool
+    """Whether a decode batch is padded up to the next captured size; if not, a size not captured runs eagerly."""
+    block_size: PosInt
+    """Tokens per KV block (page)."""
+    kv_log: str
+    """The engine's log line with its KV capacity, `{tokens}` (or `{tokens:,}`) where the number stands."""
+    step_s: Annotated[float, Field(ge=0, lt=1)] | None = None
+    """Host seconds per step the GPU does not hide; None: the time model's step_s."""
+    fuses: list[str]
+    """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
+    engine fuses none."""
+    kernels: dict[str, str]
+    """Which kernels run attention (prefill, decode, MLA) and the routed experts, by name."""
+    sources: dict[str, str]
+    """Where each figure comes from."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Engine":
+        sizes = self.graph_sizes
+        if len(sizes) > MAX_GRAPH_SIZES:
+            raise UserError(f"`graph_sizes`: {len(sizes):,} sizes; give at most {MAX_GRAPH_SIZES:,}")
+        if any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise UserError("`graph_sizes`: give the captured batch sizes in ascending order, each once")
+        if not self.tiers or self.tiers[-1].min_gib != 0:
+            raise UserError("`tiers`: end with a tier of min_gib 0, the defaults of any GPU")
+        if any(b.min_gib > a.min_gib for a, b in zip(self.tiers, self.tiers[1:])):
+            raise UserError("`tiers`: give them largest min_gib first")
+        fields = self.kv_log.replace("{tokens:,}", "{tokens}")
+        if fields.count("{tokens}") != 1 or fields.replace("{tokens}", "").count("{") + fields.count("}") != 1:
+            raise UserError("`kv_log`: give the engine's log line with {tokens} (or {tokens:,} for thousands "
+                            "separators) where the token count stands, and no other braces")
+        return self
+
+    def settings(self, gpu: GPU, **given: float | int | None) -> "Settings":
+        """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
+        engine's."""
+        tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
+        values = dict(max_seqs=tier.max_num_seqs, max_batched_tokens=tier.max_num_batched_tokens,
+                      block_size=self.block_size, gpu_memory_utilization=tier.utilization(gpu.memory_bytes))
+        values |= {k: v for k, v in given.items() if v is not None}
+        if not 0 < values["gpu_memory_utilization"] <= 1:
+            raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']:g} is not in (0, 1]; give "
+                            "a share such as 0.9")
+        for name in ("max_seqs", "max_batched_tokens", "block_size"):
+            if not 1 <= values[name] <= 2**40:
+                raise UserError(f"`{name}`: {values[name]:,} is out of range; give at least 1")
+        graph_max = min(tier.graph_max, values["max_batched_tokens"])
+        return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max), **values)
+
+
+class Settings(Frozen):
+    """One engine's settings on one GPU: the knobs a run uses (vLLM's names), the user's where given."""
+
+    engine: Engine
+    max_seqs: PosInt
+    max_batched_tokens: PosInt
+    block_size: PosInt
+    gpu_memory_utilization: Share
+    graphs: tuple[int, ...]
+    """The decode batch sizes captured in CUDA graphs, ascending."""
+
+    def graph_batch(self, batch: int) -> int:
+        """The batch a decode step of `batch` sequences runs as: the smallest captured size ≥ batch where the engine
+        pads; batch itself above the largest, without padding, or with no graphs (eager)."""
+        from bisect import bisect_left
+
+        i = bisect_left(self.graphs, batch)
+        return self.graphs[i] if i < len(self.graphs) and self.engine.graph_padding else batch
+
+    def kv_log(self, tokens: int) -> str:
+        """The log line the engine prints for a KV pool of `tokens` tokens."""
+        return self.engine.kv_log.format(tokens=tokens)

@@ -1,0 +1,139 @@
+"""Serving engines as data (presets/engines/, llmcalc/model/engine.py): every preset sourced; each engine's defaults
+for a GPU as its source states them; the scheduler policies, CUDA-graph padding and whole-request admission as
+the simulator runs them, against what each rule implies; a bad engine is one line and exit 2."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import settings
+
+from llmcalc.costs.engine_step import EngineStep
+from llmcalc.errors import UserError
+from llmcalc.inputs.engines import engine_names, load_engine
+from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.requests import parse_lengths
+from llmcalc.inputs.time_models import load_time_model
+from llmcalc.views.serve import Load, make_requests, serve
+from llmcalc.workload import Workload
+
+H100 = load_gpu("h100-sxm")
+TM = load_time_model(None, H100)
+SOURCED = ("policy", "chunked_prefill", "tiers", "graph_sizes", "memory_of", "block_size", "kv_log", "fuses",
+           "kernels")
+
+
+def run(s, n=200, prompt="1024", output="128", load=Load(rate=float("inf")), preset="llama3-8b", w=Workload()):
+    rows = make_requests(n, parse_lengths(prompt, "prompt"), parse_lengths(output, "output"), load, 0)
+    return serve(load_preset(preset), H100, w, TM, rows, s, load, prompt, output)
+
+
+def test_the_four_engines_are_bundled_and_each_rule_has_its_source():
+    assert {"vllm", "sglang", "trtllm", "reference"} <= set(engine_names())
+    for name in ("vllm", "sglang", "trtllm"):
+        e = load_engine(name)
+        missing = [k for k in SOURCED if k not in e.sources]
+        assert missing == [], (name, missing)
+        assert e.version and all(len(e.sources[k]) > 20 for k in SOURCED), name
+
+
+@pytest.mark.parametrize("gpu, seqs, tokens, share, graph", [
+    ("h100-sxm", 1024, 8192, 0.92, 512), ("h200", 1024, 8192, 0.92, 512), ("a100-80gb", 256, 2048, 0.92, 512),
+    ("l4", 256, 2048, 0.92, 512), ("b200", 1024, 16384, 0.92, 1024), ("mi300x", 1024, 16384, 0.92, 512)])
+def test_vllm_defaults_follow_the_gpus_memory_and_kind(gpu, seqs, tokens, share, graph):
+    """vLLM's get_batch_defaults: 8,192 tokens and 1,024 sequences from 70 GiB but on an A100, 16,384 tokens from
+    160 GiB; its graphs up to 512 (1,024 on the SM100 family)."""
+    s = settings("vllm", gpu)
+    assert (s.max_seqs, s.max_batched_tokens, s.gpu_memory_utilization, s.graphs[-1]) == (seqs, tokens, share, graph)
+
+
+def test_sglang_keeps_its_reserve_back_from_the_whole_gpu():
+    """SGLang's mem_fraction_static = (memory − reserved) / memory: 13,440 MiB reserved on an H100 and an H200
+    (about 0.835 and 0.907 at their 80 and 141 GB), the activations inside the reserve."""
+    for gpu in ("h100-sxm", "h200"):
+        g = load_gpu(gpu)
+        s = settings("sglang", gpu)
+        assert s.gpu_memory_utilization == pytest.approx(1 - 13440 * 2**20 / g.memory_bytes, rel=1e-12)
+    assert settings("sglang", "h200").gpu_memory_utilization == pytest.approx(0.907, abs=0.002)
+
+
+def test_a_decode_batch_is_padded_to_the_next_captured_size_where_the_engine_pads():
+    vllm, trt = settings("vllm"), settings("trtllm")
+    assert [vllm.graph_batch(b) for b in (1, 3, 9, 250, 257, 512, 513)] == [1, 4, 16, 256, 272, 512, 513]
+    assert [trt.graph_batch(b) for b in (3, 33, 128, 129)] == [3, 33, 128, 129]  # no padding: eager off the list
+    assert settings("reference").graph_batch(7) == 7
+
+
+def test_padding_rows_cost_matmul_rows_but_no_attention():
+    """A decode step of 33 sequences padded to 40 costs more than 33 and less than 40 real sequences (those
+    would also read 7 more contexts)."""
+    step = EngineStep(load_preset("llama3-8b"), H100, Workload(), TM)
+    contexts = [4096] * 33
+    t33, padded, t40 = step.time([], contexts), step.time([], contexts, pad=7), step.time([], [4096] * 40)
+    assert t33 < padded < t40
+
+
+def test_prefill_first_admits_faster_and_decodes_slower_than_decode_first():
+    """Same budgets, Poisson arrivals at 8 and 24 requests/s: a prefill-first engine (SGLang) runs each new prompt
+    in a step of its own, so its TTFT is lower and its running decodes stall for that step, so its TPOT is higher
+    than a decode-first engine's (vLLM), whose prompt chunks share steps with the decodes; the gap grows with the
+    load."""
+    given = dict(max_seqs=1024, max_batched_tokens=8192, gpu_memory_utilization=0.9)
+    gaps = []
+    for rate in (8, 24):
+        decode_first = run(settings("reference", **given), n=400, load=Load(rate=rate))
+        prefill_first = run(load_engine("sglang").model_copy(update={"graph_sizes": []}).settings(H100, **given),
+                            n=400, load=Load(rate=rate))
+        assert prefill_first.ttft_s.mean < decode_first.ttft_s.mean
+        assert prefill_first.tpot_s.mean > decode_first.tpot_s.mean
+        gaps.append(prefill_first.tpot_s.mean / decode_first.tpot_s.mean)
+    assert gaps[1] > gaps[0]
+
+
+def test_whole_request_admission_never_preempts():
+    """Under a KV pool too small for the load, next-chunk admission (vLLM) preempts; TensorRT-LLM's
+    GUARANTEED_NO_EVICT reserves each request's whole length at admission and never does, its pool never over."""
+    w = Workload(layout=Workload().layout)
+    tight = dict(gpu_memory_utilization=0.25, max_batched_tokens=8192, max_seqs=256)
+    vllm = run(settings("reference", **tight), n=300, prompt="2048", output="1024", w=w)
+    trt = run(load_engine("trtllm").settings(H100, **tight), n=300, prompt="2048", output="1024", w=w)
+    assert vllm.preemptions > 0 and trt.preemptions == 0 and trt.kv_peak_utilization <= 1
+
+
+def test_an_engine_that_does_not_chunk_refuses_a_prompt_over_its_budget():
+    with pytest.raises(UserError, match="max_batched_tokens"):
+        run(settings("trtllm"), n=5, prompt="9000")
+    assert run(settings("trtllm", max_batched_tokens=9000), n=5, prompt="9000").requests == 5
+
+
+def test_kv_pool_of_free_memory_is_the_share_of_what_weights_and_activations_leave(cli_json):
+    """TensorRT-LLM: 0.9 · (memory − weights − one step's activations), `fit`'s figures at reserve 0; vLLM: 0.92 ·
+    memory − the same."""
+    base = ("-p", "llama3-8b", "--gpu", "h100-sxm")
+    fit = cli_json("fit", *base, "--batch", "1", "--seq", "8192", "--reserve", "0", "--prefill-chunk", "8192")
+    held = fit["weights_bytes"] + fit["activation_bytes"]
+    block = cli_json("kv", "-p", "llama3-8b", "--batch", "1", "--seq", "32")["total_bytes"]
+    trt = cli_json("serve", *base, "--rate", "10", "--requests", "20", "--engine", "trtllm")
+    assert trt["kv_blocks"] == int((H100.memory_bytes - held) * 0.9) // block
+    assert trt["kv_log"].endswith(f"({trt['kv_tokens']})") and trt["block_size"] == 32
+
+
+def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
+    base = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--requests", "5")
+    r = cli(*base, "--engine", "vlm")
+    assert r.returncode == 2 and "did you mean 'vllm'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    bad = tmp_path / "engine.yaml"
+    text = (load_engine("vllm").model_dump_json())
+    import json
+
+    import yaml
+
+    data = json.loads(text)
+    for field, value, word in (("graph_sizes", [8, 4], "ascending"), ("kv_log", "no count", "{tokens}"),
+                               ("tiers", [{"min_gib": 80, "max_num_seqs": 1, "max_num_batched_tokens": 1,
+                                           "memory_utilization": 0.9, "graph_max": 0}], "min_gib 0")):
+        bad.write_text(yaml.safe_dump(data | {field: value}))
+        r = cli(*base, "--engine", str(bad))
+        assert r.returncode == 2 and word in r.stderr and "Traceback" not in r.stderr, (field, r.stderr)
+    r = cli(*base, "--engine", "vllm", "--gpu-memory-utilization", "1.5")
+    assert r.returncode == 2 and "--gpu-memory-utilization" in r.stderr
