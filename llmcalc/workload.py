@@ -81,17 +81,23 @@ class Layout(Frozen):
     default split (stage_layers)."""
     last_stage_layers: Whole | None = None
     """Training: the layers of the last pipeline stage (decoder_last_pipeline_num_layers); None: the default."""
+    embedding_in_split: bool = False
+    """Training: the embedding counts as one layer when the layers split over the model chunks, so the first
+    chunk holds one layer fewer (Megatron's account_for_embedding_in_pipeline_split)."""
+    loss_in_split: bool = False
+    """Training: the head and loss count as one layer, so the last chunk holds one layer fewer (Megatron's
+    account_for_loss_in_pipeline_split)."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "Layout":
         require_sizes(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep, cp=self.cp, vpp=self.vpp,
                       first_stage_layers=self.first_stage_layers, last_stage_layers=self.last_stage_layers)
-        for name in ("first_stage_layers", "last_stage_layers"):
-            if getattr(self, name) is not None and self.pp == 1:
+        for name in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"):
+            if getattr(self, name) not in (None, False) and self.pp == 1:
                 raise UserError(f"`{name}`: one pipeline stage holds every layer; give `pp` > 1 or drop `{name}`")
-            if getattr(self, name) is not None and self.vpp > 1:
-                raise UserError(f"`{name}`: uneven stages under the interleaved schedule are not modelled; drop "
-                                f"`{name}` or `vpp`")
+        if (self.embedding_in_split or self.loss_in_split) and self.stages_given:
+            raise UserError("`embedding_in_split`: give the first and last stages' layers or count the embedding "
+                            "and loss as layers, not both (Megatron refuses them together)")
         if self.sp and self.tp == 1:
             raise UserError("`sp`: sequence parallelism splits activations over the tensor-parallel GPUs; "
                             "give `tp` > 1 or drop `sp`")
@@ -114,10 +120,15 @@ class Layout(Frozen):
         return cls(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, **rest)
 
     @property
+    def stages_given(self) -> bool:
+        """Whether the first or last stage's layers are given."""
+        return self.first_stage_layers is not None or self.last_stage_layers is not None
+
+    @property
     def balanced(self) -> bool:
         """Whether the stages are the default even split of layers the time takes as equal: no stage's layers
-        given (the layers are checked to divide by pp where this is read)."""
-        return self.first_stage_layers is None and self.last_stage_layers is None
+        given and no edge counted as a layer (the layers are checked to divide by pp where this is read)."""
+        return not self.stages_given and not self.embedding_in_split and not self.loss_in_split
 
     def stage_layers(self, n_layers: int) -> list[int]:
         """Layers of each pipeline stage, first to last. Given first and/or last stages (Megatron's
@@ -127,6 +138,8 @@ class Layout(Frozen):
         pp, first, last = self.pp, self.first_stage_layers, self.last_stage_layers
         if pp == 1:
             return [n_layers]
+        if self.embedding_in_split or self.loss_in_split:
+            return [sum(b - a for a, b in chunks) for chunks in self.stage_chunks(n_layers)]
         if first is None and last is None:
             base, extra = divmod(n_layers, pp)
             if base == 0:
@@ -143,16 +156,56 @@ class Layout(Frozen):
                    f"give stage layers that leave a multiple of {middle} layers, at least {middle}")
             raise UserError(f"`{name}`: {what}; {fix}")
         each = rest // middle if middle else 0
-        return [first if s == 0 and first is not None else last if s == pp - 1 and last is not None else each
-                for s in range(pp)]
+        layers = [first if s == 0 and first is not None else last if s == pp - 1 and last is not None else each
+                  for s in range(pp)]
+        if self.vpp > 1 and any(n % self.vpp for n in layers):
+            raise UserError(f"`{name}`: stages of {'+'.join(map(str, layers))} layers do not split into vpp "
+                            f"{self.vpp} model chunks each; give stage layers that are multiples of {self.vpp}")
+        return layers
+
+    def stage_chunks(self, n_layers: int) -> list[list[tuple[int, int]]]:
+        """The layer ranges [start, stop) of each pipeline stage's model chunks, first stage to last. Chunk j of
+        stage r is the (j · pp + r)-th run of layers (Megatron's interleaved order); without vpp a stage is one
+        chunk (stage_layers). Counting the embedding and the loss as layers (embedding_in_split, loss_in_split),
+        the L + e + l layers split evenly into pp · vpp chunks and the first chunk holds e fewer real layers, the
+        last l fewer (a chunk of one may hold the embedding alone); given stages split into vpp equal chunks
+        each."""
+        pp, v, e, ls = self.pp, self.vpp, int(self.embedding_in_split), int(self.loss_in_split)
+        if e or ls:
+            total = n_layers + e + ls
+            if total % (pp * v):
+                name = "embedding_in_split" if e else "loss_in_split"
+                raise UserError(f"`{name}`: {n_layers} layers and {e + ls} edge(s) counted as layers make {total}, "
+                                f"which pp {pp} × vpp {v} = {pp * v} model chunks do not split evenly; give a pp "
+                                f"and vpp whose product divides {total}")
+            per = total // (pp * v)
+            sizes = {(j, r): per - e * (j == 0 and r == 0) - ls * (j == v - 1 and r == pp - 1)
+                     for j in range(v) for r in range(pp)}
+        else:
+            layers = self.stage_layers(n_layers)
+            if v > 1 and any(n % v for n in layers):
+                raise UserError(f"`vpp`: stages of {'+'.join(map(str, layers))} layers do not split into {v} model "
+                                "chunks each; use a vpp that divides every stage's layers")
+            sizes = {(j, r): layers[r] // v for j in range(v) for r in range(pp)}
+        out: list[list[tuple[int, int]]] = [[] for _ in range(pp)]
+        start = 0
+        for j in range(v):
+            for r in range(pp):
+                out[r].append((start, start + sizes[j, r]))
+                start += sizes[j, r]
+        return out
 
     def split_note(self, n_layers: int) -> str | None:
         """How the layers split over uneven pipeline stages, as a note; None when every stage holds n_layers / pp."""
         layers = self.stage_layers(n_layers)
-        if self.pp == 1 or self.vpp > 1 or len(set(layers)) == 1 and self.balanced:
+        if self.pp == 1 or len(set(layers)) == 1 and self.balanced:
             return None
         split = "+".join(map(str, layers))
-        if self.balanced:
+        if self.embedding_in_split or self.loss_in_split:
+            edges = " and ".join(k for k, on in (("the embedding", self.embedding_in_split),
+                                                 ("the loss", self.loss_in_split)) if on)
+            why = f"{edges} counted as a layer each, {self.pp * self.vpp} model chunks"
+        elif self.balanced:
             extra = n_layers % self.pp
             why = (f"`pp` {self.pp} does not divide the {n_layers} layers: the first {extra} stage(s) hold one layer "
                    "more; give `first_stage_layers` and `last_stage_layers` for another split")
@@ -161,14 +214,6 @@ class Layout(Frozen):
                      if getattr(self, k) is not None]
             why = " and ".join(given) + ", the other stages sharing the rest evenly"
         return f"pipeline stages of {split} layers: {why}"
-
-    def stage_ranges(self, n_layers: int) -> list[tuple[int, int]]:
-        """The layer range [start, stop) of each pipeline stage (stage_layers), first to last."""
-        out, start = [], 0
-        for n in self.stage_layers(n_layers):
-            out.append((start, start + n))
-            start += n
-        return out
 
     @property
     def gpus(self) -> int:
@@ -193,17 +238,20 @@ class Layout(Frozen):
             if width and width % tp:
                 raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
         if not uneven and not self.balanced:
-            name = "first_stage_layers" if self.first_stage_layers is not None else "last_stage_layers"
+            name = next(k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
+                        if getattr(self, k) not in (None, False))
             raise UserError(f"`{name}`: uneven pipeline stages are modelled in training only; drop `{name}`")
-        if uneven and self.vpp == 1:
-            self.stage_layers(spec.n_layers)  # its own refusals
+        if uneven and (self.vpp == 1 or not self.balanced):
+            self.stage_chunks(spec.n_layers)  # its own refusals
         elif spec.n_layers % self.pp:
-            what = "; a training step splits them unevenly (`vpp` 1)" if uneven else ""
+            what = ("; a training step splits them unevenly (`vpp` 1), or count the embedding and loss as layers "
+                    "(`embedding_in_split`, `loss_in_split`)") if uneven else ""
             raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of "
                             f"{spec.n_layers}{what}")
-        if self.vpp > 1 and spec.n_layers % (self.pp * self.vpp):
+        if self.vpp > 1 and self.balanced and spec.n_layers % (self.pp * self.vpp):
             raise UserError(f"`vpp`: pp {self.pp} × vpp {self.vpp} = {self.pp * self.vpp} model chunks do not divide "
-                            f"the {spec.n_layers} layers; use a vpp that makes them divide")
+                            f"the {spec.n_layers} layers; use a vpp that makes them divide, or count the embedding "
+                            "and loss as layers (`embedding_in_split`, `loss_in_split`)")
         if self.ep > 1:
             experts = spec.ffn.routed_experts
             if not experts:

@@ -383,7 +383,7 @@ def test_most_loaded_stage_is_reported():
     (["--train", "--pp", "40"], "--pp"),                                   # more stages than the 32 layers
     (["--train", "--pp", "4", "--first-stage-layers", "6"], "--first-stage-layers"),  # 26 left over 3 stages
     (["--train", "--pp", "2", "--first-stage-layers", "5", "--last-stage-layers", "5"], "--first-stage-layers"),
-    (["--train", "--pp", "2", "--vpp", "2", "--last-stage-layers", "8"], "--last-stage-layers"),
+    (["--train", "--pp", "4", "--vpp", "2", "--last-stage-layers", "7"], "--last-stage-layers"),
     (["--train", "--ep", "2"], "--ep"),
     (["--train", "--tp", "2", "--sp", "--seq", "1001"], "--sp"),
     (["--train", "--vpp", "0"], "--vpp"),

@@ -162,6 +162,76 @@ def test_train_cli_takes_uneven_stages():
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--first-stage-layers" in bad.stderr
 
 
+def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool, loss: bool) -> list[list[tuple[int, int]]]:
+    """Megatron's layout written out by hand: the embedding (if counted), the L layers and the loss (if counted)
+    in a row, dealt in equal runs to the model chunks in the interleaved order (chunk j of stage r is run
+    j · pp + r), then the edges dropped and each run given as its layers' [start, stop)."""
+    row = ["E"] * embedding + list(range(n_layers)) + ["L"] * loss
+    per = len(row) // (pp * vpp)
+    out = [[] for _ in range(pp)]
+    for k in range(pp * vpp):
+        j, r = divmod(k, pp)
+        layers = [x for x in row[k * per:(k + 1) * per] if isinstance(x, int)]
+        out[r].append((layers[0], layers[-1] + 1) if layers else (out[r][-1][1] if out[r] else 0,) * 2)
+    return out
+
+
+@pytest.mark.parametrize("n, pp, vpp", [(126, 8, 8), (126, 8, 4), (126, 16, 4), (94, 8, 4), (94, 8, 1), (94, 4, 12)])
+def test_embedding_and_loss_counted_as_layers_split_as_megatron_does(n, pp, vpp):
+    """Megatron's account_for_embedding/loss_in_pipeline_split (Megatron-Bridge's Llama 3.1 405B and Qwen3-235B
+    recipes): the L + 2 layers split evenly into pp · vpp chunks; the first and last chunks hold one real layer
+    fewer. Llama 3.1 405B over pp 8, vpp 8: stages of 15 + 16 · 6 + 15."""
+    layout = Layout(pp=pp, vpp=vpp, embedding_in_split=True, loss_in_split=True)
+    chunks = layout.stage_chunks(n)
+    assert [[c for c in stage if c[1] > c[0]] for stage in chunks] == \
+        [[c for c in stage if c[1] > c[0]] for stage in megatron_chunks(n, pp, vpp, True, True)]
+    per = (n + 2) // (pp * vpp)
+    assert layout.stage_layers(n) == [per * vpp - 1] + [per * vpp] * (pp - 2) + [per * vpp - 1]
+    assert Layout(pp=8, vpp=8, embedding_in_split=True, loss_in_split=True).stage_layers(126)[:2] == [15, 16]
+
+
+def test_given_stages_under_the_interleaved_schedule_split_into_equal_chunks():
+    layout = Layout(pp=4, vpp=2, first_stage_layers=6, last_stage_layers=6)
+    assert layout.stage_chunks(32) == [[(0, 3), (16, 19)], [(3, 8), (19, 24)], [(8, 13), (24, 29)],
+                                       [(13, 16), (29, 32)]]
+    with pytest.raises(UserError, match="`first_stage_layers`"):
+        Layout(pp=4, vpp=2, first_stage_layers=5, last_stage_layers=5).stage_chunks(32)
+    with pytest.raises(UserError, match="`embedding_in_split`"):
+        Layout(pp=4, vpp=4, embedding_in_split=True, loss_in_split=True).stage_chunks(32)  # 34 over 16 chunks
+    with pytest.raises(UserError, match="not both"):
+        Layout(pp=4, first_stage_layers=6, embedding_in_split=True)
+
+
+def test_train_cli_counts_the_edges_as_layers_and_times_each_stage():
+    """Llama 3.1 405B as Megatron-Bridge runs it (pp 8, vpp 8, the embedding and loss counted): accepted, its
+    stages the split above, and its memory the same as `memory --train` counts it."""
+    args = ("-p", "llama3.1-405b", "--gpu", "h100-sxm", "--tp", "8", "--pp", "8", "--dp", "16", "--vpp", "8",
+            "--embedding-in-split", "--loss-in-split", "--batch", "2048", "--seq", "8192", "--zero", "1",
+            "--micro-batch", "1", "--recompute", "full")
+    r = run_cli("train", *args, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["stage_layers"] == [15] + [16] * 6 + [15]
+    plain = run_cli("train", *(a for a in args if a not in ("--embedding-in-split", "--loss-in-split")))
+    assert plain.returncode == 2 and "--embedding-in-split" in plain.stderr  # 126 over 8 · 8 chunks: the hint
+    refused = run_cli("train", "-p", "llama2-7b", "--gpu", "h100-sxm", "--pp", "4", "--vpp", "4",
+                      "--embedding-in-split", "--loss-in-split", "--batch", "16", "--micro-batch", "1")
+    assert refused.returncode == 2 and "--embedding-in-split" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_fp4_training_runs_at_the_fp4_peak_where_the_gpu_has_one():
+    b200 = load_gpu("b200")
+    spec = load_preset("llama3-8b")
+    w = dict(batch=64, seq=4096, train=True, micro_batch=1, layout=Layout(dp=8), zero=1)
+    fp8 = training_step(spec, b200, Workload(compute_dtype="fp8", **w), ROOFLINE)
+    fp4 = training_step(spec, b200, Workload(compute_dtype="fp4", **w), ROOFLINE)
+    assert fp4.peak_flops == b200.peak("fp4") > fp8.peak_flops and fp4.step_s < fp8.step_s
+    r = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--batch", "64", "--seq", "4096",
+                "--compute-dtype", "fp4", "--zero", "1", "--auto")
+    assert r.returncode == 2 and "fp4" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 # ---- context parallelism -------------------------------------------------------------------------------------
 
 def test_cp_splits_each_gpus_tokens_and_attention_pairs():

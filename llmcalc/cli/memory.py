@@ -40,6 +40,10 @@ class TrainingLayout(groups.Group):
         "--first-stage-layers", help="First pipeline stage's layers.", panel=ADVANCED)] = None
     last_stage_layers: Annotated[Optional[int], _count_opt(
         "--last-stage-layers", help="Last pipeline stage's layers.", panel=ADVANCED)] = None
+    embedding_in_split: Annotated[bool, _opt(
+        "--embedding-in-split", help="Embedding as a layer in the split.", panel=ADVANCED)] = False
+    loss_in_split: Annotated[bool, _opt(
+        "--loss-in-split", help="Loss as a layer in the split.", panel=ADVANCED)] = False
 
     def fields(self) -> dict:
         from llmcalc.workload import Layout
@@ -51,8 +55,7 @@ class TrainingLayout(groups.Group):
 def memory(
     *,
     model: groups.Model,
-    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences in the batch (training: the global "
-                                     "batch).")] = 1,
+    batch: Annotated[int, _count_opt("--batch", "-b", help="Sequences (training: the global batch).")] = 1,
     shape: groups.Batch,
     encoder_seq: EncoderSeqOpt = None,
     weights: groups.Weights,

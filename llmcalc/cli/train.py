@@ -48,13 +48,18 @@ class TrainLayout(groups.Group):
         "--first-stage-layers", help="First pipeline stage's layers.", panel=GPUS)] = None
     last_stage_layers: Annotated[Optional[int], _count_opt(
         "--last-stage-layers", help="Last pipeline stage's layers.", panel=GPUS)] = None
+    embedding_in_split: Annotated[bool, _opt(
+        "--embedding-in-split", help="Embedding as a layer in the split.", panel=GPUS)] = False
+    loss_in_split: Annotated[bool, _opt(
+        "--loss-in-split", help="Loss as a layer in the split.", panel=GPUS)] = False
 
     def fields(self) -> dict:
         from llmcalc.workload import Layout
 
         return {"layout": Layout.of(self.gpus, self.tp, self.pp, self.dp, self.ep, self.cp, vpp=self.vpp,
                                     first_stage_layers=self.first_stage_layers,
-                                    last_stage_layers=self.last_stage_layers)}
+                                    last_stage_layers=self.last_stage_layers,
+                                    embedding_in_split=self.embedding_in_split, loss_in_split=self.loss_in_split)}
 
 
 @command(rank=150)
@@ -74,8 +79,8 @@ def train(
     lora: groups.Lora,
     qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
     weights_dtype: WeightsDtypeOpt = "bf16",
-    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
-        "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16 or fp8.", panel=PRECISION,
+    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"], _opt(
+        "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16, fp8 or fp4.", panel=PRECISION,
         metavar="DTYPE")] = "bf16",
     recompute: RecomputeOpt = "none",
     optimizer: OptimizerOpt = "adamw",

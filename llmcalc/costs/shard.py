@@ -56,10 +56,11 @@ def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     layout = w.layout
     emb, head, norm = edge_bytes(spec, w)
     emb += sum(stack_weight_bytes(spec, w).values())
-    ranges = layout.stage_ranges(spec.n_layers) if layout.vpp == 1 and layout.pp > 1 else []
-    if len({stop - start for start, stop in ranges}) > 1:  # uneven stages (training): the largest stage's
-        return max(sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups(*r))
-                   + ceil_div(emb * (k == 0) + head * (k == layout.pp - 1), layout.tp) for k, r in enumerate(ranges))
+    stages = layout.stage_chunks(spec.n_layers) if layout.pp > 1 and not layout.balanced else []
+    if stages:  # uneven stages (training): the largest stage's, over its model chunks
+        return max(sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for r in chunks
+                       for g in spec.layer_groups(*r))
+                   + ceil_div(emb * (k == 0) + head * (k == layout.pp - 1), layout.tp) for k, chunks in enumerate(stages))
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
     if layout.pp == 1:  # a tied head is the embedding itself: only the final norm is more
         edges = emb + (norm if spec.tie_embeddings else head)

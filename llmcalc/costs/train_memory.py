@@ -107,13 +107,10 @@ def kept_per_layer(spec: ModelSpec, g: LayerGroup, micro: int, tokens: int, w: W
 
 
 def chunk_layers(spec: ModelSpec, layout: Layout, stage: int) -> list[tuple[int, int]]:
-    """The layer ranges [start, stop) of the model chunks pipeline stage `stage` holds: its one range of
-    Layout.stage_ranges (1F1B: L / pp layers, or the uneven split), or vpp of L / (pp · vpp), chunks stage,
-    stage + pp, ... (interleaved)."""
-    if layout.vpp == 1:
-        return [layout.stage_ranges(spec.n_layers)[stage]]
-    per = spec.n_layers // (layout.pp * layout.vpp)
-    return [((j * layout.pp + stage) * per, (j * layout.pp + stage + 1) * per) for j in range(layout.vpp)]
+    """The layer ranges [start, stop) of the model chunks pipeline stage `stage` holds (Layout.stage_chunks): its
+    one range under 1F1B (L / pp layers, or the uneven split), or its vpp chunks stage, stage + pp, ...
+    (interleaved)."""
+    return layout.stage_chunks(spec.n_layers)[stage]
 
 
 def passes_in_flight(layout: Layout, stage: int, micro_batches: int) -> list[int]:

@@ -64,8 +64,7 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
 The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
 modelled: sequence parallelism's own kernels (its reduce-scatter + all-gather move the all-reduce's bytes), the
 extra reads of the K/V blocks a context-parallel ring receives and its shorter rings in sliding-window layers,
-context parallelism of recurrent layers (refused), uneven stages under the interleaved schedule (refused), LoRA
-across tp, pp, cp or ep (refused), element-wise kernels, the optimizer's gradient clipping, data loading.
+context parallelism of recurrent layers (refused), LoRA across tp, pp, cp or ep (refused), element-wise kernels, the optimizer's gradient clipping, data loading.
 """
 
 from __future__ import annotations
@@ -338,10 +337,11 @@ def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[i
         return g._replace(count=1)
 
     out = []
-    for start, stop in L.stage_ranges(spec.n_layers):
+    for chunks in L.stage_chunks(spec.n_layers):
         share: dict[int, int] = defaultdict(int)
-        for g in spec.layer_groups(start, stop):
-            share[next(i for i, x in enumerate(groups) if shape(x) == shape(g))] += g.count
+        for start, stop in chunks:
+            for g in spec.layer_groups(start, stop):
+                share[next(i for i, x in enumerate(groups) if shape(x) == shape(g))] += g.count
         out.append(dict(share))
     return out
 
@@ -490,6 +490,6 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
                      "and host costs as in its profile (fitted to inference; `time_model`)")
     if spec.mtp_modules and w.mtp:
         notes.append("the MTP module is in the FLOPs but not in the time")
-    if w.compute_dtype in ("fp8", "int8"):
+    if w.compute_dtype in ("fp8", "int8", "fp4"):
         notes.append(f"mfu and hfu are shares of the {w.compute_dtype} peak; the attention core runs in bf16")
     return notes
