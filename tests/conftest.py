@@ -57,6 +57,19 @@ def hf_fixture(tmp_path_factory):
     return functools.cache(lambda name: write_fixture(name, root))
 
 
+@functools.cache
+def benchmark_script(path: str, name: str):
+    """A script of benchmarks/ (no package) as a module, `path` relative to the checkout; registered under
+    `name`, as its NamedTuples and dataclasses look their module up."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def settings(name: str = "reference", gpu: str = "h100-sxm", **given):
     """An engine's settings on a GPU preset (presets/engines/), `given` in place of its own. The reference
     engine's are the simulator's plain loop: decode-first, chunked prefill, 256 sequences and 8,192 tokens per

@@ -6,10 +6,10 @@ module."""
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+from conftest import benchmark_script
 
 from llmcalc.inputs.gpus import gpu_names
 from llmcalc.inputs.presets import preset_names
@@ -20,14 +20,9 @@ LOWER_BOUND_SHARE = 0.95
 """The share of exact (not approx) rows whose roofline ratio must be ≥ 1."""
 
 
-@functools.cache
 def ev():
     """benchmarks/accuracy/evaluate.py as a module (the folder is no package)."""
-    spec = importlib.util.spec_from_file_location("accuracy_evaluate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # NamedTuples and dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/accuracy/evaluate.py", "accuracy_evaluate")
 
 
 @functools.cache

@@ -1,22 +1,17 @@
 """The GPU validation campaign's script (benchmarks/gpu_validation.py), run as a CPU smoke run: the same code path
 as on a GPU at tiny shapes, its JSON, and the report that docs/validation.md is generated from."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from conftest import benchmark_script
 
 pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("gpu_validation", ROOT / "benchmarks" / "gpu_validation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/gpu_validation.py", "gpu_validation")
 
 
 def test_cpu_smoke_run_and_its_report(tmp_path):

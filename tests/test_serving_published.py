@@ -5,20 +5,16 @@ take minutes and are left to the script), and `serve` stays close to the rate-dr
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 from pathlib import Path
 
+from conftest import benchmark_script
+
 ROOT = Path(__file__).parents[1]
-SCRIPT = ROOT / "benchmarks" / "serving" / "evaluate.py"
 
 
 @functools.cache
 def rows():
-    spec = importlib.util.spec_from_file_location("serving_evaluate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = benchmark_script("benchmarks/serving/evaluate.py", "serving_evaluate")
     return module, module.evaluate(("rate", "concurrency"))[0]
 
 

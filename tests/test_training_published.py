@@ -4,24 +4,16 @@ at least 90% of the evaluated rows keep the roofline a lower bound."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
-from pathlib import Path
+
+from conftest import benchmark_script
 
 from llmcalc.inputs.gpus import gpu_names
 from llmcalc.inputs.presets import preset_names
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "accuracy" / "training.py"
 
 
-@functools.cache
 def tr():
-    spec = importlib.util.spec_from_file_location("accuracy_training", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("benchmarks/accuracy/training.py", "accuracy_training")
 
 
 def test_rows_are_well_formed():
