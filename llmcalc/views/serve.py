@@ -300,6 +300,7 @@ class _Sim:
             pending_arrivals = True
         draft_k = spec_dec.tokens if spec_dec else 0
         limit = STEPS_PER_TOKEN * sum(r.prompt + r.output for r in arrivals) + 1000
+        prefill_first, pads, padded = e.engine.policy == "prefill-first", bool(e.graphs), e.graph_batch
         while pending or waiting or running:
             while pending_arrivals and pending and pending[0].arrival <= self.now:
                 r = pending.popleft()
@@ -313,8 +314,7 @@ class _Sim:
                     raise RuntimeError(f"serve: arrival {pending[0].arrival!r} does not follow the clock {self.now!r}")
                 self.now = pending[0].arrival  # idle until the next arrival
                 continue
-            turns = (True, False) if e.engine.policy == "prefill-first" and self.prompts_wait(running, waiting) \
-                else (None,)
+            turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
                 chunks, decodes, verify, scheduled, preempted = self.schedule(running, waiting, prompts_only)
                 if scheduled or preempted:
@@ -324,7 +324,7 @@ class _Sim:
                     continue
                 raise UserError("`gpu_memory_utilization`: the KV cache cannot hold one request's tokens; "
                                 "raise it, use more GPUs or shorter requests")
-            pad = e.graph_batch(len(decodes)) - len(decodes) if decodes and not chunks and not verify else 0
+            pad = padded(len(decodes)) - len(decodes) if pads and decodes and not chunks and not verify else 0
             dt = self.step.time(chunks, decodes, verify, pad)
             if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
                 dt += draft_k * spec_dec.draft.time([], decodes + [c for _, c in verify])
