@@ -156,12 +156,8 @@ class Layout(Frozen):
                    f"give stage layers that leave a multiple of {middle} layers, at least {middle}")
             raise UserError(f"`{name}`: {what}; {fix}")
         each = rest // middle if middle else 0
-        layers = [first if s == 0 and first is not None else last if s == pp - 1 and last is not None else each
-                  for s in range(pp)]
-        if self.vpp > 1 and any(n % self.vpp for n in layers):
-            raise UserError(f"`{name}`: stages of {'+'.join(map(str, layers))} layers do not split into vpp "
-                            f"{self.vpp} model chunks each; give stage layers that are multiples of {self.vpp}")
-        return layers
+        return [first if s == 0 and first is not None else last if s == pp - 1 and last is not None else each
+                for s in range(pp)]
 
     def stage_chunks(self, n_layers: int) -> list[list[tuple[int, int]]]:
         """The layer ranges [start, stop) of each pipeline stage's model chunks, first stage to last. Chunk j of
@@ -184,8 +180,10 @@ class Layout(Frozen):
         else:
             layers = self.stage_layers(n_layers)
             if v > 1 and any(n % v for n in layers):
-                raise UserError(f"`vpp`: stages of {'+'.join(map(str, layers))} layers do not split into {v} model "
-                                "chunks each; use a vpp that divides every stage's layers")
+                name = ("first_stage_layers" if self.first_stage_layers is not None else
+                        "last_stage_layers" if self.last_stage_layers is not None else "vpp")
+                raise UserError(f"`{name}`: stages of {'+'.join(map(str, layers))} layers do not split into vpp {v} "
+                                f"model chunks each; give stage layers that are multiples of {v}")
             sizes = {(j, r): layers[r] // v for j in range(v) for r in range(pp)}
         out: list[list[tuple[int, int]]] = [[] for _ in range(pp)]
         start = 0

@@ -98,28 +98,20 @@ def count(text: str | int) -> int:
         raise typer.BadParameter(str(e)) from None
 
 
-def complete_presets(incomplete: str) -> list[str]:
-    """Shell completion of `--preset`: the presets whose names start with what was typed."""
-    from llmcalc.inputs.presets import preset_names
+def completer(module: str, names: str) -> Callable[[str], list[str]]:
+    """Shell completion of an option whose values are presets: the names `module`.`names`() lists (imported when
+    the shell asks) that start with what was typed."""
+    def complete(incomplete: str) -> list[str]:
+        from importlib import import_module
 
-    return [n for n in preset_names() if n.startswith(incomplete)]
+        return [n for n in getattr(import_module(module), names)() if n.startswith(incomplete)]
 
-
-def complete_gpus(incomplete: str) -> list[str]:
-    """Shell completion of `--gpu`: the GPU presets whose names start with what was typed."""
-    from llmcalc.inputs.gpus import gpu_names
-
-    return [n for n in gpu_names() if n.startswith(incomplete)]
+    return complete
 
 
-def complete_engines(incomplete: str) -> list[str]:
-    """Shell completion of `--engine`: the engine presets whose names start with what was typed."""
-    from llmcalc.inputs.engines import engine_names
-
-    return [n for n in engine_names() if n.startswith(incomplete)]
-
-
-COMPLETIONS = {"--preset": complete_presets, "--gpu": complete_gpus, "--engine": complete_engines}
+COMPLETIONS = {"--preset": completer("llmcalc.inputs.presets", "preset_names"),
+               "--gpu": completer("llmcalc.inputs.gpus", "gpu_names"),
+               "--engine": completer("llmcalc.inputs.engines", "engine_names")}
 """Options whose values the shell completes (`llmcalc --install-completion`), wherever a command declares them."""
 
 
