@@ -204,6 +204,12 @@ def test_a_model_without_a_hub_repo_gets_a_placeholder_said_so():
     (["--emit", "reference"], "--emit"),
     (["--emit", "vllm", "--candidate", "6"], "--candidate"),  # past --top 5
     (["--emit", "vllm", "--candidate", "0"], "--candidate"),
+    (["--emit", "vllm", "--candidate", "-1"], "--candidate"),
+    (["--emit", "vllm", "--candidate", "nan"], "--candidate"),
+    (["--emit", "vllm", "--candidate", "1e999"], "--candidate"),
+    (["--emit", "vllm", "--candidate", str(2**70)], "--candidate"),
+    (["--emit", ""], "--emit"),
+    (["--emit", "../../etc/passwd"], "--emit"),
     (["--candidate", "1"], "--candidate"),  # without --emit
     (["--emit", "vllm", "--engine", "sglang"], "--emit"),
     (["--emit", "vllm", "--slo-tpot", "0.0001"], "--candidate"),  # nothing listed, so no rank 1
