@@ -236,3 +236,14 @@ def test_the_table_prints_commands_a_shell_reads_as_the_json_argv():
     assert shlex.split(launch.replace("\\\n", " ")) == e["launch"]["argv"]
     bench = rest.split("\n", 1)[1].split("note:", 1)[0]
     assert shlex.split(bench.replace("\\\n", " ")) == e["benchmark"]["argv"]
+
+
+def test_the_shell_completes_the_engines_emit_writes_for():
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"_LLMCALC_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "llmcalc plan --emit s"}
+    code = "import sys; sys.argv[0] = 'llmcalc'; from llmcalc.cli import main; main()"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900).stdout
+    assert '"sglang"' in out and "trtllm" not in out and "reference" not in out
