@@ -104,23 +104,9 @@ def plan(
         report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,
                                                                                      total=total))
     if commands is not None:
-        report = _emitted(report, args[0], commands, serving, devices, candidate or 1, rate, lengths, requests, seed,
-                          targets.slo())
+        from llmcalc.views.emit import Load, emit_for
+
+        load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed, slo=targets.slo())
+        report = emit_for(report, args[0], devices, serving, commands, candidate or 1, load)
     out.emit(report, of=plan)
 
-
-def _emitted(report, spec, commands, serving, devices, rank: int, rate: float, lengths, requests: int, seed: int,
-             slo):
-    """`report` with the engine's commands for its candidate of rank `rank`; a rank past the list is refused."""
-    from llmcalc.views.emit import Load, emit_commands
-
-    if rank > len(report.candidates):
-        listed = f"only {len(report.candidates)} deployment(s) are listed" if report.candidates else \
-            "no deployment met the targets"
-        raise UserError(f"--candidate: {rank} is past the list ({listed}); give a rank from the list, or relax the "
-                        "targets")
-    c = report.candidates[rank - 1]
-    gpu = next(d for d in devices if d.name == c.gpu)
-    settings = serving.settings(gpu, max_seqs=c.max_seqs)
-    load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed, slo=slo)
-    return report.model_copy(update={"emit": emit_commands(spec, c, rank, commands, settings, load)})

@@ -35,11 +35,13 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from llmcalc.errors import UserError
 from llmcalc.inputs.requests import Lengths
-from llmcalc.model.engine import Settings
+from llmcalc.model.engine import Engine, Settings
 from llmcalc.model.engine_commands import Command, EngineCommands
+from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
-from llmcalc.reports.plan import EmittedCommands, PlanCandidate, ShellCommand
+from llmcalc.reports.plan import EmittedCommands, PlanCandidate, PlanReport, ShellCommand
 from llmcalc.views.serve import SLO
 
 HF_REPO = re.compile(r"huggingface\.co/(?!datasets/|spaces/)([A-Za-z0-9][\w.-]*/[\w.-]+)")
@@ -91,6 +93,20 @@ def model_id(spec: ModelSpec) -> tuple[str, bool]:
     if m:
         return m[1], False
     return f"<hf-repo-or-path-of-{re.sub(r'[^A-Za-z0-9._-]+', '-', spec.name)}>", True
+
+
+def emit_for(report: PlanReport, spec: ModelSpec, gpus: list[GPU], engine: Engine, commands: EngineCommands,
+             rank: int, load: Load) -> PlanReport:
+    """`report` (a plan of `spec` on `gpus` and `engine`) with `commands`' engine's commands for its deployment of
+    rank `rank` (from 1), on the engine's settings for that deployment's GPU; a rank past the list is refused."""
+    listed = report.candidates
+    if not 1 <= rank <= len(listed):
+        got = f"only {len(listed)} deployment(s) are listed" if listed else "no deployment met the targets"
+        raise UserError(f"`candidate`: {rank} is past the list ({got}); give a rank from the list, or relax the "
+                        "targets")
+    c = listed[rank - 1]
+    settings = engine.settings(next(g for g in gpus if g.name == c.gpu), max_seqs=c.max_seqs)
+    return report.model_copy(update={"emit": emit_commands(spec, c, rank, commands, settings, load)})
 
 
 def emit_commands(spec: ModelSpec, c: PlanCandidate, rank: int, commands: EngineCommands, settings: Settings,
