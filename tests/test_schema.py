@@ -32,7 +32,7 @@ ARGS = {
             "--gpu", "h100-sxm", "--recompute", "selective"],
     "serve": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--rate", "10", "--requests", "50"],
     "plan": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--rate", "5", "--slo-tpot", "0.05",
-             "--top", "2"],
+             "--top", "2", "--emit", "vllm"],
     "scale": ["--flops", "1e21", "--gpu", "h100-sxm"],
     "run": [str(Path(__file__).parents[1] / "docs" / "examples" / "scenarios.yaml")],
 }

@@ -111,7 +111,8 @@ def completer(module: str, names: str) -> Callable[[str], list[str]]:
 
 COMPLETIONS = {"--preset": completer("llmcalc.inputs.presets", "preset_names"),
                "--gpu": completer("llmcalc.inputs.gpus", "gpu_names"),
-               "--engine": completer("llmcalc.inputs.engines", "engine_names")}
+               "--engine": completer("llmcalc.inputs.engines", "engine_names"),
+               "--emit": completer("llmcalc.inputs.engines", "emit_engines")}
 """Options whose values the shell completes (`llmcalc --install-completion`), wherever a command declares them."""
 
 

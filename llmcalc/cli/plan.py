@@ -48,6 +48,12 @@ def plan(
     time_model: TimeModelOpt = None,
     timings: Annotated[bool, _opt(
         "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
+    emit: Annotated[Optional[str], _opt(
+        "--emit", help="Also the engine's launch and benchmark commands: vllm, sglang or trtllm.", panel=OUTPUT,
+        metavar="ENGINE")] = None,
+    candidate: Annotated[Optional[int], _opt(
+        "--candidate", help="The listed deployment --emit writes for (1, the best, by default).", panel=OUTPUT,
+        metavar="N")] = None,
     out: groups.Output,
 ) -> None:
     """The cheapest layouts (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets at a request rate."""
@@ -62,6 +68,20 @@ def plan(
         raise UserError("--slo-ttft / --slo-tpot: give at least one target, e.g. --slo-ttft 2 --slo-tpot 0.05")
     if max_gpus < 1 or top < 1:
         raise UserError("--max-gpus and --top: give at least 1")
+    if candidate is not None and emit is None:
+        raise UserError("--candidate: it picks the deployment --emit writes for; give --emit vllm, sglang or trtllm")
+    if candidate is not None and not 1 <= candidate <= top:
+        raise UserError(f"--candidate: {candidate} is not a rank from 1 to --top ({top}); give e.g. --candidate 1")
+    commands = None
+    if emit is not None:
+        from llmcalc.inputs.engines import load_engine_commands
+
+        commands = load_engine_commands(emit)
+        if engine is None:
+            engine = emit
+        elif engine != emit:
+            raise UserError(f"--emit: the plan runs on --engine {engine}'s settings, not {emit}'s; give --engine "
+                            f"{emit}, or leave --engine out")
     devices = [load_gpu_named(g, "plan") for g in dict.fromkeys(gpu or ["h100-sxm"])]
     prices = {d.name: d.price_per_hour for d in devices}
     for item in price or []:
@@ -83,4 +103,10 @@ def plan(
     with progress_bar("searching", None) as update:  # seconds of search: a bar on a terminal only
         report = search(*args, **options, progress=lambda what, done, total: update(description=what, completed=done,
                                                                                      total=total))
+    if commands is not None:
+        from llmcalc.views.emit import Load, emit_for
+
+        load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed, slo=targets.slo())
+        report = emit_for(report, args[0], devices, serving, commands, candidate or 1, load)
     out.emit(report, of=plan)
+

@@ -33,3 +33,26 @@ def load_engine(name: str | None) -> Engine:
                             "YAML file (presets/engines/vllm.yaml shows the fields)")
         path, where = ENGINE_DIR / f"{name}.yaml", f"engine {name}"
     return validated(Engine, read_yaml(path, "engine file"), where, "presets/engines/vllm.yaml")
+
+
+COMMANDS_DIR = ENGINE_DIR / "commands"
+"""presets/engines/commands/<engine>.yaml: the launch and benchmark commands of the engines `plan --emit`
+writes for, each flag read in the engine's argument parser."""
+
+
+def emit_engines() -> list[str]:
+    """The engines `llmcalc plan --emit` can write commands for."""
+    return sorted(p.stem for p in COMMANDS_DIR.glob("*.yaml"))
+
+
+def load_engine_commands(name: str):
+    """The launch and benchmark commands of engine `name` (presets/engines/commands/<name>.yaml); an engine without
+    them is a UserError naming `emit`."""
+    from llmcalc.model.engine_commands import EngineCommands
+
+    names = emit_engines()
+    if name not in names:
+        raise UserError(f"`emit`: no commands for engine {name!r}; give one of {', '.join(names)}")
+    path = COMMANDS_DIR / f"{name}.yaml"
+    return validated(EngineCommands, read_yaml(path, "engine commands file"), f"engine commands {name}",
+                     "presets/engines/commands/vllm.yaml")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +43,17 @@ class Lengths:
     def mean(self) -> float:
         raise NotImplementedError
 
+    @property
+    def bound(self) -> int:
+        """A length no draw exceeds (normal: the mean plus 4 standard deviations, which fewer than 1 in 30,000
+        draws exceed)."""
+        raise NotImplementedError
+
+    @property
+    def constant(self) -> int | None:
+        """The one length every draw gives, or None for a distribution."""
+        return None
+
 
 @dataclass(frozen=True)
 class Constant(Lengths):
@@ -54,6 +66,14 @@ class Constant(Lengths):
 
     @property
     def mean(self) -> float:
+        return self.n
+
+    @property
+    def bound(self) -> int:
+        return self.n
+
+    @property
+    def constant(self) -> int | None:
         return self.n
 
     def __str__(self) -> str:
@@ -74,6 +94,10 @@ class Uniform(Lengths):
     def mean(self) -> float:
         return (self.lo + self.hi) / 2
 
+    @property
+    def bound(self) -> int:
+        return self.hi
+
     def __str__(self) -> str:
         return f"uniform {self.lo}..{self.hi}"
 
@@ -92,6 +116,10 @@ class Normal(Lengths):
     def mean(self) -> float:
         """The mean before clipping at 1."""
         return self.mu
+
+    @property
+    def bound(self) -> int:
+        return min(MAX_SIZE, math.ceil(self.mu + 4 * self.sigma))
 
     def __str__(self) -> str:
         return f"normal({self.mu:g}, {self.sigma:g})"

@@ -579,7 +579,33 @@ def plan_table(r, units: str) -> list:
                "TTFT\np99", "TPOT\np99"],
               rows, text=(1, 3, 4)),
         *_footer(r),
+        *(_emitted(r.emit) if r.emit else []),
     ]
+
+
+def shell_lines(argv: list[str]) -> list[str]:
+    """A command as shell lines (rich markup): the program and its model on the first, each flag with its values
+    on a line of its own, continued with a backslash."""
+    import shlex
+
+    groups: list[list[str]] = [[]]
+    for i, word in enumerate(argv):
+        if word.startswith("--") and i:
+            groups.append([])
+        groups[-1].append(shlex.quote(word))
+    lines = [esc(" ".join(g)) for g in groups]  # the backslash after the escaped text, where rich leaves it be
+    return [("  " if i else "") + line + (" \\" if i < len(lines) - 1 else "") for i, line in enumerate(lines)]
+
+
+def _emitted(e) -> list[str]:
+    """The engine's commands for one deployment (plan --emit), ready to paste, or why there are none."""
+    head = f"{e.engine} for deployment {e.candidate}"
+    if e.unsupported:
+        return [f"[bold]--emit {head}[/bold]: not expressible: {esc(e.unsupported)}",
+                *(f"[dim]note: {esc(n)}[/dim]" for n in e.notes)]
+    return [f"[bold]launch[/bold] ({head}):", *shell_lines(e.launch.argv),
+            f"[bold]benchmark[/bold] (writes {esc(e.result_file)}):", *shell_lines(e.benchmark.argv),
+            *(f"[dim]note: {esc(n)}[/dim]" for n in e.notes)]
 
 
 @renders("ScaleReport")

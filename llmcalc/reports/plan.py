@@ -60,6 +60,33 @@ class PlanCandidate(Report):
     """Share of the engines' time the load keeps busy (closed form): prefill and decode steps."""
 
 
+class ShellCommand(Report):
+    """A command as its words and as one shell-quoted line."""
+
+    argv: list[str]
+    line: str
+    """The words joined for a POSIX shell (shlex.join)."""
+
+
+class EmittedCommands(Report):
+    """The engine's commands for one listed deployment (`llmcalc plan --emit`): its server with every setting the
+    plan depends on, and the engine's own serving benchmark at the plan's load. Both are None, and `unsupported`
+    says why in one line, where the deployment cannot be expressed on the engine."""
+
+    engine: str
+    candidate: int
+    """The deployment's rank in `candidates`, from 1."""
+    model: str
+    """The Hugging Face repo id the model preset's source names, or a placeholder to replace (`model_placeholder`)."""
+    model_placeholder: bool
+    launch: ShellCommand | None
+    benchmark: ShellCommand | None
+    result_file: str | None
+    """The file the benchmark writes its results to (JSON), in the directory it runs in."""
+    unsupported: str | None
+    notes: list[str]
+
+
 class PlanReport(Report):
     """Deployments that meet the targets, best first: the cheapest per million output tokens (then the most output
     tokens/s per GPU). A closed-form pass over every candidate prunes; the simulator confirms the finalists."""
@@ -86,10 +113,15 @@ class PlanReport(Report):
     candidates: list[PlanCandidate]
     formula: str
     notes: list[str]
+    emit: EmittedCommands | None = None
+    """The engine's launch and benchmark commands for one deployment: present only when asked for (`llmcalc plan
+    --emit`)."""
 
     @model_serializer(mode="wrap")
     def _timings_only_when_asked(self, handler):
         data = handler(self)
         if self.search_s is None:
             data.pop("search_s", None)
+        if self.emit is None:
+            data.pop("emit", None)
         return data
