@@ -66,12 +66,14 @@ def measured(
                  seed=seed, kv_dtype=kv_dtype)
     done = [_one(run, model, layout, weights, timing, **flags) for run in runs]
     notes = [f"{run.name}: {n}" for run in runs for n in run.notes]
-    notes += [n for _, extra in done for n in extra]
-    out.emit(MeasuredReport(runs=[r for r, _ in done], formula=FORMULA, notes=notes), of=measured)
+    notes += [n for _, _, extra in done for n in extra]
+    out.emit(MeasuredReport(rows=[row for _, rows, _ in done for row in rows], files=len(files),
+                            runs=[r for r, _, _ in done], formula=FORMULA, notes=notes), of=measured)
 
 
 def _one(run, model, layout, weights, timing, *, gpu, rate, concurrency, requests, prompt, output, seed, kv_dtype):
-    """The run beside its prediction, and the notes of the comparison."""
+    """The run and its simulation, the rows of its figures measured beside predicted, and the notes of the
+    comparison."""
     from llmcalc.inputs.engines import load_engine
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
     from llmcalc.inputs.presets import preset_for_model_id
@@ -179,14 +181,14 @@ def _one(run, model, layout, weights, timing, *, gpu, rate, concurrency, request
     rows = make_requests(n, *lengths, load, seed)
     report = simulate(spec, device, w, tm, rows, settings, load, args[args.index("--prompt") + 1],
                       args[args.index("--output") + 1], seed=seed)
-    metric_rows, notes = compare(run.metrics, report)
+    metric_rows, notes = compare(run.name, run.metrics, report)
     if not metric_rows:
         raise UserError(f"`files`: {run.name} holds no latency or throughput figure to compare; give a result file "
                         "with the client's metrics")
     return MeasuredRun(file=run.name, kind=run.kind, model_id=run.model_id, model=spec.name, gpu=device.name,
                        gpus=L.gpus, engine=report.engine, time_model=report.time_model, load=report.load,
-                       requests=n, prompt=report.prompt, output=report.output, serve_args=args, given=given,
-                       rows=metric_rows), [f"{run.name}: {x}" for x in notes]
+                       requests=n, prompt=report.prompt, output=report.output, serve_args=args,
+                       given=given), metric_rows, [f"{run.name}: {x}" for x in notes]
 
 
 def _fill(flag_value, file_value, flag: str, what: str, run, given: list[str]):

@@ -47,8 +47,8 @@ MAX_RESULT_BYTES = 64 << 20
 """Largest result file read (a vLLM file saved with --save-detailed holds every request's text)."""
 
 KINDS = ("vllm", "sglang", "genai-perf", "aiperf", "trtllm")
-ACCEPTED = ("a vLLM `bench serve --save-result` JSON, an SGLang `bench_serving` JSONL, a genai-perf or AIPerf "
-            "profile_export JSON, or a `trtllm-bench --report_json` report")
+ACCEPTED = ("a vLLM bench serve --save-result JSON, an SGLang bench_serving JSONL, a genai-perf or AIPerf "
+            "profile_export JSON, or a trtllm-bench --report_json report")
 
 METRICS = ("ttft", "tpot", "itl", "e2e", "request_throughput", "output_throughput")
 """What a run may hold: time to first token, time per output token (first excluded), inter-token latency,

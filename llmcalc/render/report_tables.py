@@ -613,7 +613,7 @@ def measured_table(r, units: str) -> list:
                    f"{esc(run.output)} ({esc(run.time_model)} time model)")
         out += [f"  {esc(g)}" for g in run.given]
         rows = [[row.metric, row.statistic, value(row.measured, row.unit), value(row.predicted, row.unit),
-                 f"{row.ratio:.2f}"] for row in run.rows]
+                 f"{row.ratio:.2f}"] for row in r.rows if row.file == run.file]
         out.append(table("Measured and predicted", ["metric", "", "measured", "predicted", "ratio"], rows,
                          text=(0, 1)))
     return [*out, *_footer(r)]

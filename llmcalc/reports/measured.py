@@ -15,6 +15,8 @@ class MetricRow(Report):
 
     model_config = FINITE
 
+    file: str
+    """The run: its result file, with `:LINE` for a run on a line of a JSONL file."""
     metric: str
     """TTFT, TPOT, ITL, E2E (seconds), request throughput (requests/s) or output throughput (tokens/s)."""
     statistic: str
@@ -50,7 +52,6 @@ class MeasuredRun(Report):
     """The `llmcalc serve` arguments of the same prediction."""
     given: list[str]
     """What the options supplied that the file lacks or that they override, one line each."""
-    rows: list[MetricRow]
 
 
 class MeasuredReport(Report):
@@ -61,6 +62,10 @@ class MeasuredReport(Report):
 
     model_config = FINITE
 
+    rows: list[MetricRow]
+    """Every figure of every run, measured beside predicted, run by run."""
+    files: int
+    """Result files read."""
     runs: list[MeasuredRun]
     formula: str
     notes: list[str]

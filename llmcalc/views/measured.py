@@ -26,7 +26,7 @@ def predicted(report: ServeReport, metric: str, statistic: str) -> float:
     return getattr(spread, statistic)
 
 
-def compare(measured: dict[str, dict[str, float]], report: ServeReport) -> tuple[list[MetricRow], list[str]]:
+def compare(file: str, measured: dict[str, dict[str, float]], report: ServeReport) -> tuple[list[MetricRow], list[str]]:
     """A row for every figure the run measured (METRICS order, then mean, p50, p90, p99), and a note for each one
     left out: a measured zero or a prediction of zero has no ratio."""
     from llmcalc.inputs.benchmarks import METRICS, STATS
@@ -42,5 +42,5 @@ def compare(measured: dict[str, dict[str, float]], report: ServeReport) -> tuple
             if not (m > 0 and p > 0):
                 notes.append(f"{name} {statistic}: measured {m:g}, predicted {p:g}; no ratio, left out")
                 continue
-            rows.append(MetricRow(metric=name, statistic=statistic, unit=unit, measured=m, predicted=p, ratio=p / m))
+            rows.append(MetricRow(file=file, metric=name, statistic=statistic, unit=unit, measured=m, predicted=p, ratio=p / m))
     return rows, notes
