@@ -3,6 +3,7 @@ prediction for the same model, GPU, engine, layout and workload."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -71,17 +72,65 @@ def measured(
                             runs=[r for r, _, _ in done], formula=FORMULA, notes=notes), of=measured)
 
 
-def _one(run, model, layout, weights, timing, *, gpu, rate, concurrency, requests, prompt, output, seed, kv_dtype):
+@dataclass
+class Case:
+    """A run resolved into what `serve` takes: the model, GPU, layout's workload, engine (its time options), the
+    load, the request lengths and count; `args` the same as `llmcalc serve` arguments, `given` what the options
+    supplied."""
+
+    run: object
+    spec: object
+    device: object
+    w: object
+    timing: object
+    load: object
+    lengths: list
+    requests: int
+    seed: int
+    args: list[str]
+    given: list[str]
+
+    def simulate(self, tm=None, requests: int | None = None):
+        """`serve`'s report of the run, under the time model `tm` (None: the options'), over its first `requests`
+        requests (None: all)."""
+        from llmcalc.views.serve import make_requests
+        from llmcalc.views.serve import serve as simulate
+
+        tm = self.timing.load(self.device) if tm is None else tm
+        settings = self.timing.serving_engine().settings(self.device)
+        rows = make_requests(min(self.requests, requests or self.requests), *self.lengths, self.load, self.seed)
+        return simulate(self.spec, self.device, self.w, tm, rows, settings, self.load,
+                        self.args[self.args.index("--prompt") + 1], self.args[self.args.index("--output") + 1],
+                        seed=self.seed)
+
+
+def _one(run, model, layout, weights, timing, **flags):
     """The run and its simulation, the rows of its figures measured beside predicted, and the notes of the
     comparison."""
-    from llmcalc.inputs.engines import load_engine
+    from llmcalc.reports.measured import MeasuredRun
+    from llmcalc.views.measured import compare
+
+    case = resolve(run, model, layout, weights, timing, **flags)
+    report = case.simulate()
+    metric_rows, notes = compare(run.name, run.metrics, report)
+    if not metric_rows:
+        raise UserError(f"`files`: {run.name} holds no latency or throughput figure to compare; give a result file "
+                        "with the client's metrics")
+    return MeasuredRun(file=run.name, kind=run.kind, model_id=run.model_id, model=case.spec.name,
+                       gpu=case.device.name, gpus=case.w.layout.gpus, engine=report.engine,
+                       time_model=report.time_model, load=report.load, requests=case.requests, prompt=report.prompt,
+                       output=report.output, serve_args=case.args, given=case.given), \
+        metric_rows, [f"{run.name}: {x}" for x in notes]
+
+
+def resolve(run, model, layout, weights, timing, *, gpu=None, rate=None, concurrency=None, requests=None,
+            prompt=None, output=None, seed=0, kv_dtype="bf16") -> Case:
+    """The run's model, GPU, engine, layout and workload: the file's, the options filling what it lacks (each
+    said in `given`); what neither gives is a UserError naming the option."""
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
     from llmcalc.inputs.presets import preset_for_model_id
     from llmcalc.inputs.requests import parse_lengths
-    from llmcalc.reports.measured import MeasuredRun
-    from llmcalc.views.measured import compare
-    from llmcalc.views.serve import Load, make_requests
-    from llmcalc.views.serve import serve as simulate
+    from llmcalc.views.serve import Load
 
     given: list[str] = []
     args: list[str] = []
@@ -176,19 +225,8 @@ def _one(run, model, layout, weights, timing, *, gpu, rate, concurrency, request
         lengths.append(parse_lengths(text, side))
         args += [f"--{side}", text]
     args += ["--requests", str(n), "--seed", str(seed)]
-    tm = timing.load(device)
-    settings = timing.serving_engine().settings(device)
-    rows = make_requests(n, *lengths, load, seed)
-    report = simulate(spec, device, w, tm, rows, settings, load, args[args.index("--prompt") + 1],
-                      args[args.index("--output") + 1], seed=seed)
-    metric_rows, notes = compare(run.name, run.metrics, report)
-    if not metric_rows:
-        raise UserError(f"`files`: {run.name} holds no latency or throughput figure to compare; give a result file "
-                        "with the client's metrics")
-    return MeasuredRun(file=run.name, kind=run.kind, model_id=run.model_id, model=spec.name, gpu=device.name,
-                       gpus=L.gpus, engine=report.engine, time_model=report.time_model, load=report.load,
-                       requests=n, prompt=report.prompt, output=report.output, serve_args=args,
-                       given=given), metric_rows, [f"{run.name}: {x}" for x in notes]
+    return Case(run=run, spec=spec, device=device, w=w, timing=timing, load=load, lengths=lengths, requests=n,
+                seed=seed, args=args, given=given)
 
 
 def _fill(flag_value, file_value, flag: str, what: str, run, given: list[str]):
