@@ -145,3 +145,62 @@ def test_flags_fill_and_override_and_say_so(cli_json):
     assert "GPU from --gpu (the file names none)" in vllm["given"]
     assert "GPU from --gpu (the file names NVIDIA H100 80GB HBM3)" in trt["given"]
     assert trt["engine"] == "trtllm" and trt["load"] == "all at once"
+
+
+# calibrate --from-runs
+
+
+def _measured_ratios(cli, path, *args) -> dict:
+    r = cli("measured", str(path), *args, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return {(x["metric"], x["statistic"]): x["ratio"] for x in strict_json(r.stdout)["rows"]}
+
+
+def test_refit_profile_loads_and_moves_predictions_toward_its_runs(cli, shared, tmp_path):
+    path = shared("benchmark-runs") / AIPERF
+    out = tmp_path / "a100-vllm.yaml"
+    r = cli("calibrate", "--from-runs", str(path), "--served-by", "vllm", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "step_s: 5.97e-05 ->" in r.stderr and "compute_efficiency: 0.748 ->" in r.stderr
+    assert "memory_efficiency: 0.95 kept" in r.stderr and "none held out" in r.stderr
+    import yaml
+
+    profile = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert profile["gpu"] == "a100-80gb" and profile["step_s"] > 5.97e-05
+    assert profile["memory_efficiency"] == 0.95  # a term the runs cannot identify is kept
+    before = _measured_ratios(cli, path, "--engine", "vllm")
+    after = _measured_ratios(cli, path, "--engine", "vllm", "--calibration", str(out))
+    for key in [("TTFT", "mean"), ("ITL", "mean"), ("E2E", "mean"), ("output throughput", "value")]:
+        assert abs(math.log(after[key])) < abs(math.log(before[key])), key
+    assert abs(math.log(after["ITL", "mean"])) < 0.05 and abs(math.log(after["TTFT", "mean"])) < 0.05
+    # the profile loads where a calibration profile does, and is refused over an existing file without --force
+    assert cli("latency", "--preset", "gpt-oss-20b", "--gpu", "a100-80gb", "--calibration", str(out)).returncode == 0
+    again = cli("calibrate", "--from-runs", str(path), "--served-by", "vllm", "--out", str(out))
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_leave_one_out_reported_over_runs(cli, tmp_path):
+    r = cli("calibrate", "--from-runs", str(BENCH / "sglang_bench_serving.jsonl"), "--preset", "llama3-8b", "--gpu",
+            "h100-sxm")
+    assert r.returncode == 0, r.stderr
+    held = [x for x in r.stderr.splitlines() if x.startswith("held out ")]
+    assert [x.split(":")[1] for x in held] == ["1", "2"]
+    assert "leave-one-out before the refit" in r.stderr and "leave-one-out after the refit" in r.stderr
+    assert r.stdout.count("# fit: held out") == 2 and "name: calibrated" in r.stdout
+
+
+def test_runs_of_two_gpus_make_no_profile(cli):
+    r = cli("calibrate", "--from-runs", str(BENCH / "vllm_bench_serve.json"), "--from-runs",
+            str(BENCH / "trtllm_bench_report.json"), "--gpu", "a100-80gb")
+    assert r.returncode == 2 and "one GPU's under one engine" in r.stderr
+
+
+def test_measured_and_from_runs_need_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\nsys.modules['torch'] = None\nfrom llmcalc.cli import main\n"
+            f"sys.argv = ['llmcalc', 'calibrate', '--from-runs', {str(BENCH / 'sglang_bench_serving.jsonl')!r}, "
+            "'--preset', 'llama3-8b', '--gpu', 'h100-sxm']\nmain()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and "name: calibrated" in r.stdout, r.stderr
