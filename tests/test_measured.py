@@ -204,3 +204,15 @@ def test_measured_and_from_runs_need_no_torch():
             "'--preset', 'llama3-8b', '--gpu', 'h100-sxm']\nmain()")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and "name: calibrated" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"model_id": "x", "mean_ttft_ms": "abc", "mean_e2el_ms": 1}', "mean_ttft_ms"),
+    ('{"backend": "sglang", "mean_e2e_latency_ms": 1, "mean_ttft_ms": 5, "completed": 0}', "no request completed"),
+    ('{"request_throughput": {"unit": "requests/sec", "avg": 1}, "input_config": {"concurrency": 1}, '
+     '"time_to_first_token": {"unit": "furlongs", "avg": 1}}', "furlongs"),
+])
+def test_a_bad_figure_is_named(cli, tmp_path, text, said):
+    path = tmp_path / "run.json"
+    path.write_text(text)
+    assert said in _refused(cli, str(path), "--preset", "llama3-8b", "--gpu", "h100-sxm", "--engine", "vllm")

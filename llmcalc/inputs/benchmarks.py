@@ -127,7 +127,10 @@ def read_runs(path: Path) -> list[BenchmarkRun]:
         if kind is None or (line is not None and kind not in ("vllm", "sglang")):
             where = f"{path}" if line is None else f"{path} line {line}"
             raise UserError(f"`files`: {where} is not a benchmark result this reads; give {ACCEPTED}")
-        runs.append(READERS[kind](doc, name, line))
+        run = READERS[kind](doc, name, line)
+        if run.requests == 0:
+            raise UserError(f"`files`: {run.name}: no request completed in this run; give a run that served some")
+        runs.append(run)
     return runs
 
 
