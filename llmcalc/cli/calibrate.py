@@ -1,5 +1,6 @@
 """The `llmcalc calibrate` command: microbenchmarks on this machine's GPU, fitted into a time-model profile (a serving
-stack's) or an engine profile (the bundled reference model's own kernels); or a refit of earlier raw timings."""
+stack's) or an engine profile (the bundled reference model's own kernels); or a refit of earlier raw timings, or of
+the time-model profile to real serving-benchmark runs (--from-runs)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def calibrate(
     force: Annotated[bool, _opt("--force", help="Overwrite --out and --raw when they exist.", panel=OUTPUT)] = False,
 ) -> None:
     """Measure this GPU into a time-model profile, or the reference model's kernels into an engine profile
-    (needs PyTorch; --from-raw refits earlier timings without it)."""
+    (needs PyTorch; --from-raw refits earlier timings, --from-runs real serving runs, without it)."""
     from llmcalc.cli.files import check_outputs, write_atomic
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
     from llmcalc.render.formats import strict_json
