@@ -42,7 +42,8 @@ def as_cli(value, keywords):
 
 CASES = [
     ("params", ("llama2-7b",), {"bytes": True}, "params -p llama2-7b --bytes"),
-    ("kv", ("llama2-7b",), {"batch": 64, "seq": 32768, "kv_dtype": "fp8"}, "kv -p llama2-7b -b 64 -s 32k --kv-dtype fp8"),
+    ("kv", ("llama2-7b",), {"batch": 64, "seq": 32768, "kv_dtype": "fp8"},
+     "kv -p llama2-7b -b 64 -s 32k --kv-dtype fp8"),
     ("flops", ("deepseek-v3",), {"batch": 2, "seq": 2048, "gen": 16, "mla_decode": "decompress"},
      "flops -p deepseek-v3 -b 2 -s 2048 -g 16 --mla-decode decompress"),
     ("flops", ("llama3-8b",), {"lora_rank": 16, "lora_targets": "q,v", "recompute": "full"},
@@ -179,3 +180,27 @@ def test_the_examples_of_docs_python_md_print_what_the_page_shows(monkeypatch):
                               optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 5
     assert result.failed == 0, "docs/python.md: an example prints something else (see the output above)"
+
+
+CLI_ONLY = {"preset", "config", "hf_config", "format", "units", "plot", "plot_vs", "force", "bars"}
+"""Options of the command line that are no input of a function: the model's three spellings (one `model` there),
+how the report is printed, and the plot files."""
+
+
+@pytest.mark.parametrize("name", llmcalc.COMMANDS)
+def test_a_function_takes_every_option_of_its_command_with_its_default(name):
+    import typer.main
+
+    from llmcalc.cli import load_commands
+
+    command = typer.main.get_command(load_commands([name])).commands[name]
+    keywords = inspect.signature(getattr(llmcalc, name)).parameters
+    for p in command.params:
+        if p.name in CLI_ONLY:
+            continue
+        assert p.name in keywords, f"{name}: --{p.name} has no keyword"
+        default = keywords[p.name].default
+        if default is inspect.Parameter.empty:  # required in Python (explain's topic): the command refuses none
+            continue
+        assert default == p.default or (default is None and p.default in (None, ())), (name, p.name, default,
+                                                                                        p.default)

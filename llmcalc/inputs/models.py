@@ -49,6 +49,7 @@ def load_model(model):
         from llmcalc.inputs.presets import load_spec_file
 
         return load_spec_file(path)
+    # A Hugging Face Hub id (ORG/NAME, not a file here) is to be recognised at this point, before the preset lookup.
     if isinstance(model, str):
         from llmcalc.inputs.presets import load_preset
 
