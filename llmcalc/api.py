@@ -136,10 +136,12 @@ def time_model(device, kind: str | None = None, calibration=None, engine_name=No
         from llmcalc.model.time_model import ROOFLINE
 
         return ROOFLINE
+    from pathlib import Path
+
     from llmcalc.inputs.time_models import load_time_model
 
-    return load_time_model(kind, device, calibration, engine=engine(engine_name) if serving else None,
-                           **efficiencies)
+    return load_time_model(kind, device, None if calibration is None else Path(calibration),
+                           engine=engine(engine_name) if serving else None, **efficiencies)
 
 
 def with_ranges(report, ranges: str):
@@ -542,7 +544,9 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     spec_dec = None
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, load_model(draft) if draft else None)
-    return ServeRun(spec, device, w, tm, load, lengths, trace, requests, seed,
+    from pathlib import Path
+
+    return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,
                     dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit))
 
 
@@ -564,8 +568,6 @@ class ServeRun:
 
     def run(self, update: Callable[..., None] = lambda **change: None):
         """The ServeReport: requests drawn (or the trace read), then simulated."""
-        from pathlib import Path
-
         from llmcalc.inputs.requests import load_trace
         from llmcalc.views.serve import Load, make_requests
         from llmcalc.views.serve import serve as simulate
@@ -573,7 +575,7 @@ class ServeRun:
         load = self.load
         if self.lengths is None:
             rows = load_trace(self.trace, self.requests)
-            prompt_text = output_text = label = f"trace {Path(self.trace).name}"
+            prompt_text = output_text = label = f"trace {self.trace.name}"
             load = Load(rate=None)
             update(total=len(rows))
         else:

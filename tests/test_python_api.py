@@ -87,6 +87,14 @@ def test_a_function_returns_the_report_the_command_prints(name, args, kwargs, co
     assert as_cli(report.model_dump(mode="json"), keywords) == cli_json(*command.split())
 
 
+def test_paths_may_be_text_or_path_objects(tmp_path, cli_json):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival,prompt,output\n0,100,10\n0.5,2000,20\n1.5,300,5\n")
+    cli = cli_json("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--trace", str(trace))
+    for given in (str(trace), trace):
+        assert llmcalc.serve("llama3-8b", "h100-sxm", trace=given).model_dump(mode="json") == cli
+
+
 def test_every_function_is_public_documented_and_covered():
     assert set(llmcalc.COMMANDS) <= set(llmcalc.__all__)
     assert {c[0] for c in CASES} == set(llmcalc.COMMANDS)
