@@ -13,7 +13,6 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from llmcalc.errors import UserError
 from llmcalc.render import Format, Units
 
 MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, COUNTING, TRAINING, SERVING, OUTPUT, ADVANCED = (
@@ -40,11 +39,10 @@ def kept_reports() -> Iterator[list]:
 
 
 def with_ranges(report, ranges: str):
-    """`report` with its time figures' error bands (llmcalc/costs/intervals.py: `ranges` names the function)."""
-    from llmcalc.costs import intervals
-    from llmcalc.inputs.intervals import load_bands
+    """`report` with its time figures' error bands (llmcalc/api.py: with_ranges)."""
+    from llmcalc.api import with_ranges as add
 
-    return report.model_copy(update=getattr(intervals, ranges)(report, load_bands()))
+    return add(report, ranges)
 
 
 def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) -> None:
@@ -181,21 +179,10 @@ AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
 
 
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
-    """The ModelSpec named by exactly one of --preset, --config, --hf-config."""
-    given = [x for x in (preset, config, hf_config) if x is not None]
-    if len(given) != 1:
-        raise UserError("give exactly one model: --preset NAME, --config FILE.yaml or --hf-config PATH")
-    if preset is not None:
-        from llmcalc.inputs.presets import load_preset
+    """The ModelSpec named by exactly one of --preset, --config, --hf-config (llmcalc/inputs/models.py)."""
+    from llmcalc.inputs.models import ModelRef, load_model as load
 
-        return load_preset(preset)
-    if config is not None:
-        from llmcalc.inputs.presets import load_spec_file
-
-        return load_spec_file(config)
-    from llmcalc.inputs.hf import load_hf_config
-
-    return load_hf_config(hf_config)
+    return load(ModelRef(preset, config, hf_config))
 
 
 GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",
@@ -236,14 +223,11 @@ ReserveOpt = Annotated[float, _opt(
 
 
 def load_gpu_named(name: str | None, needed_by: str | None = None):
-    """The GPU named by --gpu; None when none is given, unless the command `needed_by` needs one."""
-    if name is None:
-        if needed_by:
-            raise UserError(f"--gpu: {needed_by} needs a GPU and none is assumed; give --gpu NAME (see `llmcalc gpus`)")
-        return None
-    from llmcalc.inputs.gpus import load_gpu
+    """The GPU named by --gpu; None when none is given, unless the command `needed_by` needs one (llmcalc/api.py:
+    load_gpu)."""
+    from llmcalc.api import load_gpu
 
-    return load_gpu(name)
+    return load_gpu(name, needed_by)
 
 
 RequestsOpt = Annotated[int, _count_opt(

@@ -22,13 +22,6 @@ def params(
     out: groups.Output,
 ) -> None:
     """Parameters: total, active per token, per component and per layer type."""
-    from llmcalc.costs.params import params as count_params
+    from llmcalc import api
 
-    spec = model.load()
-    report = count_params(spec)
-    if bytes:
-        from llmcalc.costs.checkpoint import checkpoint_bytes
-
-        size, how = checkpoint_bytes(spec)
-        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how})
-    out.emit(report, of=params)
+    out.emit(api.params(model.ref(), bytes=bytes), of=params)
