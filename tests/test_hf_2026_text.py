@@ -1,5 +1,6 @@
 """The text decoders and MoEs of 2025–26 that --hf-config reads (starcoder2, cohere2, olmoe, glm4_moe, minimax_m2,
-dbrx, exaone4, seed_oss, smollm3, olmo3, and Kimi-K2 built as deepseek_v3) against transformers' own models:
+dbrx, exaone4, seed_oss, smollm3, olmo3, ernie4_5_moe, hunyuan_v1_moe, apertus (refused with its xIELU), and
+Kimi-K2 built as deepseek_v3) against transformers' own models:
 
 - parameters (total and active) of the real configs of ../shared/model-configs-2026/ (skipped when absent), built
   on the meta device;
@@ -49,6 +50,11 @@ TINY = {
                      mlp_bias=True),
     "smollm3": dict(_SMALL, num_hidden_layers=4, use_sliding_window=True, sliding_window=48),
     "olmo3": dict(_SMALL, num_hidden_layers=4, sliding_window=48),
+    "ernie4_5_moe": dict(_SMALL, num_hidden_layers=3, moe_intermediate_size=32, moe_num_experts=8, moe_k=2,
+                         moe_num_shared_experts=2, moe_layer_start_index=1),
+    "hunyuan_v1_moe": dict(_SMALL, num_hidden_layers=2, intermediate_size=32, num_experts=8, moe_topk=2,
+                           head_dim=16),
+    "apertus": dict(_SMALL, num_hidden_layers=2, hidden_act="relu2"),
     "kimi_k2": dict(_SMALL, num_hidden_layers=2, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2,
                     moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32,
                     kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1,
@@ -57,8 +63,8 @@ TINY = {
 """A tiny model of each type: a 64-wide model with its type's features switched on (biases, q/k norms, shared
 experts and a dense first layer, sliding layers of 48 tokens under a longer prompt)."""
 DBRX_TINY = dict(vocab_size=512, d_model=64, n_heads=4, n_layers=2, max_seq_len=1024,
-                 attn_config=dict(kv_n_heads=2, clip_qkv=8, rope_theta=500000), ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4,
-                                                                            moe_top_k=2))
+                 attn_config=dict(kv_n_heads=2, clip_qkv=8, rope_theta=500000),
+                 ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2))
 PROMPT = 80
 """Longer than the tiny sliding windows (48)."""
 
@@ -163,8 +169,8 @@ def dbrx_cpu():
     """The tiny DBRX on the CPU in fp32 (its expert loop cannot run on meta), and one prefill of it."""
     torch.manual_seed(0)
     cfg = build_config({"model_type": "dbrx"} | DBRX_TINY)
-    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval().requires_grad_(False)
-    return model
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    return model.eval().requires_grad_(False)
 
 
 @pytest.mark.parametrize("logits", ["all", "last"])
@@ -204,10 +210,22 @@ def test_kimi_k2_is_read_as_deepseek_v3(tmp_path):
     ({"model_type": "dbrx", "ffn_config": {"moe_top_k": 0}}, "ffn_config.moe_top_k"),
     ({"model_type": "smollm3", "num_hidden_layers": 4, "no_rope_layers": [1, 1, 0]}, "no_rope_layers"),
     ({"model_type": "olmo3", "num_hidden_layers": 2, "layer_types": ["full_attention"]}, "layer_types"),
+    ({"model_type": "ernie4_5_moe", "use_bias": True}, "use_bias"),
+    ({"model_type": "ernie4_5_moe", "num_hidden_layers": 4, "moe_layer_interval": 2}, "moe_layer_interval"),
+    ({"model_type": "ernie4_5_moe", "moe_layer_end_index": -2}, "moe_layer_end_index"),
+    ({"model_type": "hunyuan_v1_moe", "moe_topk": [2, 4]}, "moe_topk"),
+    ({"model_type": "apertus"}, "hidden_act"),
 ])
 def test_bad_fields_are_refused_by_name(raw, field, tmp_path):
     with pytest.raises(UserError, match=field):
         load_hf_config(write(tmp_path, raw))
+
+
+def test_hunyuan_top_k_per_layer_of_one_value_is_that_value(tmp_path):
+    listed = load_hf_config(write(tmp_path, tiny("hunyuan_v1_moe") | {"moe_topk": [2, 2]}, "listed"))
+    assert listed.ffn.top_k == 2
+    assert listed.model_dump(exclude={"name", "source"}) == load_hf_config(
+        write(tmp_path, tiny("hunyuan_v1_moe"))).model_dump(exclude={"name", "source"})
 
 
 def test_exaone4_without_a_window_is_all_full(tmp_path):

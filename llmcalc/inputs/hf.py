@@ -163,6 +163,18 @@ TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
     "olmo3": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                   num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=2048,
                   tie_word_embeddings=False, attention_bias=False, sliding_window=4096, layer_types=None),
+    "ernie4_5_moe": dict(vocab_size=103424, hidden_size=2560, intermediate_size=12288, num_hidden_layers=28,
+                         num_attention_heads=20, num_key_value_heads=4, head_dim=None, hidden_act="silu",
+                         max_position_embeddings=131072, tie_word_embeddings=True, use_bias=False,
+                         moe_intermediate_size=1536, moe_k=6, moe_num_experts=64, moe_num_shared_experts=2,
+                         moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1),
+    "hunyuan_v1_moe": dict(vocab_size=290943, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                           max_position_embeddings=2048, tie_word_embeddings=False, attention_bias=False,
+                           num_experts=1, moe_topk=1, head_dim=None),
+    "apertus": dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=None, head_dim=None, hidden_act="xielu",
+                    max_position_embeddings=65536, tie_word_embeddings=False, attention_bias=False),
     "kimi_k2": DEFAULTS["deepseek_v3"],
 }
 """Text decoders and MoEs of 2025–26: the defaults of each model_type's config class in transformers 5.24
@@ -349,7 +361,8 @@ def _mllama(c: dict, v: dict) -> dict[str, Any]:
 _DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 ROUTER_BIAS = ("glm4_moe", "minimax_m2")
 """model_types whose checkpoints store each MoE layer's e_score_correction_bias, as DeepSeek-V3's noaux_tc does
-(MiniMax-M2's quantization_config keeps it unconverted by name; GLM-4.5's weights hold mlp.gate.e_score_correction_bias)."""
+(MiniMax-M2's quantization_config keeps it unconverted by name; GLM-4.5's weights hold
+mlp.gate.e_score_correction_bias)."""
 KEEP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore", "llm_int8_skip_modules")
 """Where a quantization_config lists the modules it keeps unquantised."""
 
@@ -445,7 +458,8 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
              "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "full_attention_interval",
              "mamba_n_heads", "attn_layer_period", "expert_layer_period", "mm_tokens_per_image", "bits", "w_bit",
-             "num_bits", "n_heads", "n_layers", "kv_n_heads", "moe_num_experts", "moe_top_k", "no_rope_layer_interval")
+             "num_bits", "n_heads", "n_layers", "kv_n_heads", "moe_num_experts", "moe_top_k", "no_rope_layer_interval",
+             "moe_k", "moe_layer_interval")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NUMBERS = ("expand", "mamba_expand")
 """Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
@@ -488,7 +502,8 @@ _COUNTS = _POSITIVE + (
     "state_size", "n_groups", "conv_kernel", "chunk_size", "ssm_state_size", "mamba_num_heads", "mamba_head_dim",
     "mamba_d_ssm", "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_chunk_size", "attn_layer_offset",
     "expert_layer_offset", "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
-    "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len")
+    "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
+    "moe_num_shared_experts", "moe_layer_start_index")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -879,7 +894,18 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
     - seed_oss: biased q/k/v (attention_bias), o by attention_out_bias, MLP by mlp_bias.
     - smollm3: Llama's layers; the layers without RoPE (no_rope_layers) hold no other weights, and slide only with
       use_sliding_window.
-    - olmo3: OLMo-2's layers (norms after each block, q/k norms over all heads), three sliding layers in four."""
+    - olmo3: OLMo-2's layers (norms after each block, q/k norms over all heads), three sliding layers in four.
+    - ernie4_5_moe: use_bias on q/k/v/o, on the dense and shared MLPs and on the LM head, not on the experts (so only
+      false is read); the MoE layers are every moe_layer_interval-th from moe_layer_start_index to
+      moe_layer_end_index, which must be the last layers (the first ones dense, of intermediate_size); the shared
+      experts are one MLP of moe_num_shared_experts · moe_intermediate_size; each MoE layer's
+      e_score_correction_bias is a parameter of one value per expert, counted as the router's bias.
+    - hunyuan_v1_moe: per-head q/k norms, every layer num_experts experts of intermediate_size (transformers
+      5.24 reads neither moe_intermediate_size nor num_shared_expert) plus one shared MLP of intermediate_size;
+      moe_topk may be a list per layer, of one value.
+    - apertus: per-head q/k norms, a plain (not gated) MLP without biases; its xIELU activation (the default and
+      the published models') holds two learned scalars per layer that llmcalc's FFN does not count, so a config
+      with it is refused."""
     if mt == "dbrx":
         return _dbrx(c)
     d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
@@ -888,6 +914,9 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
     bias = c.get("attention_bias", False)
     attention = dict(kind="gqa", heads=h, kv_heads=kv, head_dim=head_dim, qkv_bias=bias, o_bias=bias)
     norm = dict(kind="rmsnorm", per_layer=2, final=True)
+    if mt == "apertus" and c["hidden_act"] == "xielu":
+        raise UserError("config.json: hidden_act: Apertus' xIELU holds two learned scalars per layer (alpha_p, "
+                        "alpha_n) that llmcalc's FFN does not count; write a llmcalc spec")
     act = _act(c["hidden_act"])
     ffn: dict[str, Any] = dict(kind="gated", d_ff=c["intermediate_size"], activation=act, bias=c.get("mlp_bias", False))
     if mt == "starcoder2":
@@ -899,7 +928,7 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
         ffn["bias"] = False
     elif mt in ("olmoe", "olmo3", "minimax_m2"):
         norm["qk_norm"] = "full"
-    elif mt in ("exaone4",) or (mt == "glm4_moe" and c["use_qk_norm"]):
+    elif mt in ("exaone4", "hunyuan_v1_moe", "apertus") or (mt == "glm4_moe" and c["use_qk_norm"]):
         norm["qk_norm"] = "head"
     if mt == "olmoe":
         ffn = dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"], d_ff=c["intermediate_size"],
@@ -916,10 +945,51 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
                    dense_layers=dense, dense_d_ff=c["intermediate_size"] if dense else 0)
     elif mt == "seed_oss":
         attention["o_bias"] = c["attention_out_bias"]
+    elif mt == "apertus":
+        ffn = dict(kind="dense", d_ff=c["intermediate_size"], activation=act)
+    elif mt == "ernie4_5_moe":
+        ffn = _ernie_moe(c, n_layers, act)
+        attention |= dict(qkv_bias=False, o_bias=False)
+    elif mt == "hunyuan_v1_moe":
+        top_k = c["moe_topk"]
+        if isinstance(top_k, list) and top_k and all(type(k) is int for k in top_k) and len(set(top_k)) == 1:
+            top_k = top_k[0]
+        if type(top_k) is not int or top_k < 1:
+            raise UserError(f"config.json: moe_topk is {repr(c['moe_topk'])[:40]}, not a whole number > 0 (or a list "
+                            "of one such value per layer); fix moe_topk")
+        if type(c["num_experts"]) is not int or c["num_experts"] < 1:
+            raise UserError("config.json: num_experts: give one whole number > 0 (transformers 5.24 builds every "
+                            "layer with the same experts)")
+        ffn = dict(kind="moe", experts=c["num_experts"], top_k=top_k, d_ff=c["intermediate_size"], activation=act,
+                   shared_experts=1, shared_d_ff=c["intermediate_size"])
     window, pattern = _layers_2026(mt, c, n_layers)
     return dict(vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
                 tie_embeddings=c["tie_word_embeddings"], norm=norm, positions=dict(kind="rope"), attention=attention,
                 ffn=ffn, sliding_window=window, layer_pattern=pattern)
+
+
+def _ernie_moe(c: dict, n_layers: int, act: str) -> dict[str, Any]:
+    """ERNIE 4.5's FFN (see _text_2026): the MoE from the first MoE layer on, the layers before it dense."""
+    if c["use_bias"]:
+        raise UserError("config.json: use_bias: ERNIE 4.5 then biases its dense and shared MLPs and its head but not "
+                        "its experts, which llmcalc's MoE cannot express; write a llmcalc spec")
+    end = c["moe_layer_end_index"]
+    if type(end) is not int or end < -1:
+        raise UserError(f"config.json: moe_layer_end_index is {repr(end)[:40]}, not a layer index (or -1 for the "
+                        "last layer); fix moe_layer_end_index")
+    end = n_layers - 1 if end == -1 else end
+    start, every = c["moe_layer_start_index"], c["moe_layer_interval"]
+    moe = [i for i in range(n_layers) if (i + 1) % every == 0 and start <= i <= end]
+    if not moe:
+        return dict(kind="gated", d_ff=c["intermediate_size"], activation=act)
+    if moe != list(range(moe[0], n_layers)):
+        raise UserError("config.json: moe_layer_start_index / moe_layer_end_index / moe_layer_interval: only MoE "
+                        "layers that run from one layer to the last are supported (dense layers first); fix them or "
+                        "write a llmcalc spec")
+    shared, moe_ff = c["moe_num_shared_experts"] or 0, c["moe_intermediate_size"]
+    return dict(kind="moe", experts=c["moe_num_experts"], top_k=c["moe_k"], d_ff=moe_ff, activation=act,
+                router_bias=True, shared_experts=1 if shared else 0, shared_d_ff=shared * moe_ff,
+                dense_layers=moe[0], dense_d_ff=c["intermediate_size"] if moe[0] else 0)
 
 
 def _layers_2026(mt: str, c: dict, n_layers: int) -> tuple[int | None, list[str]]:
