@@ -131,6 +131,21 @@ def test_tiny_params_equal_transformers(model_type, tmp_path):
     assert (r.total, r.active) == reference_counts(raw)
 
 
+GIVEN = {"hunyuan_v1_moe": {"head_dim": 128}, "dbrx": {"attn_config": {"rope_theta": 10000}},
+         "glm4_moe": {"head_dim": 128}}
+"""HunYuan's head_dim None fails (head_dim ** -0.5), as does DBRX's attn_config without rope_theta; GLM-4.5's
+4096 / 96 heads do not divide, which transformers floors to 42 and llmcalc refuses (its configs give 128)."""
+
+
+@pytest.mark.parametrize("model_type", sorted(set(TINY) - {"apertus"} | {"dbrx"}))
+def test_defaults_equal_the_config_class(model_type, tmp_path):
+    """A config.json of its model_type alone: the import's defaults are the config class's (GIVEN: what
+    transformers 5.24 cannot build its class defaults without)."""
+    raw = {"model_type": model_type} | GIVEN.get(model_type, {})
+    r = params(load_hf_config(write(tmp_path, raw)))
+    assert (r.total, r.active) == reference_counts(raw)
+
+
 @pytest.fixture(scope="module")
 def meta_models():
     return {}

@@ -995,8 +995,8 @@ def _ernie_moe(c: dict, n_layers: int, act: str) -> dict[str, Any]:
 def _layers_2026(mt: str, c: dict, n_layers: int) -> tuple[int | None, list[str]]:
     """The sliding window and the per-layer kinds of a _text_2026 model, as its config class derives them."""
     window, types = c.get("sliding_window"), c.get("layer_types")
-    if mt == "starcoder2":
-        types = None if window else ["full_attention"]
+    if mt == "starcoder2":  # Mistral's attention: every layer slides when a window is set
+        types = None
     elif mt == "smollm3" and types is None:
         no_rope = c["no_rope_layers"]
         if no_rope is None:
@@ -1025,10 +1025,10 @@ def _layers_2026(mt: str, c: dict, n_layers: int) -> tuple[int | None, list[str]
 
 
 def _exaone4_pattern(raw: dict) -> dict:
-    """EXAONE 4's sliding_window_pattern, read before the field checks: a whole number (every n-th layer full) or
-    null. A string ("LLLG", in the 32B's file) is what transformers 5.24 cannot compute with, so its layer_types
+    """EXAONE 4's sliding_window_pattern, read before the field checks: a whole number (every n-th layer full; 4
+    when absent). A string ("LLLG", in the 32B's file) is what transformers 5.24 cannot compute with, so its layer_types
     must be given; without sliding_window every layer is full."""
-    pattern = raw.get("sliding_window_pattern")
+    pattern = raw.get("sliding_window_pattern", 4)
     rest = {k: v for k, v in raw.items() if k != "sliding_window_pattern"}
     if raw.get("layer_types") is not None or not raw.get("sliding_window", 4096):
         return rest
