@@ -120,6 +120,20 @@ def test_preset_equals_transformers(file, shared):
     assert preset.model_dump(exclude=skip) == load_hf_config(path).model_dump(exclude=skip)
 
 
+@pytest.mark.parametrize("file", sorted(set(SHARED) - {"dbrx-instruct"}))
+def test_real_config_prefill_flops_and_kv_equal_transformers(file, shared):
+    """The full-size models on the meta device: a prefill of 2 × 512 (last logits) under FlopCounterMode, and the
+    cache after a prompt of 8,192 (past Command R7B's and Starcoder2's 4,096-token windows). DBRX: on the CPU,
+    tiny (below)."""
+    path = shared("model-configs-2026") / f"{file}.json"
+    spec = load_hf_config(path)
+    model = build_meta_model(as_transformers(json.loads(path.read_text(encoding="utf-8"))))
+    w = Workload(batch=2, seq=512, attention_core="dense", logits="last", mla_decode="decompress")
+    assert flops(spec, w).prefill_flops == prefill_flops(model, 2, 512, logits="last")["total"]
+    seq = min(8192, spec.max_seq_len)
+    assert kv_cache(spec, Workload(batch=1, seq=seq, kv_dtype="bf16")).total_bytes == kv_cache_bytes(model, 1, seq)
+
+
 def tiny(model_type: str) -> dict:
     return {"model_type": model_type} | TINY[model_type]
 
