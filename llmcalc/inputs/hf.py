@@ -903,9 +903,8 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
     - hunyuan_v1_moe: per-head q/k norms, every layer num_experts experts of intermediate_size (transformers
       5.24 reads neither moe_intermediate_size nor num_shared_expert) plus one shared MLP of intermediate_size;
       moe_topk may be a list per layer, of one value.
-    - apertus: per-head q/k norms, a plain (not gated) MLP without biases; its xIELU activation (the default and
-      the published models') holds two learned scalars per layer that llmcalc's FFN does not count, so a config
-      with it is refused."""
+    - apertus: per-head q/k norms, a plain (not gated) MLP without biases, whose xIELU activation (the default
+      and the published models') holds two learned scalars per layer (llmcalc/model/ffn.py XIELU_PARAMS)."""
     if mt == "dbrx":
         return _dbrx(c)
     d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
@@ -914,10 +913,7 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
     bias = c.get("attention_bias", False)
     attention = dict(kind="gqa", heads=h, kv_heads=kv, head_dim=head_dim, qkv_bias=bias, o_bias=bias)
     norm = dict(kind="rmsnorm", per_layer=2, final=True)
-    if mt == "apertus" and c["hidden_act"] == "xielu":
-        raise UserError("config.json: hidden_act: Apertus' xIELU holds two learned scalars per layer (alpha_p, "
-                        "alpha_n) that llmcalc's FFN does not count; write a llmcalc spec")
-    act = _act(c["hidden_act"])
+    act = "xielu" if mt == "apertus" and c["hidden_act"] == "xielu" else _act(c["hidden_act"])
     ffn: dict[str, Any] = dict(kind="gated", d_ff=c["intermediate_size"], activation=act, bias=c.get("mlp_bias", False))
     if mt == "starcoder2":
         attention |= dict(qkv_bias=c["use_bias"], o_bias=c["use_bias"])
