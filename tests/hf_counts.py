@@ -57,6 +57,14 @@ ARCHITECTURES = Path(__file__).resolve().parent / "fixtures" / "hf_architectures
 from (``source``) and the fields of it that describe the architecture (``config``). ``write_fixture`` writes one as
 a config.json that ``--hf-config`` and transformers read as they read the original."""
 
+SHARED_MODELS = {"command-r7b-12-2024": "command-r7b", "starcoder2-15b": "starcoder2-15b",
+                 "olmoe-1b-7b-0924": "olmoe-1b-7b", "glm-4.5-air": "glm-4.5-air", "minimax-m2": "minimax-m2",
+                 "dbrx-instruct": "dbrx-instruct", "exaone-4.0-1.2b": "exaone-4.0-1.2b",
+                 "seed-oss-36b-instruct": "seed-oss-36b", "kimi-k2-instruct": "kimi-k2"}
+"""Real config.json files of ../shared/model-configs-2026/ (their sources: its README.md) and the preset of each
+model: tests/test_hf_2026_text.py holds those presets to transformers' count of the file, in place of an entry of
+hf_architectures.yaml."""
+
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
 _DROP_KEYS = ("quantization_config", "auto_map")

@@ -127,10 +127,64 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                       mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False, projectors_bias=False,
                       attention_bias=False, mlp_bias=False, head_dim=None),
 }
+TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
+    "starcoder2": dict(vocab_size=49152, hidden_size=3072, intermediate_size=12288, num_hidden_layers=30,
+                       num_attention_heads=24, num_key_value_heads=2, hidden_act="gelu_pytorch_tanh",
+                       max_position_embeddings=4096, sliding_window=None, use_bias=True, tie_word_embeddings=True),
+    "cohere2": dict(vocab_size=256000, hidden_size=8192, intermediate_size=22528, num_hidden_layers=40,
+                    num_attention_heads=64, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=8192,
+                    tie_word_embeddings=True, attention_bias=False, sliding_window=4096, sliding_window_pattern=4,
+                    layer_types=None),
+    "olmoe": dict(vocab_size=50304, hidden_size=2048, intermediate_size=2048, num_hidden_layers=16,
+                  num_attention_heads=16, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=4096,
+                  tie_word_embeddings=False, attention_bias=False, num_experts_per_tok=8, num_experts=64),
+    "glm4_moe": dict(vocab_size=151552, hidden_size=4096, intermediate_size=10944, num_hidden_layers=46,
+                     num_attention_heads=96, num_key_value_heads=8, head_dim=None, hidden_act="silu",
+                     max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=False,
+                     moe_intermediate_size=1408, num_experts_per_tok=8, n_shared_experts=1, n_routed_experts=128,
+                     first_k_dense_replace=1, use_qk_norm=False),
+    "minimax_m2": dict(vocab_size=200064, hidden_size=3072, intermediate_size=1536, num_hidden_layers=62,
+                       num_attention_heads=48, num_key_value_heads=8, head_dim=128, hidden_act="silu",
+                       max_position_embeddings=196608, tie_word_embeddings=False, num_experts_per_tok=8,
+                       num_local_experts=256),
+    "dbrx": dict(vocab_size=32000, d_model=2048, n_heads=16, n_layers=24, max_seq_len=2048, tie_word_embeddings=False,
+                 attn_config=None, ffn_config=None),
+    "exaone4": dict(vocab_size=102400, hidden_size=4096, intermediate_size=16384, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=32, head_dim=None, hidden_act="silu",
+                    max_position_embeddings=2048, tie_word_embeddings=False, sliding_window=4096, layer_types=None),
+    "seed_oss": dict(vocab_size=155136, hidden_size=4096, intermediate_size=27648, num_hidden_layers=64,
+                     num_attention_heads=80, num_key_value_heads=8, hidden_act="silu", max_position_embeddings=524288,
+                     tie_word_embeddings=False, attention_bias=True, attention_out_bias=False, mlp_bias=False,
+                     head_dim=128),
+    "smollm3": dict(vocab_size=128256, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                    num_attention_heads=16, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=32768,
+                    use_sliding_window=False, sliding_window=None, no_rope_layers=None, no_rope_layer_interval=4,
+                    layer_types=None, attention_bias=False, mlp_bias=False, tie_word_embeddings=True),
+    "olmo3": dict(vocab_size=50304, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=None, hidden_act="silu", max_position_embeddings=2048,
+                  tie_word_embeddings=False, attention_bias=False, sliding_window=4096, layer_types=None),
+    "ernie4_5_moe": dict(vocab_size=103424, hidden_size=2560, intermediate_size=12288, num_hidden_layers=28,
+                         num_attention_heads=20, num_key_value_heads=4, head_dim=None, hidden_act="silu",
+                         max_position_embeddings=131072, tie_word_embeddings=True, use_bias=False,
+                         moe_intermediate_size=1536, moe_k=6, moe_num_experts=64, moe_num_shared_experts=2,
+                         moe_layer_start_index=1, moe_layer_end_index=-1, moe_layer_interval=1),
+    "hunyuan_v1_moe": dict(vocab_size=290943, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                           max_position_embeddings=2048, tie_word_embeddings=False, attention_bias=False,
+                           num_experts=1, moe_topk=1, head_dim=None),
+    "apertus": dict(vocab_size=131072, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=None, head_dim=None, hidden_act="xielu",
+                    max_position_embeddings=65536, tie_word_embeddings=False, attention_bias=False),
+    "kimi_k2": DEFAULTS["deepseek_v3"],
+}
+"""Text decoders and MoEs of 2025–26: the defaults of each model_type's config class in transformers 5.24
+(configuration_<type>.py), built by _text_2026. Kimi-K2's `kimi_k2` is not registered in transformers: its
+deployment guides build it as DeepSeek-V3 (its config.json names DeepseekV3ForCausalLM), and so does the import."""
+DEFAULTS.update(TEXT_2026_DEFAULTS)
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
-_SAME_AS = {"qwen2_5_vl_text": "qwen2"}
+_SAME_AS = {"qwen2_5_vl_text": "qwen2", "kimi_k2": "deepseek_v3"}
 """Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "llava": dict(text_model_type="llama", projector_hidden_act="gelu", vision_feature_select_strategy="default",
@@ -208,6 +262,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     """The ModelSpec fields for a parsed config.json (a nested `text_config` is used when present)."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
+    if raw.get("model_type") == "exaone4":
+        raw = _exaone4_pattern(raw)
     _check_fields(raw)
     outer_raw, nested = raw, raw.get("text_config") is not None  # else Qwen2.5-VL's flat form: the text fields on top
     if nested:
@@ -232,7 +288,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
-             "jamba": _jamba, "falcon_h1": _falcon_h1}.get(mt, _decoder)
+             "jamba": _jamba, "falcon_h1": _falcon_h1,
+             **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
         spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
@@ -302,6 +359,10 @@ def _mllama(c: dict, v: dict) -> dict[str, Any]:
 
 
 _DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+ROUTER_BIAS = ("glm4_moe", "minimax_m2")
+"""model_types whose checkpoints store each MoE layer's e_score_correction_bias, as DeepSeek-V3's noaux_tc does
+(MiniMax-M2's quantization_config keeps it unconverted by name; GLM-4.5's weights hold
+mlp.gate.e_score_correction_bias)."""
 KEEP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore", "llm_int8_skip_modules")
 """Where a quantization_config lists the modules it keeps unquantised."""
 
@@ -316,7 +377,8 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
     version = str(raw.get("transformers_version") or "9")
     rotary = spec.get("positions", {}).get("kind") == "rope" and _older(version, (4, 31))
     out: dict[str, Any] = {"rotary_buffers": rotary, "mtp_copies": bool(spec.get("mtp_modules")),
-                           "router_buffers": raw.get("topk_method") == "noaux_tc"}
+                           "router_buffers": raw.get("topk_method") == "noaux_tc"
+                           or raw.get("model_type") in ROUTER_BIAS}
     q = raw.get("quantization_config")
     if q is None:
         return out | {"formats": {"default": dense, "dense": dense}}
@@ -396,7 +458,8 @@ def _older(version: str, than: tuple[int, int]) -> bool:
 _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "decoder_sparse_step",
              "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "full_attention_interval",
              "mamba_n_heads", "attn_layer_period", "expert_layer_period", "mm_tokens_per_image", "bits", "w_bit",
-             "num_bits")
+             "num_bits", "n_heads", "n_layers", "kv_n_heads", "moe_num_experts", "moe_top_k", "no_rope_layer_interval",
+             "moe_k", "moe_layer_interval")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NUMBERS = ("expand", "mamba_expand")
 """Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
@@ -406,19 +469,21 @@ refuses 0 and any other negative)."""
 _BOOLS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "qkv_bias", "use_sliding_window",
           "new_decoder_architecture", "multi_query", "parallel_attn", "bias", "alibi", "use_bias", "use_conv_bias",
           "mamba_conv_bias", "mamba_proj_bias", "mamba_rms_norm", "projectors_bias", "norm_bias", "scale_embedding",
-          "multimodal_projector_bias", "vision_use_head", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
+          "multimodal_projector_bias", "vision_use_head", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant",
+          "use_qk_norm", "attention_out_bias")
 """Flags: true or false (or null where transformers' config class takes None as its default)."""
 _STRINGS = ("hidden_act", "activation_function", "hidden_activation", "mlp_hidden_act", "projector_hidden_act",
             "feed_forward_proj", "torch_dtype", "dtype", "transformers_version", "topk_method", "quant_method",
             "bnb_4bit_quant_type", "mamba_ssm_cache_dtype", "hybrid_override_pattern",
             "vision_feature_select_strategy", "type", "strategy")
-_OBJECTS = ("text_config", "vision_config", "quantization_config", "config_groups", "weights")
+_OBJECTS = ("text_config", "vision_config", "quantization_config", "config_groups", "weights", "attn_config",
+            "ffn_config")
 """Nested configs: JSON objects, or null (a list or a string in their place is refused, never read as absent)."""
 _LISTS: dict[str, type] = {
     "layer_types": str, "layers_block_type": str, "mlp_only_layers": int, "cross_attention_layers": int,
     "fullatt_block_indexes": int, "intermediate_layers_indices": int, "supported_aspect_ratios": list,
     "weight_block_size": int, **{key: str for key in ("modules_to_not_convert", "ignored_layers", "ignore",
-                                                       "llm_int8_skip_modules")}}
+                                                       "llm_int8_skip_modules")}, "no_rope_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
@@ -437,7 +502,8 @@ _COUNTS = _POSITIVE + (
     "state_size", "n_groups", "conv_kernel", "chunk_size", "ssm_state_size", "mamba_num_heads", "mamba_head_dim",
     "mamba_d_ssm", "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_chunk_size", "attn_layer_offset",
     "expert_layer_offset", "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
-    "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk")
+    "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
+    "moe_num_shared_experts", "moe_layer_start_index")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -454,7 +520,7 @@ def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None
         want, test = rule
         if not test(v):
             raise UserError(f"config.json: {at}{key} is {repr(v)[:40]}, not {want}; fix {at}{key}")
-        if key in ("num_hidden_layers", "n_layer") and v > MAX_LAYERS:
+        if key in ("num_hidden_layers", "n_layer", "n_layers") and v > MAX_LAYERS:
             raise UserError(f"config.json: {at}{key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
 
 
@@ -803,6 +869,190 @@ def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
                                value_heads=c["linear_num_value_heads"], key_head_dim=c["linear_key_head_dim"],
                                value_head_dim=c["linear_value_head_dim"], conv_kernel=c["linear_conv_kernel_dim"])},
         hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _text_2026(mt: str, c: dict) -> dict[str, Any]:
+    """Text decoders and MoEs of 2025–26, as transformers 5.24 builds them (modeling_<type>.py):
+
+    - starcoder2: LayerNorms with biases, biases on q/k/v/o and on a plain (not gated) MLP (use_bias), every layer
+      sliding when sliding_window is set (Mistral's attention).
+    - cohere2: one weight-only LayerNorm per layer feeding attention and MLP side by side (a parallel block), a tied
+      head, head_dim = hidden_size / heads whatever the file says, sliding layers by layer_types (else three of
+      every sliding_window_pattern, 4); the full layers' missing RoPE and logit_scale hold no weights.
+    - olmoe: OLMo-2's q/k norms over all q and all k heads, a routed MoE without shared experts; clip_qkv clamps.
+    - glm4_moe: biased q/k/v (attention_bias), an unbiased o; first_k_dense_replace dense layers of
+      intermediate_size, then routed experts plus n_shared_experts fused into one shared MLP; per-head q/k norms
+      with use_qk_norm; partial rotary needs no weights. Its next-token (MTP) layer is not built by transformers and
+      is left out here too.
+    - minimax_m2: q/k norms over all heads (q: H·h, k: H_kv·h), every layer the routed MoE; partial rotary; its MTP
+      modules are not built by transformers.
+    - dbrx: attn_config / ffn_config nested; a fused unbiased Wqkv of the same shapes as q, k, v; weight-only
+      LayerNorms; gated experts (w1, v1, w2) of ffn_hidden_size; clip_qkv clamps.
+    - exaone4: norms after attention and after the MLP (two a layer, as many as pre-norm), per-head q/k norms,
+      sliding layers by layer_types (else sliding_window_pattern; none without sliding_window).
+    - seed_oss: biased q/k/v (attention_bias), o by attention_out_bias, MLP by mlp_bias.
+    - smollm3: Llama's layers; the layers without RoPE (no_rope_layers) hold no other weights, and slide only with
+      use_sliding_window.
+    - olmo3: OLMo-2's layers (norms after each block, q/k norms over all heads), three sliding layers in four.
+    - ernie4_5_moe: use_bias on q/k/v/o, on the dense and shared MLPs and on the LM head, not on the experts (so only
+      false is read); the MoE layers are every moe_layer_interval-th from moe_layer_start_index to
+      moe_layer_end_index, which must be the last layers (the first ones dense, of intermediate_size); the shared
+      experts are one MLP of moe_num_shared_experts · moe_intermediate_size; each MoE layer's
+      e_score_correction_bias is a parameter of one value per expert, counted as the router's bias.
+    - hunyuan_v1_moe: per-head q/k norms, every layer num_experts experts of intermediate_size (transformers
+      5.24 reads neither moe_intermediate_size nor num_shared_expert) plus one shared MLP of intermediate_size;
+      moe_topk may be a list per layer, of one value.
+    - apertus: per-head q/k norms, a plain (not gated) MLP without biases, whose xIELU activation (the default
+      and the published models') holds two learned scalars per layer (llmcalc/model/ffn.py XIELU_PARAMS)."""
+    if mt == "dbrx":
+        return _dbrx(c)
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    kv = c.get("num_key_value_heads") or h
+    head_dim = _div(d, h) if mt == "cohere2" else c.get("head_dim") or _div(d, h)
+    bias = c.get("attention_bias", False)
+    attention = dict(kind="gqa", heads=h, kv_heads=kv, head_dim=head_dim, qkv_bias=bias, o_bias=bias)
+    norm = dict(kind="rmsnorm", per_layer=2, final=True)
+    act = "xielu" if mt == "apertus" and c["hidden_act"] == "xielu" else _act(c["hidden_act"])
+    ffn: dict[str, Any] = dict(kind="gated", d_ff=c["intermediate_size"], activation=act, bias=c.get("mlp_bias", False))
+    if mt == "starcoder2":
+        attention |= dict(qkv_bias=c["use_bias"], o_bias=c["use_bias"])
+        norm = dict(kind="layernorm", bias=True, per_layer=2, final=True)
+        ffn = dict(kind="dense", d_ff=c["intermediate_size"], activation=act, bias=c["use_bias"])
+    elif mt == "cohere2":
+        norm = dict(kind="layernorm", bias=False, per_layer=1, final=True)
+        ffn["bias"] = False
+    elif mt in ("olmoe", "olmo3", "minimax_m2"):
+        norm["qk_norm"] = "full"
+    elif mt in ("exaone4", "hunyuan_v1_moe", "apertus") or (mt == "glm4_moe" and c["use_qk_norm"]):
+        norm["qk_norm"] = "head"
+    if mt == "olmoe":
+        ffn = dict(kind="moe", experts=c["num_experts"], top_k=c["num_experts_per_tok"], d_ff=c["intermediate_size"],
+                   activation=act)
+    elif mt == "minimax_m2":
+        ffn = dict(kind="moe", experts=c["num_local_experts"], top_k=c["num_experts_per_tok"],
+                   d_ff=c["intermediate_size"], activation=act)
+    elif mt == "glm4_moe":
+        attention["o_bias"] = False
+        n_shared, moe_ff = c["n_shared_experts"] or 0, c["moe_intermediate_size"]
+        dense = min(c["first_k_dense_replace"], n_layers)
+        ffn = dict(kind="moe", experts=c["n_routed_experts"], top_k=c["num_experts_per_tok"], d_ff=moe_ff,
+                   activation=act, shared_experts=1 if n_shared else 0, shared_d_ff=n_shared * moe_ff,
+                   dense_layers=dense, dense_d_ff=c["intermediate_size"] if dense else 0)
+    elif mt == "seed_oss":
+        attention["o_bias"] = c["attention_out_bias"]
+    elif mt == "apertus":
+        ffn = dict(kind="dense", d_ff=c["intermediate_size"], activation=act)
+    elif mt == "ernie4_5_moe":
+        ffn = _ernie_moe(c, n_layers, act)
+        attention |= dict(qkv_bias=False, o_bias=False)
+    elif mt == "hunyuan_v1_moe":
+        top_k = c["moe_topk"]
+        if isinstance(top_k, list) and top_k and all(type(k) is int for k in top_k) and len(set(top_k)) == 1:
+            top_k = top_k[0]
+        if type(top_k) is not int or top_k < 1:
+            raise UserError(f"config.json: moe_topk is {repr(c['moe_topk'])[:40]}, not a whole number > 0 (or a list "
+                            "of one such value per layer); fix moe_topk")
+        if type(c["num_experts"]) is not int or c["num_experts"] < 1:
+            raise UserError("config.json: num_experts: give one whole number > 0 (transformers 5.24 builds every "
+                            "layer with the same experts)")
+        ffn = dict(kind="moe", experts=c["num_experts"], top_k=top_k, d_ff=c["intermediate_size"], activation=act,
+                   shared_experts=1, shared_d_ff=c["intermediate_size"])
+    window, pattern = _layers_2026(mt, c, n_layers)
+    return dict(vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+                tie_embeddings=c["tie_word_embeddings"], norm=norm, positions=dict(kind="rope"), attention=attention,
+                ffn=ffn, sliding_window=window, layer_pattern=pattern)
+
+
+def _ernie_moe(c: dict, n_layers: int, act: str) -> dict[str, Any]:
+    """ERNIE 4.5's FFN (see _text_2026): the MoE from the first MoE layer on, the layers before it dense."""
+    if c["use_bias"]:
+        raise UserError("config.json: use_bias: ERNIE 4.5 then biases its dense and shared MLPs and its head but not "
+                        "its experts, which llmcalc's MoE cannot express; write a llmcalc spec")
+    end = c["moe_layer_end_index"]
+    if type(end) is not int or end < -1:
+        raise UserError(f"config.json: moe_layer_end_index is {repr(end)[:40]}, not a layer index (or -1 for the "
+                        "last layer); fix moe_layer_end_index")
+    end = n_layers - 1 if end == -1 else end
+    start, every = c["moe_layer_start_index"], c["moe_layer_interval"]
+    moe = [i for i in range(n_layers) if (i + 1) % every == 0 and start <= i <= end]
+    if not moe:
+        return dict(kind="gated", d_ff=c["intermediate_size"], activation=act)
+    if moe != list(range(moe[0], n_layers)):
+        raise UserError("config.json: moe_layer_start_index / moe_layer_end_index / moe_layer_interval: only MoE "
+                        "layers that run from one layer to the last are supported (dense layers first); fix them or "
+                        "write a llmcalc spec")
+    shared, moe_ff = c["moe_num_shared_experts"] or 0, c["moe_intermediate_size"]
+    return dict(kind="moe", experts=c["moe_num_experts"], top_k=c["moe_k"], d_ff=moe_ff, activation=act,
+                router_bias=True, shared_experts=1 if shared else 0, shared_d_ff=shared * moe_ff,
+                dense_layers=moe[0], dense_d_ff=c["intermediate_size"] if moe[0] else 0)
+
+
+def _layers_2026(mt: str, c: dict, n_layers: int) -> tuple[int | None, list[str]]:
+    """The sliding window and the per-layer kinds of a _text_2026 model, as its config class derives them."""
+    window, types = c.get("sliding_window"), c.get("layer_types")
+    if mt == "starcoder2":  # Mistral's attention: every layer slides when a window is set
+        types = None
+    elif mt == "smollm3" and types is None:
+        no_rope = c["no_rope_layers"]
+        if no_rope is None:
+            no_rope = [int((i + 1) % c["no_rope_layer_interval"] != 0) for i in range(n_layers)]
+        if len(no_rope) != n_layers:
+            raise UserError(f"config.json: no_rope_layers has {len(no_rope)} entries for {n_layers} layers; fix it")
+        slide = c["use_sliding_window"] and window is not None
+        types = ["sliding_attention" if slide and not rope else "full_attention" for rope in no_rope]
+    elif mt in ("cohere2", "exaone4") and types is None and window:
+        every = c.get("sliding_window_pattern") or 4
+        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
+    elif mt == "olmo3" and types is None:
+        types = ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(n_layers)]
+    if types is None:
+        kinds = ["sliding" if window else "full"] * n_layers
+    else:
+        if len(types) != n_layers or not set(types) <= {"sliding_attention", "full_attention"}:
+            raise UserError(f"config.json: layer_types: give {n_layers} entries of sliding_attention or "
+                            "full_attention")
+        kinds = ["sliding" if t == "sliding_attention" else "full" for t in types]
+    if "sliding" not in kinds:
+        return None, ["full"]
+    if not window:
+        raise UserError("config.json: sliding_window: layer_types has sliding layers; give the window (tokens)")
+    return window, _shortest_cycle(kinds)
+
+
+def _exaone4_pattern(raw: dict) -> dict:
+    """EXAONE 4's sliding_window_pattern, read before the field checks: a whole number (every n-th layer full; 4
+    when absent). A string ("LLLG", in the 32B's file) is what transformers 5.24 cannot compute with, so its layer_types
+    must be given; without sliding_window every layer is full."""
+    pattern = raw.get("sliding_window_pattern", 4)
+    rest = {k: v for k, v in raw.items() if k != "sliding_window_pattern"}
+    if raw.get("layer_types") is not None or not raw.get("sliding_window", 4096):
+        return rest
+    if type(pattern) is not int or pattern < 1:
+        raise UserError(f"config.json: sliding_window_pattern is {repr(pattern)[:40]}, not a whole number > 0; give "
+                        "it as one (4: three sliding layers, then a full one) or give layer_types")
+    return rest | {"sliding_window_pattern": pattern}
+
+
+def _dbrx(c: dict) -> dict[str, Any]:
+    """DBRX (see _text_2026): the attention's and the experts' fields live in attn_config and ffn_config, with the
+    defaults of DbrxAttentionConfig and DbrxFFNConfig."""
+    a = dict(kv_n_heads=1) | {k: v for k, v in (c["attn_config"] or {}).items() if v is not None}
+    f = dict(ffn_hidden_size=3584, moe_num_experts=4, moe_top_k=1, ffn_act_fn={"name": "silu"}) | {
+        k: v for k, v in (c["ffn_config"] or {}).items() if v is not None}
+    _check_fields(a, "attn_config.")
+    _check_fields(f, "ffn_config.")
+    act = f["ffn_act_fn"].get("name", "silu") if isinstance(f["ffn_act_fn"], dict) else None
+    if not isinstance(act, str):
+        raise UserError("config.json: ffn_config.ffn_act_fn: give an object such as {\"name\": \"silu\"}")
+    d, h = c["d_model"], c["n_heads"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["n_layers"], max_seq_len=c["max_seq_len"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="layernorm", bias=False, per_layer=2, final=True),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=a["kv_n_heads"], head_dim=_div(d, h)),
+        ffn=dict(kind="moe", experts=f["moe_num_experts"], top_k=f["moe_top_k"], d_ff=f["ffn_hidden_size"],
+                 activation=_act(act)),
     )
 
 

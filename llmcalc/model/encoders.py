@@ -368,7 +368,8 @@ class EncoderDecoder(Stack):
                 out[f"encoder/attention/{k}"] = " · ".join([*lead(f"encoder/attention/{k}"), "L_e · B · S_e · S_e",
                                                              _wrap(cost)])
             for k, (_, w) in ffn.explain_parts().items():
-                out[f"encoder/ffn/{k}"] = " · ".join([*lead(f"encoder/ffn/{k}"), "2 · L_e · B · S_e", _wrap(w)])
+                if w is not None:
+                    out[f"encoder/ffn/{k}"] = " · ".join([*lead(f"encoder/ffn/{k}"), "2 · L_e · B · S_e", _wrap(w)])
         tokens = "B" if decode else "B · S"
         for k, (_, w) in attn.explain_parts().items():
             if w is not None and not (decode and k in ("k", "v")):

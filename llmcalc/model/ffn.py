@@ -16,12 +16,19 @@ from llmcalc.model.lora import Adaptable
 from llmcalc.model.units import ceil_div
 
 Activation = Literal["gelu", "gelu_tanh", "relu", "relu2", "silu", "swish", "quick_gelu", "swiglu_oai"]
+DenseActivation = Activation | Literal["xielu"]
+"""A dense (not gated) MLP's activation: any Activation, or Apertus' xIELU, which holds XIELU_PARAMS learned scalars
+(the only activation with weights, so only the dense MLP that Apertus uses takes it)."""
 ACTIVATION_FLOPS: dict[str, int] = {"relu": 1, "relu2": 2, "silu": 4, "swish": 4, "gelu": 5, "gelu_tanh": 9,
-                                    "quick_gelu": 5, "swiglu_oai": 9}
+                                    "quick_gelu": 5, "swiglu_oai": 9, "xielu": 12}
 """Element-wise FLOPs of one activation per element, an exp, erf or tanh counted as 1 like an add: relu max(x, 0)
 1; relu2 (Nemotron-H's squared ReLU, relu(x)²) 2; silu x/(1 + e^−x) 4 (exp, add, divide, multiply); gelu
 ½x(1 + erf(x/√2)) 5; gelu_tanh ½x(1 + tanh(√(2/π)(x + 0.044715x³))) 9; quick_gelu x·σ(1.702x) 5; swiglu_oai (gpt-oss:
-the gate clamped, x·σ(1.702x), up clamped both ways, + 1) 9. A gated FFN adds 1 for the gate × up product."""
+the gate clamped, x·σ(1.702x), up clamped both ways, + 1) 9; xielu (Apertus; Huang et al. 2024, arXiv:2411.13010)
+where(x > 0, α_p·x·x + β·x, α_n·(expm1(min(x, ε)) − x) + β·x) 12 (compare and select 2, the positive branch 4, the
+negative 6). A gated FFN adds 1 for the gate × up product."""
+XIELU_PARAMS = 2
+"""xIELU's learned scalars per MLP: α_p and α_n (transformers' XIELUActivation; β and ε are fixed buffers)."""
 
 
 def weights(parts: Parts) -> int:
@@ -205,7 +212,8 @@ class Dense(FFN):
 
     kind: Literal["dense"] = "dense"
     d_ff: PosInt
-    activation: Activation = "gelu"
+    activation: DenseActivation = "gelu"
+    """xielu adds its XIELU_PARAMS learned scalars to each MLP (component `activation`)."""
     bias: bool = False
 
     @property
@@ -213,12 +221,22 @@ class Dense(FFN):
         return f"MLP {self.activation} {self.d_ff}"
 
     @property
+    def activation_params(self) -> int:
+        """Learned scalars of the activation: XIELU_PARAMS for xielu, else 0."""
+        return XIELU_PARAMS if self.activation == "xielu" else 0
+
+    @property
     def kind_label(self) -> str:
         """The family in a few characters."""
         return "MLP"
 
     def params(self, d_model: int) -> Parts:
-        return mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
+        parts = mlp_params(d_model, self.d_ff, gated=False, bias=self.bias)
+        return parts | {"activation": self.activation_params} if self.activation_params else parts
+
+    def tp_shards(self, component: str, tp: int, ep: int) -> int:
+        """up and down are split over tp; the activation's scalars are replicated on every rank."""
+        return 1 if component == "activation" else tp
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights each token is multiplied by: up and down."""
@@ -257,9 +275,11 @@ class Dense(FFN):
         when down is adapted; the adapters' r-wide intermediates aside."""
         return (d_model if "up" in targets else 0) + mlp_lora_saved(self.d_ff, targets, gated=False)
 
-    def explain_parts(self) -> dict[str, tuple[str, str]]:
-        """Per layer: (parameters, weights one token is multiplied by) of up and down."""
-        return mlp_parts_formula(("up",), self.bias)
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        """Per layer: (parameters, weights one token is multiplied by) of up and down, and of xIELU's scalars
+        (multiplied by none)."""
+        parts: dict[str, tuple[str, str | None]] = dict(mlp_parts_formula(("up",), self.bias))
+        return parts | {"activation": (str(self.activation_params), None)} if self.activation_params else parts
 
     def explain_saved(self) -> str:
         """saved_elements as text."""

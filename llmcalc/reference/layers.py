@@ -519,17 +519,44 @@ def add(a: Tensor, b: Tensor) -> Tensor:
     return a + b if torch.is_grad_enabled() else a.add_(b)
 
 
+class XIELU(nn.Module):
+    """xIELU (Huang et al. 2024, arXiv:2411.13010; Apertus): two learned scalars, α_p = softplus(a_p) and
+    α_n = β + softplus(a_n), with β = 0.5 and ε = −1e-6 fixed: α_p·x² + β·x for x > 0, else
+    α_n·(expm1(min(x, ε)) − x) + β·x."""
+
+    BETA, EPS = 0.5, -1e-6
+
+    def __init__(self):
+        super().__init__()
+        self.a_p = nn.Parameter(torch.zeros(1))  # [1]
+        self.a_n = nn.Parameter(torch.zeros(1))  # [1]
+
+    def forward(self, x: Tensor) -> Tensor:
+        alpha_p = F.softplus(self.a_p).to(x.dtype)  # [1]
+        alpha_n = (self.BETA + F.softplus(self.a_n)).to(x.dtype)  # [1]
+        if torch.is_grad_enabled():
+            negative = alpha_n * (torch.expm1(x.clamp(max=self.EPS)) - x)
+            return torch.where(x > 0, alpha_p * x * x, negative) + self.BETA * x
+        # serving: one more f-wide tensor (and a mask), x consumed in place as the other activations do
+        positive = x > 0  # [B, T, f] bool
+        y = x.clamp(max=self.EPS).expm1_().sub_(x).mul_(alpha_n).add_(x, alpha=self.BETA).masked_fill_(positive, 0)
+        x = x.clamp_(min=0)
+        y.add_(x, alpha=self.BETA)
+        x = x.mul_(alpha_p.sqrt())
+        return y.addcmul_(x, x)  # + α_p·x² where x > 0
+
+
 class MLP(nn.Module):
     """down(act(up(x))), or down(act(gate(x)) · up(x)) when gated. Each intermediate is freed once used:
     at most two f-wide tensors at a time (gate and its activation, then the activation and up), then the
-    product and the output."""
+    product and the output. xielu is a module with its own two scalars."""
 
     def __init__(self, d: int, f: int, *, gated: bool, activation: str, bias: bool):
         super().__init__()
         self.gate = nn.Linear(d, f, bias=bias) if gated else None
         self.up = nn.Linear(d, f, bias=bias)
         self.down = nn.Linear(f, d, bias=bias)
-        self.act = ACTIVATIONS[activation]
+        self.act = XIELU() if activation == "xielu" else ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         if self.gate is None:

@@ -211,7 +211,8 @@ def _flops(spec: ModelSpec, conv: Workload) -> ExplainReport:
             add(f"attention/{name}", prod(*passes, "L", term))
         for prefix, (n, ffn) in ffn_groups(spec).items():
             for name, (_, w) in ffn.explain_parts().items():
-                add(prefix + name, prod(*lead, "2", "L", *tokens, w), env | env_of(spec, ffn) | {"L": n})
+                if w is not None:  # None: parameters no token is multiplied by (xIELU's scalars)
+                    add(prefix + name, prod(*lead, "2", "L", *tokens, w), env | env_of(spec, ffn) | {"L": n})
         logits = tokens if phase == "train" or conv.logits == "all" else ["B"]
         add("lm_head", prod(*lead, "2", *logits, "d", "V"))
         stack_env = env | spec.stack.explain_symbols(spec.stack.encoder_length(conv.encoder_seq, conv.seq))
