@@ -12,11 +12,14 @@ from llmcalc.cli.app import command
 from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
+    HFGenericOpt,
     KVDtypeOpt,
     OptionalGPUOpt,
     _count_opt,
     _opt,
     load_gpu_named,
+    load_hub_model,
+    noted,
 )
 from llmcalc.errors import UserError
 
@@ -41,6 +44,10 @@ def compare(
     hf_config: Annotated[Optional[list[Path]], _opt(
         "--hf-config", help="A Hugging Face config.json or its folder; repeatable.", panel=MODEL,
         metavar="PATH")] = None,
+    hf_model: Annotated[Optional[list[str]], _opt(
+        "--hf-model", help="A Hub id, ORG/NAME or ORG/NAME@REV; repeatable.", panel=MODEL,
+        metavar="ID")] = None,
+    hf_generic: HFGenericOpt = False,
     shape: groups.Batch,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (latency with --gpu).")] = 256,
     groups: Annotated[Optional[int], _count_opt("--groups", help="GQA kv heads (default: the base's, else 8).",
@@ -72,8 +79,11 @@ def compare(
     w = workload(shape, weights, layout, gen=gen, kv_dtype=kv_dtype)
     rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
                     window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
+    if hf_generic and not (hf_config or hf_model):
+        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
     specs = ([load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
-             + [load_hf_config(h) for h in hf_config or []])
+             + [noted(load_hf_config(h, generic=hf_generic)) for h in hf_config or []]
+             + [load_hub_model(h, hf_generic) for h in hf_model or []])
     device = load_gpu_named(gpu)
     tm = timing.load(device)  # no GPU: no time
     if len(specs) > 1:

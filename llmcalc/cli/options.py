@@ -23,6 +23,9 @@ MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, COUNTING, TRAINING, SERVING, OUTP
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
 
 
+_BEST_EFFORT: ContextVar[tuple[str, ...]] = ContextVar("best_effort_imports", default=())
+"""Notes on the best-effort imports (--hf-generic) of the models loaded since the last emit: emit adds them to the
+report's notes (table and JSON) and clears them."""
 _KEPT: ContextVar[list | None] = ContextVar("kept_reports", default=None)
 """Where emit keeps reports instead of printing them, inside `kept_reports()`; None: print them."""
 
@@ -54,7 +57,12 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
     from llmcalc.errors import FIELD
     from llmcalc.render import emit as render
 
+    imports = _BEST_EFFORT.get()
+    _BEST_EFFORT.set(())
     notes = getattr(report, "notes", None)
+    if imports and notes is not None and "model_import" not in type(report).model_fields:
+        report = report.model_copy(update={"notes": [*notes, *imports]})
+        notes = report.notes
     if notes and any("`" in n for n in notes):
         import inspect
 
@@ -135,6 +143,10 @@ ConfigOpt = Annotated[Optional[Path], _opt("--config", "-c", help="A llmcalc spe
                                            metavar="FILE")]
 HFOpt = Annotated[Optional[Path], _opt("--hf-config", help="A Hugging Face config.json or its folder.",
                                        panel=MODEL, metavar="PATH")]
+HFModelOpt = Annotated[Optional[str], _opt("--hf-model", help="A Hugging Face Hub id: ORG/NAME or ORG/NAME@REV.",
+                                           panel=MODEL, metavar="ID")]
+HFGenericOpt = Annotated[bool, _opt("--hf-generic", help="Read an unknown model_type as llama (best effort).",
+                                    panel=MODEL)]
 FormatOpt = Annotated[Format, _opt("--format", "-f", help="table, json, yaml or csv.", panel=OUTPUT,
                                    metavar="FORMAT")]
 UnitsOpt = Annotated[Units, _opt("--units", help="both, si (GB) or iec (GiB).",
@@ -180,11 +192,15 @@ AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
     panel=ADVANCED, metavar="KERNEL")]
 
 
-def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
-    """The ModelSpec named by exactly one of --preset, --config, --hf-config."""
-    given = [x for x in (preset, config, hf_config) if x is not None]
+def load_model(preset: str | None, config: Path | None, hf_config: Path | None, hf_model: str | None = None,
+               hf_generic: bool = False):
+    """The ModelSpec named by exactly one of --preset, --config, --hf-config, --hf-model."""
+    given = [x for x in (preset, config, hf_config, hf_model) if x is not None]
     if len(given) != 1:
-        raise UserError("give exactly one model: --preset NAME, --config FILE.yaml or --hf-config PATH")
+        raise UserError("give exactly one model: --preset NAME, --config FILE.yaml, --hf-config PATH or "
+                        "--hf-model ORG/NAME")
+    if hf_generic and hf_config is None and hf_model is None:
+        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
     if preset is not None:
         from llmcalc.inputs.presets import load_preset
 
@@ -193,9 +209,32 @@ def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
         from llmcalc.inputs.presets import load_spec_file
 
         return load_spec_file(config)
+    if hf_model is not None:
+        return load_hub_model(hf_model, hf_generic)
     from llmcalc.inputs.hf import load_hf_config
 
-    return load_hf_config(hf_config)
+    return noted(load_hf_config(hf_config, generic=hf_generic))
+
+
+def noted(spec):
+    """`spec`, its best-effort import (if it is one) kept for emit to state in the report's notes."""
+    if spec.best_effort is not None:
+        _BEST_EFFORT.set((*_BEST_EFFORT.get(), f"{spec.name}: best-effort import (--hf-generic), assumed: "
+                          + "; ".join(spec.best_effort)))
+    return spec
+
+
+def load_hub_model(ref: str, generic: bool = False):
+    """The ModelSpec of a Hub model id (llmcalc/inputs/hub.py), its files read as a local folder; a problem in
+    them is named with the id."""
+    from llmcalc.inputs.hf import load_hf_config
+    from llmcalc.inputs.hub import fetch
+
+    folder, name, source = fetch(ref)
+    try:
+        return noted(load_hf_config(folder, name=name, source=source, generic=generic))
+    except UserError as e:
+        raise UserError(f"`hf_model` {ref}: {e}") from None
 
 
 GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",

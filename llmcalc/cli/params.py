@@ -30,5 +30,9 @@ def params(
         from llmcalc.costs.checkpoint import checkpoint_bytes
 
         size, how = checkpoint_bytes(spec)
-        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how})
+        published = spec.checkpoint.index_total_size if spec.checkpoint is not None else None
+        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how,
+                                           "hub_total_size_bytes": published})
+    if spec.best_effort is not None:
+        report = report.model_copy(update={"model_import": "best-effort", "assumed": spec.best_effort})
     out.emit(report, of=params)

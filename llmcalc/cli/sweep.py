@@ -65,13 +65,17 @@ def sweep(
         from llmcalc.render.plot import check_target, plot_sweep
 
         check_target(plot)
-    sources = [(p, None, None) for p in preset or []]
-    sources += [(None, model.config, None)] if model.config else []
-    sources += [(None, None, model.hf_config)] if model.hf_config else []
+    sources = [(p, None, None, None) for p in preset or []]
+    sources += [(None, model.config, None, None)] if model.config else []
+    sources += [(None, None, model.hf_config, None)] if model.hf_config else []
+    sources += [(None, None, None, model.hf_model)] if model.hf_model else []
     if not sources:
-        raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml or --hf-config PATH")
+        raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml, --hf-config PATH or "
+                        "--hf-model ORG/NAME")
+    if model.hf_generic and not (model.hf_config or model.hf_model):
+        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
     w = workload(weights, layout, kv_dtype=kv_dtype, group_size=group_size)
-    specs = [load_model(*s) for s in sources]
+    specs = [load_model(*s, hf_generic=model.hf_generic) for s in sources]
     if attention is not None:
         from llmcalc.views.compare import attention_variant
 
