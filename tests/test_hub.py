@@ -302,3 +302,17 @@ def test_generic_import_only_with_the_flag(hub, tmp_path):
     line = one_line_error(run("params", "--hf-model", "test-org/unknown-moe", "--hf-generic", endpoint=url,
                               home=tmp_path))
     assert "num_local_experts" in line and "plain decoder" in line
+
+
+def test_huggingface_hub_is_imported_only_for_hf_model(hf_fixture):
+    """The extra is optional: a command that names its model any other way never imports it."""
+    folder = hf_fixture("llama3-8b")
+    for args in (["params", "--hf-config", str(folder), "--bytes"], ["kv", "--preset", "llama2-7b"]):
+        code = ("import sys; from llmcalc.cli import load_commands\n"
+                f"sys.argv = ['llmcalc', *{args!r}]\n"
+                "load_commands(sys.argv[1:])(standalone_mode=False)\n"
+                "print('huggingface_hub' in sys.modules)")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CLI_TIMEOUT,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split()[-1] == "False"

@@ -36,7 +36,7 @@ def parse_id(ref: str) -> tuple[str, str | None]:
 
 def fetch(ref: str) -> tuple[Path, str, str]:
     """The folder in the Hub cache holding `ref`'s config.json (and the SIDECARS the repository has), the
-    repository's name and the source to cite (endpoint, id and commit)."""
+    repository's name and the source to cite (the URL of its config.json at the commit fetched)."""
     repo, revision = parse_id(ref)
     for var in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
         os.environ.setdefault(var, str(DEFAULT_TIMEOUT_S))  # read by huggingface_hub when it is imported
@@ -72,7 +72,7 @@ def fetch(ref: str) -> tuple[Path, str, str]:
     config = bounded(files, deadline, f"`hf_model` {ref}: {constants.ENDPOINT} did not answer within {deadline} s; "
                      "check the network or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use the Hub cache")
     commit = config.parent.name
-    return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}@{commit}"
+    return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
 
 
 def deadline_s(constants) -> int:
