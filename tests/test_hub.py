@@ -206,12 +206,18 @@ def test_errors_are_one_line_naming_the_id_and_the_fix(hub, hf_fixture, tmp_path
     state.gated.add("test-org/gated")
     state.repos["test-org/empty"] = {"README.md": b"no config"}
     state.repos["test-org/bad-json"] = {"config.json": b'{"model_type": "llama", '}
+    gpt2 = (hf_fixture("gpt2") / "config.json").read_bytes()
+    state.repos["test-org/huge"] = {"config.json": gpt2[:-2] + b" " * (1 << 20) + b"}\n"}  # over 1 MiB
+    state.repos["test-org/bad-index"] = {"config.json": gpt2,
+                                         "model.safetensors.index.json": b'{"metadata": {"total_size": "1 GB"}}'}
     cases = {
         "test-org/missing": "check the id",
         "test-org/gated": "HF_TOKEN",
         "test-org/gpt2@no-such-branch": "revision not found",
         "test-org/empty": "no config.json",
         "test-org/bad-json": "malformed JSON",
+        "test-org/huge": "more than 1,048,576",
+        "test-org/bad-index": "total_size",
         "not an id": "ORG/NAME",
         "org/na--me": "ORG/NAME",
     }

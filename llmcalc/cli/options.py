@@ -4,6 +4,7 @@ together are declared once more, as groups (llmcalc/cli/groups.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -232,9 +233,9 @@ def load_hub_model(ref: str, generic: bool = False):
 
     folder, name, source = fetch(ref)
     try:
-        return noted(load_hf_config(folder, name=name, source=source, generic=generic))
-    except UserError as e:
-        raise UserError(f"`hf_model` {ref}: {e}") from None
+        return noted(load_hf_config(folder, name=name, source=source, generic=generic, what="the repository's"))
+    except UserError as e:  # the files by their names in the repository, not their paths in the cache
+        raise UserError(f"`hf_model` {ref}: {str(e).replace(f'{folder}{os.sep}', '')}") from None
 
 
 GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",

@@ -198,26 +198,27 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
 
 
 def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,
-                   generic: bool = False):
+                   generic: bool = False, what: str = "`hf_config`"):
     """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build. A folder's
     hf_quant_config.json (ModelOpt) gives the checkpoint's formats when config.json has no quantization_config;
     its model.safetensors.index.json gives `metadata.total_size` (Checkpoint.index_total_size). `name` and
     `source` replace the folder's name and path (a Hub download: the repository's); `generic` imports an unknown
-    model_type as a llama-style decoder, best effort (ModelSpec.best_effort lists what was assumed)."""
+    model_type as a llama-style decoder, best effort (ModelSpec.best_effort lists what was assumed); `what` names
+    the files in an error (the option that gave them)."""
     p = Path(path)
     folder = None
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         folder, p = p, p / "config.json"
-    raw = read_json(p, "`hf_config`")
+    raw = read_json(p, what)
     check_finite(raw, str(p), unbounded=_UNBOUNDED)
     if name is None:
         name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
     source = source or str(p)
     total = None
     if folder is not None:
-        raw, total = _sidecars(folder, raw)
+        raw, total = _sidecars(folder, raw, what)
     try:
         spec = spec_dict_from_hf(raw, name=name, source=source, generic=generic)
         if total is not None:
@@ -237,13 +238,13 @@ per 128 × 128 block (weight-only), NVFP4 (fp8 scale per 16 weights). Source: vL
 docs/features/quantization/modelopt.md (vllm-project/vllm, 2026), which reads them from hf_quant_config.json."""
 
 
-def _sidecars(folder: Path, raw: Any) -> tuple[Any, int | None]:
+def _sidecars(folder: Path, raw: Any, what: str) -> tuple[Any, int | None]:
     """config.json's fields with a ModelOpt hf_quant_config.json folded in as its quantization_config (when it has
     none), and the safetensors index's metadata.total_size (None without an index)."""
     total = None
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        data = read_json(index, "`hf_config` folder's", MAX_INDEX_BYTES)
+        data = read_json(index, what, MAX_INDEX_BYTES)
         meta = data.get("metadata") if isinstance(data, dict) else None
         total = meta.get("total_size") if isinstance(meta, dict) else None
         if total is not None and (type(total) is not int or not 0 <= total < 2**62):
@@ -251,7 +252,7 @@ def _sidecars(folder: Path, raw: Any) -> tuple[Any, int | None]:
                             "the file")
     quant = folder / "hf_quant_config.json"
     if quant.is_file() and isinstance(raw, dict) and raw.get("quantization_config") is None:
-        data = read_json(quant, "`hf_config` folder's")
+        data = read_json(quant, what)
         q = data.get("quantization") if isinstance(data, dict) else None
         if not isinstance(q, dict):
             raise UserError(f"{quant}: no `quantization` object; fix or remove the file")
