@@ -25,12 +25,14 @@ from conftest import CLI_TIMEOUT
 pytest.importorskip("huggingface_hub")
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+TOKEN = "hf_testtoken0123456789"
+"""The token that opens the gated repositories of the test Hub."""
 SIZES = yaml.safe_load((Path(__file__).parent / "fixtures" / "checkpoint_sizes.yaml").read_text())
 
 
 class Hub:
-    """Repositories served: {"org/name": {filename: bytes}}; `gated` repositories answer 403 GatedRepo; `broken`
-    ones reset the connection (a Hub that stops answering)."""
+    """Repositories served: {"org/name": {filename: bytes}}; `gated` repositories answer 403 GatedRepo to a
+    request without TOKEN."""
 
     def __init__(self) -> None:
         self.repos: dict[str, dict[str, bytes]] = {}
@@ -51,7 +53,7 @@ def _handler(hub: Hub):
             repo, revision, filename = "/".join(parts[:2]), parts[3], "/".join(parts[4:])
             if repo not in hub.repos:
                 return self._error(401, "RepoNotFound", body)  # the Hub answers 401 for a missing repository
-            if repo in hub.gated:
+            if repo in hub.gated and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._error(403, "GatedRepo", body)
             if revision not in ("main", COMMIT):
                 return self._error(404, "RevisionNotFound", body)
@@ -72,7 +74,8 @@ def _handler(hub: Hub):
             text = json.dumps({"error": code}).encode()
             self.send_response(status)
             self.send_header("X-Error-Code", code)
-            self.send_header("X-Repo-Commit", COMMIT) if code == "EntryNotFound" else None
+            if code == "EntryNotFound":  # the client caches the file's absence under the commit
+                self.send_header("X-Repo-Commit", COMMIT)
             self.send_header("Content-Length", str(len(text)))
             self.end_headers()
             if body:
@@ -227,6 +230,10 @@ def test_errors_are_one_line_naming_the_id_and_the_fix(hub, hf_fixture, tmp_path
         assert "--hf-model" in line
     gated = one_line_error(run("params", "--hf-model", "test-org/gated", endpoint=url, home=tmp_path))
     assert "licence" in gated
+    opened = run("params", "--hf-model", "test-org/gated", "-f", "json", endpoint=url, home=tmp_path,
+                 HF_TOKEN=TOKEN)  # huggingface_hub sends HF_TOKEN itself
+    assert opened.returncode == 0, opened.stderr
+    assert json.loads(opened.stdout)["total"] == 124_439_808  # GPT-2 small: transformers counts 124,439,808
 
 
 def test_unreachable_hub_is_one_line(tmp_path):
