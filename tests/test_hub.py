@@ -329,3 +329,28 @@ def test_huggingface_hub_is_imported_only_for_hf_model(hf_fixture):
                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
         assert r.returncode == 0, r.stderr
         assert r.stdout.split()[-1] == "False"
+
+
+def test_generic_import_of_a_llama_shaped_model_matches_transformers(shared, tmp_path):
+    """Seed-OSS-36B (`seed_oss`, ../shared/model-configs-2026: a model_type llmcalc has no importer for) is a
+    llama-shaped decoder: read with --hf-generic, its parameters equal transformers' own model on the meta device;
+    the assumptions are still listed."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    raw = json.loads((shared("model-configs-2026") / "seed-oss-36b-instruct.json").read_text())
+    try:
+        config = transformers.AutoConfig.for_model(**raw)
+    except ValueError:
+        pytest.skip("this transformers has no seed_oss")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    theirs = sum(p.numel() for p in model.parameters())
+    folder = tmp_path / "seed-oss"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(raw))
+    r = run("params", "--hf-config", str(folder), "--hf-generic", "-f", "json", endpoint="http://127.0.0.1:9",
+            home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["total"] == theirs == 36_151_104_512
+    assert data["model_import"] == "best-effort" and "seed_oss" in data["assumed"][0]

@@ -877,7 +877,8 @@ GENERIC_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "
 GENERIC_ASSUMED = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=4096,
                        tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False)
 """The optional fields and what a best-effort import takes when one is absent: no GQA, hidden_size / heads per
-head, transformers' LlamaConfig values otherwise (a 4,096-token context where none is named)."""
+head, transformers' LlamaConfig values otherwise (a 4,096-token context where none is named); the output
+projection's bias follows attention_bias unless `attention_out_bias` is given."""
 GENERIC_SHAPE = "RMSNorm before attention and FFN and at the end, RoPE, full attention in every layer, gated FFN"
 """What a best-effort import assumes of every unknown model: the llama block."""
 _GENERIC_REFUSED = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "kv_lora_rank",
@@ -906,7 +907,15 @@ def _generic(mt: str, raw: dict) -> tuple[dict[str, Any], list[str]]:
     taken = {"head_dim": "hidden_size / num_attention_heads", "num_key_value_heads": "num_attention_heads"}
     assumed += [f"{k} absent: {taken.get(k, json.dumps(GENERIC_ASSUMED[k]))}" for k in absent]
     assumed += [f"{k} ignored" for k in ignored]
-    return _decoder("llama", c), assumed
+    spec = _decoder("llama", c)
+    out_bias = raw.get("attention_out_bias")  # o_proj's own bias flag where a config has one (Seed-OSS)
+    if out_bias is not None and type(out_bias) is not bool:
+        raise UserError(f"config.json: attention_out_bias is {repr(out_bias)[:40]}, not true or false; fix it")
+    if out_bias is not None:
+        spec["attention"]["o_bias"] = out_bias
+    elif c["attention_bias"]:
+        assumed.append("attention_out_bias absent: as attention_bias")
+    return spec, assumed
 
 
 def _decoder(mt: str, c: dict) -> dict[str, Any]:
