@@ -8,6 +8,9 @@ shared machine falls on all of them alike):
   baseline  python -c "import typer, pydantic, yaml"
   json      llmcalc kv --preset llama2-7b --batch 64 --seq 32768 -f json
   table     llmcalc kv --preset llama2-7b --batch 64 --seq 32768
+  version   llmcalc --version
+  import    python -c "import llmcalc"
+  api       python -c "import llmcalc; llmcalc.kv('llama2-7b', batch=64, seq=32768)"  (the Python API's json)
 
 and prints both ratios to the baseline with their targets: json ≤ 1.5×, table ≤ 1.8×. Each run is a fresh
 process ("cold": nothing of llmcalc in memory). The CLI runs as `python -m llmcalc` from the root of this
@@ -34,6 +37,9 @@ COMMANDS = {
     "baseline": [sys.executable, "-c", "import typer, pydantic, yaml"],
     "json": [sys.executable, "-m", "llmcalc", *KV, "-f", "json"],
     "table": [sys.executable, "-m", "llmcalc", *KV],
+    "version": [sys.executable, "-m", "llmcalc", "--version"],
+    "import": [sys.executable, "-c", "import llmcalc"],
+    "api": [sys.executable, "-c", "import llmcalc; llmcalc.kv('llama2-7b', batch=64, seq=32768)"],
 }
 TARGETS = {"json": 1.5, "table": 1.8}
 """Most each command may take, as a multiple of the baseline (the redesign issue's "fast start")."""

@@ -20,8 +20,10 @@ ALLOWED = {
     "reference": {"errors", "model"},
     "views": {"errors", "model", "workload", "reports", "inputs", "costs", "reference"},
     "render": {"errors", "reports"},
-    "cli": {"errors", "model", "workload", "reports", "inputs", "costs", "views", "render"},
+    "api": {"errors", "model", "workload", "reports", "inputs", "costs", "views"},
+    "cli": {"errors", "model", "workload", "reports", "inputs", "costs", "views", "render", "api"},
     "__main__": {"cli"},
+    "__init__": {"api", "errors", "inputs", "model"},
 }
 """What each part of llmcalc may import besides itself."""
 

@@ -31,6 +31,8 @@ ARGS = {
     "mfu": ["--preset", "llama2-7b", "--batch", "8", "--seq", "2048", "--tokens-per-s", "20000", "--gpus", "8",
             "--gpu", "h100-sxm", "--recompute", "selective"],
     "serve": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--rate", "10", "--requests", "50"],
+    "measured": [str(Path(__file__).parent / "fixtures" / "benchmarks" / "vllm_bench_serve.json"), "--gpu", "h100-sxm",
+                 "--requests", "20"],
     "plan": ["--preset", "llama3-8b", "--gpu", "h100-sxm", "--max-gpus", "2", "--rate", "5", "--slo-tpot", "0.05",
              "--top", "2", "--emit", "vllm"],
     "scale": ["--flops", "1e21", "--gpu", "h100-sxm"],

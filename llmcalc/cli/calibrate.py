@@ -1,8 +1,10 @@
 """The `llmcalc calibrate` command: microbenchmarks on this machine's GPU, fitted into a time-model profile (a serving
-stack's) or an engine profile (the bundled reference model's own kernels); or a refit of earlier raw timings."""
+stack's) or an engine profile (the bundled reference model's own kernels); or a refit of earlier raw timings, or of
+the time-model profile to real serving-benchmark runs (--from-runs)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -23,14 +25,21 @@ def calibrate(
     gpu: Annotated[Optional[str], _opt(
         "--gpu", help="GPU preset whose peaks the fit divides by (default: the detected GPU's).", panel=GPUS,
         metavar="NAME")] = None,
-    preset: Annotated[str, _opt("--preset", "-p", help="Model whose matmul and attention shapes are measured.",
-                                panel=MODEL, metavar="NAME")] = "llama3-8b",
+    preset: Annotated[Optional[str], _opt(
+        "--preset", "-p", help="Model whose shapes are measured (default: llama3-8b); --from-runs: the runs' model.",
+        panel=MODEL, metavar="NAME")] = None,
     engine: Annotated[Literal["serving", "reference"], _opt(
         "--engine", help="serving (a time-model profile) or reference (an engine profile of its kernels).",
         panel=WORKLOAD, metavar="KIND")] = "serving",
     from_raw: Annotated[Optional[Path], _opt(
         "--from-raw", help="Refit an earlier run's --raw timings (no GPU or torch needed).", panel=WORKLOAD,
         metavar="FILE")] = None,
+    from_runs: Annotated[Optional[list[Path]], _opt(
+        "--from-runs", help="Refit to serving-benchmark result files (as `llmcalc measured` reads).",
+        panel=WORKLOAD, metavar="FILE")] = None,
+    served_by: Annotated[Optional[str], _opt(
+        "--served-by", help="--from-runs: the engine, where the files do not say.", panel=WORKLOAD,
+        metavar="NAME")] = None,
     quick: Annotated[bool, _opt("--quick", help="Every other size, half the runs (about ¼ of the time).",
                                 panel=WORKLOAD)] = False,
     out: Annotated[Optional[Path], _opt("--out", "-o", help="Write the profile here (default: print it).",
@@ -40,12 +49,18 @@ def calibrate(
     force: Annotated[bool, _opt("--force", help="Overwrite --out and --raw when they exist.", panel=OUTPUT)] = False,
 ) -> None:
     """Measure this GPU into a time-model profile, or the reference model's kernels into an engine profile
-    (needs PyTorch; --from-raw refits earlier timings without it)."""
+    (needs PyTorch; --from-raw refits earlier timings, --from-runs real serving runs, without it)."""
     from llmcalc.cli.files import check_outputs, write_atomic
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
     from llmcalc.render.formats import strict_json
 
     check_outputs(force, out=out, raw=raw)
+    if from_runs:
+        if from_raw is not None or raw is not None:
+            raise UserError("`from_runs`: nothing is measured or read raw; drop `from_raw` and `raw`")
+        return _emit(refit_runs(from_runs, preset, gpu, served_by), out, write_atomic)
+    if served_by is not None:
+        raise UserError("`served_by`: names the engine of `from_runs` files; give those, or drop it")
     if from_raw is not None:
         if raw is not None:
             raise UserError("`raw`: with `from_raw` nothing is measured; drop `raw`")
@@ -61,7 +76,7 @@ def calibrate(
     from llmcalc.views.calibrate import detected_gpu, require_torch
 
     curves = [load_preset(p) for p in REFERENCE_PRESETS] if engine == "reference" else None
-    runs = plan(load_preset(preset), device, quick, curves)
+    runs = plan(load_preset(preset or "llama3-8b"), device, quick, curves)
     device_gpu = load_gpu(gpu) if gpu is not None else None  # bad input is named before a missing torch
     require_torch(device)
     device_gpu = device_gpu or load_gpu(detected_gpu(device))
@@ -147,3 +162,83 @@ def _emit(text: str, out: Path | None, write_atomic) -> None:
         return
     write_atomic(out, text)
     sys.stderr.write(f"wrote the profile to {out}\n")
+
+
+FIT_REQUESTS = 30
+"""Requests per run simulated while fitting (the run's first ones, same seed): the fit's figures are means."""
+
+
+def refit_runs(files: list[Path], preset: str | None, gpu: str | None, served_by: str | None) -> str:
+    """The profile of the (GPU, engine) the runs in `files` were served on, refitted to them
+    (llmcalc/costs/run_fit.py); each term before and after and the leave-one-out written to stderr and into the
+    profile's header."""
+    import json
+
+    from llmcalc.cli import groups
+    from llmcalc.cli.measured import resolve
+    from llmcalc.costs.run_fit import LEFT, RunFigures, fit_runs, leave_one_out
+    from llmcalc.inputs.benchmarks import read_runs
+    from llmcalc.inputs.time_models import dump_profile
+
+    runs = [run for path in files for run in read_runs(path)]
+    model = groups.Model(preset=preset, config=None, hf_config=None)
+    layout = groups.Layout(gpus=None, tp=None, pp=1, dp=1, ep=1)
+    weights = groups.Weights(weights_dtype=None, weights_format=None)
+    timing = groups.EngineTime(time_model=None, calibration=None, engine=served_by)
+    cases = [resolve(run, model, layout, weights, timing, gpu=gpu) for run in runs]
+    pairs = {(c.device.name, c.timing.engine) for c in cases}
+    if len(pairs) > 1:
+        raise UserError("`from_runs`: a profile is one GPU's under one engine; these runs are on " +
+                        ", ".join(f"{g} ({e})" for g, e in sorted(pairs)) + "; give runs of one")
+    device, engine = cases[0].device, cases[0].timing.engine
+    base = cases[0].timing.load(device)
+    figures, by_name = [], {}
+    for case in cases:
+        m = case.run.metrics
+        measured = {k: m[k]["mean"] for k in ("ttft", "tpot", "itl") if "mean" in m.get(k, {})}
+        if not measured:
+            raise UserError(f"`from_runs`: {case.run.name} records no mean TTFT, TPOT or ITL to fit to; give runs "
+                            "with latencies")
+        figures.append(RunFigures(case.run.name, measured))
+        by_name[case.run.name] = case
+    cache: dict = {}
+
+    def predict(tm, run: RunFigures) -> dict[str, float]:
+        key = (json.dumps(tm.model_dump(exclude={"sources"}), sort_keys=True), run.name)
+        if key not in cache:
+            r = by_name[run.name].simulate(tm, FIT_REQUESTS)
+            cache[key] = {"ttft": r.ttft_s.mean, "tpot": r.tpot_s.mean}
+        return cache[key]
+
+    tm, fits = fit_runs(figures, base, predict)
+    held = leave_one_out(figures, base, predict)
+    names = ", ".join(f.name for f in figures)
+    what = f"{len(figures)} run(s) of {engine} on {device.name} ({names})"
+    sources = dict(tm.sources)
+    for f in fits:
+        if f.runs:
+            sources[f.name] = f"refitted by llmcalc calibrate --from-runs to {what}: {f.note}"
+    tm = tm.model_copy(update={"name": "calibrated", "gpu": device.name, "sources": sources})
+    lines = [f"{f.name}: {f.before:.6g} -> {f.after:.6g} ({f.note})" for f in fits]
+    lines += [f"{name}: {getattr(tm, name)} kept ({why})" for name, why in LEFT.items()
+              if getattr(tm, name) is not None]
+    stated = cases[0].timing.serving_engine().step_s
+    if stated is not None:
+        lines.append(f"note: {engine} states its own step_s ({stated:g} s), which replaces the profile's wherever "
+                     "the profile is used with it")
+    if held:
+        for h in held:
+            lines.append(f"held out {h.name}: predicted / measured " + ", ".join(
+                f"{m.upper()} {h.before[m]:.3f} -> {h.after[m]:.3f}" for m in h.after))
+        for side in ("before", "after"):
+            errs = [abs(math.log(r)) for h in held for r in getattr(h, side).values()]
+            lines.append(f"leave-one-out {side} the refit: mean |log(predicted / measured)| {sum(errs) / len(errs):.3f} "
+                         f"over {len(errs)} figure(s)")
+    else:
+        lines.append("leave-one-out: needs 2 runs or more; none held out")
+    sys.stderr.write("".join(f"{line}\n" for line in lines))
+    header = [f"Calibration profile for {device.name} under {engine}: the time model the runs' predictions used, "
+              f"refitted by `llmcalc calibrate --from-runs` to {what}; llmcalc/model/time_model.py names each figure",
+              *(f"fit: {line}" for line in lines),
+              "use: llmcalc serve --calibration FILE, llmcalc measured --calibration FILE"]
+    return dump_profile(tm, header)

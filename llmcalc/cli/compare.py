@@ -9,7 +9,6 @@ import typer
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
     HFGenericOpt,
@@ -17,10 +16,8 @@ from llmcalc.cli.options import (
     OptionalGPUOpt,
     _count_opt,
     _opt,
-    load_gpu_named,
-    load_hub_model,
-    noted,
 )
+
 from llmcalc.errors import UserError
 
 SWAP = "Swap rule"
@@ -72,25 +69,16 @@ def compare(
     kv_dtype: KVDtypeOpt = "bf16",
     out: groups.Output,
 ) -> None:
-    from llmcalc.inputs.hf import load_hf_config
-    from llmcalc.inputs.presets import load_preset, load_spec_file
-    from llmcalc.views.compare import SwapRule, compare_attention, compare_models
+    from llmcalc import api
+    from llmcalc.inputs.models import ModelRef
 
-    w = workload(shape, weights, layout, gen=gen, kv_dtype=kv_dtype)
-    rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
-                    window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
     if hf_generic and not (hf_config or hf_model):
-        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
-    specs = ([load_preset(p) for p in preset or []] + [load_spec_file(c) for c in config or []]
-             + [noted(load_hf_config(h, generic=hf_generic)) for h in hf_config or []]
-             + [load_hub_model(h, hf_generic) for h in hf_model or []])
-    device = load_gpu_named(gpu)
-    tm = timing.load(device)  # no GPU: no time
-    if len(specs) > 1:
-        if variants:
-            raise UserError("compare: give attention variants with one base model, or several models without "
-                            "variants, not both")
-        out.emit(compare_models(specs, w, device, tm), of=compare)
-        return
-    base = specs[0] if specs else load_preset("llama2-7b")
-    out.emit(compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm), of=compare)
+        raise UserError("`hf_generic`: it reads a Hugging Face config; give `hf_config` PATH or `hf_model` ORG/NAME")
+    models = ([ModelRef(preset=p) for p in preset or []] + [ModelRef(config=c) for c in config or []]
+              + [ModelRef(hf_config=h, hf_generic=hf_generic) for h in hf_config or []]
+              + [ModelRef(hf_model=h, hf_generic=hf_generic) for h in hf_model or []])
+    report = api.compare(models, variants, **shape.values(), **layout.values(), **timing.values(), **weights.values(),
+                         gen=gen, groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim,
+                         q_lora_rank=q_lora_rank, window=window, global_tokens=global_tokens, topk=topk,
+                         proj_len=proj_len, gpu=gpu, kv_dtype=kv_dtype)
+    out.emit(report, of=compare)

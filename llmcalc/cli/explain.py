@@ -8,7 +8,6 @@ import typer
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     TRAINING,
     AttentionOpt,
@@ -17,13 +16,8 @@ from llmcalc.cli.options import (
     MLADecodeOpt,
     _count_opt,
     _opt,
-    load_gpu_named,
 )
-from llmcalc.errors import UserError
 
-TOPICS = ("params", "kv", "flops", "memory", "latency")
-DEFAULT_GEN = {"flops": 1, "latency": 256}
-"""--gen when not given: the default of the command the topic explains."""
 
 
 @command(rank=120, help=(
@@ -54,17 +48,11 @@ def explain(
     image: groups.Images,
     out: groups.Output,
 ) -> None:
-    from llmcalc.views.explain import explain as work_out
+    from llmcalc import api
 
-    if topic not in TOPICS:
-        got = "no topic" if topic is None else f"unknown topic {topic!r}"
-        raise UserError(f"explain: {got}; give one of {', '.join(TOPICS)}, e.g. llmcalc explain kv -p llama2-7b")
-    w = workload(shape, weights, layout, image, gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1),
-                 kv_dtype=kv_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode, train=train,
-                 optimizer=optimizer)
-    device = load_gpu_named(gpu)
-    tm = timing.load(device)  # no GPU: no time
-    report = work_out(topic, model.load(), w, device, tm)
+    report = api.explain(topic, model.ref(), **shape.values(), **weights.values(), **layout.values(),
+                         **image.values(), **timing.values(), gen=gen, kv_dtype=kv_dtype, attention=attention,
+                         logits=logits, mla_decode=mla_decode, train=train, optimizer=optimizer, gpu=gpu)
     out.emit(report, of=explain)
     if not report.matches:
         raise typer.Exit(1)

@@ -6,7 +6,6 @@ from typing import Annotated
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     GPUOpt,
@@ -14,7 +13,6 @@ from llmcalc.cli.options import (
     KVDtypeOpt,
     ReserveOpt,
     _count_opt,
-    load_gpu_named,
 )
 
 
@@ -39,10 +37,9 @@ def fit(
     image: groups.Images,
     out: groups.Output,
 ) -> None:
-    from llmcalc.costs.fit import fit as check
+    from llmcalc import api
 
-    w = workload(weights, layout, image, batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size,
-                 reserve=reserve, prefill_chunk=prefill_chunk)
-    device = load_gpu_named(gpu, "fit")
-    tm = timing.load(device)
-    out.emit(check(model.load(), device, w, tm), of=fit)
+    report = api.fit(model.ref(), gpu, **weights.values(), **layout.values(), **image.values(), **timing.values(),
+                     batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size, reserve=reserve,
+                     prefill_chunk=prefill_chunk)
+    out.emit(report, of=fit)

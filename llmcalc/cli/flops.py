@@ -6,7 +6,6 @@ from typing import Annotated
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     COUNTING,
     AttentionKernelOpt,
@@ -43,9 +42,10 @@ def flops(
 ) -> None:
     """Model and hardware FLOPs of prefill, one decode step, GEN decode steps and one training step
     (docs/commands/flops.md)."""
-    from llmcalc.costs.flops import flops as count_flops
+    from llmcalc import api
 
-    w = workload(shape, recomputation, lora, image, encoder_seq=encoder_seq, gen=gen,
-                 attention_core=attention, logits=logits, mla_decode=mla_decode, attention_kernel=attention_kernel,
-                 mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul)
-    out.emit(count_flops(model.load(), w), of=flops)
+    report = api.flops(model.ref(), **shape.values(), **recomputation.values(), **lora.values(), **image.values(),
+                       encoder_seq=encoder_seq, gen=gen, attention=attention, logits=logits, mla_decode=mla_decode,
+                       attention_kernel=attention_kernel, mtp=mtp, elementwise=elementwise,
+                       embedding_matmul=embedding_matmul)
+    out.emit(report, of=flops)

@@ -46,7 +46,6 @@ from llmcalc.cli.options import (
     emit,
     load_model,
 )
-from llmcalc.errors import UserError
 
 
 class Group:
@@ -79,6 +78,10 @@ class Group:
     def fields(self) -> dict:
         """The Workload fields these options set (`workload`); none unless the group says."""
         return {}
+
+    def values(self) -> dict:
+        """The options' values by name: the keywords of the same names of llmcalc/api.py's functions."""
+        return dict(self.__dict__)
 
     def replace(self, **values: Any) -> "Group":
         """A copy with `values` in place of the options' own."""
@@ -140,6 +143,12 @@ class Model(Group):
     hf_model: HFModelOpt = None
     hf_generic: HFGenericOpt = False
 
+    def ref(self):
+        """The model named, unread (llmcalc/inputs/models.py: ModelRef; read by load_model)."""
+        from llmcalc.inputs.models import ModelRef
+
+        return ModelRef(self.preset, self.config, self.hf_config, self.hf_model, self.hf_generic)
+
     def load(self):
         """The ModelSpec named (options.load_model)."""
         return load_model(self.preset, self.config, self.hf_config, self.hf_model, self.hf_generic)
@@ -162,13 +171,10 @@ class Images(Group):
     image_size: ImageSizeOpt = None
 
     def fields(self) -> dict:
-        """images, and image_size from HEIGHTxWIDTH when given."""
-        if self.image_size is None:
-            return {"images": self.images}
-        parts = self.image_size.lower().split("x")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-            raise UserError(f"--image-size: {self.image_size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
-        return {"images": self.images, "image_size": (int(parts[0]), int(parts[1]))}
+        """images, and image_size from HEIGHTxWIDTH when given (llmcalc/api.py: images)."""
+        from llmcalc.api import images
+
+        return images(self.images, self.image_size)
 
 
 class Layout(Group):
@@ -181,9 +187,9 @@ class Layout(Group):
     ep: EPOpt = 1
 
     def fields(self) -> dict:
-        from llmcalc.workload import Layout as Parallel
+        from llmcalc.api import layout
 
-        return {"layout": Parallel.of(self.gpus, self.tp, self.pp, self.dp, self.ep)}
+        return layout(self.gpus, self.tp, self.pp, self.dp, self.ep)
 
 
 class Weights(Group):
@@ -193,13 +199,10 @@ class Weights(Group):
     weights_format: WeightsFormatOpt = None
 
     def fields(self) -> dict:
-        """weights_dtype, and weights_format parsed (llmcalc/model/formats.py: WeightFormats.parse)."""
-        formats = None
-        if self.weights_format is not None:
-            from llmcalc.model.formats import WeightFormats
+        """weights_dtype, and weights_format parsed (llmcalc/api.py: weights)."""
+        from llmcalc.api import weights
 
-            formats = WeightFormats.parse(self.weights_format)
-        return {"weights_dtype": self.weights_dtype, "weights_format": formats}
+        return weights(self.weights_dtype, self.weights_format)
 
 
 class Lora(Group):
@@ -209,12 +212,10 @@ class Lora(Group):
     lora_targets: LoraTargetsOpt = None
 
     def fields(self) -> dict:
-        """lora_rank, and lora_targets parsed when given."""
-        if self.lora_targets is None:
-            return {"lora_rank": self.lora_rank}
-        from llmcalc.model.lora import parse_targets
+        """lora_rank, and lora_targets parsed when given (llmcalc/api.py: lora)."""
+        from llmcalc.api import lora
 
-        return {"lora_rank": self.lora_rank, "lora_targets": parse_targets(self.lora_targets)}
+        return lora(self.lora_rank, self.lora_targets)
 
 
 class Recompute(Group):
@@ -225,10 +226,10 @@ class Recompute(Group):
     recompute_layers: RecomputeLayersOpt = None
 
     def fields(self) -> dict:
-        """recompute, recompute_layers, and recompute_ops as a tuple in order, blanks dropped."""
-        ops = self.recompute_ops
-        return {"recompute": self.recompute, "recompute_layers": self.recompute_layers,
-                "recompute_ops": None if ops is None else tuple(op.strip() for op in ops.split(",") if op.strip())}
+        """recompute, recompute_layers, and recompute_ops as a tuple in order (llmcalc/api.py: recompute)."""
+        from llmcalc.api import recompute
+
+        return recompute(self.recompute, self.recompute_ops, self.recompute_layers)
 
 
 class TimeModel(Group):
@@ -242,16 +243,12 @@ class TimeModel(Group):
         return None
 
     def load(self, device, **efficiencies):
-        """The time model on `device` with `efficiencies` (load_time_model); with no GPU, no time: the
+        """The time model on `device` with `efficiencies` (llmcalc/api.py: time_model); with no GPU, no time: the
         roofline."""
-        if device is None:
-            from llmcalc.model.time_model import ROOFLINE
+        from llmcalc.api import time_model
 
-            return ROOFLINE
-        from llmcalc.inputs.time_models import load_time_model
-
-        return load_time_model(self.time_model, device, self.calibration, engine=self.serving_engine(),
-                               **efficiencies)
+        return time_model(device, self.time_model, self.calibration, getattr(self, "engine", None),
+                          serving=hasattr(self, "engine"), **efficiencies)
 
 
 class EngineTime(TimeModel):
@@ -261,9 +258,9 @@ class EngineTime(TimeModel):
 
     def serving_engine(self):
         """The engine named (presets/engines/), the default one when none is."""
-        from llmcalc.inputs.engines import load_engine
+        from llmcalc.api import engine
 
-        return load_engine(self.engine)
+        return engine(self.engine)
 
 
 class Lengths(Group):
@@ -274,9 +271,9 @@ class Lengths(Group):
 
     def parse(self) -> tuple:
         """(prompt, output) parsed (llmcalc/inputs/requests.py: parse_lengths)."""
-        from llmcalc.inputs.requests import parse_lengths
+        from llmcalc.api import _lengths
 
-        return parse_lengths(self.prompt, "prompt"), parse_lengths(self.output, "output")
+        return _lengths(self.prompt, self.output)
 
 
 class Targets(Group):
@@ -287,9 +284,9 @@ class Targets(Group):
 
     def slo(self):
         """The targets as the serving views take them."""
-        from llmcalc.views.serve import SLO
+        from llmcalc.api import _slo
 
-        return SLO(ttft_s=self.slo_ttft, tpot_s=self.slo_tpot)
+        return _slo(self.slo_ttft, self.slo_tpot)
 
 
 class Output(Group):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     EncoderSeqOpt,
     KVDtypeOpt,
@@ -22,7 +21,7 @@ def kv(
     out: groups.Output,
 ) -> None:
     """KV cache bytes for BATCH sequences of SEQ tokens: total, per layer type, per token."""
-    from llmcalc.costs.kv import kv_cache
+    from llmcalc import api
 
-    w = workload(shape, image, encoder_seq=encoder_seq, kv_dtype=kv_dtype)
-    out.emit(kv_cache(model.load(), w), of=kv)
+    out.emit(api.kv(model.ref(), **shape.values(), **image.values(), encoder_seq=encoder_seq, kv_dtype=kv_dtype),
+             of=kv)

@@ -6,7 +6,6 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     PRECISION,
@@ -19,8 +18,6 @@ from llmcalc.cli.options import (
     ReserveOpt,
     _count_opt,
     _opt,
-    load_gpu_named,
-    with_ranges,
 )
 
 
@@ -59,13 +56,11 @@ def latency(
     out: groups.Output,
 ) -> None:
     """Time to first token, time per output token and tokens/s, per phase and op (docs/commands/latency.md)."""
-    from llmcalc.costs.latency import latency as estimate
+    from llmcalc import api
 
-    w = workload(shape, weights, layout, image, encoder_seq=encoder_seq, gen=gen, kv_dtype=kv_dtype,
-                 group_size=group_size, compute_dtype=compute_dtype, attention_dtype=attention_dtype,
-                 mla_decode=mla_decode, reserve=reserve)
-    device = load_gpu_named(gpu, "latency")
-    tm = timing.load(device, compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
-                     comm_efficiency=comm_efficiency)
-    report = estimate(model.load(), device, w, tm)
-    out.emit(with_ranges(report, "latency_ranges") if interval else report, of=latency)
+    report = api.latency(model.ref(), gpu, **shape.values(), **weights.values(), **layout.values(), **image.values(),
+                         **timing.values(), encoder_seq=encoder_seq, gen=gen, kv_dtype=kv_dtype,
+                         group_size=group_size, compute_dtype=compute_dtype, attention_dtype=attention_dtype,
+                         compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
+                         comm_efficiency=comm_efficiency, mla_decode=mla_decode, reserve=reserve, interval=interval)
+    out.emit(report, of=latency)

@@ -6,7 +6,6 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     TRAINING,
@@ -19,7 +18,6 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
 )
-from llmcalc.errors import UserError
 
 LAYOUT = "Training layout"
 
@@ -44,11 +42,6 @@ class TrainingLayout(groups.Group):
         "--embedding-in-split", help="Embedding as a split layer.", panel=ADVANCED)] = False
     loss_in_split: Annotated[bool, _opt(
         "--loss-in-split", help="Loss as a layer in the split.", panel=ADVANCED)] = False
-
-    def fields(self) -> dict:
-        from llmcalc.workload import Layout
-
-        return {"layout": Layout(**self.__dict__)}
 
 
 @command(rank=40)
@@ -84,22 +77,10 @@ def memory(
     out: groups.Output,
 ) -> None:
     """Weights, KV cache, activations and training states (docs/commands/memory.md)."""
-    from llmcalc.costs.memory import memory as estimate
+    from llmcalc import api
 
-    if qlora:
-        if lora.lora_rank is None:
-            raise UserError("--qlora: QLoRA trains LoRA adapters on the 4-bit base; add --lora RANK")
-        if weights.weights_format or weights.weights_dtype:
-            raise UserError("--qlora: it sets the base format itself (nf4-dq, embedding and head bf16); drop "
-                            "--weights-format and --weights-dtype, or drop --qlora")
-        from llmcalc.model.lora import QLORA_FORMATS
-
-        weights = weights.replace(weights_format=QLORA_FORMATS)
-    w = workload(shape, weights, layout, lora, image, encoder_seq=encoder_seq, kv_dtype=kv_dtype,
-                 group_size=group_size, train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero,
-                 dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
-    if prefill_chunk and train:
-        raise UserError("--prefill-chunk sizes a server's prefill; a training step keeps every layer's activations: "
-                        "drop --prefill-chunk or --train")
-    out.emit(estimate(model.load(), w, chunked=prefill_chunk is not None), of=memory)
+    report = api.memory(model.ref(), **shape.values(), **weights.values(), **layout.values(), **lora.values(),
+                        **image.values(), encoder_seq=encoder_seq, kv_dtype=kv_dtype, group_size=group_size,
+                        train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
+                        grad_dtype=grad_dtype, micro_batch=micro_batch, qlora=qlora, prefill_chunk=prefill_chunk)
+    out.emit(report, of=memory)

@@ -6,7 +6,6 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     GPUS,
     PRECISION,
@@ -18,7 +17,6 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
 )
-from llmcalc.errors import UserError
 
 
 @command(rank=160)
@@ -48,19 +46,9 @@ def mfu(
 ) -> None:
     """MFU and HFU of a training run: its measured throughput times the model's (and the hardware's) FLOPs per
     token, over the peak of every GPU."""
-    from llmcalc.costs.mfu import utilisation
+    from llmcalc import api
 
-    if (gpu is None) == (peak_tflops is None):
-        raise UserError("--gpu: give the accelerator as a preset (--gpu NAME, see `llmcalc gpus`) or its peak "
-                        "(--peak-tflops N), one of the two")
-    w = workload(shape, recomputation, compute_dtype=compute_dtype, attention_core=attention,
-                 logits="all", attention_kernel=attention_kernel)
-    if gpu is not None:
-        from llmcalc.inputs.gpus import load_gpu
-
-        device = load_gpu(gpu)
-        peak, name = device.peak(compute_dtype), device.name
-    else:
-        peak, name = peak_tflops * 1e12, None
-    out.emit(utilisation(model.load(), w, gpus=gpus, peak_flops=peak, tokens_per_s=tokens_per_s,
-                         step_s=step_time, gpu=name), of=mfu)
+    report = api.mfu(model.ref(), **shape.values(), **recomputation.values(), tokens_per_s=tokens_per_s,
+                     step_time=step_time, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops, compute_dtype=compute_dtype,
+                     attention=attention, attention_kernel=attention_kernel)
+    out.emit(report, of=mfu)

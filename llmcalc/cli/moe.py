@@ -6,7 +6,6 @@ from typing import Annotated, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     CONVENTIONS,
     _opt,
@@ -25,7 +24,6 @@ def moe(
         "capacity_factor, else dropless.", panel=CONVENTIONS, metavar="CF")] = None,
     out: groups.Output,
 ) -> None:
-    from llmcalc.costs.moe import moe_report
+    from llmcalc import api
 
-    w = workload(shape)
-    out.emit(moe_report(model.load(), w, capacity_factor), of=moe)
+    out.emit(api.moe(model.ref(), **shape.values(), capacity_factor=capacity_factor), of=moe)

@@ -4,7 +4,6 @@ together are declared once more, as groups (llmcalc/cli/groups.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,7 +13,6 @@ from typing import Annotated, Literal, Optional
 
 import typer
 
-from llmcalc.errors import UserError
 from llmcalc.render import Format, Units
 
 MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, COUNTING, TRAINING, SERVING, OUTPUT, ADVANCED = (
@@ -24,9 +22,6 @@ MODEL, WORKLOAD, PRECISION, GPUS, CONVENTIONS, COUNTING, TRAINING, SERVING, OUTP
 COUNT_HELP = "k = 1024, m = 1024² (32k, 128K, 1M)"
 
 
-_BEST_EFFORT: ContextVar[tuple[str, ...]] = ContextVar("best_effort_imports", default=())
-"""Notes on the best-effort imports (--hf-generic) of the models loaded since the last emit: emit adds them to the
-report's notes (table and JSON) and clears them."""
 _KEPT: ContextVar[list | None] = ContextVar("kept_reports", default=None)
 """Where emit keeps reports instead of printing them, inside `kept_reports()`; None: print them."""
 
@@ -44,11 +39,10 @@ def kept_reports() -> Iterator[list]:
 
 
 def with_ranges(report, ranges: str):
-    """`report` with its time figures' error bands (llmcalc/costs/intervals.py: `ranges` names the function)."""
-    from llmcalc.costs import intervals
-    from llmcalc.inputs.intervals import load_bands
+    """`report` with its time figures' error bands (llmcalc/api.py: with_ranges)."""
+    from llmcalc.api import with_ranges as add
 
-    return report.model_copy(update=getattr(intervals, ranges)(report, load_bands()))
+    return add(report, ranges)
 
 
 def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) -> None:
@@ -58,9 +52,8 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
     from llmcalc.errors import FIELD
     from llmcalc.render import emit as render
 
-    imports = _BEST_EFFORT.get()
-    _BEST_EFFORT.set(())
     notes = getattr(report, "notes", None)
+    imports = _best_effort_notes()
     if imports and notes is not None and "model_import" not in type(report).model_fields:
         report = report.model_copy(update={"notes": [*notes, *imports]})
         notes = report.notes
@@ -78,6 +71,12 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
         kept.append(report)
         return
     render(report, fmt, units, **view)
+
+
+def _best_effort_notes() -> tuple[str, ...]:
+    """The notes on the best-effort imports (--hf-generic) loaded since the last report, if the loader ran."""
+    models = sys.modules.get("llmcalc.inputs.models")
+    return models.best_effort_notes() if models is not None else ()
 
 
 @contextmanager
@@ -195,47 +194,10 @@ AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
 
 def load_model(preset: str | None, config: Path | None, hf_config: Path | None, hf_model: str | None = None,
                hf_generic: bool = False):
-    """The ModelSpec named by exactly one of --preset, --config, --hf-config, --hf-model."""
-    given = [x for x in (preset, config, hf_config, hf_model) if x is not None]
-    if len(given) != 1:
-        raise UserError("give exactly one model: --preset NAME, --config FILE.yaml, --hf-config PATH or "
-                        "--hf-model ORG/NAME")
-    if hf_generic and hf_config is None and hf_model is None:
-        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
-    if preset is not None:
-        from llmcalc.inputs.presets import load_preset
+    """The ModelSpec named by exactly one of --preset, --config, --hf-config, --hf-model (llmcalc/inputs/models.py)."""
+    from llmcalc.inputs.models import ModelRef, load_model as load
 
-        return load_preset(preset)
-    if config is not None:
-        from llmcalc.inputs.presets import load_spec_file
-
-        return load_spec_file(config)
-    if hf_model is not None:
-        return load_hub_model(hf_model, hf_generic)
-    from llmcalc.inputs.hf import load_hf_config
-
-    return noted(load_hf_config(hf_config, generic=hf_generic))
-
-
-def noted(spec):
-    """`spec`, its best-effort import (if it is one) kept for emit to state in the report's notes."""
-    if spec.best_effort is not None:
-        _BEST_EFFORT.set((*_BEST_EFFORT.get(), f"{spec.name}: best-effort import (--hf-generic), assumed: "
-                          + "; ".join(spec.best_effort)))
-    return spec
-
-
-def load_hub_model(ref: str, generic: bool = False):
-    """The ModelSpec of a Hub model id (llmcalc/inputs/hub.py), its files read as a local folder; a problem in
-    them is named with the id."""
-    from llmcalc.inputs.hf import load_hf_config
-    from llmcalc.inputs.hub import fetch
-
-    folder, name, source = fetch(ref)
-    try:
-        return noted(load_hf_config(folder, name=name, source=source, generic=generic, what="the repository's"))
-    except UserError as e:  # the files by their names in the repository, not their paths in the cache
-        raise UserError(f"`hf_model` {ref}: {str(e).replace(f'{folder}{os.sep}', '')}") from None
+    return load(ModelRef(preset, config, hf_config, hf_model, hf_generic))
 
 
 GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",
@@ -276,14 +238,11 @@ ReserveOpt = Annotated[float, _opt(
 
 
 def load_gpu_named(name: str | None, needed_by: str | None = None):
-    """The GPU named by --gpu; None when none is given, unless the command `needed_by` needs one."""
-    if name is None:
-        if needed_by:
-            raise UserError(f"--gpu: {needed_by} needs a GPU and none is assumed; give --gpu NAME (see `llmcalc gpus`)")
-        return None
-    from llmcalc.inputs.gpus import load_gpu
+    """The GPU named by --gpu; None when none is given, unless the command `needed_by` needs one (llmcalc/api.py:
+    load_gpu)."""
+    from llmcalc.api import load_gpu
 
-    return load_gpu(name)
+    return load_gpu(name, needed_by)
 
 
 RequestsOpt = Annotated[int, _count_opt(

@@ -22,17 +22,6 @@ def params(
     out: groups.Output,
 ) -> None:
     """Parameters: total, active per token, per component and per layer type."""
-    from llmcalc.costs.params import params as count_params
+    from llmcalc import api
 
-    spec = model.load()
-    report = count_params(spec)
-    if bytes:
-        from llmcalc.costs.checkpoint import checkpoint_bytes
-
-        size, how = checkpoint_bytes(spec)
-        published = spec.checkpoint.index_total_size if spec.checkpoint is not None else None
-        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how,
-                                           "hub_total_size_bytes": published})
-    if spec.best_effort is not None:
-        report = report.model_copy(update={"model_import": "best-effort", "assumed": spec.best_effort})
-    out.emit(report, of=params)
+    out.emit(api.params(model.ref(), bytes=bytes), of=params)

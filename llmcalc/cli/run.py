@@ -29,6 +29,7 @@ REFUSED = {
     "sweep": "a grid of its own and a plot file; give its points as scenarios",
     "serve": "a simulation of up to 100,000 requests; run it on its own",
     "plan": "a search with simulations; run it on its own",
+    "measured": "it reads result files and simulates each run; run it on its own",
     "validate": "it builds the torch reference model; run it on its own",
     "calibrate": "it measures a GPU and writes files; run it on its own",
     "gpus": "it lists the GPU presets; run it on its own",

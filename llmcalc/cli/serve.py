@@ -8,7 +8,6 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     ADVANCED,
     OUTPUT,
@@ -23,10 +22,7 @@ from llmcalc.cli.options import (
     SeedOpt,
     _count_opt,
     _opt,
-    load_gpu_named,
-    load_model,
     progress_bar,
-    with_ranges,
 )
 from llmcalc.errors import UserError
 
@@ -83,61 +79,35 @@ def serve(
     out: groups.Output,
 ) -> None:
     """Throughput, goodput and latency of a serving engine (docs/commands/serve.md)."""
-    from llmcalc.inputs.requests import load_trace
-    from llmcalc.views.serve import Load, load_curve, make_requests, speculative
-    from llmcalc.views.serve import serve as simulate
+    from llmcalc import api
+    from llmcalc.inputs.models import ModelRef
 
-    if trace is not None and (rate is not None or concurrency is not None):
-        raise UserError("--trace gives the arrivals itself; leave out --rate and --concurrency")
-    if rate is not None and concurrency is not None:
-        raise UserError("--rate and --concurrency are two loads; give one")
-    if draft is not None and mtp:
-        raise UserError("--draft and --mtp are two speculative decoders; give one")
     if plot is not None:
         from llmcalc.cli.files import check_outputs
         from llmcalc.render.plot import check_target
 
         check_target(plot)
         check_outputs(force, plot=plot)
-    load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
-                concurrency=concurrency)
-    if plot is not None and plot_vs == "load" and load.finite_rate is None:
+    run = api.prepare_serve(
+        model.ref(), gpu, **layout.values(), **tokens.values(), **targets.values(), **weights.values(),
+        **timing.values(), rate=rate, concurrency=concurrency, arrivals=arrivals, requests=requests, trace=trace,
+        max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
+        gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
+        draft=ModelRef(preset=draft) if draft is not None else None, mtp=mtp, spec_tokens=spec_tokens,
+        acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    if plot is not None and plot_vs == "load" and run.finite_rate is None:
         raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
-    slo = targets.slo()
-    lengths = None if trace is not None else tokens.parse()
-    w = workload(weights, layout, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
-    spec = model.load()
-    device = load_gpu_named(gpu, "serve")
-    tm = timing.load(device)
-    engine = timing.serving_engine().settings(
-        device, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
-        gpu_memory_utilization=gpu_memory_utilization)
-    spec_dec = None
-    if draft is not None or mtp:
-        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance,
-                               load_model(draft, None, None) if draft else None)
     with progress_bar("simulating", requests) as update:  # reading a trace or drawing the requests included
-        if lengths is None:
-            rows = load_trace(trace, requests)
-            prompt_text = output_text = label = f"trace {trace.name}"
-            load = Load(rate=None)
-            update(total=len(rows))
-        else:
-            rows = make_requests(requests, *lengths, load, seed)
-            prompt_text, output_text = (str(x) for x in lengths)
-            label = None
-        args = dict(engine=engine, prompt=prompt_text, output=output_text, slo=slo, seed=seed, spec_dec=spec_dec,
-                    load_label=label, prefix_hit=prefix_hit)
-        report = simulate(spec, device, w, tm, rows, load=load, progress=lambda n: update(advance=n), **args)
+        report = run.run(update)
     if plot is not None:
         from llmcalc.cli.files import written
         from llmcalc.render.plot import plot_serve_load, plot_serve_time
 
-        curve = load_curve(spec, device, w, tm, requests, *lengths, load, **args) if plot_vs == "load" else None
+        curve = run.curve() if plot_vs == "load" else None
         with written(plot) as tmp:
             if curve is None:
                 plot_serve_time(report, tmp)
             else:
                 plot_serve_load(curve, tmp)
         sys.stderr.write(f"plot: wrote {plot}\n")
-    out.emit(with_ranges(report, "serve_ranges") if interval else report, of=serve)
+    out.emit(api.with_ranges(report, "serve_ranges") if interval else report, of=serve)

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     CONVENTIONS,
     COUNT_HELP,
@@ -20,8 +19,6 @@ from llmcalc.cli.options import (
     OptionalGPUOpt,
     PlotForceOpt,
     _opt,
-    load_gpu_named,
-    load_model,
 )
 from llmcalc.errors import UserError
 
@@ -56,40 +53,25 @@ def sweep(
     out: groups.Output,
 ) -> None:
     """KV cache, memory, FLOPs and (with --gpu) time and fit over a grid of batch sizes × context lengths."""
-    from llmcalc.inputs.grid import check_rows, check_size, parse_grid
-    from llmcalc.views.sweep import sweep as run
+    from llmcalc import api
+    from llmcalc.inputs.models import ModelRef
 
-    seqs, batches = parse_grid(seq, "seq"), parse_grid(batch, "batch")
-    check_size(batches, seqs)
     if plot is not None:
         from llmcalc.render.plot import check_target, plot_sweep
 
         check_target(plot)
-    sources = [(p, None, None, None) for p in preset or []]
-    sources += [(None, model.config, None, None)] if model.config else []
-    sources += [(None, None, model.hf_config, None)] if model.hf_config else []
-    sources += [(None, None, None, model.hf_model)] if model.hf_model else []
-    if not sources:
-        raise UserError("give a model: --preset NAME (repeat for several), --config FILE.yaml, --hf-config PATH or "
-                        "--hf-model ORG/NAME")
+    models = [ModelRef(preset=p) for p in preset or []]
+    models += [ModelRef(config=model.config)] if model.config else []
+    models += [ModelRef(hf_config=model.hf_config, hf_generic=model.hf_generic)] if model.hf_config else []
+    models += [ModelRef(hf_model=model.hf_model, hf_generic=model.hf_generic)] if model.hf_model else []
     if model.hf_generic and not (model.hf_config or model.hf_model):
-        raise UserError("--hf-generic: it reads a Hugging Face config; give --hf-config PATH or --hf-model ORG/NAME")
-    w = workload(weights, layout, kv_dtype=kv_dtype, group_size=group_size)
-    specs = [load_model(*s, hf_generic=model.hf_generic) for s in sources]
-    if attention is not None:
-        from llmcalc.views.compare import attention_variant
-
-        variants = [v.strip() for v in attention.split(",") if v.strip()]
-        if not variants:
-            raise UserError("--attention: no variant given; list some of mha, gqa, mqa, mla, swa")
-        specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
-    check_rows(len(specs), len(batches) * len(seqs))
-    device = load_gpu_named(gpu)
-    tm = timing.load(device)  # no GPU: no time
+        raise UserError("`hf_generic`: it reads a Hugging Face config; give `hf_config` PATH or `hf_model` ORG/NAME")
+    work = api.prepare_sweep(models, seq=seq, batch=batch, gpu=gpu, **layout.values(), **timing.values(),
+                             **weights.values(), kv_dtype=kv_dtype, group_size=group_size, attention=attention)
     from llmcalc.cli.files import check_outputs, written
 
     check_outputs(force, plot=plot)  # after the inputs' errors, before the work
-    report = run(specs, device, batches, seqs, w, tm)
+    report = work()
     if plot is not None:
         with written(plot) as tmp:
             plot_sweep(report, tmp, out.units)

@@ -6,7 +6,6 @@ from typing import Annotated, Literal, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     GPUS,
     PRECISION,
@@ -27,10 +26,7 @@ from llmcalc.cli.options import (
     ZeroOpt,
     _count_opt,
     _opt,
-    load_gpu_named,
-    with_ranges,
 )
-from llmcalc.errors import UserError
 
 
 class TrainLayout(groups.Group):
@@ -52,14 +48,6 @@ class TrainLayout(groups.Group):
         "--embedding-in-split", help="Embedding as a layer in the split.", panel=GPUS)] = False
     loss_in_split: Annotated[bool, _opt(
         "--loss-in-split", help="Loss as a layer in the split.", panel=GPUS)] = False
-
-    def fields(self) -> dict:
-        from llmcalc.workload import Layout
-
-        return {"layout": Layout.of(self.gpus, self.tp, self.pp, self.dp, self.ep, self.cp, vpp=self.vpp,
-                                    first_stage_layers=self.first_stage_layers,
-                                    last_stage_layers=self.last_stage_layers,
-                                    embedding_in_split=self.embedding_in_split, loss_in_split=self.loss_in_split)}
 
 
 @command(rank=150)
@@ -95,22 +83,10 @@ def train(
 ) -> None:
     """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
     (docs/commands/train.md)."""
-    from llmcalc.costs.training import training_step
+    from llmcalc import api
 
-    if gpus and layout.tp is None and layout.dp == 1:  # training spreads --gpus over dp replicas unless told
-        layout = layout.replace(tp=1, dp=max(1, gpus // (layout.pp * layout.cp)))
-    if qlora and lora.lora_rank is None:
-        raise UserError("--qlora: QLoRA trains LoRA adapters on the 4-bit base; add --lora RANK")
-    qlora_format = {}
-    if qlora:
-        from llmcalc.model.formats import WeightFormats
-        from llmcalc.model.lora import QLORA_FORMATS
-
-        qlora_format = {"weights_format": WeightFormats.parse(QLORA_FORMATS)}
-    w = workload(shape, layout, lora, train=True, micro_batch=micro_batch, weights_dtype=weights_dtype,
-                 compute_dtype=compute_dtype, recompute=recompute, optimizer=optimizer, zero=zero,
-                 attention_core=attention, logits="all", reserve=reserve, **qlora_format)
-    device = load_gpu_named(gpu, "train")
-    tm = timing.load(device)
-    report = training_step(model.load(), device, w, tm, auto=auto)
-    out.emit(with_ranges(report, "train_ranges") if interval else report, of=train)
+    report = api.train(model.ref(), gpu, **shape.values(), **layout.values(), **lora.values(), **timing.values(),
+                       micro_batch=micro_batch, qlora=qlora, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
+                       recompute=recompute, optimizer=optimizer, zero=zero, attention=attention, reserve=reserve,
+                       auto=auto, interval=interval)
+    out.emit(report, of=train)

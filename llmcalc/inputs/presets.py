@@ -38,3 +38,14 @@ def load_spec_file(path: str | Path):
     """A user-written spec (YAML or JSON), validated like a preset."""
     p = Path(path)
     return spec_from_data(read_yaml(p, "config"), str(p))
+
+
+def preset_for_model_id(model_id: str) -> str | None:
+    """The preset whose `source` is the Hugging Face repository `model_id` names (openai/gpt-oss-20b →
+    gpt-oss-20b, its source https://huggingface.co/openai/gpt-oss-20b/...); None if none is."""
+    want = f"huggingface.co/{model_id.strip().strip('/')}/".lower()
+    for name in preset_names():
+        source = read_yaml(PRESETS / f"{name}.yaml", "preset").get("source", "")
+        if isinstance(source, str) and (source.lower() + "/").startswith(f"https://{want}"):
+            return name
+    return None

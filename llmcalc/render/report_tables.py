@@ -643,6 +643,24 @@ def scale_table(r, units: str) -> list:
     return [*lines, table("Compute-optimal points", heads, rows), *_footer(r)]
 
 
+@renders("MeasuredReport")
+def measured_table(r, units: str) -> list:
+    def value(x: float, unit: str) -> str:
+        return seconds(x) if unit == "s" else f"{x:,.3g} {unit}"
+
+    out = []
+    for run in r.runs:
+        out.append(f"[bold]{esc(run.file)}[/bold] ({esc(run.kind)}): {esc(run.model)} on {run.gpus} × {esc(run.gpu)}, "
+                   f"{esc(run.engine)}, {run.requests:,} requests, {esc(run.load)}, prompt {esc(run.prompt)}, output "
+                   f"{esc(run.output)} ({esc(run.time_model)} time model)")
+        out += [f"  {esc(g)}" for g in run.given]
+        rows = [[row.metric, row.statistic, value(row.measured, row.unit), value(row.predicted, row.unit),
+                 f"{row.ratio:.2f}"] for row in r.rows if row.file == run.file]
+        out.append(table("Measured and predicted", ["metric", "", "measured", "predicted", "ratio"], rows,
+                         text=(0, 1)))
+    return [*out, *_footer(r)]
+
+
 renders("ScenarioResult")(scenarios_table)
 
 

@@ -1,0 +1,693 @@
+"""The Python API: each command as a function of the command line's inputs, returning the report the command
+prints (`report.model_dump(mode="json")` is its `--format json` output). The command line parses its options
+and calls these same functions, so there is one path from inputs to a report.
+
+Inputs, as the command line takes them:
+
+- `model`: a preset name (`"llama3-8b"`), the path of a spec YAML or of a Hugging Face config.json or its folder,
+  or a ModelSpec (llmcalc/inputs/models.py: `load_model`, the one place a model is resolved);
+- `gpu`: a GPU preset name (`"h100-sxm"`) or the path of a GPU YAML (or a GPU object);
+- every other input is a keyword with the command's option name (`--kv-dtype` → `kv_dtype=`) and default;
+  counts are ints (no `32k` suffixes; sweep's grids are the command's text or a list of ints).
+
+Bad input raises llmcalc.UserError, one line that names the keyword (`tp`) and the fix. No function imports
+torch, typer or rich; this module imports only what a function needs, when it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from llmcalc.errors import UserError
+
+def _public(function: Callable) -> Callable:
+    """`function` raising UserError, never pydantic's ValidationError, on a model built from its inputs."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        from pydantic import ValidationError
+
+        try:
+            return function(*args, **kwargs)
+        except ValidationError as e:
+            from llmcalc.errors import validation_message
+
+            raise UserError(validation_message(e)) from None
+
+    return call
+
+
+# --- inputs: each turned into what the costs take, in one place -----------------------------------------------
+
+def load_model(model):
+    """The ModelSpec `model` names (llmcalc/inputs/models.py: load_model)."""
+    from llmcalc.inputs.models import load_model as load
+
+    return load(model)
+
+
+def load_gpu(gpu, needed_by: str | None = None):
+    """The GPU `gpu` names (a preset name, a GPU YAML path, or a GPU); None when none is given, unless the
+    command `needed_by` needs one."""
+    if gpu is None:
+        if needed_by:
+            raise UserError(f"`gpu`: {needed_by} needs a GPU and none is assumed; give `gpu` NAME (see `llmcalc "
+                            "gpus`)")
+        return None
+    if not isinstance(gpu, str):
+        return gpu
+    from llmcalc.inputs.gpus import load_gpu as load
+
+    return load(gpu)
+
+
+def layout(gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1) -> dict:
+    """The Workload field of the parallel degrees: tp defaults to gpus / (pp · dp)."""
+    from llmcalc.workload import Layout
+
+    return {"layout": Layout.of(gpus, tp, pp, dp, ep)}
+
+
+def images(images: int = 0, image_size: str | tuple[int, int] | None = None) -> dict:
+    """The Workload fields of the images: image_size from HEIGHTxWIDTH text (or a (height, width) pair)."""
+    if image_size is None:
+        return {"images": images}
+    if isinstance(image_size, str):
+        parts = image_size.lower().split("x")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise UserError(f"`image_size`: {image_size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
+        image_size = (int(parts[0]), int(parts[1]))
+    return {"images": images, "image_size": image_size}
+
+
+def weights(weights_dtype: str | None = None, weights_format: str | None = None) -> dict:
+    """The Workload fields of the weights' types: weights_format parsed (model/formats.py: WeightFormats.parse)."""
+    formats = None
+    if weights_format is not None:
+        from llmcalc.model.formats import WeightFormats
+
+        formats = WeightFormats.parse(weights_format)
+    return {"weights_dtype": weights_dtype, "weights_format": formats}
+
+
+def lora(lora_rank: int | None = None, lora_targets: str | None = None) -> dict:
+    """The Workload fields of LoRA: lora_targets parsed when given."""
+    if lora_targets is None:
+        return {"lora_rank": lora_rank}
+    from llmcalc.model.lora import parse_targets
+
+    return {"lora_rank": lora_rank, "lora_targets": parse_targets(lora_targets)}
+
+
+def recompute(recompute: str = "none", recompute_ops: str | None = None,
+              recompute_layers: int | None = None) -> dict:
+    """The Workload fields of activation recompute: recompute_ops a tuple in order, blanks dropped."""
+    ops = recompute_ops
+    return {"recompute": recompute, "recompute_layers": recompute_layers,
+            "recompute_ops": None if ops is None else tuple(op.strip() for op in ops.split(",") if op.strip())}
+
+
+def workload(*parts: dict, **fields: Any):
+    """The Workload of converted parts (each a dict of fields, converted in the order given) and plain fields."""
+    from llmcalc.workload import Workload
+
+    given: dict = {}
+    for part in parts:
+        given.update(part)
+    return Workload(**given, **fields)
+
+
+def engine(name=None):
+    """The serving engine `name` names (presets/engines/; None: the default one)."""
+    if name is not None and not isinstance(name, str):
+        return name
+    from llmcalc.inputs.engines import load_engine
+
+    return load_engine(name)
+
+
+def time_model(device, kind: str | None = None, calibration=None, engine_name=None, serving: bool = False,
+               **efficiencies: float | None):
+    """The time model on `device` (inputs/time_models.py: load_time_model): under the serving engine named when
+    `serving` (the command takes --engine), with `efficiencies` in place of its own; with no GPU, the roofline."""
+    if device is None:
+        from llmcalc.model.time_model import ROOFLINE
+
+        return ROOFLINE
+    from pathlib import Path
+
+    from llmcalc.inputs.time_models import load_time_model
+
+    return load_time_model(kind, device, None if calibration is None else Path(calibration),
+                           engine=engine(engine_name) if serving else None, **efficiencies)
+
+
+def with_ranges(report, ranges: str):
+    """`report` with its time figures' error bands (llmcalc/costs/intervals.py: `ranges` names the function)."""
+    from llmcalc.costs import intervals
+    from llmcalc.inputs.intervals import load_bands
+
+    return report.model_copy(update=getattr(intervals, ranges)(report, load_bands()))
+
+
+def _lengths(prompt, output) -> tuple:
+    from llmcalc.inputs.requests import parse_lengths
+
+    return parse_lengths(str(prompt), "prompt"), parse_lengths(str(output), "output")
+
+
+def _slo(slo_ttft: float | None, slo_tpot: float | None):
+    from llmcalc.views.serve import SLO
+
+    return SLO(ttft_s=slo_ttft, tpot_s=slo_tpot)
+
+
+def _grid(value, name: str) -> list[int]:
+    from llmcalc.inputs.grid import parse_grid
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    elif isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return parse_grid(value, name)
+
+
+def _models(model) -> list:
+    """One model or a list of them, as a list (None: none)."""
+    if model is None:
+        return []
+    return list(model) if isinstance(model, (list, tuple)) else [model]
+
+
+# --- the commands --------------------------------------------------------------------------------------------
+
+@_public
+def params(model, *, bytes: bool = False):
+    """Parameters: total, active per token, per component and per layer type (`llmcalc params`).
+
+    bytes: also checkpoint_bytes, the checkpoint's tensor bytes as it ships. Returns a ParamsReport; counts
+    are ints."""
+    from llmcalc.costs.params import params as count
+
+    spec = load_model(model)
+    report = count(spec)
+    if bytes:
+        from llmcalc.costs.checkpoint import checkpoint_bytes
+
+        size, how = checkpoint_bytes(spec)
+        published = spec.checkpoint.index_total_size if spec.checkpoint is not None else None
+        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how,
+                                           "hub_total_size_bytes": published})
+    if spec.best_effort is not None:
+        report = report.model_copy(update={"model_import": "best-effort", "assumed": spec.best_effort})
+    return report
+
+
+@_public
+def kv(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, kv_dtype: str = "bf16",
+       images: int = 0, image_size: str | None = None):
+    """KV cache bytes of `batch` sequences of `seq` tokens (`llmcalc kv`): total, per layer type, per token.
+
+    kv_dtype: fp32, bf16, fp16, fp8, int8 or int4. Returns a KVReport; bytes are ints."""
+    from llmcalc.costs.kv import kv_cache
+
+    w = workload({"batch": batch, "seq": seq}, _images(images, image_size), encoder_seq=encoder_seq,
+                 kv_dtype=kv_dtype)
+    return kv_cache(load_model(model), w)
+
+
+_images = images  # the keyword `images` hides the function in the commands below
+
+
+@_public
+def flops(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, gen: int = 1,
+          images: int = 0, image_size: str | None = None, attention: str = "causal", logits: str = "last",
+          mla_decode: str = "absorbed", recompute: str = "none", recompute_ops: str | None = None,
+          recompute_layers: int | None = None, attention_kernel: str = "flash", mtp: bool = False,
+          elementwise: bool = False, embedding_matmul: bool = False, lora_rank: int | None = None,
+          lora_targets: str | None = None):
+    """FLOPs (a multiply-add is 2) of prefill, one decode step, `gen` decode steps and one training step
+    (`llmcalc flops`).
+
+    attention: causal, causal-half or dense pairs; logits: last or all; mla_decode: absorbed or decompress;
+    lora_rank (--lora): LoRA adapters of that rank. Returns a FlopsReport; FLOPs are ints."""
+    from llmcalc.costs.flops import flops as count
+
+    w = workload({"batch": batch, "seq": seq}, _recompute(recompute, recompute_ops, recompute_layers),
+                 lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq, gen=gen,
+                 attention_core=attention, logits=logits, mla_decode=mla_decode, attention_kernel=attention_kernel,
+                 mtp=mtp, elementwise=elementwise, embedding_matmul=embedding_matmul)
+    return count(load_model(model), w)
+
+
+_recompute = recompute
+_lora = lora
+_weights = weights
+_layout = layout
+
+
+@_public
+def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None,
+           weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str = "bf16",
+           group_size: int = 128, flash: bool = True, train: bool = False, optimizer: str = "adamw",
+           recompute: str = "none", zero: int = 0, micro_batch: int | None = None, lora_rank: int | None = None,
+           lora_targets: str | None = None, qlora: bool = False, dp: int = 1, tp: int = 1, pp: int = 1,
+           ep: int = 1, cp: int = 1, sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
+           last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
+           dropout: bool = False, grad_dtype: str | None = None, prefill_chunk: int | None = None,
+           images: int = 0, image_size: str | None = None):
+    """Memory per GPU, in bytes: weights, KV cache, activations and, with train=True, gradients and optimizer
+    states (`llmcalc memory`). batch: sequences (training: the global batch); tp, pp, dp, ep, cp, sp, vpp: the
+    training layout; prefill_chunk: inference activations of chunks of that many tokens. Returns a
+    MemoryReport; bytes are ints."""
+    from llmcalc.costs.memory import memory as estimate
+    from llmcalc.workload import Layout
+
+    if qlora:
+        if lora_rank is None:
+            raise UserError("`qlora`: QLoRA trains LoRA adapters on the 4-bit base; add `lora_rank` RANK")
+        if weights_format or weights_dtype:
+            raise UserError("`qlora`: it sets the base format itself (nf4-dq, embedding and head bf16); drop "
+                            "`weights_format` and `weights_dtype`, or drop `qlora`")
+        from llmcalc.model.lora import QLORA_FORMATS
+
+        weights_format = QLORA_FORMATS
+    parallel = {"layout": Layout(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, sp=sp, vpp=vpp,
+                                 first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
+                                 embedding_in_split=embedding_in_split, loss_in_split=loss_in_split)}
+    w = workload({"batch": batch, "seq": seq}, _weights(weights_dtype, weights_format), parallel,
+                 lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq,
+                 kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer, recompute=recompute,
+                 flash=flash, zero=zero, dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
+                 **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
+    if prefill_chunk and train:
+        raise UserError("`prefill_chunk` sizes a server's prefill; a training step keeps every layer's activations: "
+                        "drop `prefill_chunk` or `train`")
+    return estimate(load_model(model), w, chunked=prefill_chunk is not None)
+
+
+@_public
+def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, gen: int = 256,
+            images: int = 0, image_size: str | None = None, gpus: int | None = None, tp: int | None = None,
+            pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None,
+            weights_format: str | None = None, kv_dtype: str = "bf16", group_size: int = 128,
+            compute_dtype: str | None = None, attention_dtype: str | None = None, engine: str | None = None,
+            time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
+            memory_efficiency: float | None = None, comm_efficiency: float | None = None,
+            mla_decode: str = "absorbed", reserve: float = 0.10, interval: bool = False):
+    """Time to first token, time per output token (seconds) and tokens/s, per phase and op, of `batch`
+    sequences: a `seq`-token prompt, then `gen` tokens (the first by prefill), on `gpu` (required) with tp·pp·dp
+    GPUs (`llmcalc latency`). time_model: calibrated or roofline (default: calibrated where the GPU has a
+    profile, under `engine`); *_efficiency: shares of the peaks in place of the time model's; interval: also
+    the range measured runs fell in. Returns a LatencyReport."""
+    from llmcalc.costs.latency import latency as estimate
+
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
+                 _images(images, image_size), batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen,
+                 kv_dtype=kv_dtype, group_size=group_size, compute_dtype=compute_dtype,
+                 attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve)
+    device = load_gpu(gpu, "latency")
+    tm = _time_model(device, time_model, calibration, engine, serving=True, compute_efficiency=compute_efficiency,
+                     memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)
+    report = estimate(load_model(model), device, w, tm)
+    return with_ranges(report, "latency_ranges") if interval else report
+
+
+_time_model = time_model
+
+
+@_public
+def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = None, tp: int | None = None,
+        pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
+        kv_dtype: str = "bf16", group_size: int = 128, reserve: float = 0.10, prefill_chunk: int = 8192,
+        engine: str | None = None, time_model: str | None = None, calibration=None, images: int = 0,
+        image_size: str | None = None):
+    """Does it fit on `gpu` (required): weights, KV cache and workspace per GPU in bytes, the largest batch at
+    `seq` and the longest context at `batch`; when it does not fit, the fewest GPUs that hold it (`llmcalc fit`).
+    reserve: share of GPU memory kept for the runtime. Returns a FitReport."""
+    from llmcalc.costs.fit import fit as check
+
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
+                 _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size,
+                 reserve=reserve, prefill_chunk=prefill_chunk)
+    device = load_gpu(gpu, "fit")
+    tm = _time_model(device, time_model, calibration, engine, serving=True)
+    return check(load_model(model), device, w, tm)
+
+
+@_public
+def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, seq: int = 4096, gen: int = 256,
+            groups: int | None = None, kv_lora_rank: int | None = None, rope_dim: int | None = None,
+            q_lora_rank: int | None = None, window: int = 4096, global_tokens: int = 64, topk: int = 2048,
+            proj_len: int = 256, gpu=None, gpus: int | None = None, tp: int | None = None, pp: int = 1,
+            dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None, calibration=None,
+            weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str = "bf16"):
+    """Side by side, with every figure's ratio to the first (`llmcalc compare`): one model (default llama2-7b)
+    with its attention swapped for each of `variants` (mha, gqa, mqa, mla, swa, longformer, linformer, reformer,
+    dsa, mamba2, gdn; default mha, gqa, mqa, mla; groups, kv_lora_rank, … shape the swapped-in attention), or
+    several models (a list) without variants. With `gpu`, also time and fit. Returns a CompareReport."""
+    from llmcalc.views.compare import SwapRule, compare_attention, compare_models
+
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), batch=batch, seq=seq,
+                 gen=gen, kv_dtype=kv_dtype)
+    rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
+                    window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
+    specs = [load_model(m) for m in _models(model)]
+    device = load_gpu(gpu)
+    tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
+    if len(specs) > 1:
+        if variants:
+            raise UserError("compare: give attention variants with one base model, or several models without "
+                            "variants, not both")
+        return compare_models(specs, w, device, tm)
+    base = specs[0] if specs else load_model("llama2-7b")
+    return compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm)
+
+
+EXPLAIN_TOPICS = ("params", "kv", "flops", "memory", "latency")
+DEFAULT_GEN = {"flops": 1, "latency": 256}
+"""explain's gen when not given: the default of the command the topic explains."""
+
+
+@_public
+def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | None = None, kv_dtype: str = "bf16",
+            weights_dtype: str | None = None, weights_format: str | None = None, attention: str = "causal",
+            logits: str = "last", mla_decode: str = "absorbed", train: bool = False, optimizer: str = "adamw",
+            gpu=None, time_model: str | None = None, calibration=None, gpus: int | None = None,
+            tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, images: int = 0,
+            image_size: str | None = None):
+    """A command's figures worked out (`llmcalc explain`): `topic` (params, kv, flops, memory or latency; latency
+    needs `gpu`) as formula, symbols, arithmetic and result, checked against the command's own figure: the
+    report's `matches` is False when a total does not match (the command then exits 1). gen: default 1 for
+    flops, 256 for latency. Returns an ExplainReport."""
+    from llmcalc.views.explain import explain as work_out
+
+    if topic not in EXPLAIN_TOPICS:
+        got = "no topic" if topic is None else f"unknown topic {topic!r}"
+        raise UserError(f"explain: {got}; give one of {', '.join(EXPLAIN_TOPICS)}, e.g. llmcalc explain kv -p "
+                        "llama2-7b")
+    w = workload({"batch": batch, "seq": seq}, _weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
+                 _images(images, image_size), gen=gen if gen is not None else DEFAULT_GEN.get(topic, 1),
+                 kv_dtype=kv_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode, train=train,
+                 optimizer=optimizer)
+    device = load_gpu(gpu)
+    tm = _time_model(device, time_model, calibration)  # no GPU: no time
+    return work_out(topic, load_model(model), w, device, tm)
+
+
+def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
+                  pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
+                  calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
+                  kv_dtype: str = "bf16", group_size: int = 128, attention: str | None = None) -> Callable:
+    """sweep's inputs read and checked, and the work left to do: call the result for the SweepReport."""
+    from llmcalc.inputs.grid import check_rows, check_size
+    from llmcalc.views.sweep import sweep as run
+
+    seqs, batches = _grid(seq, "seq"), _grid(batch, "batch")
+    check_size(batches, seqs)
+    models = _models(model)
+    if not models:
+        raise UserError("give a model: `preset` NAME (repeat for several), `config` FILE.yaml, `hf_config` PATH or "
+                        "`hf_model` ORG/NAME")
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
+                 group_size=group_size)
+    specs = [load_model(m) for m in models]
+    if attention is not None:
+        from llmcalc.views.compare import attention_variant
+
+        variants = [v.strip() for v in attention.split(",") if v.strip()]
+        if not variants:
+            raise UserError("`attention`: no variant given; list some of mha, gqa, mqa, mla, swa")
+        specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
+    check_rows(len(specs), len(batches) * len(seqs))
+    device = load_gpu(gpu)
+    tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
+    return _public(lambda: run(specs, device, batches, seqs, w, tm))
+
+
+@_public
+def sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
+          pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
+          calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
+          kv_dtype: str = "bf16", group_size: int = 128, attention: str | None = None):
+    """KV cache, memory, FLOPs and, with `gpu`, time and fit over a grid of batch sizes × context lengths
+    (`llmcalc sweep`). model: one model or a list; seq, batch: a list of ints, or the command's grid text
+    (`"1,8,64"`, `"1k..128k"` doubling, `"1k..8k:1k"` stepping); attention: variants of each model as separate
+    series (`"mha,gqa,mla"`). Returns a SweepReport."""
+    return prepare_sweep(model, seq=seq, batch=batch, gpu=gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, engine=engine,
+                         time_model=time_model, calibration=calibration, weights_dtype=weights_dtype,
+                         weights_format=weights_format, kv_dtype=kv_dtype, group_size=group_size,
+                         attention=attention)()
+
+
+@_public
+def moe(model, *, batch: int = 1, seq: int = 4096, capacity_factor: float | None = None):
+    """MoE routing (`llmcalc moe`): expert capacity, expected dropped tokens under uniform random routing, router
+    FLOPs, expert FLOPs dropless vs padded to capacity, for prefill (batch · seq tokens) and one decode step.
+    capacity_factor: default the spec's, else dropless. Returns a MoEReport."""
+    from llmcalc.costs.moe import moe_report
+
+    return moe_report(load_model(model), workload({"batch": batch, "seq": seq}), capacity_factor)
+
+
+@_public
+def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: int | None = None,
+          gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, cp: int = 1,
+          vpp: int = 1, first_stage_layers: int | None = None, last_stage_layers: int | None = None,
+          embedding_in_split: bool = False, loss_in_split: bool = False, lora_rank: int | None = None,
+          lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
+          compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
+          attention: str = "causal", time_model: str | None = None, calibration=None, reserve: float = 0.10,
+          auto: bool = False, interval: bool = False):
+    """Time (seconds), tokens/s and MFU of one training step of `batch` sequences of `seq` tokens on `gpu`
+    (required) (`llmcalc train`): gpus alone spreads over data-parallel replicas (tp 1); a step that does not
+    fit is refused (auto: the largest micro-batch that fits). Returns a TrainReport."""
+    from llmcalc.costs.training import training_step
+    from llmcalc.workload import Layout
+
+    if gpus and tp is None and dp == 1:  # training spreads the GPUs over dp replicas unless told
+        tp, dp = 1, max(1, gpus // (pp * cp))
+    if qlora and lora_rank is None:
+        raise UserError("`qlora`: QLoRA trains LoRA adapters on the 4-bit base; add `lora_rank` RANK")
+    qlora_format = {}
+    if qlora:
+        from llmcalc.model.formats import WeightFormats
+        from llmcalc.model.lora import QLORA_FORMATS
+
+        qlora_format = {"weights_format": WeightFormats.parse(QLORA_FORMATS)}
+    parallel = {"layout": Layout.of(gpus, tp, pp, dp, ep, cp, vpp=vpp, first_stage_layers=first_stage_layers,
+                                    last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
+                                    loss_in_split=loss_in_split)}
+    w = workload({"batch": batch, "seq": seq}, parallel, lora(lora_rank, lora_targets), train=True,
+                 micro_batch=micro_batch, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
+                 recompute=recompute, optimizer=optimizer, zero=zero, attention_core=attention, logits="all",
+                 reserve=reserve, **qlora_format)
+    device = load_gpu(gpu, "train")
+    tm = _time_model(device, time_model, calibration)
+    report = training_step(load_model(model), device, w, tm, auto=auto)
+    return with_ranges(report, "train_ranges") if interval else report
+
+
+@_public
+def mfu(model, *, batch: int = 1, seq: int = 4096, tokens_per_s: float | None = None,
+        step_time: float | None = None, gpus: int = 1, gpu=None, peak_tflops: float | None = None,
+        compute_dtype: str = "bf16", attention: str = "causal", attention_kernel: str = "flash",
+        recompute: str = "none", recompute_ops: str | None = None, recompute_layers: int | None = None):
+    """MFU and HFU of a training run (`llmcalc mfu`): its measured throughput (tokens_per_s, all GPUs together,
+    or step_time seconds per step of `batch` sequences) times the model's and the hardware's FLOPs per token,
+    over the peak of `gpus` accelerators (`gpu` a preset, or peak_tflops one accelerator's dense TFLOP/s).
+    Returns an MFUReport."""
+    from llmcalc.costs.mfu import utilisation
+
+    if (gpu is None) == (peak_tflops is None):
+        raise UserError("`gpu`: give the accelerator as a preset (`gpu` NAME, see `llmcalc gpus`) or its peak "
+                        "(`peak_tflops` N), one of the two")
+    w = workload({"batch": batch, "seq": seq}, _recompute(recompute, recompute_ops, recompute_layers),
+                 compute_dtype=compute_dtype, attention_core=attention, logits="all",
+                 attention_kernel=attention_kernel)
+    if gpu is not None:
+        device = load_gpu(gpu)
+        peak, name = device.peak(compute_dtype), device.name
+    else:
+        peak, name = peak_tflops * 1e12, None
+    return utilisation(load_model(model), w, gpus=gpus, peak_flops=peak, tokens_per_s=tokens_per_s,
+                       step_s=step_time, gpu=name)
+
+
+def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1,
+                  ep: int = 1, rate: float | None = None, concurrency: int | None = None, arrivals: str = "poisson",
+                  requests: int = 1000, prompt="1024", output="256", trace=None, max_seqs: int | None = None,
+                  max_batched_tokens: int | None = None, block_size: int | None = None,
+                  gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0, seed: int = 0,
+                  slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
+                  spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
+                  weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
+                  engine: str | None = None, time_model: str | None = None, calibration=None):
+    """serve's inputs read and checked: a ServeRun, whose run(update) simulates (update(advance=n) as requests
+    finish, update(total=n) once a trace is read) and whose curve() sweeps the arrival rate."""
+    from llmcalc.views.serve import Load, speculative
+
+    if trace is not None and (rate is not None or concurrency is not None):
+        raise UserError("`trace` gives the arrivals itself; leave out `rate` and `concurrency`")
+    if rate is not None and concurrency is not None:
+        raise UserError("`rate` and `concurrency` are two loads; give one")
+    if draft is not None and mtp:
+        raise UserError("`draft` and `mtp` are two speculative decoders; give one")
+    load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
+                concurrency=concurrency)
+    slo = _slo(slo_ttft, slo_tpot)
+    lengths = None if trace is not None else _lengths(prompt, output)
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
+                 compute_dtype=compute_dtype)
+    spec = load_model(model)
+    device = load_gpu(gpu, "serve")
+    tm = _time_model(device, time_model, calibration, engine, serving=True)
+    settings = _engine(engine).settings(device, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
+                                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
+    spec_dec = None
+    if draft is not None or mtp:
+        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, load_model(draft) if draft else None)
+    from pathlib import Path
+
+    return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,
+                    dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit))
+
+
+_engine = engine
+
+
+class ServeRun:
+    """A serving simulation ready to run: the model, GPU, workload, time model, load and requests of serve."""
+
+    def __init__(self, spec, device, w, tm, load, lengths, trace, requests: int, seed: int, args: dict) -> None:
+        self.spec, self.device, self.w, self.tm = spec, device, w, tm
+        self.load, self.lengths, self.trace, self.requests, self.seed, self.args = (
+            load, lengths, trace, requests, seed, args)
+
+    @property
+    def finite_rate(self) -> float | None:
+        """The rate requests arrive at, when they arrive at one."""
+        return self.load.finite_rate
+
+    def run(self, update: Callable[..., None] = lambda **change: None):
+        """The ServeReport: requests drawn (or the trace read), then simulated."""
+        from llmcalc.inputs.requests import load_trace
+        from llmcalc.views.serve import Load, make_requests
+        from llmcalc.views.serve import serve as simulate
+
+        load = self.load
+        if self.lengths is None:
+            rows = load_trace(self.trace, self.requests)
+            prompt_text = output_text = label = f"trace {self.trace.name}"
+            load = Load(rate=None)
+            update(total=len(rows))
+        else:
+            rows = make_requests(self.requests, *self.lengths, load, self.seed)
+            prompt_text, output_text = (str(x) for x in self.lengths)
+            label = None
+        self._texts = dict(prompt=prompt_text, output=output_text, load_label=label)
+        return simulate(self.spec, self.device, self.w, self.tm, rows, load=load,
+                        progress=lambda n: update(advance=n), **self._texts, **self.args)
+
+    def curve(self):
+        """Goodput and latency over arrival rates up to the load's (after run)."""
+        from llmcalc.views.serve import load_curve
+
+        return load_curve(self.spec, self.device, self.w, self.tm, self.requests, *self.lengths, self.load,
+                          **self._texts, **self.args)
+
+
+@_public
+def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1,
+          rate: float | None = None, concurrency: int | None = None, arrivals: str = "poisson", requests: int = 1000,
+          prompt="1024", output="256", trace=None, max_seqs: int | None = None, max_batched_tokens: int | None = None,
+          block_size: int | None = None, gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0,
+          seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
+          mtp: bool = False, spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
+          weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
+          engine: str | None = None, time_model: str | None = None, calibration=None, interval: bool = False,
+          progress: Callable[..., None] | None = None):
+    """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated
+    step by step under `requests` requests (`llmcalc serve`): arriving at `rate` per second (default all at
+    once) or from `concurrency` clients, or read from a `trace` file; prompt and output lengths an int or the
+    command's text (`"uniform:128,2048"`); slo_ttft, slo_tpot: latency targets in seconds; draft (a model) or mtp:
+    speculative decoding. progress(advance=n) is called as requests finish. Returns a ServeReport."""
+    run = prepare_serve(model, gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, rate=rate, concurrency=concurrency,
+                        arrivals=arrivals, requests=requests, prompt=prompt, output=output, trace=trace,
+                        max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
+                        gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
+                        slo_ttft=slo_ttft, slo_tpot=slo_tpot, draft=draft, mtp=mtp, spec_tokens=spec_tokens,
+                        acceptance=acceptance, weights_dtype=weights_dtype, weights_format=weights_format,
+                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine=engine, time_model=time_model,
+                        calibration=calibration)
+    report = run.run(progress or (lambda **change: None))
+    return with_ranges(report, "serve_ranges") if interval else report
+
+
+@_public
+def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, prompt="1024", output="256",
+         slo_ttft: float | None = None, slo_tpot: float | None = None, price=None, disaggregated: bool = False,
+         top: int = 5, requests: int = 400, seed: int = 0, engine: str | None = None, time_model: str | None = None,
+         timings: bool = False, emit: str | None = None, candidate: int | None = None,
+         progress: Callable[[str, int, int], None] | None = None):
+    """The cheapest deployments (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets (slo_ttft,
+    slo_tpot, seconds; at least one) at `rate` requests/s (`llmcalc plan`). gpu: a GPU or a list (default
+    h100-sxm); price: USD per GPU-hour, a dict {gpu: usd} or a list of "GPU=USD"; requests: each finalist's
+    simulation; emit: "vllm", "sglang" or "trtllm" adds that engine's launch and benchmark commands for the
+    deployment ranked `candidate` (1, the best, by default). progress(what, done, total) is called as the search
+    goes. Returns a PlanReport."""
+    from llmcalc.inputs.engines import load_engine
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.model.gpu import FIGURE_MAX
+    from llmcalc.views.plan import plan as search
+
+    if rate is None:
+        raise UserError("`rate`: give the requests/s to serve, e.g. `rate` 10")
+    if slo_ttft is None and slo_tpot is None:
+        raise UserError("`slo_ttft` / `slo_tpot`: give at least one target, e.g. `slo_ttft` 2 `slo_tpot` 0.05")
+    if max_gpus < 1 or top < 1:
+        raise UserError("`max_gpus` and `top`: give at least 1")
+    if candidate is not None and emit is None:
+        raise UserError("`candidate`: it picks the deployment `emit` writes for; give `emit` vllm, sglang or trtllm")
+    if candidate is not None and not 1 <= candidate <= top:
+        raise UserError(f"`candidate`: {candidate} is not a rank from 1 to `top` ({top}); give e.g. `candidate` 1")
+    commands = None
+    if emit is not None:
+        from llmcalc.inputs.engines import load_engine_commands
+
+        commands = load_engine_commands(emit)
+        if engine is None:
+            engine = emit
+        elif engine != emit:
+            raise UserError(f"`emit`: the plan runs on `engine` {engine}'s settings, not {emit}'s; give `engine` "
+                            f"{emit}, or leave `engine` out")
+    named = gpu if isinstance(gpu, (list, tuple)) else [gpu] if gpu is not None else []
+    devices = [load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])]
+    prices = {d.name: d.price_per_hour for d in devices}
+    items = [f"{k}={v}" for k, v in price.items()] if isinstance(price, dict) else price
+    for item in items or []:
+        name, _, usd = item.partition("=")
+        try:
+            value = float(usd)
+        except ValueError:
+            value = -1.0
+        if name not in prices or not 0 < value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
+            raise UserError(f"`price`: {item[:60]!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a `gpu` given "
+                            f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
+        prices[name] = value
+    lengths = _lengths(prompt, output)
+    serving = load_engine(engine)
+    tms = {d.name: load_time_model(time_model, d, None, engine=serving) for d in devices}
+    args = (load_model(model), devices, tms, max_gpus, rate, *lengths, *(str(x) for x in lengths),
+            _slo(slo_ttft, slo_tpot), prices, serving)
+    report = search(*args, disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings,
+                    progress=progress or (lambda what, done, total: None))
+    if commands is None:
+        return report
+    from llmcalc.views.emit import Load, emit_for
+
+    load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed,
+                slo=_slo(slo_ttft, slo_tpot))
+    return emit_for(report, args[0], devices, serving, commands, candidate or 1, load)

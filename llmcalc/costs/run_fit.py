@@ -1,0 +1,191 @@
+"""A time-model profile refitted to real serving-benchmark runs (`llmcalc calibrate --from-runs`): pure Python, the
+runs' predictions made by a function the caller gives (the serve simulation), so nothing here knows how.
+
+What a run's figures can identify, and so the only terms refitted (the rest stay as the base profile has them):
+
+  step_s              from the runs' mean time per output token (TPOT, or ITL where the client records that):
+                      every decode step carries it once, so at a steady batch the TPOT moves one for one with it.
+                      At concurrency 1 a decode step reads the weights once (memory-bound) and runs a fixed set of
+                      kernels, so memory_efficiency, kernel_s and step_s move the TPOT of one model together; the
+                      runs of one model cannot split them, and the per-step fixed cost takes what they share.
+  compute_efficiency  from the runs' mean time to first token (TTFT), with step_s as fitted: a prompt's step adds
+                      its compute (FLOPs over the peak times the efficiency) to what a decode step costs. Where the
+                      prompts are so short that their steps are memory-bound the TTFT does not depend on it, and it
+                      is left as it was (the fit says so).
+
+  Left as they were: memory_efficiency, kernel_s and overlap (not separable from step_s by these runs, above);
+  matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency and fp8_efficiency (no separate
+  attention or fp8 timing in a client's figures); comm_efficiency and collective_s (identified only by runs of
+  several layouts of one model).
+
+The terms are solved together (each moves both metrics: step_s every step, compute_efficiency a decode's small
+compute too) by Newton's method on each term's mean log ratio predicted / measured over the runs that record its
+metric, compute_efficiency through its reciprocal (which a compute-bound time is linear in), within the terms'
+bounds (llmcalc/model/time_model.py: BOUNDS). A leave-one-out refits on all runs but one and
+predicts that one: the error a new run of the same GPU and engine would see.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmcalc.model.time_model import BOUNDS, TimeModel
+
+TERMS = (("step_s", ("tpot", "itl")), ("compute_efficiency", ("ttft",)))
+"""The terms refitted, in the order they are solved, each with the metrics (means) that identify it."""
+LEFT = {"memory_efficiency": "moves a concurrency-1 TPOT together with step_s; one model's runs cannot split them",
+        "kernel_s": "a fixed number of kernels per step: moves with step_s",
+        "overlap": "needs steps near the ridge point, which a client's figures do not isolate",
+        "matmul_pad_rows": "needs matmuls of several batch sizes timed apart",
+        "attention_efficiency": "no separate attention timing in a client's figures",
+        "fp8_efficiency": "no separate fp8 timing in a client's figures",
+        "comm_efficiency": "needs runs of several layouts of one model",
+        "collective_s": "needs runs of several layouts of one model"}
+"""The terms left as they were, and why."""
+ITERATIONS = 8
+TOLERANCE = 1e-3
+"""Newton steps at most, and the largest |mean log ratio| at which the solve stops."""
+MIN_EFFICIENCY = 0.01
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """A run's measured means (seconds) by metric: ttft, tpot, itl."""
+
+    name: str
+    measured: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TermFit:
+    name: str
+    before: float
+    after: float
+    runs: int
+    """Runs whose figures it was solved on; 0: left as it was (no run records its metric, or no effect)."""
+    note: str
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One run predicted by the profile fitted on the others: predicted / measured per metric, under the base
+    profile and under the refit."""
+
+    name: str
+    before: dict[str, float]
+    after: dict[str, float]
+
+
+Predict = Callable[[TimeModel, RunFigures], dict[str, float]]
+"""The predicted means (ttft, tpot: seconds) of a run under a time model."""
+
+
+def _with(tm: TimeModel, name: str, value: float) -> TimeModel:
+    return TimeModel.model_validate(tm.model_dump() | {name: value})
+
+
+def _gaps(tm: TimeModel, runs: list[RunFigures], predict: Predict) -> dict[str, float]:
+    """Each term's mean log(predicted / measured) of its metrics over the runs that record one (a run's first
+    metric found); a term no run informs is absent."""
+    logs: dict[str, list[float]] = {}
+    for run in runs:
+        p = None
+        for name, metrics in TERMS:
+            metric = next((m for m in metrics if run.measured.get(m, 0) > 0), None)
+            if metric is not None:
+                p = p or predict(tm, run)
+                logs.setdefault(name, []).append(math.log(p["tpot" if metric == "itl" else metric]
+                                                          / run.measured[metric]))
+    return {name: sum(v) / len(v) for name, v in logs.items()}
+
+
+def _to_x(name: str, value: float) -> float:
+    """A term as the variable it is solved in: compute_efficiency as its reciprocal."""
+    return 1 / value if name == "compute_efficiency" else value
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    if name == "compute_efficiency":
+        return 1 / BOUNDS[name][1], 1 / MIN_EFFICIENCY
+    return BOUNDS[name][0], BOUNDS[name][1] * 0.999
+
+
+def _at(base: TimeModel, x: dict[str, float]) -> TimeModel:
+    return TimeModel.model_validate(base.model_dump() | {n: 1 / v if n == "compute_efficiency" else v
+                                                         for n, v in x.items()})
+
+
+def _step(name: str, x: float) -> float:
+    return max(1e-4, 0.05 * x) if name == "step_s" else 0.05 * x
+
+
+def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple[TimeModel, list[TermFit]]:
+    """`base` with the terms the runs identify (TERMS) refitted to them, solved together (Newton's method with a
+    forward-difference Jacobian, each step held within the terms' bounds); each term's value before and after."""
+    g = _gaps(base, runs, predict)
+    names = [n for n, _ in TERMS if n in g]
+    x = {n: _to_x(n, getattr(base, n)) for n in names}
+    flat: set[str] = set()
+    for _ in range(ITERATIONS):
+        live = [n for n in names if n not in flat]
+        if not live or max(abs(g[n]) for n in live) < TOLERANCE:
+            break
+        cols = {}
+        for n in live:  # forward differences, stepping inward from an upper bound
+            lo, hi = _bounds(n)
+            h = _step(n, x[n]) * (-1 if x[n] + _step(n, x[n]) > hi else 1)
+            moved = _gaps(_at(base, x | {n: x[n] + h}), runs, predict)
+            cols[n] = {m: (moved[m] - g[m]) / h for m in live}
+            if all(v == 0 for v in cols[n].values()):
+                flat.add(n)  # the figures do not depend on it
+        live = [n for n in live if n not in flat]
+        if not live:
+            break
+        dx = _newton([[cols[c][r] for c in live] for r in live], [-g[r] for r in live])
+        if dx is None:
+            break
+        for n, d in zip(live, dx):
+            lo, hi = _bounds(n)
+            x[n] = min(hi, max(lo, x[n] + d))
+        g = _gaps(_at(base, x), runs, predict)
+    tm = _at(base, {n: v for n, v in x.items() if n not in flat})
+    fits = []
+    for name, metrics in TERMS:
+        n = sum(1 for r in runs if any(r.measured.get(m, 0) > 0 for m in metrics))
+        if not n:
+            note = f"left as it was: no run records {' or '.join(m.upper() for m in metrics)}"
+        elif name in flat:
+            note, n = "left as it was: the runs' figures do not depend on it", 0
+        else:
+            lo, hi = _bounds(name)
+            edge = " (held at its bound)" if x[name] in (lo, hi) else ""
+            note = f"fitted to the mean {' / '.join(m.upper() for m in metrics)} of {n} run(s){edge}"
+        fits.append(TermFit(name, getattr(base, name), getattr(tm, name), n, note))
+    return tm, fits
+
+
+def _newton(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """x of a·x = b for a 1×1 or 2×2 `a`; None where it is singular."""
+    if len(b) == 1:
+        return [b[0] / a[0][0]] if a[0][0] else None
+    det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+    if not det:
+        return None
+    return [(b[0] * a[1][1] - a[0][1] * b[1]) / det, (a[0][0] * b[1] - b[0] * a[1][0]) / det]
+
+
+def leave_one_out(runs: list[RunFigures], base: TimeModel, predict: Predict) -> list[HeldOut]:
+    """Each run predicted by the refit on all the others (none for fewer than 2 runs)."""
+    if len(runs) < 2:
+        return []
+    out = []
+    for i, run in enumerate(runs):
+        tm, _ = fit_runs(runs[:i] + runs[i + 1:], base, predict)
+        ratios = {}
+        for label, model in (("before", base), ("after", tm)):
+            p = predict(model, run)
+            ratios[label] = {m: p["tpot" if m == "itl" else m] / v for m, v in run.measured.items() if v > 0}
+        out.append(HeldOut(run.name, ratios["before"], ratios["after"]))
+    return out
