@@ -354,3 +354,19 @@ def test_generic_import_of_a_llama_shaped_model_matches_transformers(shared, tmp
     data = json.loads(r.stdout)
     assert data["total"] == theirs == 36_151_104_512
     assert data["model_import"] == "best-effort" and "seed_oss" in data["assumed"][0]
+
+
+def test_the_python_api_takes_a_hub_id(hub, hf_fixture, tmp_path):
+    """`llmcalc.params("ORG/NAME")` reads the Hub id as --hf-model does (docs/python.md)."""
+    state, url = hub
+    folder = hf_fixture("mistral-7b")
+    serve_folder(state, "test-org/mistral-7b", folder)
+    code = ("import llmcalc\n"
+            "print(llmcalc.params('test-org/mistral-7b@main').total, llmcalc.params(" f"{str(folder)!r}" ").total)")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CLI_TIMEOUT,
+                       env=clean | {"HF_ENDPOINT": url, "HF_HOME": str(tmp_path), "HF_HUB_DISABLE_XET": "1",
+                                    "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert r.returncode == 0, r.stderr
+    hub_total, local_total = map(int, r.stdout.split())
+    assert hub_total == local_total == 7_241_732_096  # Mistral-7B: transformers counts 7,241,732,096
