@@ -197,7 +197,11 @@ def params(model, *, bytes: bool = False):
         from llmcalc.costs.checkpoint import checkpoint_bytes
 
         size, how = checkpoint_bytes(spec)
-        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how})
+        published = spec.checkpoint.index_total_size if spec.checkpoint is not None else None
+        report = report.model_copy(update={"checkpoint_bytes": size, "checkpoint_formats": how,
+                                           "hub_total_size_bytes": published})
+    if spec.best_effort is not None:
+        report = report.model_copy(update={"model_import": "best-effort", "assumed": spec.best_effort})
     return report
 
 
@@ -405,7 +409,8 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
     check_size(batches, seqs)
     models = _models(model)
     if not models:
-        raise UserError("give a model: `preset` NAME (repeat for several), `config` FILE.yaml or `hf_config` PATH")
+        raise UserError("give a model: `preset` NAME (repeat for several), `config` FILE.yaml, `hf_config` PATH or "
+                        "`hf_model` ORG/NAME")
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
                  group_size=group_size)
     specs = [load_model(m) for m in models]

@@ -119,6 +119,8 @@ SLOW_MODULES = {
     "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
     "test_input_boundaries", "test_hostile_model_inputs", "test_schema", "test_terminal", "test_run",
     "test_python_api",
+    # a Hub on 127.0.0.1 and forty CLI processes, two of them waiting out an unreachable Hub's retries
+    "test_hub",
     # a hundred serving simulations of the published runs
     "test_serving_published",
 }

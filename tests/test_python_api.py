@@ -190,8 +190,9 @@ def test_the_examples_of_docs_python_md_print_what_the_page_shows(monkeypatch):
     assert result.failed == 0, "docs/python.md: an example prints something else (see the output above)"
 
 
-CLI_ONLY = {"preset", "config", "hf_config", "format", "units", "plot", "plot_vs", "force", "bars"}
-"""Options of the command line that are no input of a function: the model's three spellings (one `model` there),
+CLI_ONLY = {"preset", "config", "hf_config", "hf_model", "hf_generic", "format", "units", "plot", "plot_vs", "force",
+            "bars"}
+"""Options of the command line that are no input of a function: the model's spellings (one `model` there),
 how the report is printed, and the plot files."""
 
 

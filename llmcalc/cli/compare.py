@@ -11,11 +11,14 @@ from llmcalc.cli import groups
 from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     MODEL,
+    HFGenericOpt,
     KVDtypeOpt,
     OptionalGPUOpt,
     _count_opt,
     _opt,
 )
+
+from llmcalc.errors import UserError
 
 SWAP = "Swap rule"
 """Help panel of compare's swap-rule options."""
@@ -38,6 +41,10 @@ def compare(
     hf_config: Annotated[Optional[list[Path]], _opt(
         "--hf-config", help="A Hugging Face config.json or its folder; repeatable.", panel=MODEL,
         metavar="PATH")] = None,
+    hf_model: Annotated[Optional[list[str]], _opt(
+        "--hf-model", help="A Hub id, ORG/NAME or ORG/NAME@REV; repeatable.", panel=MODEL,
+        metavar="ID")] = None,
+    hf_generic: HFGenericOpt = False,
     shape: groups.Batch,
     gen: Annotated[int, _count_opt("--gen", "-g", help="Tokens to generate (latency with --gpu).")] = 256,
     groups: Annotated[Optional[int], _count_opt("--groups", help="GQA kv heads (default: the base's, else 8).",
@@ -65,8 +72,11 @@ def compare(
     from llmcalc import api
     from llmcalc.inputs.models import ModelRef
 
+    if hf_generic and not (hf_config or hf_model):
+        raise UserError("`hf_generic`: it reads a Hugging Face config; give `hf_config` PATH or `hf_model` ORG/NAME")
     models = ([ModelRef(preset=p) for p in preset or []] + [ModelRef(config=c) for c in config or []]
-              + [ModelRef(hf_config=h) for h in hf_config or []])
+              + [ModelRef(hf_config=h, hf_generic=hf_generic) for h in hf_config or []]
+              + [ModelRef(hf_model=h, hf_generic=hf_generic) for h in hf_model or []])
     report = api.compare(models, variants, **shape.values(), **layout.values(), **timing.values(), **weights.values(),
                          gen=gen, groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim,
                          q_lora_rank=q_lora_rank, window=window, global_tokens=global_tokens, topk=topk,

@@ -21,6 +21,8 @@ from llmcalc.cli.options import (
     EPOpt,
     FormatOpt,
     GPUsOpt,
+    HFGenericOpt,
+    HFModelOpt,
     HFOpt,
     ImageSizeOpt,
     ImagesOpt,
@@ -133,21 +135,23 @@ def workload(*groups: Group, **fields: Any):
 
 
 class Model(Group):
-    """The model: exactly one of --preset, --config, --hf-config."""
+    """The model: exactly one of --preset, --config, --hf-config, --hf-model (and --hf-generic for the last two)."""
 
     preset: PresetOpt = None
     config: ConfigOpt = None
     hf_config: HFOpt = None
+    hf_model: HFModelOpt = None
+    hf_generic: HFGenericOpt = False
 
     def ref(self):
         """The model named, unread (llmcalc/inputs/models.py: ModelRef; read by load_model)."""
         from llmcalc.inputs.models import ModelRef
 
-        return ModelRef(self.preset, self.config, self.hf_config)
+        return ModelRef(self.preset, self.config, self.hf_config, self.hf_model, self.hf_generic)
 
     def load(self):
         """The ModelSpec named (options.load_model)."""
-        return load_model(self.preset, self.config, self.hf_config)
+        return load_model(self.preset, self.config, self.hf_config, self.hf_model, self.hf_generic)
 
 
 class Batch(Group):

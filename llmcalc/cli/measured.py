@@ -136,7 +136,9 @@ def resolve(run, model, layout, weights, timing, *, gpu=None, rate=None, concurr
     args: list[str] = []
     # the model: the options, else the preset whose source is the file's model
     model_flags = [(f, v) for f, v in (("--preset", model.preset), ("--config", model.config),
-                                       ("--hf-config", model.hf_config)) if v is not None]
+                                       ("--hf-config", model.hf_config), ("--hf-model", model.hf_model))
+                   if v is not None]
+    args += ["--hf-generic"] if model_flags and model.hf_generic else []
     if model_flags:
         args += [str(x) for fv in model_flags for x in fv]
         given.append(f"model from {model_flags[0][0]} (the file names "
@@ -146,7 +148,7 @@ def resolve(run, model, layout, weights, timing, *, gpu=None, rate=None, concurr
         name = preset_for_model_id(run.model_id) if run.model_id else None
         if name is None:
             said = f"names model {run.model_id!r}, which no preset's source is" if run.model_id else "names no model"
-            raise UserError(f"`preset`: {run.name} {said}; give --preset, --config or --hf-config")
+            raise UserError(f"`preset`: {run.name} {said}; give --preset, --config, --hf-config or --hf-model")
         args += ["--preset", name]
         spec = model.replace(preset=name).load()
     # the GPU: --gpu, else the one the file's telemetry names

@@ -39,7 +39,7 @@ class TrainingLayout(groups.Group):
     last_stage_layers: Annotated[Optional[int], _count_opt(
         "--last-stage-layers", help="Last pipeline stage's layers.", panel=ADVANCED)] = None
     embedding_in_split: Annotated[bool, _opt(
-        "--embedding-in-split", help="Embedding as a layer in the split.", panel=ADVANCED)] = False
+        "--embedding-in-split", help="Embedding as a split layer.", panel=ADVANCED)] = False
     loss_in_split: Annotated[bool, _opt(
         "--loss-in-split", help="Loss as a layer in the split.", panel=ADVANCED)] = False
 
@@ -71,7 +71,7 @@ def memory(
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
         "--grad-dtype", help="Gradients' type (default: the weights').", panel=ADVANCED, metavar="DTYPE")] = None,
     prefill_chunk: Annotated[Optional[int], _count_opt(
-        "--prefill-chunk", help="Inference: activations of N-token prefill chunks (default: one prefill).",
+        "--prefill-chunk", help="Inference: N-token prefill chunks (default: one).",
         panel=ADVANCED)] = None,
     image: groups.Images,
     out: groups.Output,

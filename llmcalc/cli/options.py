@@ -53,6 +53,10 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
     from llmcalc.render import emit as render
 
     notes = getattr(report, "notes", None)
+    imports = _best_effort_notes()
+    if imports and notes is not None and "model_import" not in type(report).model_fields:
+        report = report.model_copy(update={"notes": [*notes, *imports]})
+        notes = report.notes
     if notes and any("`" in n for n in notes):
         import inspect
 
@@ -67,6 +71,12 @@ def emit(report, fmt: Format, units: Units = "both", *, of: Callable, **view) ->
         kept.append(report)
         return
     render(report, fmt, units, **view)
+
+
+def _best_effort_notes() -> tuple[str, ...]:
+    """The notes on the best-effort imports (--hf-generic) loaded since the last report, if the loader ran."""
+    models = sys.modules.get("llmcalc.inputs.models")
+    return models.best_effort_notes() if models is not None else ()
 
 
 @contextmanager
@@ -133,6 +143,10 @@ ConfigOpt = Annotated[Optional[Path], _opt("--config", "-c", help="A llmcalc spe
                                            metavar="FILE")]
 HFOpt = Annotated[Optional[Path], _opt("--hf-config", help="A Hugging Face config.json or its folder.",
                                        panel=MODEL, metavar="PATH")]
+HFModelOpt = Annotated[Optional[str], _opt("--hf-model", help="A Hugging Face Hub id: ORG/NAME or ORG/NAME@REV.",
+                                           panel=MODEL, metavar="ID")]
+HFGenericOpt = Annotated[bool, _opt("--hf-generic", help="Read an unknown model_type as llama (best effort).",
+                                    panel=MODEL)]
 FormatOpt = Annotated[Format, _opt("--format", "-f", help="table, json, yaml or csv.", panel=OUTPUT,
                                    metavar="FORMAT")]
 UnitsOpt = Annotated[Units, _opt("--units", help="both, si (GB) or iec (GiB).",
@@ -178,11 +192,12 @@ AttentionKernelOpt = Annotated[Literal["flash", "eager"], _opt(
     panel=ADVANCED, metavar="KERNEL")]
 
 
-def load_model(preset: str | None, config: Path | None, hf_config: Path | None):
-    """The ModelSpec named by exactly one of --preset, --config, --hf-config (llmcalc/inputs/models.py)."""
+def load_model(preset: str | None, config: Path | None, hf_config: Path | None, hf_model: str | None = None,
+               hf_generic: bool = False):
+    """The ModelSpec named by exactly one of --preset, --config, --hf-config, --hf-model (llmcalc/inputs/models.py)."""
     from llmcalc.inputs.models import ModelRef, load_model as load
 
-    return load(ModelRef(preset, config, hf_config))
+    return load(ModelRef(preset, config, hf_config, hf_model, hf_generic))
 
 
 GPUOpt = Annotated[Optional[str], _opt("--gpu", help="GPU preset (`llmcalc gpus`) or YAML file; required.",

@@ -21,7 +21,7 @@ from llmcalc.cli.app import app, command
 from llmcalc.cli.options import OUTPUT, FormatOpt, UnitsOpt, _opt
 from llmcalc.errors import UserError
 
-MODEL_OPTIONS = ("preset", "config", "hf_config")
+MODEL_OPTIONS = ("preset", "config", "hf_config", "hf_model")
 """One model option: a scenario that names one of them takes none of the defaults' (e.g. its own config)."""
 WHOLE_RUN = ("format", "units")
 """Options of the run, not of a scenario."""

@@ -20,6 +20,7 @@ from llmcalc.cli.options import (
     PlotForceOpt,
     _opt,
 )
+from llmcalc.errors import UserError
 
 GRID_HELP = "a list (1,8,64), a range a..b doubling from a (1k..128k) or a..b:step stepping linearly (1k..8k:1k); " \
     + COUNT_HELP
@@ -61,7 +62,10 @@ def sweep(
         check_target(plot)
     models = [ModelRef(preset=p) for p in preset or []]
     models += [ModelRef(config=model.config)] if model.config else []
-    models += [ModelRef(hf_config=model.hf_config)] if model.hf_config else []
+    models += [ModelRef(hf_config=model.hf_config, hf_generic=model.hf_generic)] if model.hf_config else []
+    models += [ModelRef(hf_model=model.hf_model, hf_generic=model.hf_generic)] if model.hf_model else []
+    if model.hf_generic and not (model.hf_config or model.hf_model):
+        raise UserError("`hf_generic`: it reads a Hugging Face config; give `hf_config` PATH or `hf_model` ORG/NAME")
     work = api.prepare_sweep(models, seq=seq, batch=batch, gpu=gpu, **layout.values(), **timing.values(),
                              **weights.values(), kv_dtype=kv_dtype, group_size=group_size, attention=attention)
     from llmcalc.cli.files import check_outputs, written

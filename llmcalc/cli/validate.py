@@ -68,7 +68,7 @@ def validate(
         from llmcalc.inputs.presets import load_preset, preset_names
 
         specs = [load_preset(n) for n in preset_names()]
-    elif preset and len(preset) > 1 and not (model.config or model.hf_config):
+    elif preset and len(preset) > 1 and not (model.config or model.hf_config or model.hf_model):
         from llmcalc.inputs.presets import load_preset
 
         specs = [load_preset(n) for n in preset]

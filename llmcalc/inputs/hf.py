@@ -227,30 +227,57 @@ _ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": 
         "relu": "relu", "silu": "silu", "swish": "silu", "quick_gelu": "quick_gelu", "relu2": "relu2"}
 
 
-def load_hf_config(path: str | Path):
-    """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build."""
-    p = Path(path)
-    if p.is_dir():
-        if not (p / "config.json").is_file():
-            raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
-        p = p / "config.json"
-    check_size(p, "`hf_config`")
+SIDECARS = ("hf_quant_config.json", "generation_config.json", "model.safetensors.index.json")
+"""Files beside config.json that a model's folder (or Hub repository) may hold: ModelOpt's quantisation config,
+the generation defaults (fetched with the others; nothing of it is costed) and the safetensors shard index."""
+MAX_INDEX_BYTES = 64 << 20
+"""Largest model.safetensors.index.json read: one line per tensor (DeepSeek-V3's lists ~91,000 tensors in ~9 MB)."""
+
+
+def read_json(p: Path, what: str, limit: int | None = None) -> Any:
+    """A JSON file, bounded in size, with one-line errors naming the file and `what` (the option) for the fix."""
+    check_size(p, what, **({"limit": limit} if limit else {}), kind="a JSON file")
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"{p}: no such file; check the `hf_config` path") from None
+        raise UserError(f"{p}: no such file; check the {what} path") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable config.json") from None
+        raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable {p.name}") from None
     except json.JSONDecodeError as e:
         raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
     except RecursionError:
-        raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face config.json") from None
+        raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face {p.name}") from None
     except ValueError as e:  # an int of thousands of digits
         raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+
+
+def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,
+                   generic: bool = False, what: str = "`hf_config`"):
+    """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build. A folder's
+    hf_quant_config.json (ModelOpt) gives the checkpoint's formats when config.json has no quantization_config;
+    its model.safetensors.index.json gives `metadata.total_size` (Checkpoint.index_total_size). `name` and
+    `source` replace the folder's name and path (a Hub download: the repository's); `generic` imports an unknown
+    model_type as a llama-style decoder, best effort (ModelSpec.best_effort lists what was assumed); `what` names
+    the files in an error (the option that gave them)."""
+    p = Path(path)
+    folder = None
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
+        folder, p = p, p / "config.json"
+    raw = read_json(p, what)
     check_finite(raw, str(p), unbounded=_UNBOUNDED)
-    name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
+    if name is None:
+        name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
+    source = source or str(p)
+    total = None
+    if folder is not None:
+        raw, total = _sidecars(folder, raw, what)
     try:
-        return spec_from_data(spec_dict_from_hf(raw, name=name, source=str(p)), str(p))
+        spec = spec_dict_from_hf(raw, name=name, source=source, generic=generic)
+        if total is not None:
+            spec["checkpoint"]["index_total_size"] = total
+        return spec_from_data(spec, source)
     except UserError as e:
         msg = str(e)
         for ours, theirs in _HF_NAMES.items():
@@ -258,7 +285,37 @@ def load_hf_config(path: str | Path):
         raise UserError(msg) from None
 
 
-def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict[str, Any]:
+MODELOPT_FORMATS = {"FP8": "fp8-tensor", "FP8_PER_CHANNEL_PER_TOKEN": "fp8-row", "FP8_PB_WO": "fp8-block",
+                    "NVFP4": "nvfp4"}
+"""ModelOpt's `quant_algo` values and their weight formats: FP8 with one scale per tensor, per output channel, or
+per 128 × 128 block (weight-only), NVFP4 (fp8 scale per 16 weights). Source: vLLM's
+docs/features/quantization/modelopt.md (vllm-project/vllm, 2026), which reads them from hf_quant_config.json."""
+
+
+def _sidecars(folder: Path, raw: Any, what: str) -> tuple[Any, int | None]:
+    """config.json's fields with a ModelOpt hf_quant_config.json folded in as its quantization_config (when it has
+    none), and the safetensors index's metadata.total_size (None without an index)."""
+    total = None
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        data = read_json(index, what, MAX_INDEX_BYTES)
+        meta = data.get("metadata") if isinstance(data, dict) else None
+        total = meta.get("total_size") if isinstance(meta, dict) else None
+        if total is not None and (type(total) is not int or not 0 <= total < 2**62):
+            raise UserError(f"{index}: metadata.total_size is {repr(total)[:40]}, not a byte count; fix or remove "
+                            "the file")
+    quant = folder / "hf_quant_config.json"
+    if quant.is_file() and isinstance(raw, dict) and raw.get("quantization_config") is None:
+        data = read_json(quant, what)
+        q = data.get("quantization") if isinstance(data, dict) else None
+        if not isinstance(q, dict):
+            raise UserError(f"{quant}: no `quantization` object; fix or remove the file")
+        check_finite(q, str(quant))
+        raw = raw | {"quantization_config": {"quant_method": "modelopt"} | q}
+    return raw, total
+
+
+def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic: bool = False) -> dict[str, Any]:
     """The ModelSpec fields for a parsed config.json (a nested `text_config` is used when present)."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
@@ -278,10 +335,15 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
     mt = raw.get("model_type")
+    if isinstance(mt, str) and mt not in DEFAULTS and vlm is None and generic:
+        spec, assumed = _generic(mt, raw)
+        spec = {"name": name, "source": source, "best_effort": assumed} | spec
+        return spec | {"checkpoint": checkpoint_of(outer_raw, spec)}
     if not isinstance(mt, str) or mt not in DEFAULTS:
         raise UserError(
             f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED)} "
-            "(or write a llmcalc spec YAML and pass it as `config`)"
+            "(or pass `hf_generic` to read a plain decoder llama-style, best effort, or write a llmcalc spec YAML "
+            "and pass it as `config`)"
         )
     c = DEFAULTS[mt] | {k: v for k, v in raw.items() if v is not None or k in DEFAULTS[mt]}
     mt = _SAME_AS.get(mt, mt)
@@ -363,7 +425,7 @@ ROUTER_BIAS = ("glm4_moe", "minimax_m2")
 """model_types whose checkpoints store each MoE layer's e_score_correction_bias, as DeepSeek-V3's noaux_tc does
 (MiniMax-M2's quantization_config keeps it unconverted by name; GLM-4.5's weights hold
 mlp.gate.e_score_correction_bias)."""
-KEEP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore", "llm_int8_skip_modules")
+KEEP_KEYS = ("modules_to_not_convert", "ignored_layers", "ignore", "llm_int8_skip_modules", "exclude_modules")
 """Where a quantization_config lists the modules it keeps unquantised."""
 
 
@@ -415,6 +477,10 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
         formats = {"default": name, "components": edges | {"router": dense}}
     elif method == "compressed-tensors":
         formats = {"default": _compressed(q), "components": edges}
+    elif method == "modelopt":
+        algo = str(q.get("quant_algo", "")).upper()
+        name = MODELOPT_FORMATS.get(algo) or _unsupported(f"ModelOpt quant_algo {algo!r}")
+        formats = {"default": name, "components": edges | {"router": dense}}
     else:
         _unsupported(f"quant_method {method!r}")
     head_kept = any(m.split(".")[-1] in ("lm_head", "output") for m in kept)
@@ -1054,6 +1120,52 @@ def _dbrx(c: dict) -> dict[str, Any]:
         ffn=dict(kind="moe", experts=f["moe_num_experts"], top_k=f["moe_top_k"], d_ff=f["ffn_hidden_size"],
                  activation=_act(act)),
     )
+
+
+GENERIC_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+"""The fields a config.json of an unknown model_type must hold to be read as a plain decoder (`--hf-generic`)."""
+GENERIC_ASSUMED = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=4096,
+                       tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False)
+"""The optional fields and what a best-effort import takes when one is absent: no GQA, hidden_size / heads per
+head, transformers' LlamaConfig values otherwise (a 4,096-token context where none is named); the output
+projection's bias follows attention_bias unless `attention_out_bias` is given."""
+GENERIC_SHAPE = "RMSNorm before attention and FFN and at the end, RoPE, full attention in every layer, gated FFN"
+"""What a best-effort import assumes of every unknown model: the llama block."""
+_GENERIC_REFUSED = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "kv_lora_rank",
+                    "num_nextn_predict_layers", "ssm_state_size", "mamba_d_state", "cross_attention_layers",
+                    "encoder_layers", "is_encoder_decoder", "linear_num_key_heads", "text_config")
+"""Fields that say a model is not a plain decoder (experts, MLA, state-space or linear-attention layers, cross
+attention, an encoder, a nested language model): a best-effort import refuses them rather than guess."""
+
+
+def _generic(mt: str, raw: dict) -> tuple[dict[str, Any], list[str]]:
+    """An unknown model_type with the common decoder fields, read as llama: the spec, and what was assumed."""
+    for key in _GENERIC_REFUSED:
+        if raw.get(key) not in (None, False, 0, [], {}):
+            raise UserError(f"config.json: {key}: model_type {mt!r} is not a plain decoder, which is all "
+                            "`hf_generic` reads; write a llmcalc spec YAML and pass it as `config`")
+    missing = [k for k in GENERIC_REQUIRED if raw.get(k) is None]
+    if missing:
+        raise UserError(f"config.json: missing {', '.join(missing)}; `hf_generic` needs "
+                        f"{', '.join(GENERIC_REQUIRED)} (or write a llmcalc spec YAML and pass it as `config`)")
+    absent = [k for k in GENERIC_ASSUMED if raw.get(k) is None]
+    c = GENERIC_ASSUMED | {k: v for k, v in raw.items() if v is not None}
+    c["sliding_window"] = c["layer_types"] = None
+    ignored = [k for k in ("sliding_window", "layer_types", "rope_scaling", "partial_rotary_factor")
+               if raw.get(k) is not None]
+    assumed = [f"model_type {mt!r} read as llama: {GENERIC_SHAPE}"]
+    taken = {"head_dim": "hidden_size / num_attention_heads", "num_key_value_heads": "num_attention_heads"}
+    assumed += [f"{k} absent: {taken.get(k, json.dumps(GENERIC_ASSUMED[k]))}" for k in absent]
+    assumed += [f"{k} ignored" for k in ignored]
+    spec = _decoder("llama", c)
+    out_bias = raw.get("attention_out_bias")  # o_proj's own bias flag where a config has one (Seed-OSS)
+    if out_bias is not None and type(out_bias) is not bool:
+        raise UserError(f"config.json: attention_out_bias is {repr(out_bias)[:40]}, not true or false; fix it")
+    if out_bias is not None:
+        spec["attention"]["o_bias"] = out_bias
+    elif c["attention_bias"]:
+        assumed.append("attention_out_bias absent: as attention_bias")
+    return spec, assumed
 
 
 def _decoder(mt: str, c: dict) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import functools
 import json
 import re
 from collections.abc import Collection
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -342,3 +342,6 @@ class Checkpoint(Frozen):
     """Each MTP module stores its own copy of the token embedding and of the head (DeepSeek-V3's layer 61)."""
     kept: list[str] = []
     """What the quantisation config keeps unquantised, as it names it (modules_to_not_convert, ignored_layers)."""
+    index_total_size: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
+    """`metadata.total_size` of the checkpoint's `model.safetensors.index.json` where its folder or Hub repository
+    holds one: the tensors' bytes as published, shown beside llmcalc's own count as a cross-check; None: no index."""

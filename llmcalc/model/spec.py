@@ -74,6 +74,9 @@ class ModelSpec(Frozen):
 
     name: str
     source: str | None = None
+    best_effort: list[str] | None = None
+    """Set by a best-effort Hugging Face import (`--hf-generic`, a model_type llmcalc does not know, read as a
+    llama-style decoder): what was assumed, one entry each. None: an exact import, a preset or a spec."""
     vocab_size: PosInt
     d_model: PosInt
     n_layers: Annotated[int, Field(gt=0, le=MAX_LAYERS, strict=True)]

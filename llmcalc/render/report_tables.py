@@ -67,7 +67,23 @@ def params_table(r, units: str) -> list:
     if r.checkpoint_bytes is not None:
         out.append(f"checkpoint as shipped: [bold]{nbytes_text(r.checkpoint_bytes, units)}[/bold]: "
                    f"{esc(r.checkpoint_formats or '')}")
+    if r.hub_total_size_bytes is not None:
+        out.append(f"safetensors index total_size: {nbytes_text(r.hub_total_size_bytes, units)}: "
+                   + _difference(r.checkpoint_bytes, r.hub_total_size_bytes))
+    if r.model_import == "best-effort":
+        out.append("[bold]best-effort import[/bold] (--hf-generic), assumed: " + esc("; ".join(r.assumed)))
     return out + _footer(r)
+
+
+def _difference(ours: int | None, published: int) -> str:
+    """How llmcalc's checkpoint bytes differ from a published total_size, in bytes and as a share."""
+    if ours is None:
+        return "published"
+    if ours == published:
+        return "llmcalc's checkpoint bytes match it to the byte"
+    d = ours - published
+    share = f" ({d / published:+.4%})" if published else ""
+    return f"llmcalc's checkpoint bytes differ by {d:+,} bytes{share}"
 
 
 @renders("PresetRow")

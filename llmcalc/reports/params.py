@@ -1,6 +1,6 @@
 """Typed results: Parameter counts (`llmcalc params`). Counts are ints."""
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from llmcalc.reports.base import Report
 
@@ -63,5 +63,13 @@ class ParamsReport(Report):
     """`--bytes`: the tensor bytes of the checkpoint as it ships, in its formats (docs/formats.md); None otherwise."""
     checkpoint_formats: str | None = None
     """`--bytes`: the formats and stored buffers checkpoint_bytes counts."""
+    hub_total_size_bytes: int | None = None
+    """`--bytes`, when the model's folder or Hub repository holds a model.safetensors.index.json: its
+    metadata.total_size, the tensors' bytes as published, beside checkpoint_bytes as a cross-check; None otherwise."""
+    model_import: Literal["exact", "best-effort"] = "exact"
+    """How the model was read: `exact`, or `best-effort` (a Hugging Face model_type read as a llama-style decoder
+    with --hf-generic: `assumed` lists what was assumed)."""
+    assumed: list[str] = []
+    """A best-effort import's assumptions, one each; empty for an exact import."""
     formula: str
     notes: list[str]
