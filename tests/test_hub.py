@@ -287,8 +287,7 @@ def test_without_huggingface_hub_one_line(tmp_path):
 
 
 def test_generic_import_only_with_the_flag(hub, tmp_path):
-    """A model_type llmcalc does not know (EXAONE-4's shape, ../shared/model-configs-2026 lists it as unsupported)
-    with the common decoder fields: refused without --hf-generic, read as llama with it and said so."""
+    """A model_type llmcalc does not know, with the common decoder fields: refused without --hf-generic, read as llama with it and said so."""
     state, url = hub
     config = dict(model_type="exaone_test", hidden_size=2048, num_hidden_layers=4, num_attention_heads=32,
                   num_key_value_heads=8, head_dim=64, intermediate_size=4096, vocab_size=1000,
@@ -332,9 +331,9 @@ def test_huggingface_hub_is_imported_only_for_hf_model(hf_fixture):
 
 
 def test_generic_import_of_a_llama_shaped_model_matches_transformers(shared, tmp_path):
-    """Seed-OSS-36B (`seed_oss`, ../shared/model-configs-2026: a model_type llmcalc has no importer for) is a
-    llama-shaped decoder: read with --hf-generic, its parameters equal transformers' own model on the meta device;
-    the assumptions are still listed."""
+    """Seed-OSS-36B (../shared/model-configs-2026) is a llama-shaped decoder: under a model_type llmcalc does not
+    know, read with --hf-generic, its parameters equal transformers' own `seed_oss` model on the meta device; the
+    assumptions are still listed."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     raw = json.loads((shared("model-configs-2026") / "seed-oss-36b-instruct.json").read_text())
@@ -347,13 +346,13 @@ def test_generic_import_of_a_llama_shaped_model_matches_transformers(shared, tmp
     theirs = sum(p.numel() for p in model.parameters())
     folder = tmp_path / "seed-oss"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(raw))
+    (folder / "config.json").write_text(json.dumps(raw | {"model_type": "seed_oss_unknown"}))
     r = run("params", "--hf-config", str(folder), "--hf-generic", "-f", "json", endpoint="http://127.0.0.1:9",
             home=tmp_path)
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["total"] == theirs == 36_151_104_512
-    assert data["model_import"] == "best-effort" and "seed_oss" in data["assumed"][0]
+    assert data["model_import"] == "best-effort" and "seed_oss_unknown" in data["assumed"][0]
 
 
 def test_the_python_api_takes_a_hub_id(hub, hf_fixture, tmp_path):
