@@ -57,6 +57,11 @@ ARCHITECTURES = Path(__file__).resolve().parent / "fixtures" / "hf_architectures
 from (``source``) and the fields of it that describe the architecture (``config``). ``write_fixture`` writes one as
 a config.json that ``--hf-config`` and transformers read as they read the original."""
 
+SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b": "qwen3-vl-30b-a3b-instruct.json"}
+"""Presets read from a real config.json of ../shared/model-configs-2026/ (kept outside the project, reached through
+conftest's `shared`) rather than from the architectures file; tests/test_hf_2026_multimodal.py holds them to
+transformers."""
+
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
 _DROP_KEYS = ("quantization_config", "auto_map")
@@ -92,10 +97,12 @@ def build_config(d: dict[str, Any]):
 
 
 def _top_k(cfg) -> int:
-    for name in ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"):
-        value = getattr(cfg, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
+    """The experts each token is routed to, from the config or (a vision-language MoE) its text config."""
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        for name in ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"):
+            value = getattr(c, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
     raise ValueError("MoE model without num_experts_per_tok in its config")
 
 

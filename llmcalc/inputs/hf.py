@@ -126,12 +126,25 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                       mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256,
                       mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False, projectors_bias=False,
                       attention_bias=False, mlp_bias=False, head_dim=None),
+    "qwen3_vl_text": dict(_QWEN, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
+                          num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=128000,
+                          attention_bias=False),
+    "qwen3_vl_moe_text": dict(_QWEN, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                              num_attention_heads=16, num_key_value_heads=16, head_dim=None,
+                              max_position_embeddings=128000, attention_bias=False, tie_word_embeddings=True,
+                              num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
+                              decoder_sparse_step=1, mlp_only_layers=[]),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
-_SAME_AS = {"qwen2_5_vl_text": "qwen2"}
-"""Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
+_SAME_AS = {"qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+"""Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder; Qwen3-VL's Qwen3's and
+Qwen3-MoE's: interleaved M-RoPE and DeepStack's additions to the first layers' hidden states are element-wise)."""
+_QWEN3_VISION = dict(depth=27, hidden_size=1152, hidden_act="gelu_pytorch_tanh", intermediate_size=4304, num_heads=16,
+                     in_channels=3, patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=3584,
+                     num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24])
+"""Qwen3VLVisionConfig's (and Qwen3VLMoeVisionConfig's) defaults, transformers 5.24."""
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "llava": dict(text_model_type="llama", projector_hidden_act="gelu", vision_feature_select_strategy="default",
                   multimodal_projector_bias=True,
@@ -151,15 +164,25 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                                patch_size=14, max_num_tiles=4, intermediate_layers_indices=[3, 7, 15, 23, 30],
                                supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1],
                                                         [4, 1]])),
+    "qwen3_vl": dict(text_model_type="qwen3_vl_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "qwen3_vl_moe": dict(text_model_type="qwen3_vl_moe_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
 }
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
 with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
-with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560)."""
+with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560; Qwen3VLConfig and
+Qwen3VLMoeConfig with their vision configs). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
+the head is tied (its default here; text_config's flag is not read: transformers 5.24's Qwen3-VL)."""
 QWEN_PIXELS = (3136, 12845056)
 """Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
 (https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/preprocessor_config.json); config.json has none."""
 QWEN_IMAGE_SIZE = 448
 """The default image side for a dynamic-resolution tower, which has no native size: 448 px = 16 × 28, 256 tokens."""
+QWEN3_PIXELS = (65536, 16777216)
+"""Qwen3-VL's image processor bounds (shortest_edge, longest_edge of `size`: 256² and 4096² pixels) from the
+checkpoints' preprocessor_config.json (https://huggingface.co/Qwen/Qwen3-VL-4B-Instruct/blob/main/
+preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
+QWEN3_IMAGE_SIZE = 512
+"""Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
 SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
              "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
@@ -217,6 +240,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         text = raw["text_config"] if nested else {k: v for k, v in raw.items() if k != "vision_config"}
         raw = {k: raw[k] for k in ("tie_word_embeddings",) if k in raw} | text | {
             "model_type": (text.get("model_type") if nested else None) or vlm["text_model_type"]}
+        if "outer_tie" in vlm:  # the outer config's flag alone ties the head (text_config's is not read)
+            raw["tie_word_embeddings"] = outer_raw.get("tie_word_embeddings", vlm["outer_tie"])
     elif nested:
         outer = raw.get("model_type")
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
@@ -242,7 +267,9 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
 
 
 def _vision(mt: str, c: dict) -> dict[str, Any]:
-    """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config."""
+    """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config (others: TOWERS)."""
+    if mt in TOWERS:
+        return TOWERS[mt](c)
     v = c["vision"] | (c.get("vision_config") or {})
     keys = ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size", "window_size") if (
         mt == "qwen2_5_vl") else ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size")
@@ -269,6 +296,38 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
                         '"default" (class token dropped) with biases is known; set them so or write a llmcalc spec')
     return tower | dict(patch_bias=False, class_token=True, pre_norm=True,
                         projector=dict(kind="mlp", activation=_act(c["projector_hidden_act"])))
+
+
+def _qwen3_vl_vision(c: dict) -> dict[str, Any]:
+    """Qwen3-VL's tower (transformers' Qwen3VLVisionModel, the same in Qwen3-VL-MoE): a Conv3d patch embedding
+    with a bias over t × p × p × C, a learned table of num_position_embeddings rows resampled to each grid (plus 2-D
+    rotary positions), LayerNorm blocks with biased qkv / proj and a two-matrix GELU-tanh MLP, full attention in
+    every layer, no outer norms; the patch merger (LayerNorm over d) and one DeepStack merger (LayerNorm over m²·d)
+    per deepstack_visual_indexes entry; dynamic resizing with the processor's bounds (QWEN3_PIXELS)."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "out_hidden_size",
+                                        "num_position_embeddings"))
+    deep = v["deepstack_visual_indexes"]
+    if not (isinstance(deep, list) and all(type(i) is int and 0 <= i < v["depth"] for i in deep)):
+        raise UserError(f"config.json: vision_config.deepstack_visual_indexes: give a list of layer indices in "
+                        f"0..{v['depth'] - 1}")
+    d_text = (c.get("text_config") or {}).get("hidden_size") or c.get("hidden_size")
+    if d_text is not None and v["out_hidden_size"] != d_text:
+        raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
+                        f"language model's hidden_size {d_text}; make them equal")
+    return dict(image_size=QWEN3_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN3_PIXELS[0],
+                max_pixels=QWEN3_PIXELS[1], patch_size=v["patch_size"], channels=v["in_channels"],
+                frames_per_patch=v["temporal_patch_size"], patch_bias=True, learned_positions=True,
+                position_rows=v["num_position_embeddings"], norm="layernorm", pre_norm=False, post_norm=False,
+                d_model=v["hidden_size"], n_layers=v["depth"], heads=v["num_heads"], d_ff=v["intermediate_size"],
+                gated=False, activation=_act(v["hidden_act"]), bias=True,
+                projector=dict(kind="merger", merge=v["spatial_merge_size"], norm="layernorm",
+                               deepstack_layers=list(deep)))
+
+
+TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision}
+"""Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
 def _mllama(c: dict, v: dict) -> dict[str, Any]:

@@ -145,11 +145,17 @@ class PoolProjector(Projector):
 
 
 class MergerProjector(Projector):
-    """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
-    Linear(m²d → m²d) + GELU + Linear(m²d → D), with biases."""
+    """Qwen2.5-VL's and Qwen3-VL's patch merger: a norm over d (Qwen2.5-VL RMSNorm, Qwen3-VL LayerNorm with a
+    bias), each m × m block of patches concatenated (m²·d), then Linear(m²d → m²d) + GELU + Linear(m²d → D), with
+    biases. Qwen3-VL's DeepStack adds one more merger per layer of `deepstack_layers`, run on that encoder layer's
+    output with its norm after the concatenation (over m²·d); each one's image tokens are added to the language
+    model's hidden states after one of its first layers (element-wise: no matmul)."""
 
     kind: Literal["merger"] = "merger"
     merge: PosInt = 2
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    deepstack_layers: list[Annotated[int, Field(ge=0, strict=True)]] = Field(default_factory=list)
+    """Encoder layers (0-based) whose output a DeepStack merger turns into image tokens (Qwen3-VL: 3 of them)."""
     label: ClassVar[str] = "m×m patch merger + MLP"
 
     @property
@@ -161,26 +167,50 @@ class MergerProjector(Projector):
         return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
-        """norm d, fc1 (m²d)² + m²d, fc2 m²d·D + D."""
-        wide = self.merge**2 * d_vision
-        return {"norm": d_vision, "fc1": linear(wide, wide, True), "fc2": linear(wide, d_text, True)}
+        """norm d (LayerNorm 2d), fc1 (m²d)² + m²d, fc2 m²d·D + D; each DeepStack merger the same with its norm
+        over m²d."""
+        wide, k = self.merge**2 * d_vision, len(self.deepstack_layers)
+        out = {"norm": norm_params(self.norm, d_vision), "fc1": linear(wide, wide, True),
+               "fc2": linear(wide, d_text, True)}
+        if k:
+            out |= {"deepstack/norm": k * norm_params(self.norm, wide), "deepstack/fc1": k * linear(wide, wide, True),
+                    "deepstack/fc2": k * linear(wide, d_text, True)}
+        return out
 
     def matmuls(self, d_vision: int, d_text: int) -> Parts:
-        wide = self.merge**2 * d_vision
-        return {"fc1": wide * wide, "fc2": wide * d_text}
+        wide, k = self.merge**2 * d_vision, len(self.deepstack_layers)
+        out = {"fc1": wide * wide, "fc2": wide * d_text}
+        if k:
+            out |= {"deepstack/fc1": k * wide * wide, "deepstack/fc2": k * wide * d_text}
+        return out
 
     def explain_params(self) -> dict[str, str]:
         wide = "(m_img · m_img · d_img)"
-        return {"norm": "d_img", "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+        norm = "2 · d_img" if self.norm == "layernorm" else "d_img"
+        out = {"norm": norm, "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+        if self.deepstack_layers:
+            wide_norm = f"2 · {wide}" if self.norm == "layernorm" else wide
+            out |= {"deepstack/norm": f"k_ds · {wide_norm}", "deepstack/fc1": f"k_ds · ({wide} · {wide} + {wide})",
+                    "deepstack/fc2": f"k_ds · ({wide} · d + d)"}
+        return out
+
+    def explain_matmuls(self) -> dict[str, str]:
+        wide = "(m_img · m_img · d_img)"
+        out = {"fc1": f"{wide} · {wide}", "fc2": f"{wide} · d"}
+        if self.deepstack_layers:
+            out |= {"deepstack/fc1": f"k_ds · {wide} · {wide}", "deepstack/fc2": f"k_ds · {wide} · d"}
+        return out
 
     def explain_symbols(self) -> dict[str, int]:
-        return {"m_img": self.merge}
+        return {"m_img": self.merge} | ({"k_ds": len(self.deepstack_layers)} if self.deepstack_layers else {})
 
     def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
         """The encoder's output n·d, its normed copy, the m × m blocks gathered (a copy) and fc1's output, each
-        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them."""
+        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them; plus the k DeepStack mergers'
+        outputs (k·T·D), kept until the language model reads them."""
         wide = tokens * self.merge**2 * d_vision
-        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text)
+        kept = len(self.deepstack_layers) * tokens * d_text
+        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text) + kept
 
 
 ProjectorSpec = Annotated[Projector, ByKind()]
@@ -207,6 +237,9 @@ class VisionTower(Frozen):
     class_token: bool = False
     learned_positions: bool = True
     """A learned table of (native patches + class token) × d; False: rotary positions (no parameters)."""
+    position_rows: PosInt | None = None
+    """Rows of the learned table when it is not the native grid's (Qwen3-VL: 2,304 = 48², resampled bilinearly to
+    each image's grid, element-wise work); None: native patches + class token."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     pre_norm: bool = False
     post_norm: bool = True
@@ -235,7 +268,7 @@ class VisionTower(Frozen):
         "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side",
         "N_p": "patches of one image after the processor's resize", "n_img": "tokens the encoder runs on: N_p (+1 "
         "class token)", "T_img": "image tokens one image gives the language model", "I": "images per sequence",
-        "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
+        "k_ds": "DeepStack mergers (Qwen3-VL)", "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
         "m_proj": "elements one image holds at the projector's peak (Projector.activation_elements)"}
 
     @model_validator(mode="after")
@@ -252,6 +285,11 @@ class VisionTower(Frozen):
             raise ValueError(f"vision.full_layers: give layer indices in 0..{self.n_layers - 1}")
         if self.full_layers and self.window is None:
             raise ValueError("vision.full_layers: only window attention has full layers apart; set vision.window")
+        if any(i >= self.n_layers for i in getattr(self.projector, "deepstack_layers", ())):
+            raise ValueError(f"vision.projector.deepstack_layers: give layer indices in 0..{self.n_layers - 1}")
+        if self.position_rows is not None and not self.learned_positions:
+            raise ValueError("vision.position_rows: only a learned position table has rows; drop it or set "
+                             "vision.learned_positions")
         self.grid(self.image_size, self.image_size)
         return self
 
@@ -313,6 +351,13 @@ class VisionTower(Frozen):
         return 0 if self.window is None else self.n_layers - len(set(self.full_layers))
 
     @property
+    def positions(self) -> int:
+        """Rows of the learned position table: position_rows, else the native patches (+1 class token)."""
+        if self.position_rows is not None:
+            return self.position_rows
+        return (self.image_size // self.patch_size) ** 2 + self.class_token
+
+    @property
     def patch_inputs(self) -> int:
         """Pixel values one patch embeds: C · t · p²."""
         return self.channels * self.frames_per_patch * self.patch_size**2
@@ -327,12 +372,12 @@ class VisionTower(Frozen):
 
     def params(self, d_text: int) -> Parts:
         """Every parameter of the tower and its projector, by component path (vision/…, projector/…)."""
-        d, native = self.d_model, (self.image_size // self.patch_size) ** 2
+        d = self.d_model
         parts = {"vision/patch_embedding": self.patch_inputs * d + (d if self.patch_bias else 0)}
         if self.class_token:
             parts["vision/class_embedding"] = d
         if self.learned_positions:
-            parts["vision/position_embedding"] = (native + self.class_token) * d
+            parts["vision/position_embedding"] = self.positions * d
         parts |= {f"vision/layers/{k}": self.n_layers * v for k, v in self.layer_params().items()}
         norms = (self.pre_norm + self.post_norm) * norm_params(self.norm, d)
         if norms:
@@ -341,9 +386,8 @@ class VisionTower(Frozen):
 
     def explain_symbols(self) -> dict[str, int]:
         """The tower's explain symbols (explain_legend) and its projector's."""
-        native = (self.image_size // self.patch_size) ** 2 + self.class_token
         return {"L_img": self.n_layers, "d_img": self.d_model, "f_img": self.d_ff, "px": self.patch_inputs,
-                "n_pos": native} | self.projector.explain_symbols()
+                "n_pos": self.positions} | self.projector.explain_symbols()
 
     def explain_params(self) -> dict[str, str]:
         """params as text, component by component (d: the language model's width)."""

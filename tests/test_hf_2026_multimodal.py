@@ -1,0 +1,161 @@
+"""This year's vision-language families through `--hf-config`, each figure against transformers 5.x itself:
+
+- parameters (total and active, and the split into language model and vision tower + projector) of the real
+  config.json (../shared/model-configs-2026/, read through conftest's `shared`; skipped where absent), built by
+  transformers on the meta device;
+- FLOPs per image: FlopCounterMode around transformers' own get_image_features on a tiny config of the same
+  model_type (eager attention, so the attention core's matmuls are counted), and the reference tower
+  (llmcalc/reference/vision.py) measured the same way;
+- the language model's prefill FLOPs (FlopCounterMode over the whole vision-language model on a text prompt, SDPA's
+  math backend) and its cache (the bytes transformers' own cache holds after a prefill), on the same tiny configs.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from conftest import run_cli
+
+from llmcalc.costs.flops import flops
+from llmcalc.costs.kv import kv_bytes
+from llmcalc.costs.params import params
+from llmcalc.inputs.hf import load_hf_config, spec_dict_from_hf
+from llmcalc.inputs.presets import load_preset
+from llmcalc.model.spec import ModelSpec
+from llmcalc.workload import Workload
+
+torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+
+from hf_counts import SHARED_CONFIGS, transformers_counts  # noqa: E402
+from hf_flops import cache_tensors  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+TEXT = dict(vocab_size=300, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16)
+QWEN3_VISION = dict(depth=3, hidden_size=32, intermediate_size=48, num_heads=4, out_hidden_size=64, patch_size=16,
+                    spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                    deepstack_visual_indexes=[0, 2])
+QWEN3_ROPE = {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True}
+QWEN3_IDS = dict(image_token_id=299, video_token_id=298, vision_start_token_id=297, vision_end_token_id=296)
+TINY = {
+    "qwen3_vl": dict(model_type="qwen3_vl", **QWEN3_IDS, vision_config=QWEN3_VISION,
+                     text_config=dict(model_type="qwen3_vl_text", rope_scaling=QWEN3_ROPE, **TEXT)),
+    "qwen3_vl_moe": dict(model_type="qwen3_vl_moe", **QWEN3_IDS, vision_config=QWEN3_VISION,
+                         text_config=dict(model_type="qwen3_vl_moe_text", rope_scaling=QWEN3_ROPE, num_experts=8,
+                                          num_experts_per_tok=2, moe_intermediate_size=32, **TEXT)),
+}
+"""Tiny configs of each model_type: Qwen3-VL with 3 encoder layers, DeepStack mergers after layers 0 and 2, a 4 × 4
+position table resampled to the image's grid; its MoE form with 8 experts, 2 routed per token."""
+IMAGE = {"qwen3_vl": (160, 224), "qwen3_vl_moe": (300, 200)}
+"""An image per tiny model: 160 × 224 px is under Qwen3-VL's min_pixels (65,536), so the processor's resize grows
+it to a 14 × 20 grid; 300 × 200 px to 20 × 14."""
+
+
+def _model(raw: dict, **kwargs):
+    raw = dict(raw)
+    mt = raw.pop("model_type")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return transformers.AutoModelForImageTextToText.from_config(
+            transformers.AutoConfig.for_model(mt, **raw), **kwargs).eval()
+
+
+def _split(raw: dict) -> tuple[int, int]:
+    """(language model, vision tower + projector) parameters of transformers' model on the meta device."""
+    with torch.device("meta"):
+        m = _model(raw)
+    language = sum(p.numel() for n, p in m.named_parameters() if "language_model" in n or n.startswith("lm_head"))
+    return language, sum(p.numel() for p in m.parameters()) - language
+
+
+# Parameters of the real configs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(SHARED_CONFIGS))
+def test_real_config_params_equal_transformers(name, shared):
+    path = shared("model-configs-2026") / SHARED_CONFIGS[name]
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    r = params(load_hf_config(path))
+    want = transformers_counts(raw)
+    assert (r.total, r.active) == (want["total"], want["active"])
+    assert (r.language, r.vision) == _split(raw)
+    preset = params(load_preset(name))
+    assert preset.model_dump(exclude={"model"}) == r.model_dump(exclude={"model"})
+
+
+def test_published_totals(shared):
+    """Model cards: Qwen3-VL-4B-Instruct 4.44B parameters, Qwen3-VL-30B-A3B 31.1B (3B active: 3.9B with the vision
+    tower and the embeddings)."""
+    assert round(params(load_preset("qwen3-vl-4b")).total / 1e9, 2) == 4.44
+    big = params(load_preset("qwen3-vl-30b-a3b"))
+    assert (round(big.total / 1e9, 1), round(big.active / 1e9, 1)) == (31.1, 3.9)
+
+
+# Tiny configs: the tower, the language model's prefill and its cache -------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_tower_flops_equal_flop_counter_on_transformers(name):
+    raw = TINY[name]
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name=name))
+    tower, (height, width) = spec.vision, IMAGE[name]
+    model = _model(raw, attn_implementation="eager")
+    language, vision = _split(raw)
+    assert (params(spec).language, params(spec).vision) == (language, vision)
+    assert sum(tower.params(64).values()) == vision
+    gh, gw = tower.grid(height, width)
+    inputs = dict(pixel_values=torch.randn(gh * gw, tower.patch_inputs), image_grid_thw=torch.tensor([[1, gh, gw]]))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = model.model.get_image_features(**inputs)
+    assert torch.cat(list(out.pooler_output)).shape[0] == tower.tokens(height, width)
+    assert len(out.deepstack_features) == len(tower.projector.deepstack_layers)
+    assert sum(tower.flops(height, width, 64).values()) == counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_reference_tower_equals_transformers(name):
+    """The reference tower (llmcalc/reference/vision.py), built from the imported spec, against transformers' tower:
+    the same parameters, FlopCounterMode FLOPs and image tokens."""
+    from llmcalc.reference.vision import measure_image
+
+    raw = TINY[name]
+    tower = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name=name)).vision
+    n_params, n_flops, tokens = measure_image(tower, 64, *IMAGE[name])
+    assert n_params == _split(raw)[1]
+    assert (n_flops, tokens) == (sum(tower.flops(*IMAGE[name], 64).values()), tower.tokens(*IMAGE[name]))
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_prefill_flops_and_cache_equal_transformers(name):
+    """A text prompt through the whole vision-language model (2 × 19 tokens): FlopCounterMode on SDPA's math backend
+    (the full S × S scores: attention_core dense; every position's logits) and the bytes of its cache in fp32."""
+    raw = TINY[name]
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name=name))
+    moe = "num_experts" in raw["text_config"]
+    model = _model(raw, attn_implementation="sdpa", **({"experts_implementation": "batched_mm"} if moe else {}))
+    batch, seq = 2, 19
+    ids = torch.randint(0, 290, (batch, seq), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, use_cache=False)
+    ours = flops(spec, Workload(batch=batch, seq=seq, logits="all", attention_core="dense")).prefill_flops
+    assert ours == counter.get_total_flops()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache = model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+    assert kv_bytes(spec, batch, seq, "fp32") == sum(t.nbytes for t in cache_tensors(cache))
+
+
+# Refusals ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,vision,field", [
+    ("qwen3_vl", {"deepstack_visual_indexes": [0, 3]}, "deepstack_visual_indexes"),
+    ("qwen3_vl", {"out_hidden_size": 32}, "out_hidden_size"),
+    ("qwen3_vl_moe", {"num_position_embeddings": 0}, "num_position_embeddings"),
+])
+def test_bad_vision_config_is_two(tmp_path, name, vision, field):
+    raw = dict(TINY[name], vision_config=dict(QWEN3_VISION, **vision))
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and field in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
