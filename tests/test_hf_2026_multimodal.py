@@ -159,3 +159,67 @@ def test_bad_vision_config_is_two(tmp_path, name, vision, field):
     (tmp_path / "config.json").write_text(json.dumps(raw))
     r = run_cli("params", "--hf-config", str(tmp_path))
     assert r.returncode == 2 and field in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# Granite 4.0-H (granitemoehybrid): Mamba-2 and attention layers, each with an MoE beside a shared MLP ------------
+
+GRANITE = dict(model_type="granitemoehybrid", vocab_size=100, hidden_size=64, intermediate_size=32, num_hidden_layers=5,
+               num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+               shared_intermediate_size=48, layer_types=["mamba", "mamba", "attention", "mamba", "attention"],
+               mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=16, mamba_d_head="auto", mamba_d_conv=4,
+               mamba_expand=2, mamba_chunk_size=8, max_position_embeddings=256, position_embedding_type="nope")
+"""Five layers (three Mamba-2 of 8 heads × 16, two attention), 4 experts with 2 routed per token and the shared MLP;
+chunks of 8 so that a 19-token prompt pads one."""
+
+
+@pytest.mark.parametrize("change", [{}, {"position_embedding_type": "rope", "tie_word_embeddings": True},
+                                    {"num_local_experts": 0}])
+def test_granite_params_equal_transformers(change):
+    raw = dict(GRANITE, **change)
+    r = params(ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name="granite")))
+    want = transformers_counts(raw)
+    assert (r.total, r.active) == (want["total"], want["active"])
+
+
+@pytest.mark.parametrize("pos", ["nope", "rope"])
+def test_granite_prefill_flops_and_cache_equal_transformers(pos):
+    """FlopCounterMode over a 2 × 19-token prefill (experts on batched_mm, so that their matmuls are counted; SDPA's
+    math backend) and the bytes of the cache: the attention layers' K and V, each Mamba layer's conv and SSM state."""
+    raw = dict(GRANITE, position_embedding_type=pos)
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name="granite"))
+    config = transformers.AutoConfig.for_model(**raw)
+    model = transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm").eval()
+    batch, seq = 2, 19
+    ids = torch.randint(0, 100, (batch, seq), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), warnings.catch_warnings(), sdpa_kernel(SDPBackend.MATH), \
+            FlopCounterMode(display=False) as counter:
+        warnings.simplefilter("ignore")
+        model(ids, use_cache=False)
+    ours = flops(spec, Workload(batch=batch, seq=seq, logits="all", attention_core="dense")).prefill_flops
+    # nn.Conv1d with padding K − 1 computes K − 1 outputs per sequence more than the mixer keeps (docs/mamba.md)
+    k, channels = 4, 8 * 16 + 2 * 2 * 16
+    assert ours + 2 * channels * k * (k - 1) * batch * 3 == counter.get_total_flops()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache = model(ids, use_cache=True, logits_to_keep=1).past_key_values
+    assert kv_bytes(spec, batch, seq, "fp32") == sum(t.nbytes for t in cache_tensors(cache))
+
+
+def test_granite_layers_and_bad_layer_types(tmp_path):
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(GRANITE), name="granite"))
+    groups = {(g.mixer_name if g.mixer else None, g.ffn.kind): g.count for g in spec.layer_groups()}
+    assert groups == {("mamba", "moe"): 3, ("attention", "moe"): 2}
+    (tmp_path / "config.json").write_text(json.dumps(dict(GRANITE, layer_types=["mamba"] * 4)))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and "layer_types" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# Refused model_types -------------------------------------------------------------------------------------------
+
+def test_llama4_is_refused_naming_what_is_missing(shared):
+    """Llama 4's chunked attention changes its FLOPs and cache past 8,192 tokens and its processor's tiles the image
+    tokens: the import refuses in one line rather than guess (exit 2)."""
+    path = shared("model-configs-2026") / "llama-4-scout-17b-16e-instruct.json"
+    r = run_cli("params", "--hf-config", str(path))
+    assert r.returncode == 2 and "chunked attention" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -134,6 +134,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                               max_position_embeddings=128000, attention_bias=False, tie_word_embeddings=True,
                               num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
                               decoder_sparse_step=1, mlp_only_layers=[]),
+    "granitemoehybrid": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                             num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                             max_position_embeddings=2048, tie_word_embeddings=False, attention_bias=False,
+                             num_local_experts=8, num_experts_per_tok=2, shared_intermediate_size=1024,
+                             position_embedding_type=None, layer_types=None, mamba_n_heads=128, mamba_n_groups=1,
+                             mamba_d_state=256, mamba_d_head="auto", mamba_d_conv=4, mamba_expand=2,
+                             mamba_chunk_size=256, mamba_conv_bias=True, mamba_proj_bias=False),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -183,6 +190,13 @@ checkpoints' preprocessor_config.json (https://huggingface.co/Qwen/Qwen3-VL-4B-I
 preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
+REFUSED = {
+    "llama4": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
+              "8,192-token chunks) and its processor's image tiles are not modelled",
+    "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
+                   "8,192-token chunks) is not modelled",
+}
+"""model_types the import knows and refuses, each with what llmcalc cannot express that would change a count."""
 SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
              "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
@@ -247,6 +261,10 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
     mt = raw.get("model_type")
+    if outer_raw.get("model_type") in REFUSED or mt in REFUSED:
+        refused = outer_raw["model_type"] if outer_raw.get("model_type") in REFUSED else mt
+        raise UserError(f"{source}: model_type {refused!r}: {REFUSED[refused]}; write a llmcalc spec YAML and pass it "
+                        "as `config`")
     if not isinstance(mt, str) or mt not in DEFAULTS:
         raise UserError(
             f"{source}: model_type {mt!r} is not supported; supported: {', '.join(SUPPORTED)} "
@@ -257,7 +275,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
-             "jamba": _jamba, "falcon_h1": _falcon_h1}.get(mt, _decoder)
+             "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
         spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
@@ -830,6 +848,44 @@ def _nemotron_h(mt: str, c: dict) -> dict[str, Any]:
                               chunk_size=c["chunk_size"], bias=c["use_bias"], conv_bias=c["use_conv_bias"],
                               state_dtype="fp32" if c["mamba_ssm_cache_dtype"] == "float32" else "cache")},
         hybrid_pattern=[slots[t] for t in _shortest_cycle(types)],
+    )
+
+
+def _granitemoehybrid(mt: str, c: dict) -> dict[str, Any]:
+    """Granite 4.0-H (transformers' GraniteMoeHybrid): each layer an RMSNorm, ONE mixer by layer_types (a Mamba-2
+    mixer with its gated norm for mamba / linear_attention, else GQA attention, RoPE only with
+    position_embedding_type "rope"), an RMSNorm, then the MoE (num_local_experts gated experts of intermediate_size, a bias-free router)
+    beside an always-on gated shared MLP of shared_intermediate_size (no gate of its own); with no experts the shared
+    MLP alone. The Mamba width is int(mamba_expand · d), its head dim that over mamba_n_heads for "auto". The µP
+    multipliers scale activations and have no parameters."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    types = c["layer_types"] or ["linear_attention"] * n_layers
+    if len(types) != n_layers or not set(types) <= {"attention", "mamba", "linear_attention", "full_attention"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of linear_attention (Mamba-2) or attention")
+    inner = int(c["mamba_expand"] * d)
+    heads = c["mamba_n_heads"]
+    head_dim = c["mamba_d_head"] if c["mamba_d_head"] != "auto" else inner // heads
+    if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim * heads != inner:
+        raise UserError(f"config.json: mamba_d_head: {head_dim!r} × mamba_n_heads {heads} is not the Mamba width "
+                        f"{inner}; give a head dim that fits (or \"auto\")")
+    pos = c["position_embedding_type"]  # transformers rotates only for "rope" (Granite 4.0-H writes "nope")
+    act, shared, experts = _act(c["hidden_act"]), c["shared_intermediate_size"], c["num_local_experts"] or 0
+    ffn = (dict(kind="moe", experts=experts, top_k=c["num_experts_per_tok"], d_ff=c["intermediate_size"],
+                activation=act, shared_experts=1, shared_d_ff=shared) if experts
+           else dict(kind="gated", d_ff=shared, activation=act))
+    slots = [dict(mixer="mamba" if t in ("mamba", "linear_attention") else "attention", ffn="ffn") for t in types]
+    bias = c["attention_bias"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="rope" if pos == "rope" else "none"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h, head_dim=_div(d, h),
+                       qkv_bias=bias, o_bias=bias),
+        ffn=ffn,
+        mixers={"mamba": dict(kind="mamba2", heads=heads, head_dim=head_dim, state_size=c["mamba_d_state"],
+                              groups=c["mamba_n_groups"], conv_kernel=c["mamba_d_conv"], chunk_size=c["mamba_chunk_size"],
+                              bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"])},
+        hybrid_pattern=_shortest_cycle(slots),
     )
 
 
