@@ -127,6 +127,19 @@ def test_reference_tower_equals_transformers(name):
     assert (n_flops, tokens) == (sum(tower.flops(*IMAGE[name], 64).values()), tower.tokens(*IMAGE[name]))
 
 
+@pytest.mark.parametrize("name,size,images", [("qwen3-vl-4b", (512, 512), 1), ("qwen3-vl-4b", (1080, 1920), 1),
+                                              ("qwen3-vl-30b-a3b", (333, 517), 3)])
+def test_tower_peak_equals_the_reference_tower_measured(name, size, images):
+    """The tower's activation peak (VisionTower.activation_bytes) against the live bytes of the reference tower on
+    SDPA encoding `images` images at full size on fake tensors (validate's LiveBytes): equal, the three DeepStack
+    outputs (3·T·D, kept from their layers to the end) included: 30,146,560 B for one 512-px image of the 4B."""
+    from llmcalc.reference.vision import image_peak
+
+    spec = load_preset(name)
+    measured = image_peak(spec.vision, spec.d_model, *size, images=images)
+    assert measured == images * spec.vision.activation_bytes(*size, spec.d_model, 2)
+
+
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_prefill_flops_and_cache_equal_transformers(name):
     """A text prompt through the whole vision-language model (2 × 19 tokens): FlopCounterMode on SDPA's math backend

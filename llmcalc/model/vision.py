@@ -68,6 +68,14 @@ class Projector(Variant):
         """The projector's own explain symbols (none)."""
         return {}
 
+    def kept_elements(self, d_text: int, tokens: int) -> int:
+        """Elements one image's projector outputs keep from inside the encoder to its end (DeepStack's): none."""
+        return 0
+
+    def explain_kept(self) -> str:
+        """kept_elements as text ("": none)."""
+        return ""
+
     def explain_matmuls(self) -> dict[str, str]:
         """Weights each image token is multiplied by, per matmul, as text (matmuls)."""
         return {k: v.removesuffix(" + d").removesuffix(" + (m_img · m_img · d_img)")
@@ -206,11 +214,16 @@ class MergerProjector(Projector):
 
     def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
         """The encoder's output n·d, its normed copy, the m × m blocks gathered (a copy) and fc1's output, each
-        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them; plus the k DeepStack mergers'
-        outputs (k·T·D), kept until the language model reads them."""
+        N·d wide (N = T·m² patches); then fc2's output T·D beside three of them."""
         wide = tokens * self.merge**2 * d_vision
-        kept = len(self.deepstack_layers) * tokens * d_text
-        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text) + kept
+        return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text)
+
+    def kept_elements(self, d_text: int, tokens: int) -> int:
+        """The k DeepStack mergers' outputs, k·T·D, each kept from its layer until the language model reads it."""
+        return len(self.deepstack_layers) * tokens * d_text
+
+    def explain_kept(self) -> str:
+        return "k_ds · T_img · d" if self.deepstack_layers else ""
 
 
 ProjectorSpec = Annotated[Projector, ByKind()]
@@ -446,7 +459,8 @@ class VisionTower(Frozen):
     def explain_activations(self) -> str:
         """activation_bytes as text over a (bytes per element) and explain_image_symbols."""
         mlp = "3 · f_img" if self.gated else "2 · f_img"
-        return f"a · (N_p · px + max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
+        kept = f"{self.projector.explain_kept()} + " if self.projector.explain_kept() else ""
+        return f"a · (N_p · px + {kept}max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
 
     # ── activations ──────────────────────────────────────────────────────────────────────────────
     def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
@@ -457,13 +471,16 @@ class VisionTower(Frozen):
             (n, d) copy with the heads gathered (window layers hold no more than a full one);
           an MLP, n·(3·d + 2·f) (gated 3·f): the layer's input, the residual after attention, the normed input,
             the first matrix's output and its activation (gated: the activated gate, up and their product);
-          the projector (Projector.activation_elements), over the encoder's output.
+          the projector (Projector.activation_elements), over the encoder's output;
+        and the projector's outputs made inside the encoder and kept to its end (Qwen3-VL's DeepStack, k·T·D).
         B sequences of `images` images, encoded as one batch, hold B · images times this."""
         gh, gw = self.grid(height, width)
         n, d, f = self.sequence(height, width), self.d_model, self.d_ff
+        tokens = self.projector.tokens(gh, gw)
         layer = n * max(7 * d, 3 * d + (3 if self.gated else 2) * f)
-        head = self.projector.activation_elements(n, d, d_text, self.projector.tokens(gh, gw))
-        return act * (gh * gw * self.patch_inputs + max(layer, head))
+        head = self.projector.activation_elements(n, d, d_text, tokens)
+        kept = self.projector.kept_elements(d_text, tokens)
+        return act * (gh * gw * self.patch_inputs + kept + max(layer, head))
 
     @property
     def label(self) -> str:
