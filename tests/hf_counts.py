@@ -57,7 +57,8 @@ ARCHITECTURES = Path(__file__).resolve().parent / "fixtures" / "hf_architectures
 from (``source``) and the fields of it that describe the architecture (``config``). ``write_fixture`` writes one as
 a config.json that ``--hf-config`` and transformers read as they read the original."""
 
-SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b": "qwen3-vl-30b-a3b-instruct.json"}
+SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b": "qwen3-vl-30b-a3b-instruct.json",
+                  "lfm2-1.2b": "lfm2-1.2b.json"}
 """Presets read from a real config.json of ../shared/model-configs-2026/ (kept outside the project, reached through
 conftest's `shared`) rather than from the architectures file; tests/test_hf_2026_multimodal.py holds them to
 transformers."""

@@ -81,14 +81,15 @@ def test_real_config_params_equal_transformers(name, shared):
     r = params(load_hf_config(path))
     want = transformers_counts(raw)
     assert (r.total, r.active) == (want["total"], want["active"])
-    assert (r.language, r.vision) == _split(raw)
+    assert (r.language, r.vision) == (_split(raw) if "vision_config" in raw else (r.total, 0))
     preset = params(load_preset(name))
     assert preset.model_dump(exclude={"model"}) == r.model_dump(exclude={"model"})
 
 
-def test_published_totals(shared):
+def test_published_totals():
     """Model cards: Qwen3-VL-4B-Instruct 4.44B parameters, Qwen3-VL-30B-A3B 31.1B (3B active: 3.9B with the vision
-    tower and the embeddings)."""
+    tower and the embeddings), LFM2-1.2B 1,170,340,608."""
+    assert params(load_preset("lfm2-1.2b")).total == 1_170_340_608
     assert round(params(load_preset("qwen3-vl-4b")).total / 1e9, 2) == 4.44
     big = params(load_preset("qwen3-vl-30b-a3b"))
     assert (round(big.total / 1e9, 1), round(big.active / 1e9, 1)) == (31.1, 3.9)
@@ -225,6 +226,106 @@ def test_granite_layers_and_bad_layer_types(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(dict(GRANITE, layer_types=["mamba"] * 4)))
     r = run_cli("params", "--hf-config", str(tmp_path))
     assert r.returncode == 2 and "layer_types" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# LFM2 (lfm2): gated short-conv layers and attention ------------------------------------------------------------
+
+LFM2 = dict(model_type="lfm2", vocab_size=100, hidden_size=64, intermediate_size=192, num_hidden_layers=5,
+            num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 4], conv_L_cache=3,
+            max_position_embeddings=256)
+"""Five layers: attention at 1 and 4, the gated short conv (3 taps) elsewhere; the MLP's width int(2 · 192 / 3) = 128,
+rounded up to 256 (block_multiple_of)."""
+
+
+def _lfm2_model(raw: dict):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**raw)).eval()
+
+
+@pytest.mark.parametrize("change", [{}, {"conv_bias": True, "tie_word_embeddings": False},
+                                    {"block_ff_dim": 300, "block_ffn_dim_multiplier": 1.5, "block_multiple_of": 64},
+                                    {"block_auto_adjust_ff_dim": False, "layer_types": ["conv"] * 4 + ["full_attention"]}])
+def test_lfm2_params_equal_transformers(change):
+    raw = dict(LFM2, **change)
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name="lfm2"))
+    assert params(spec).total == transformers_counts(raw)["total"]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_lfm2_prefill_flops_and_cache_equal_transformers(bias):
+    """FlopCounterMode over a 2 × 19-token prefill (SDPA's math backend) less the conv's K − 1 padded outputs per
+    sequence (its nn.Conv1d pads both ends), and the bytes of transformers' cache: each attention layer's K and V,
+    each conv layer's last K inputs (B, d, K)."""
+    raw = dict(LFM2, conv_bias=bias)
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name="lfm2"))
+    model = _lfm2_model(raw)
+    batch, seq = 2, 19
+    ids = torch.randint(0, 100, (batch, seq), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), warnings.catch_warnings(), sdpa_kernel(SDPBackend.MATH), \
+            FlopCounterMode(display=False) as counter:
+        warnings.simplefilter("ignore")
+        model(ids, use_cache=False)
+    ours = flops(spec, Workload(batch=batch, seq=seq, logits="all", attention_core="dense")).prefill_flops
+    k, d, conv_layers = 3, 64, 3
+    assert ours + 2 * d * k * (k - 1) * batch * conv_layers == counter.get_total_flops()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cache = model(ids, use_cache=True, logits_to_keep=1).past_key_values
+    assert kv_bytes(spec, batch, seq, "fp32") == sum(t.nbytes for t in cache_tensors(cache))
+    assert kv_bytes(spec, batch, seq, "fp32") == 2 * (2 * seq * 2 * 2 * 16 + conv_layers * d * k) * 4
+
+
+def test_lfm2_reference_conv_computes_what_transformers_does():
+    """The reference's short-conv module (llmcalc/reference/short_conv.py) with the weights of transformers'
+    Lfm2ShortConv gives its output, for the prompt and for one-token steps after a cache."""
+    from transformers.models.lfm2.modeling_lfm2 import Lfm2ShortConv
+
+    from llmcalc.reference.layers import Step
+    from llmcalc.reference.model import Decoder
+
+    raw = dict(LFM2, conv_bias=True)
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(raw), name="lfm2"))
+    torch.manual_seed(0)
+    theirs = Lfm2ShortConv(transformers.AutoConfig.for_model(**raw), layer_idx=0).eval()
+    ours = Decoder(spec).layers[0].attn  # layer 0 is a conv layer
+    hf = dict(theirs.named_parameters())
+    names = {"conv_weight": "conv.weight", "conv_bias": "conv.bias"}
+    with torch.no_grad():
+        for mine, p in ours.named_parameters():
+            p.copy_(hf[names.get(mine, mine)].reshape(p.shape))
+        x = torch.randn(2, 19, 64)
+        want = theirs(x)
+        torch.testing.assert_close(ours(x, None, Step(0, None, None, False)), want, rtol=1e-5, atol=1e-5)
+        cache = [torch.zeros(s) for s in ours.cache_shapes(2, 19)]
+        steps = [ours(x[:, :15], cache, Step(0, None, None, False))]
+        steps += [ours(x[:, t:t + 1], cache, Step(t, None, None, False)) for t in range(15, 19)]
+        torch.testing.assert_close(torch.cat(steps, 1), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_lfm2_reference_matches_estimators(bias):
+    """The reference decoder built from the spec, measured under FakeTensorMode: parameters, prefill, decode and
+    training FLOPs and cache bytes equal the estimators'."""
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.reference.measure import measure
+
+    spec = ModelSpec.model_validate(spec_dict_from_hf(dict(LFM2, conv_bias=bias), name="lfm2"))
+    batch, seq = 2, 19
+    m = measure(spec, batch, seq, "fake")
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
+    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
+                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
+    assert {k: getattr(m, k) for k in want} == want
+
+
+@pytest.mark.parametrize("field,value", [("full_attn_idxs", "2"), ("layer_types", ["conv"] * 4),
+                                         ("block_ff_dim", -3)])
+def test_lfm2_bad_config_is_two(tmp_path, field, value):
+    (tmp_path / "config.json").write_text(json.dumps(dict(LFM2, **{field: value})))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and field in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 # Refused model_types -------------------------------------------------------------------------------------------

@@ -141,6 +141,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                              position_embedding_type=None, layer_types=None, mamba_n_heads=128, mamba_n_groups=1,
                              mamba_d_state=256, mamba_d_head="auto", mamba_d_conv=4, mamba_expand=2,
                              mamba_chunk_size=256, mamba_conv_bias=True, mamba_proj_bias=False),
+    "lfm2": dict(vocab_size=65536, hidden_size=2560, intermediate_size=12288, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=128000,
+                 tie_word_embeddings=True, conv_bias=False, conv_L_cache=3, block_multiple_of=256,
+                 block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True, full_attn_idxs=None, layer_types=None),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -275,7 +279,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
-             "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid}.get(mt, _decoder)
+             "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
+             "lfm2": _lfm2}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
         spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
@@ -885,6 +890,48 @@ def _granitemoehybrid(mt: str, c: dict) -> dict[str, Any]:
         mixers={"mamba": dict(kind="mamba2", heads=heads, head_dim=head_dim, state_size=c["mamba_d_state"],
                               groups=c["mamba_n_groups"], conv_kernel=c["mamba_d_conv"], chunk_size=c["mamba_chunk_size"],
                               bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"])},
+        hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _lfm2(mt: str, c: dict) -> dict[str, Any]:
+    """LFM2 (transformers' Lfm2ForCausalLM): each layer an RMSNorm, ONE mixer by layer_types (else full_attention at
+    full_attn_idxs, every layer when those are absent): GQA attention with RoPE and per-head RMSNorms on q and k, or
+    the gated short conv (llmcalc/model/short_conv.py, conv_L_cache taps, conv_bias on in_proj, conv and out_proj);
+    an RMSNorm and a SwiGLU MLP; the final norm (embedding_norm, applied after the layers). Lfm2Config reads
+    block_ff_dim and tie_embedding in place of intermediate_size and tie_word_embeddings when given; the MLP's width
+    is, with block_auto_adjust_ff_dim, int(2·f / 3), times block_ffn_dim_multiplier (int) and rounded up to
+    block_multiple_of."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    f = c.get("block_ff_dim") or c["intermediate_size"]
+    if not isinstance(f, int) or isinstance(f, bool) or f < 1:
+        raise UserError("config.json: block_ff_dim: give a whole number > 0")
+    if c["block_auto_adjust_ff_dim"]:
+        f = int(2 * f / 3)
+        mult, multiple = c["block_ffn_dim_multiplier"], c["block_multiple_of"]
+        if mult is not None:
+            if type(mult) not in (int, float) or mult <= 0 or type(multiple) is not int or multiple < 1:
+                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 and a "
+                                "whole number > 0")
+            f = multiple * ceil_div(int(mult * f), multiple)
+    tie = c.get("tie_embedding", c["tie_word_embeddings"])
+    types = c["layer_types"]
+    if types is None:
+        full = c["full_attn_idxs"] if c["full_attn_idxs"] is not None else list(range(n_layers))
+        if not (isinstance(full, list) and all(type(i) is int for i in full)):
+            raise UserError("config.json: full_attn_idxs: give a list of layer indices")
+        types = ["full_attention" if i in full else "conv" for i in range(n_layers)]
+    if len(types) != n_layers or not set(types) <= {"full_attention", "conv"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of full_attention or conv")
+    slots = [dict(mixer="attention" if t == "full_attention" else "conv", ffn="ffn") for t in types]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=bool(tie), norm=dict(kind="rmsnorm", per_layer=2, final=True, qk_norm="head"),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h,
+                       head_dim=c.get("head_dim") or _div(d, h)),
+        ffn=dict(kind="gated", d_ff=f, activation="silu"),
+        mixers={"conv": dict(kind="short_conv", width=d, conv_kernel=c["conv_L_cache"], bias=bool(c["conv_bias"]))},
         hybrid_pattern=_shortest_cycle(slots),
     )
 
