@@ -337,3 +337,13 @@ def test_llama4_is_refused_naming_what_is_missing(shared):
     r = run_cli("params", "--hf-config", str(path))
     assert r.returncode == 2 and "chunked attention" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("raw", [{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text"}},
+                                 {"model_type": "gemma3n_text", "hidden_size": 2048},
+                                 {"model_type": "llama4_text", "hidden_size": 5120}])
+def test_refused_types_name_what_is_missing(tmp_path, raw):
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and "not modelled" in r.stderr and raw["model_type"] in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -199,6 +199,10 @@ REFUSED = {
               "8,192-token chunks) and its processor's image tiles are not modelled",
     "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
                    "8,192-token chunks) is not modelled",
+    "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
+               "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
+    "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
+                    "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
 }
 """model_types the import knows and refuses, each with what llmcalc cannot express that would change a count."""
 SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
