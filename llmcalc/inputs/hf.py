@@ -145,6 +145,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                  num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=128000,
                  tie_word_embeddings=True, conv_bias=False, conv_L_cache=3, block_multiple_of=256,
                  block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True, full_attn_idxs=None, layer_types=None),
+    "glm4v_text": dict(vocab_size=151552, hidden_size=4096, intermediate_size=13696, num_hidden_layers=40,
+                       num_attention_heads=32, num_key_value_heads=2, hidden_act="silu", max_position_embeddings=32768,
+                       tie_word_embeddings=False),
 }
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
@@ -177,6 +180,10 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                                                         [4, 1]])),
     "qwen3_vl": dict(text_model_type="qwen3_vl_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
     "qwen3_vl_moe": dict(text_model_type="qwen3_vl_moe_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "glm4v": dict(text_model_type="glm4v_text", outer_tie=False,
+                  vision=dict(depth=24, hidden_size=1536, hidden_act="silu", attention_bias=False, num_heads=12,
+                              in_channels=3, image_size=336, patch_size=14, spatial_merge_size=2,
+                              temporal_patch_size=2, out_hidden_size=4096, intermediate_size=13696)),
 }
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
 with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
@@ -284,7 +291,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
-             "lfm2": _lfm2}.get(mt, _decoder)
+             "lfm2": _lfm2, "glm4v_text": _glm4v_text}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
         spec |= _mllama(c, vlm["vision"] | (outer_raw.get("vision_config") or {}))
@@ -353,7 +360,46 @@ def _qwen3_vl_vision(c: dict) -> dict[str, Any]:
                                deepstack_layers=list(deep)))
 
 
-TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision}
+GLM4V_PIXELS = (112 * 112, 28 * 28 * 15000)
+"""GLM-4V's image processor bounds (shortest_edge, longest_edge of `size`), Glm4vImageProcessor's defaults
+(transformers 5.24). Its smart_resize compares t·h·w with them (t = temporal_patch_size frames): for t = 2 that is
+Qwen's rule with both bounds halved, which is how the tower holds them."""
+
+
+def _glm4v_vision(c: dict) -> dict[str, Any]:
+    """GLM-4V's tower (transformers' Glm4vVisionModel): a Conv3d patch embedding with a bias (t × p × p × C), an
+    RMSNorm after it, a learned table of (image_size / p)² positions resampled to each grid (element-wise), RMSNorm
+    blocks with bias-free qkv and proj and a gated MLP of out_hidden_size (no biases), full attention, an RMSNorm
+    after the blocks; then the downsample projector (llmcalc/model/vision.py DownsampleProjector): an m × m Conv2d to
+    out_hidden_size and the merger's gated MLP of intermediate_size. Dynamic resizing with GLM4V_PIXELS (halved:
+    see there); image_size is the default side."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "out_hidden_size",
+                                        "image_size"))
+    if v["attention_bias"] is not False:
+        raise UserError("config.json: vision_config.attention_bias: biases on the tower's qkv alone are not modelled; "
+                        "set it to false")
+    t = v["temporal_patch_size"]
+    d_text = (c.get("text_config") or {}).get("hidden_size") or c.get("hidden_size")
+    if d_text is not None and v["out_hidden_size"] != d_text:
+        raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
+                        f"language model's hidden_size {d_text}; make them equal")
+    if t != 2:
+        raise UserError(f"config.json: vision_config.temporal_patch_size: {t} frames per patch change GLM-4V's "
+                        "resize rule, which is modelled for 2; set it to 2")
+    act = _act(v["hidden_act"])
+    return dict(image_size=v["image_size"], resize="dynamic", min_pixels=GLM4V_PIXELS[0] // t,
+                max_pixels=GLM4V_PIXELS[1] // t, patch_size=v["patch_size"], channels=v["in_channels"],
+                frames_per_patch=t, patch_bias=True, learned_positions=True, norm="rmsnorm", pre_norm=True,
+                post_norm=True, d_model=v["hidden_size"], n_layers=v["depth"], heads=v["num_heads"],
+                d_ff=v["out_hidden_size"], gated=True, activation=act, bias=False,
+                projector=dict(kind="downsample", merge=v["spatial_merge_size"], context=v["intermediate_size"],
+                               activation=act))
+
+
+TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision,
+                                                       "glm4v": _glm4v_vision}
 """Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
@@ -969,6 +1015,21 @@ def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
                                value_heads=c["linear_num_value_heads"], key_head_dim=c["linear_key_head_dim"],
                                value_head_dim=c["linear_value_head_dim"], conv_kernel=c["linear_conv_kernel_dim"])},
         hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _glm4v_text(mt: str, c: dict) -> dict[str, Any]:
+    """GLM-4V's language model (transformers' Glm4vTextModel): four RMSNorms a layer (before and after attention and
+    the MLP), biases on q, k and v (not o), a SwiGLU MLP with gate and up fused, partial rotary positions (M-RoPE,
+    element-wise)."""
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=c["max_position_embeddings"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=4, final=True), positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h, head_dim=_div(d, h),
+                       qkv_bias=True, o_bias=False),
+        ffn=dict(kind="gated", d_ff=c["intermediate_size"], activation=_act(c["hidden_act"])),
     )
 
 

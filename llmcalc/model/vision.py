@@ -35,7 +35,7 @@ class Projector(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "mlp": "llmcalc.model.vision", "pool": "llmcalc.model.vision", "merger": "llmcalc.model.vision",
-        "linear": "llmcalc.model.vision"}
+        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision"}
     """Each kind's module, imported when a spec names the kind (Variant)."""
     label: ClassVar[str] = ""
 
@@ -226,6 +226,50 @@ class MergerProjector(Projector):
         return "k_ds · T_img · d" if self.deepstack_layers else ""
 
 
+class DownsampleProjector(Projector):
+    """GLM-4V's (transformers' Glm4vVisionModel): each m × m block of patches through a Conv2d of kernel and stride m
+    (d → D, with a bias: m²·d·D + D), then the merger: Linear(D → D) without a bias, a LayerNorm over D, GELU, and a
+    gated MLP of width `context` (gate and up D → C, down C → D, no biases, the tower's activation)."""
+
+    kind: Literal["downsample"] = "downsample"
+    merge: PosInt = 2
+    context: PosInt
+    """The merger MLP's width C (GLM-4V's vision intermediate_size)."""
+    activation: Activation = "silu"
+    label: ClassVar[str] = "m×m conv + gated MLP"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """downsample m²·d·D + D, proj D·D, norm 2·D, gate and up D·C each, down C·D."""
+        d, c = d_text, self.context
+        return {"downsample": linear(self.merge**2 * d_vision, d, True), "proj": d * d, "norm": 2 * d,
+                "gate": d * c, "up": d * c, "down": c * d}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        d, c = d_text, self.context
+        return {"downsample": self.merge**2 * d_vision * d, "proj": d * d, "gate": d * c, "up": d * c, "down": c * d}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"downsample": "m_img · m_img · d_img · d + d", "proj": "d · d", "norm": "2 · d", "gate": "d · f_proj",
+                "up": "d · f_proj", "down": "f_proj · d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge, "f_proj": self.context}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d (and its m × m blocks regrouped, a copy), then over the T tokens: the conv's,
+        proj's, the norm's and GELU's outputs (T·D each) give way to the MLP's gate, up, the activated gate and
+        their product (T·C each) beside GELU's output; the encoder's output is held throughout."""
+        return 2 * encoder * d_vision + max(3 * tokens * d_text, tokens * d_text + 3 * tokens * self.context)
+
+
 ProjectorSpec = Annotated[Projector, ByKind()]
 
 
@@ -279,6 +323,7 @@ class VisionTower(Frozen):
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
         "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side",
+        "f_proj": "the GLM-4V merger MLP's width",
         "N_p": "patches of one image after the processor's resize", "n_img": "tokens the encoder runs on: N_p (+1 "
         "class token)", "T_img": "image tokens one image gives the language model", "I": "images per sequence",
         "k_ds": "DeepStack mergers (Qwen3-VL)", "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",

@@ -63,7 +63,8 @@ class Block(nn.Module):
 
 class Projector(nn.Module):
     """The spec's projector kind: mlp (Linear d→D, GELU, Linear D→D), pool (average-pool to √T × √T, RMSNorm,
-    Linear d→D) or merger (its norm over d, m × m patches concatenated, Linear m²d→m²d, GELU, Linear m²d→D)."""
+    Linear d→D), merger (its norm over d, m × m patches concatenated, Linear m²d→m²d, GELU, Linear m²d→D) or
+    downsample (m × m patches through Linear m²d→D, Linear D→D, LayerNorm, GELU, a gated MLP D→C→D)."""
 
     def __init__(self, t: VisionTower, d_text: int) -> None:
         super().__init__()
@@ -74,6 +75,12 @@ class Projector(nn.Module):
             self.fc1, self.fc2 = nn.Linear(d, d_text), nn.Linear(d_text, d_text)
         elif p.kind == "pool":
             self.side, self.norm, self.fc1 = p.side, nn.RMSNorm(d), nn.Linear(d, d_text, bias=False)
+        elif p.kind == "downsample":
+            self.merge, self.act = p.merge, ACTIVATIONS[p.activation]
+            self.down_conv = nn.Linear(p.merge**2 * d, d_text)  # the m × m Conv2d's arithmetic
+            self.proj, self.norm = nn.Linear(d_text, d_text, bias=False), nn.LayerNorm(d_text)
+            self.gate, self.up = (nn.Linear(d_text, p.context, bias=False) for _ in range(2))
+            self.down = nn.Linear(p.context, d_text, bias=False)
         else:
             wide = p.merge**2 * d
             self.merge, self.norm = p.merge, _norm(p.norm, d)
@@ -88,6 +95,10 @@ class Projector(nn.Module):
             pooled = F.adaptive_avg_pool2d(grid.permute(0, 3, 1, 2), self.side)  # (k, d, √T, √T)
             return self.fc1(self.norm(pooled.flatten(2).transpose(1, 2)))  # (k, T, D)
         m = self.merge
+        if self.kind == "downsample":
+            blocks = grid.view(k, gh // m, m, gw // m, m, d).permute(0, 1, 3, 2, 4, 5)  # (k, g_h/m, g_w/m, m, m, d)
+            h = F.gelu(self.norm(self.proj(self.down_conv(blocks.reshape(k, -1, m * m * d)))))  # (k, T, D)
+            return self.down(self.act(self.gate(h)) * self.up(h))  # (k, T, C) → (k, T, D)
         blocks = self.norm(grid).view(k, gh // m, m, gw // m, m, d).permute(0, 1, 3, 2, 4, 5)  # (k,g_h/m,g_w/m,m,m,d)
         return self.fc2(F.gelu(self.fc1(blocks.reshape(k, -1, m * m * d))))  # (k, T, m²d) → (k, T, D)
 
