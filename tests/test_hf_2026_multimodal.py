@@ -384,7 +384,8 @@ def test_llama4_is_refused_naming_what_is_missing(shared):
 
 @pytest.mark.parametrize("raw", [{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text"}},
                                  {"model_type": "gemma3n_text", "hidden_size": 2048},
-                                 {"model_type": "llama4_text", "hidden_size": 5120}])
+                                 {"model_type": "llama4_text", "hidden_size": 5120},
+                                 {"model_type": "internvl", "text_config": {"model_type": "qwen2"}}])
 def test_refused_types_name_what_is_missing(tmp_path, raw):
     (tmp_path / "config.json").write_text(json.dumps(raw))
     r = run_cli("params", "--hf-config", str(tmp_path))

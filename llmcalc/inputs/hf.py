@@ -206,6 +206,8 @@ REFUSED = {
               "8,192-token chunks) and its processor's image tiles are not modelled",
     "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
                    "8,192-token chunks) is not modelled",
+    "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
+                "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
                "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
     "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
