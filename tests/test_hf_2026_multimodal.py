@@ -202,6 +202,15 @@ def test_glm4v_defaults_equal_transformers():
     assert (r.language, r.vision) == _split({"model_type": "glm4v"})
 
 
+@pytest.mark.parametrize("mt", ["qwen3_vl", "qwen3_vl_moe"])
+def test_qwen3_vl_defaults_are_refused(tmp_path, mt):
+    """Qwen3VLConfig's defaults pair a 3,584-wide merger output with a 4,096-wide language model (Qwen3VLMoeConfig's
+    with a 2,048-wide one): a model that cannot run. The import refuses it in one line rather than size one side."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": mt}))
+    r = run_cli("params", "--hf-config", str(tmp_path))
+    assert r.returncode == 2 and "out_hidden_size 3584" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 # Refusals ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,vision,field", [

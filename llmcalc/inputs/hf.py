@@ -278,8 +278,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None) -> dict
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
     mt = raw.get("model_type")
-    if outer_raw.get("model_type") in REFUSED or mt in REFUSED:
-        refused = outer_raw["model_type"] if outer_raw.get("model_type") in REFUSED else mt
+    refused = next((t for t in (outer_raw.get("model_type"), mt) if isinstance(t, str) and t in REFUSED), None)
+    if refused is not None:
         raise UserError(f"{source}: model_type {refused!r}: {REFUSED[refused]}; write a llmcalc spec YAML and pass it "
                         "as `config`")
     if not isinstance(mt, str) or mt not in DEFAULTS:
@@ -334,6 +334,15 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
                         projector=dict(kind="mlp", activation=_act(c["projector_hidden_act"])))
 
 
+def _text_width(c: dict) -> Any:
+    """The language model's hidden_size of a vision-language config (`c`: its VISION_DEFAULTS entry and the outer
+    config): text_config's, else the top level's, else the text model_type's default."""
+    text = c.get("text_config") or {}
+    mt = text.get("model_type") if isinstance(text.get("model_type"), str) else None
+    default = DEFAULTS.get(mt or "", DEFAULTS[c["text_model_type"]])
+    return text.get("hidden_size") or c.get("hidden_size") or default["hidden_size"]
+
+
 def _qwen3_vl_vision(c: dict) -> dict[str, Any]:
     """Qwen3-VL's tower (transformers' Qwen3VLVisionModel, the same in Qwen3-VL-MoE): a Conv3d patch embedding
     with a bias over t × p × p × C, a learned table of num_position_embeddings rows resampled to each grid (plus 2-D
@@ -348,8 +357,8 @@ def _qwen3_vl_vision(c: dict) -> dict[str, Any]:
     if not (isinstance(deep, list) and all(type(i) is int and 0 <= i < v["depth"] for i in deep)):
         raise UserError(f"config.json: vision_config.deepstack_visual_indexes: give a list of layer indices in "
                         f"0..{v['depth'] - 1}")
-    d_text = (c.get("text_config") or {}).get("hidden_size") or c.get("hidden_size")
-    if d_text is not None and v["out_hidden_size"] != d_text:
+    d_text = _text_width(c)
+    if v["out_hidden_size"] != d_text:
         raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
                         f"language model's hidden_size {d_text}; make them equal")
     return dict(image_size=QWEN3_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN3_PIXELS[0],
@@ -383,8 +392,8 @@ def _glm4v_vision(c: dict) -> dict[str, Any]:
         raise UserError("config.json: vision_config.attention_bias: biases on the tower's qkv alone are not modelled; "
                         "set it to false")
     t = v["temporal_patch_size"]
-    d_text = (c.get("text_config") or {}).get("hidden_size") or c.get("hidden_size")
-    if d_text is not None and v["out_hidden_size"] != d_text:
+    d_text = _text_width(c)
+    if v["out_hidden_size"] != d_text:
         raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
                         f"language model's hidden_size {d_text}; make them equal")
     if t != 2:
