@@ -64,6 +64,11 @@ SHARED_MODELS = {"command-r7b-12-2024": "command-r7b", "starcoder2-15b": "starco
 """Real config.json files of ../shared/model-configs-2026/ (their sources: its README.md) and the preset of each
 model: tests/test_hf_2026_text.py holds those presets to transformers' count of the file, in place of an entry of
 hf_architectures.yaml."""
+SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b": "qwen3-vl-30b-a3b-instruct.json",
+                  "lfm2-1.2b": "lfm2-1.2b.json"}
+"""Presets read from a real config.json of ../shared/model-configs-2026/ (kept outside the project, reached through
+conftest's `shared`) rather than from the architectures file; tests/test_hf_2026_multimodal.py holds them to
+transformers."""
 
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.
@@ -100,10 +105,12 @@ def build_config(d: dict[str, Any]):
 
 
 def _top_k(cfg) -> int:
-    for name in ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"):
-        value = getattr(cfg, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
+    """The experts each token is routed to, from the config or (a vision-language MoE) its text config."""
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        for name in ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k"):
+            value = getattr(c, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
     raise ValueError("MoE model without num_experts_per_tok in its config")
 
 

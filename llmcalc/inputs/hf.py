@@ -126,6 +126,28 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                       mamba_n_groups=1, mamba_d_state=256, mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256,
                       mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False, projectors_bias=False,
                       attention_bias=False, mlp_bias=False, head_dim=None),
+    "qwen3_vl_text": dict(_QWEN, hidden_size=4096, intermediate_size=22016, num_hidden_layers=32,
+                          num_attention_heads=32, num_key_value_heads=32, head_dim=128, max_position_embeddings=128000,
+                          attention_bias=False),
+    "qwen3_vl_moe_text": dict(_QWEN, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                              num_attention_heads=16, num_key_value_heads=16, head_dim=None,
+                              max_position_embeddings=128000, attention_bias=False, tie_word_embeddings=True,
+                              num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
+                              decoder_sparse_step=1, mlp_only_layers=[]),
+    "granitemoehybrid": dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                             num_attention_heads=32, num_key_value_heads=None, hidden_act="silu",
+                             max_position_embeddings=2048, tie_word_embeddings=False, attention_bias=False,
+                             num_local_experts=8, num_experts_per_tok=2, shared_intermediate_size=1024,
+                             position_embedding_type=None, layer_types=None, mamba_n_heads=128, mamba_n_groups=1,
+                             mamba_d_state=256, mamba_d_head="auto", mamba_d_conv=4, mamba_expand=2,
+                             mamba_chunk_size=256, mamba_conv_bias=True, mamba_proj_bias=False),
+    "lfm2": dict(vocab_size=65536, hidden_size=2560, intermediate_size=12288, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=128000,
+                 tie_word_embeddings=True, conv_bias=False, conv_L_cache=3, block_multiple_of=256,
+                 block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=True, full_attn_idxs=None, layer_types=None),
+    "glm4v_text": dict(vocab_size=151552, hidden_size=4096, intermediate_size=13696, num_hidden_layers=40,
+                       num_attention_heads=32, num_key_value_heads=2, hidden_act="silu", max_position_embeddings=32768,
+                       tie_word_embeddings=False),
 }
 TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
     "starcoder2": dict(vocab_size=49152, hidden_size=3072, intermediate_size=12288, num_hidden_layers=30,
@@ -184,8 +206,15 @@ DEFAULTS.update(TEXT_2026_DEFAULTS)
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
-_SAME_AS = {"qwen2_5_vl_text": "qwen2", "kimi_k2": "deepseek_v3"}
-"""Language models built exactly as another model_type (Qwen2.5-VL's is Qwen2's decoder)."""
+_SAME_AS = {"qwen2_5_vl_text": "qwen2", "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe",
+            "kimi_k2": "deepseek_v3"}
+"""Language models built exactly as another model_type: Qwen2.5-VL's is Qwen2's decoder; Qwen3-VL's are Qwen3's and
+Qwen3-MoE's (interleaved M-RoPE and DeepStack's additions to the first layers' hidden states are element-wise);
+Kimi-K2, which transformers does not register, is DeepSeek-V3 as its deployment guides build it."""
+_QWEN3_VISION = dict(depth=27, hidden_size=1152, hidden_act="gelu_pytorch_tanh", intermediate_size=4304, num_heads=16,
+                     in_channels=3, patch_size=16, spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=3584,
+                     num_position_embeddings=2304, deepstack_visual_indexes=[8, 16, 24])
+"""Qwen3VLVisionConfig's (and Qwen3VLMoeVisionConfig's) defaults, transformers 5.24."""
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "llava": dict(text_model_type="llama", projector_hidden_act="gelu", vision_feature_select_strategy="default",
                   multimodal_projector_bias=True,
@@ -205,15 +234,42 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                                patch_size=14, max_num_tiles=4, intermediate_layers_indices=[3, 7, 15, 23, 30],
                                supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1],
                                                         [4, 1]])),
+    "qwen3_vl": dict(text_model_type="qwen3_vl_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "qwen3_vl_moe": dict(text_model_type="qwen3_vl_moe_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "glm4v": dict(text_model_type="glm4v_text", outer_tie=False,
+                  vision=dict(depth=24, hidden_size=1536, hidden_act="silu", attention_bias=False, num_heads=12,
+                              in_channels=3, image_size=336, patch_size=14, spatial_merge_size=2,
+                              temporal_patch_size=2, out_hidden_size=4096, intermediate_size=13696)),
 }
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
 with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
-with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560)."""
+with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560; Qwen3VLConfig and
+Qwen3VLMoeConfig with their vision configs). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
+the head is tied (its default here; text_config's flag is not read: transformers 5.24's Qwen3-VL)."""
 QWEN_PIXELS = (3136, 12845056)
 """Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
 (https://huggingface.co/Qwen/Qwen2.5-VL-7B-Instruct/blob/main/preprocessor_config.json); config.json has none."""
 QWEN_IMAGE_SIZE = 448
 """The default image side for a dynamic-resolution tower, which has no native size: 448 px = 16 × 28, 256 tokens."""
+QWEN3_PIXELS = (65536, 16777216)
+"""Qwen3-VL's image processor bounds (shortest_edge, longest_edge of `size`: 256² and 4096² pixels) from the
+checkpoints' preprocessor_config.json (https://huggingface.co/Qwen/Qwen3-VL-4B-Instruct/blob/main/
+preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
+QWEN3_IMAGE_SIZE = 512
+"""Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
+REFUSED = {
+    "llama4": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
+              "8,192-token chunks) and its processor's image tiles are not modelled",
+    "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
+                   "8,192-token chunks) is not modelled",
+    "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
+                "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
+    "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
+               "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
+    "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
+                    "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
+}
+"""model_types the import knows and refuses, each with what llmcalc cannot express that would change a count."""
 SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
 _HF_NAMES = {"n_layers": "num_hidden_layers", "d_model": "hidden_size", "vocab_size": "vocab_size",
              "max_seq_len": "max_position_embeddings", "attention.heads": "num_attention_heads",
@@ -330,11 +386,17 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
         text = raw["text_config"] if nested else {k: v for k, v in raw.items() if k != "vision_config"}
         raw = {k: raw[k] for k in ("tie_word_embeddings",) if k in raw} | text | {
             "model_type": (text.get("model_type") if nested else None) or vlm["text_model_type"]}
+        if "outer_tie" in vlm:  # the outer config's flag alone ties the head (text_config's is not read)
+            raw["tie_word_embeddings"] = outer_raw.get("tie_word_embeddings", vlm["outer_tie"])
     elif nested:
         outer = raw.get("model_type")
         raw = {"model_type": f"{outer}_text" if outer else None} | raw["text_config"] | {
             k: raw[k] for k in ("tie_word_embeddings",) if k in raw and k not in raw["text_config"]}
     mt = raw.get("model_type")
+    refused = next((t for t in (outer_raw.get("model_type"), mt) if isinstance(t, str) and t in REFUSED), None)
+    if refused is not None:
+        raise UserError(f"{source}: model_type {refused!r}: {REFUSED[refused]}; write a llmcalc spec YAML and pass it "
+                        "as `config`")
     if isinstance(mt, str) and mt not in DEFAULTS and vlm is None and generic:
         spec, assumed = _generic(mt, raw)
         spec = {"name": name, "source": source, "best_effort": assumed} | spec
@@ -350,7 +412,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
-             "jamba": _jamba, "falcon_h1": _falcon_h1,
+             "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
+             "lfm2": _lfm2, "glm4v_text": _glm4v_text,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
@@ -361,7 +424,9 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
 
 
 def _vision(mt: str, c: dict) -> dict[str, Any]:
-    """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config."""
+    """The VisionTower fields (llmcalc/model/vision.py) of a llava, gemma3 or qwen2_5_vl config (others: TOWERS)."""
+    if mt in TOWERS:
+        return TOWERS[mt](c)
     v = c["vision"] | (c.get("vision_config") or {})
     keys = ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size", "window_size") if (
         mt == "qwen2_5_vl") else ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size")
@@ -388,6 +453,86 @@ def _vision(mt: str, c: dict) -> dict[str, Any]:
                         '"default" (class token dropped) with biases is known; set them so or write a llmcalc spec')
     return tower | dict(patch_bias=False, class_token=True, pre_norm=True,
                         projector=dict(kind="mlp", activation=_act(c["projector_hidden_act"])))
+
+
+def _text_width(c: dict) -> Any:
+    """The language model's hidden_size of a vision-language config (`c`: its VISION_DEFAULTS entry and the outer
+    config): text_config's, else the top level's, else the text model_type's default."""
+    text = c.get("text_config") or {}
+    mt = text.get("model_type") if isinstance(text.get("model_type"), str) else None
+    default = DEFAULTS.get(mt or "", DEFAULTS[c["text_model_type"]])
+    return text.get("hidden_size") or c.get("hidden_size") or default["hidden_size"]
+
+
+def _qwen3_vl_vision(c: dict) -> dict[str, Any]:
+    """Qwen3-VL's tower (transformers' Qwen3VLVisionModel, the same in Qwen3-VL-MoE): a Conv3d patch embedding
+    with a bias over t × p × p × C, a learned table of num_position_embeddings rows resampled to each grid (plus 2-D
+    rotary positions), LayerNorm blocks with biased qkv / proj and a two-matrix GELU-tanh MLP, full attention in
+    every layer, no outer norms; the patch merger (LayerNorm over d) and one DeepStack merger (LayerNorm over m²·d)
+    per deepstack_visual_indexes entry; dynamic resizing with the processor's bounds (QWEN3_PIXELS)."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "out_hidden_size",
+                                        "num_position_embeddings"))
+    deep = v["deepstack_visual_indexes"]
+    if not (isinstance(deep, list) and all(type(i) is int and 0 <= i < v["depth"] for i in deep)):
+        raise UserError(f"config.json: vision_config.deepstack_visual_indexes: give a list of layer indices in "
+                        f"0..{v['depth'] - 1}")
+    d_text = _text_width(c)
+    if v["out_hidden_size"] != d_text:
+        raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
+                        f"language model's hidden_size {d_text}; make them equal")
+    return dict(image_size=QWEN3_IMAGE_SIZE, resize="dynamic", min_pixels=QWEN3_PIXELS[0],
+                max_pixels=QWEN3_PIXELS[1], patch_size=v["patch_size"], channels=v["in_channels"],
+                frames_per_patch=v["temporal_patch_size"], patch_bias=True, learned_positions=True,
+                position_rows=v["num_position_embeddings"], norm="layernorm", pre_norm=False, post_norm=False,
+                d_model=v["hidden_size"], n_layers=v["depth"], heads=v["num_heads"], d_ff=v["intermediate_size"],
+                gated=False, activation=_act(v["hidden_act"]), bias=True,
+                projector=dict(kind="merger", merge=v["spatial_merge_size"], norm="layernorm",
+                               deepstack_layers=list(deep)))
+
+
+GLM4V_PIXELS = (112 * 112, 28 * 28 * 15000)
+"""GLM-4V's image processor bounds (shortest_edge, longest_edge of `size`), Glm4vImageProcessor's defaults
+(transformers 5.24). Its smart_resize compares t·h·w with them (t = temporal_patch_size frames): for t = 2 that is
+Qwen's rule with both bounds halved, which is how the tower holds them."""
+
+
+def _glm4v_vision(c: dict) -> dict[str, Any]:
+    """GLM-4V's tower (transformers' Glm4vVisionModel): a Conv3d patch embedding with a bias (t × p × p × C), an
+    RMSNorm after it, a learned table of (image_size / p)² positions resampled to each grid (element-wise), RMSNorm
+    blocks with bias-free qkv and proj and a gated MLP of out_hidden_size (no biases), full attention, an RMSNorm
+    after the blocks; then the downsample projector (llmcalc/model/vision.py DownsampleProjector): an m × m Conv2d to
+    out_hidden_size and the merger's gated MLP of intermediate_size. Dynamic resizing with GLM4V_PIXELS (halved:
+    see there); image_size is the default side."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("depth", "num_heads", "in_channels", "spatial_merge_size", "temporal_patch_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "out_hidden_size",
+                                        "image_size"))
+    if v["attention_bias"] is not False:
+        raise UserError("config.json: vision_config.attention_bias: biases on the tower's qkv alone are not modelled; "
+                        "set it to false")
+    t = v["temporal_patch_size"]
+    d_text = _text_width(c)
+    if v["out_hidden_size"] != d_text:
+        raise UserError(f"config.json: vision_config.out_hidden_size {v['out_hidden_size']} differs from the "
+                        f"language model's hidden_size {d_text}; make them equal")
+    if t != 2:
+        raise UserError(f"config.json: vision_config.temporal_patch_size: {t} frames per patch change GLM-4V's "
+                        "resize rule, which is modelled for 2; set it to 2")
+    act = _act(v["hidden_act"])
+    return dict(image_size=v["image_size"], resize="dynamic", min_pixels=GLM4V_PIXELS[0] // t,
+                max_pixels=GLM4V_PIXELS[1] // t, patch_size=v["patch_size"], channels=v["in_channels"],
+                frames_per_patch=t, patch_bias=True, learned_positions=True, norm="rmsnorm", pre_norm=True,
+                post_norm=True, d_model=v["hidden_size"], n_layers=v["depth"], heads=v["num_heads"],
+                d_ff=v["out_hidden_size"], gated=True, activation=act, bias=False,
+                projector=dict(kind="downsample", merge=v["spatial_merge_size"], context=v["intermediate_size"],
+                               activation=act))
+
+
+TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision,
+                                                       "glm4v": _glm4v_vision}
+"""Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
 def _mllama(c: dict, v: dict) -> dict[str, Any]:
@@ -906,6 +1051,86 @@ def _nemotron_h(mt: str, c: dict) -> dict[str, Any]:
     )
 
 
+def _granitemoehybrid(mt: str, c: dict) -> dict[str, Any]:
+    """Granite 4.0-H (transformers' GraniteMoeHybrid): each layer an RMSNorm, ONE mixer by layer_types (a Mamba-2
+    mixer with its gated norm for mamba / linear_attention, else GQA attention, RoPE only with
+    position_embedding_type "rope"), an RMSNorm, then the MoE (num_local_experts gated experts of intermediate_size, a bias-free router)
+    beside an always-on gated shared MLP of shared_intermediate_size (no gate of its own); with no experts the shared
+    MLP alone. The Mamba width is int(mamba_expand · d), its head dim that over mamba_n_heads for "auto". The µP
+    multipliers scale activations and have no parameters."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    types = c["layer_types"] or ["linear_attention"] * n_layers
+    if len(types) != n_layers or not set(types) <= {"attention", "mamba", "linear_attention", "full_attention"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of linear_attention (Mamba-2) or attention")
+    inner = int(c["mamba_expand"] * d)
+    heads = c["mamba_n_heads"]
+    head_dim = c["mamba_d_head"] if c["mamba_d_head"] != "auto" else inner // heads
+    if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim * heads != inner:
+        raise UserError(f"config.json: mamba_d_head: {head_dim!r} × mamba_n_heads {heads} is not the Mamba width "
+                        f"{inner}; give a head dim that fits (or \"auto\")")
+    pos = c["position_embedding_type"]  # transformers rotates only for "rope" (Granite 4.0-H writes "nope")
+    act, shared, experts = _act(c["hidden_act"]), c["shared_intermediate_size"], c["num_local_experts"] or 0
+    ffn = (dict(kind="moe", experts=experts, top_k=c["num_experts_per_tok"], d_ff=c["intermediate_size"],
+                activation=act, shared_experts=1, shared_d_ff=shared) if experts
+           else dict(kind="gated", d_ff=shared, activation=act))
+    slots = [dict(mixer="mamba" if t in ("mamba", "linear_attention") else "attention", ffn="ffn") for t in types]
+    bias = c["attention_bias"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="rope" if pos == "rope" else "none"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h, head_dim=_div(d, h),
+                       qkv_bias=bias, o_bias=bias),
+        ffn=ffn,
+        mixers={"mamba": dict(kind="mamba2", heads=heads, head_dim=head_dim, state_size=c["mamba_d_state"],
+                              groups=c["mamba_n_groups"], conv_kernel=c["mamba_d_conv"], chunk_size=c["mamba_chunk_size"],
+                              bias=c["mamba_proj_bias"], conv_bias=c["mamba_conv_bias"])},
+        hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _lfm2(mt: str, c: dict) -> dict[str, Any]:
+    """LFM2 (transformers' Lfm2ForCausalLM): each layer an RMSNorm, ONE mixer by layer_types (else full_attention at
+    full_attn_idxs, every layer when those are absent): GQA attention with RoPE and per-head RMSNorms on q and k, or
+    the gated short conv (llmcalc/model/short_conv.py, conv_L_cache taps, conv_bias on in_proj, conv and out_proj);
+    an RMSNorm and a SwiGLU MLP; the final norm (embedding_norm, applied after the layers). Lfm2Config reads
+    block_ff_dim and tie_embedding in place of intermediate_size and tie_word_embeddings when given; the MLP's width
+    is, with block_auto_adjust_ff_dim, int(2·f / 3), times block_ffn_dim_multiplier (int) and rounded up to
+    block_multiple_of."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    f = c.get("block_ff_dim") or c["intermediate_size"]
+    if not isinstance(f, int) or isinstance(f, bool) or f < 1:
+        raise UserError("config.json: block_ff_dim: give a whole number > 0")
+    if c["block_auto_adjust_ff_dim"]:
+        f = int(2 * f / 3)
+        mult, multiple = c["block_ffn_dim_multiplier"], c["block_multiple_of"]
+        if mult is not None:
+            if type(mult) not in (int, float) or mult <= 0 or type(multiple) is not int or multiple < 1:
+                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 and a "
+                                "whole number > 0")
+            f = multiple * ceil_div(int(mult * f), multiple)
+    tie = c.get("tie_embedding", c["tie_word_embeddings"])
+    types = c["layer_types"]
+    if types is None:
+        full = c["full_attn_idxs"] if c["full_attn_idxs"] is not None else list(range(n_layers))
+        if not (isinstance(full, list) and all(type(i) is int for i in full)):
+            raise UserError("config.json: full_attn_idxs: give a list of layer indices")
+        types = ["full_attention" if i in full else "conv" for i in range(n_layers)]
+    if len(types) != n_layers or not set(types) <= {"full_attention", "conv"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of full_attention or conv")
+    slots = [dict(mixer="attention" if t == "full_attention" else "conv", ffn="ffn") for t in types]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=bool(tie), norm=dict(kind="rmsnorm", per_layer=2, final=True, qk_norm="head"),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h,
+                       head_dim=c.get("head_dim") or _div(d, h)),
+        ffn=dict(kind="gated", d_ff=f, activation="silu"),
+        mixers={"conv": dict(kind="short_conv", width=d, conv_kernel=c["conv_L_cache"], bias=bool(c["conv_bias"]))},
+        hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
 def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
     """Qwen3-Next: Gated DeltaNet layers and gated attention (q's projection doubled for the output gate, per-head
     q/k norms) by layer_types (else one attention layer every full_attention_interval), every FFN the MoE with a
@@ -1166,6 +1391,21 @@ def _generic(mt: str, raw: dict) -> tuple[dict[str, Any], list[str]]:
     elif c["attention_bias"]:
         assumed.append("attention_out_bias absent: as attention_bias")
     return spec, assumed
+
+
+def _glm4v_text(mt: str, c: dict) -> dict[str, Any]:
+    """GLM-4V's language model (transformers' Glm4vTextModel): four RMSNorms a layer (before and after attention and
+    the MLP), biases on q, k and v (not o), a SwiGLU MLP with gate and up fused, partial rotary positions (M-RoPE,
+    element-wise)."""
+    d, h = c["hidden_size"], c["num_attention_heads"]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=c["num_hidden_layers"],
+        max_seq_len=c["max_position_embeddings"], tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=4, final=True), positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h, head_dim=_div(d, h),
+                       qkv_bias=True, o_bias=False),
+        ffn=dict(kind="gated", d_ff=c["intermediate_size"], activation=_act(c["hidden_act"])),
+    )
 
 
 def _decoder(mt: str, c: dict) -> dict[str, Any]:

@@ -35,7 +35,7 @@ class Projector(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "mlp": "llmcalc.model.vision", "pool": "llmcalc.model.vision", "merger": "llmcalc.model.vision",
-        "linear": "llmcalc.model.vision"}
+        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision"}
     """Each kind's module, imported when a spec names the kind (Variant)."""
     label: ClassVar[str] = ""
 
@@ -67,6 +67,14 @@ class Projector(Variant):
     def explain_symbols(self) -> dict[str, int]:
         """The projector's own explain symbols (none)."""
         return {}
+
+    def kept_elements(self, d_text: int, tokens: int) -> int:
+        """Elements one image's projector outputs keep from inside the encoder to its end (DeepStack's): none."""
+        return 0
+
+    def explain_kept(self) -> str:
+        """kept_elements as text ("": none)."""
+        return ""
 
     def explain_matmuls(self) -> dict[str, str]:
         """Weights each image token is multiplied by, per matmul, as text (matmuls)."""
@@ -145,11 +153,17 @@ class PoolProjector(Projector):
 
 
 class MergerProjector(Projector):
-    """Qwen2.5-VL's patch merger: RMSNorm over d, each m × m block of patches concatenated (m²·d), then
-    Linear(m²d → m²d) + GELU + Linear(m²d → D), with biases."""
+    """Qwen2.5-VL's and Qwen3-VL's patch merger: a norm over d (Qwen2.5-VL RMSNorm, Qwen3-VL LayerNorm with a
+    bias), each m × m block of patches concatenated (m²·d), then Linear(m²d → m²d) + GELU + Linear(m²d → D), with
+    biases. Qwen3-VL's DeepStack adds one more merger per layer of `deepstack_layers`, run on that encoder layer's
+    output with its norm after the concatenation (over m²·d); each one's image tokens are added to the language
+    model's hidden states after one of its first layers (element-wise: no matmul)."""
 
     kind: Literal["merger"] = "merger"
     merge: PosInt = 2
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    deepstack_layers: list[Annotated[int, Field(ge=0, strict=True)]] = Field(default_factory=list)
+    """Encoder layers (0-based) whose output a DeepStack merger turns into image tokens (Qwen3-VL: 3 of them)."""
     label: ClassVar[str] = "m×m patch merger + MLP"
 
     @property
@@ -161,26 +175,99 @@ class MergerProjector(Projector):
         return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
-        """norm d, fc1 (m²d)² + m²d, fc2 m²d·D + D."""
-        wide = self.merge**2 * d_vision
-        return {"norm": d_vision, "fc1": linear(wide, wide, True), "fc2": linear(wide, d_text, True)}
+        """norm d (LayerNorm 2d), fc1 (m²d)² + m²d, fc2 m²d·D + D; each DeepStack merger the same with its norm
+        over m²d."""
+        wide, k = self.merge**2 * d_vision, len(self.deepstack_layers)
+        out = {"norm": norm_params(self.norm, d_vision), "fc1": linear(wide, wide, True),
+               "fc2": linear(wide, d_text, True)}
+        if k:
+            out |= {"deepstack/norm": k * norm_params(self.norm, wide), "deepstack/fc1": k * linear(wide, wide, True),
+                    "deepstack/fc2": k * linear(wide, d_text, True)}
+        return out
 
     def matmuls(self, d_vision: int, d_text: int) -> Parts:
-        wide = self.merge**2 * d_vision
-        return {"fc1": wide * wide, "fc2": wide * d_text}
+        wide, k = self.merge**2 * d_vision, len(self.deepstack_layers)
+        out = {"fc1": wide * wide, "fc2": wide * d_text}
+        if k:
+            out |= {"deepstack/fc1": k * wide * wide, "deepstack/fc2": k * wide * d_text}
+        return out
 
     def explain_params(self) -> dict[str, str]:
         wide = "(m_img · m_img · d_img)"
-        return {"norm": "d_img", "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+        norm = "2 · d_img" if self.norm == "layernorm" else "d_img"
+        out = {"norm": norm, "fc1": f"{wide} · {wide} + {wide}", "fc2": f"{wide} · d + d"}
+        if self.deepstack_layers:
+            wide_norm = f"2 · {wide}" if self.norm == "layernorm" else wide
+            out |= {"deepstack/norm": f"k_ds · {wide_norm}", "deepstack/fc1": f"k_ds · ({wide} · {wide} + {wide})",
+                    "deepstack/fc2": f"k_ds · ({wide} · d + d)"}
+        return out
+
+    def explain_matmuls(self) -> dict[str, str]:
+        wide = "(m_img · m_img · d_img)"
+        out = {"fc1": f"{wide} · {wide}", "fc2": f"{wide} · d"}
+        if self.deepstack_layers:
+            out |= {"deepstack/fc1": f"k_ds · {wide} · {wide}", "deepstack/fc2": f"k_ds · {wide} · d"}
+        return out
 
     def explain_symbols(self) -> dict[str, int]:
-        return {"m_img": self.merge}
+        return {"m_img": self.merge} | ({"k_ds": len(self.deepstack_layers)} if self.deepstack_layers else {})
 
     def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
         """The encoder's output n·d, its normed copy, the m × m blocks gathered (a copy) and fc1's output, each
         N·d wide (N = T·m² patches); then fc2's output T·D beside three of them."""
         wide = tokens * self.merge**2 * d_vision
         return encoder * d_vision + max(3 * wide, 2 * wide + tokens * d_text)
+
+    def kept_elements(self, d_text: int, tokens: int) -> int:
+        """The k DeepStack mergers' outputs, k·T·D, each kept from its layer until the language model reads it."""
+        return len(self.deepstack_layers) * tokens * d_text
+
+    def explain_kept(self) -> str:
+        return "k_ds · T_img · d" if self.deepstack_layers else ""
+
+
+class DownsampleProjector(Projector):
+    """GLM-4V's (transformers' Glm4vVisionModel): each m × m block of patches through a Conv2d of kernel and stride m
+    (d → D, with a bias: m²·d·D + D), then the merger: Linear(D → D) without a bias, a LayerNorm over D, GELU, and a
+    gated MLP of width `context` (gate and up D → C, down C → D, no biases, the tower's activation)."""
+
+    kind: Literal["downsample"] = "downsample"
+    merge: PosInt = 2
+    context: PosInt
+    """The merger MLP's width C (GLM-4V's vision intermediate_size)."""
+    activation: Activation = "silu"
+    label: ClassVar[str] = "m×m conv + gated MLP"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """downsample m²·d·D + D, proj D·D, norm 2·D, gate and up D·C each, down C·D."""
+        d, c = d_text, self.context
+        return {"downsample": linear(self.merge**2 * d_vision, d, True), "proj": d * d, "norm": 2 * d,
+                "gate": d * c, "up": d * c, "down": c * d}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        d, c = d_text, self.context
+        return {"downsample": self.merge**2 * d_vision * d, "proj": d * d, "gate": d * c, "up": d * c, "down": c * d}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"downsample": "m_img · m_img · d_img · d + d", "proj": "d · d", "norm": "2 · d", "gate": "d · f_proj",
+                "up": "d · f_proj", "down": "f_proj · d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge, "f_proj": self.context}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d (and its m × m blocks regrouped, a copy), then over the T tokens: the conv's,
+        proj's, the norm's and GELU's outputs (T·D each) give way to the MLP's gate, up, the activated gate and
+        their product (T·C each) beside GELU's output; the encoder's output is held throughout."""
+        return 2 * encoder * d_vision + max(3 * tokens * d_text, tokens * d_text + 3 * tokens * self.context)
 
 
 ProjectorSpec = Annotated[Projector, ByKind()]
@@ -207,6 +294,9 @@ class VisionTower(Frozen):
     class_token: bool = False
     learned_positions: bool = True
     """A learned table of (native patches + class token) × d; False: rotary positions (no parameters)."""
+    position_rows: PosInt | None = None
+    """Rows of the learned table when it is not the native grid's (Qwen3-VL: 2,304 = 48², resampled bilinearly to
+    each image's grid, element-wise work); None: native patches + class token."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     pre_norm: bool = False
     post_norm: bool = True
@@ -233,9 +323,10 @@ class VisionTower(Frozen):
         "L_img": "vision encoder layers", "d_img": "vision encoder width", "f_img": "vision encoder MLP width",
         "px": "pixel values per patch: channels · frames per patch · patch_size²",
         "n_pos": "learned vision positions: native patches (+1 class token)", "m_img": "patch merger side",
+        "f_proj": "the GLM-4V merger MLP's width",
         "N_p": "patches of one image after the processor's resize", "n_img": "tokens the encoder runs on: N_p (+1 "
         "class token)", "T_img": "image tokens one image gives the language model", "I": "images per sequence",
-        "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
+        "k_ds": "DeepStack mergers (Qwen3-VL)", "P_img": "(query, key) pairs of one image over the encoder's layers: Σ_layers n² (full) or Σ_windows n_w²",
         "m_proj": "elements one image holds at the projector's peak (Projector.activation_elements)"}
 
     @model_validator(mode="after")
@@ -252,6 +343,11 @@ class VisionTower(Frozen):
             raise ValueError(f"vision.full_layers: give layer indices in 0..{self.n_layers - 1}")
         if self.full_layers and self.window is None:
             raise ValueError("vision.full_layers: only window attention has full layers apart; set vision.window")
+        if any(i >= self.n_layers for i in getattr(self.projector, "deepstack_layers", ())):
+            raise ValueError(f"vision.projector.deepstack_layers: give layer indices in 0..{self.n_layers - 1}")
+        if self.position_rows is not None and not self.learned_positions:
+            raise ValueError("vision.position_rows: only a learned position table has rows; drop it or set "
+                             "vision.learned_positions")
         self.grid(self.image_size, self.image_size)
         return self
 
@@ -313,6 +409,13 @@ class VisionTower(Frozen):
         return 0 if self.window is None else self.n_layers - len(set(self.full_layers))
 
     @property
+    def positions(self) -> int:
+        """Rows of the learned position table: position_rows, else the native patches (+1 class token)."""
+        if self.position_rows is not None:
+            return self.position_rows
+        return (self.image_size // self.patch_size) ** 2 + self.class_token
+
+    @property
     def patch_inputs(self) -> int:
         """Pixel values one patch embeds: C · t · p²."""
         return self.channels * self.frames_per_patch * self.patch_size**2
@@ -327,12 +430,12 @@ class VisionTower(Frozen):
 
     def params(self, d_text: int) -> Parts:
         """Every parameter of the tower and its projector, by component path (vision/…, projector/…)."""
-        d, native = self.d_model, (self.image_size // self.patch_size) ** 2
+        d = self.d_model
         parts = {"vision/patch_embedding": self.patch_inputs * d + (d if self.patch_bias else 0)}
         if self.class_token:
             parts["vision/class_embedding"] = d
         if self.learned_positions:
-            parts["vision/position_embedding"] = (native + self.class_token) * d
+            parts["vision/position_embedding"] = self.positions * d
         parts |= {f"vision/layers/{k}": self.n_layers * v for k, v in self.layer_params().items()}
         norms = (self.pre_norm + self.post_norm) * norm_params(self.norm, d)
         if norms:
@@ -341,9 +444,8 @@ class VisionTower(Frozen):
 
     def explain_symbols(self) -> dict[str, int]:
         """The tower's explain symbols (explain_legend) and its projector's."""
-        native = (self.image_size // self.patch_size) ** 2 + self.class_token
         return {"L_img": self.n_layers, "d_img": self.d_model, "f_img": self.d_ff, "px": self.patch_inputs,
-                "n_pos": native} | self.projector.explain_symbols()
+                "n_pos": self.positions} | self.projector.explain_symbols()
 
     def explain_params(self) -> dict[str, str]:
         """params as text, component by component (d: the language model's width)."""
@@ -402,7 +504,8 @@ class VisionTower(Frozen):
     def explain_activations(self) -> str:
         """activation_bytes as text over a (bytes per element) and explain_image_symbols."""
         mlp = "3 · f_img" if self.gated else "2 · f_img"
-        return f"a · (N_p · px + max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
+        kept = f"{self.projector.explain_kept()} + " if self.projector.explain_kept() else ""
+        return f"a · (N_p · px + {kept}max(n_img · 7 · d_img, n_img · (3 · d_img + {mlp}), m_proj))"
 
     # ── activations ──────────────────────────────────────────────────────────────────────────────
     def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
@@ -413,13 +516,16 @@ class VisionTower(Frozen):
             (n, d) copy with the heads gathered (window layers hold no more than a full one);
           an MLP, n·(3·d + 2·f) (gated 3·f): the layer's input, the residual after attention, the normed input,
             the first matrix's output and its activation (gated: the activated gate, up and their product);
-          the projector (Projector.activation_elements), over the encoder's output.
+          the projector (Projector.activation_elements), over the encoder's output;
+        and the projector's outputs made inside the encoder and kept to its end (Qwen3-VL's DeepStack, k·T·D).
         B sequences of `images` images, encoded as one batch, hold B · images times this."""
         gh, gw = self.grid(height, width)
         n, d, f = self.sequence(height, width), self.d_model, self.d_ff
+        tokens = self.projector.tokens(gh, gw)
         layer = n * max(7 * d, 3 * d + (3 if self.gated else 2) * f)
-        head = self.projector.activation_elements(n, d, d_text, self.projector.tokens(gh, gw))
-        return act * (gh * gw * self.patch_inputs + max(layer, head))
+        head = self.projector.activation_elements(n, d, d_text, tokens)
+        kept = self.projector.kept_elements(d_text, tokens)
+        return act * (gh * gw * self.patch_inputs + kept + max(layer, head))
 
     @property
     def label(self) -> str:

@@ -35,6 +35,7 @@ from llmcalc.reference.layers import (
     sinusoidal,
 )
 from llmcalc.reference.relative import RelativeAttention
+from llmcalc.reference.short_conv import ShortConvMixer
 from llmcalc.reference.sparse import (
     DSAttention,
     LinformerAttention,
@@ -99,7 +100,7 @@ def attention_module(kind: str) -> type[nn.Module]:
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
             "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
-            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer}[kind]
+            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):

@@ -63,7 +63,8 @@ class Block(nn.Module):
 
 class Projector(nn.Module):
     """The spec's projector kind: mlp (Linear d→D, GELU, Linear D→D), pool (average-pool to √T × √T, RMSNorm,
-    Linear d→D) or merger (RMSNorm, m × m patches concatenated, Linear m²d→m²d, GELU, Linear m²d→D)."""
+    Linear d→D), merger (its norm over d, m × m patches concatenated, Linear m²d→m²d, GELU, Linear m²d→D) or
+    downsample (m × m patches through Linear m²d→D, Linear D→D, LayerNorm, GELU, a gated MLP D→C→D)."""
 
     def __init__(self, t: VisionTower, d_text: int) -> None:
         super().__init__()
@@ -74,9 +75,15 @@ class Projector(nn.Module):
             self.fc1, self.fc2 = nn.Linear(d, d_text), nn.Linear(d_text, d_text)
         elif p.kind == "pool":
             self.side, self.norm, self.fc1 = p.side, nn.RMSNorm(d), nn.Linear(d, d_text, bias=False)
+        elif p.kind == "downsample":
+            self.merge, self.act = p.merge, ACTIVATIONS[p.activation]
+            self.down_conv = nn.Linear(p.merge**2 * d, d_text)  # the m × m Conv2d's arithmetic
+            self.proj, self.norm = nn.Linear(d_text, d_text, bias=False), nn.LayerNorm(d_text)
+            self.gate, self.up = (nn.Linear(d_text, p.context, bias=False) for _ in range(2))
+            self.down = nn.Linear(p.context, d_text, bias=False)
         else:
             wide = p.merge**2 * d
-            self.merge, self.norm = p.merge, nn.RMSNorm(d)
+            self.merge, self.norm = p.merge, _norm(p.norm, d)
             self.fc1, self.fc2 = nn.Linear(wide, wide), nn.Linear(wide, d_text)
 
     def forward(self, x: Tensor, gh: int, gw: int) -> Tensor:
@@ -88,13 +95,34 @@ class Projector(nn.Module):
             pooled = F.adaptive_avg_pool2d(grid.permute(0, 3, 1, 2), self.side)  # (k, d, √T, √T)
             return self.fc1(self.norm(pooled.flatten(2).transpose(1, 2)))  # (k, T, D)
         m = self.merge
+        if self.kind == "downsample":
+            blocks = grid.view(k, gh // m, m, gw // m, m, d).permute(0, 1, 3, 2, 4, 5)  # (k, g_h/m, g_w/m, m, m, d)
+            h = F.gelu(self.norm(self.proj(self.down_conv(blocks.reshape(k, -1, m * m * d)))))  # (k, T, D)
+            return self.down(self.act(self.gate(h)) * self.up(h))  # (k, T, C) → (k, T, D)
         blocks = self.norm(grid).view(k, gh // m, m, gw // m, m, d).permute(0, 1, 3, 2, 4, 5)  # (k,g_h/m,g_w/m,m,m,d)
         return self.fc2(F.gelu(self.fc1(blocks.reshape(k, -1, m * m * d))))  # (k, T, m²d) → (k, T, D)
 
 
+class DeepStackMerger(nn.Module):
+    """Qwen3-VL's DeepStack merger: m × m patches concatenated, then its norm over m²d, Linear m²d→m²d, GELU,
+    Linear m²d→D; run on one encoder layer's output."""
+
+    def __init__(self, t: VisionTower, d_text: int) -> None:
+        super().__init__()
+        self.merge, wide = t.projector.merge, t.projector.merge**2 * t.d_model
+        self.norm, self.fc1, self.fc2 = _norm(t.projector.norm, wide), nn.Linear(wide, wide), nn.Linear(wide, d_text)
+
+    def forward(self, x: Tensor, gh: int, gw: int) -> Tensor:
+        k, _, d = x.shape  # (k, N, d)
+        m = self.merge
+        blocks = x.view(k, gh // m, m, gw // m, m, d).permute(0, 1, 3, 2, 4, 5)  # (k, g_h/m, g_w/m, m, m, d)
+        return self.fc2(F.gelu(self.fc1(self.norm(blocks.reshape(k, -1, m * m * d)))))  # (k, T, m²d) → (k, T, D)
+
+
 class VisionEncoder(nn.Module):
     """Patch embedding (a Linear over each patch's P values: the convolution's arithmetic), class token, learned
-    positions, the layers (window or full attention), the outer norms and the projector."""
+    positions, the layers (window or full attention; DeepStack mergers after some), the outer norms and the
+    projector."""
 
     def __init__(self, t: VisionTower, d_text: int, flash: bool = False) -> None:
         super().__init__()
@@ -104,12 +132,13 @@ class VisionEncoder(nn.Module):
         self.t, d = t, t.d_model
         self.patch = nn.Linear(t.patch_inputs, d, bias=t.patch_bias)
         self.cls = nn.Parameter(torch.zeros(d)) if t.class_token else None
-        native = (t.image_size // t.patch_size) ** 2 + t.class_token
-        self.pos = nn.Parameter(torch.zeros(native, d)) if t.learned_positions else None
+        self.pos = nn.Parameter(torch.zeros(t.positions, d)) if t.learned_positions else None
         self.pre = _norm(t.norm, d) if t.pre_norm else None
         self.post = _norm(t.norm, d) if t.post_norm else None
         self.layers = nn.ModuleList(Block(t, flash) for _ in range(t.n_layers))
         self.projector = Projector(t, d_text)
+        self.deepstack_layers = list(getattr(t.projector, "deepstack_layers", ()))
+        self.deepstack = nn.ModuleList(DeepStackMerger(t, d_text) for _ in self.deepstack_layers)
 
     def windows(self, gh: int, gw: int, device: torch.device) -> list[Tensor]:
         """Token indices of each window × window tile of the grid, from the top-left (edge tiles smaller)."""
@@ -126,11 +155,16 @@ class VisionEncoder(nn.Module):
             x = self.pre(x)
         tiles = self.windows(gh, gw, x.device) if self.t.window else None
         full = set(self.t.full_layers)
+        deep = []  # DeepStack's image tokens, (k, T, D) each, kept for the language model
         for i, layer in enumerate(self.layers):
             x = layer(x, None if tiles is None or i in full else tiles)
+            if i in self.deepstack_layers:
+                deep.append(self.deepstack[self.deepstack_layers.index(i)](x, gh, gw))
         if self.post is not None:
             x = self.post(x)
-        return self.projector(x[:, int(self.t.class_token):], gh, gw)  # the class token dropped: (k, T, D)
+        out = self.projector(x[:, int(self.t.class_token):], gh, gw)  # the class token dropped: (k, T, D)
+        self.deepstack_out = deep
+        return out
 
 
 def measure_image(tower: VisionTower, d_text: int, height: int, width: int,
