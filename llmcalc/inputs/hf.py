@@ -203,6 +203,14 @@ TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
 (configuration_<type>.py), built by _text_2026. Kimi-K2's `kimi_k2` is not registered in transformers: its
 deployment guides build it as DeepSeek-V3 (its config.json names DeepseekV3ForCausalLM), and so does the import."""
 DEFAULTS.update(TEXT_2026_DEFAULTS)
+DEFAULTS["llama4_text"] = dict(
+    vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384, num_hidden_layers=48,
+    num_attention_heads=40, num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=131072,
+    tie_word_embeddings=False, num_experts_per_tok=1, num_local_experts=16, moe_layers=None,
+    interleave_moe_layer_step=1, use_qk_norm=True, no_rope_layers=None, no_rope_layer_interval=4,
+    attention_chunk_size=8192, layer_types=None, attention_bias=False)
+"""Llama 4's language model: the defaults of Llama4TextConfig in transformers 5.24 (configuration_llama4.py, the
+values of Llama 4 Scout); a `llama4` config's text_config is read as this type (its vision tower is not imported)."""
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
@@ -258,10 +266,6 @@ preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
 REFUSED = {
-    "llama4": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
-              "8,192-token chunks) and its processor's image tiles are not modelled",
-    "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
-                   "8,192-token chunks) is not modelled",
     "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
                 "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
@@ -413,7 +417,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
-             "lfm2": _lfm2, "glm4v_text": _glm4v_text,
+             "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
@@ -670,7 +674,7 @@ _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "d
              "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "full_attention_interval",
              "mamba_n_heads", "attn_layer_period", "expert_layer_period", "mm_tokens_per_image", "bits", "w_bit",
              "num_bits", "n_heads", "n_layers", "kv_n_heads", "moe_num_experts", "moe_top_k", "no_rope_layer_interval",
-             "moe_k", "moe_layer_interval")
+             "moe_k", "moe_layer_interval", "interleave_moe_layer_step")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NUMBERS = ("expand", "mamba_expand")
 """Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
@@ -694,7 +698,7 @@ _LISTS: dict[str, type] = {
     "layer_types": str, "layers_block_type": str, "mlp_only_layers": int, "cross_attention_layers": int,
     "fullatt_block_indexes": int, "intermediate_layers_indices": int, "supported_aspect_ratios": list,
     "weight_block_size": int, **{key: str for key in ("modules_to_not_convert", "ignored_layers", "ignore",
-                                                       "llm_int8_skip_modules")}, "no_rope_layers": int}
+                                                       "llm_int8_skip_modules")}, "no_rope_layers": int, "moe_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
@@ -714,7 +718,7 @@ _COUNTS = _POSITIVE + (
     "mamba_d_ssm", "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_chunk_size", "attn_layer_offset",
     "expert_layer_offset", "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
     "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
-    "moe_num_shared_experts", "moe_layer_start_index")
+    "moe_num_shared_experts", "moe_layer_start_index", "attention_chunk_size", "intermediate_size_mlp")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -1160,6 +1164,52 @@ def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
                                value_heads=c["linear_num_value_heads"], key_head_dim=c["linear_key_head_dim"],
                                value_head_dim=c["linear_value_head_dim"], conv_kernel=c["linear_conv_kernel_dim"])},
         hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _llama4(mt: str, c: dict) -> dict[str, Any]:
+    """Llama 4's language model as transformers 5.24 builds it (modeling_llama4.py, configuration_llama4.py):
+
+    - layer_types (else from no_rope_layers: 1 marks a RoPE layer, default every no_rope_layer_interval-th layer
+      NoPE): `chunked_attention` layers (the RoPE ones while attention_chunk_size is set) attend within aligned
+      chunks (the `chunked` mixer, llmcalc/model/chunked_attention.py); `full_attention` layers (NoPE) over every
+      earlier token. Their attention temperature tuning and the L2 q/k norm (use_qk_norm) hold no weights.
+    - moe_layers (else every interleave_moe_layer_step-th layer, from layer step − 1): Llama4TextMoe, num_local_experts
+      gated experts of intermediate_size, top num_experts_per_tok by a bias-free d→E router (sigmoid gates), one
+      shared expert of intermediate_size; the other layers a gated MLP of intermediate_size_mlp.
+    """
+    d, n = c["hidden_size"], c["num_hidden_layers"]
+    chunk, types = c["attention_chunk_size"], c["layer_types"]
+    if types is None:
+        rope = c["no_rope_layers"] or [int((i + 1) % c["no_rope_layer_interval"] != 0) for i in range(n)]
+        if len(rope) < n or not set(rope) <= {0, 1}:
+            raise UserError(f"config.json: no_rope_layers: give at least {n} entries of 1 (RoPE) or 0 (NoPE)")
+        types = ["chunked_attention" if r and chunk is not None else "full_attention" for r in rope[:n]]
+    if len(types) != n or not set(types) <= {"chunked_attention", "full_attention"}:
+        raise UserError(f"config.json: layer_types: give {n} entries of chunked_attention or full_attention")
+    if "chunked_attention" in types and not chunk:
+        raise UserError("config.json: attention_chunk_size: layer_types has chunked layers; give the chunk (tokens)")
+    step = c["interleave_moe_layer_step"]
+    moe = set(c["moe_layers"] if c["moe_layers"] is not None else range(step - 1, n, step))
+    act, heads = _act(c["hidden_act"]), c["num_attention_heads"]
+    attention = dict(kind="gqa", heads=heads, kv_heads=c["num_key_value_heads"] or heads,
+                     head_dim=c["head_dim"] or _div(d, heads), qkv_bias=c["attention_bias"], o_bias=c["attention_bias"])
+    if moe & set(range(n)):
+        ffn = dict(kind="moe", experts=c["num_local_experts"], top_k=c["num_experts_per_tok"],
+                   d_ff=c["intermediate_size"], activation=act, shared_experts=1, shared_d_ff=c["intermediate_size"],
+                   dense_d_ff=c["intermediate_size_mlp"] if len(moe & set(range(n))) < n else 0)
+    else:
+        ffn = dict(kind="gated", d_ff=c["intermediate_size_mlp"], activation=act)
+    slots = [dict(mixer="chunked" if t == "chunked_attention" else "attention",
+                  ffn="ffn" if i in moe or ffn["kind"] == "gated" else "dense") for i, t in enumerate(types)]
+    uniform = all(s == dict(mixer="attention", ffn="ffn") for s in slots)
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="rope"), attention=attention, ffn=ffn,
+        **({} if uniform else dict(
+            mixers={"chunked": attention | dict(kind="chunked", chunk=chunk)} if chunk and "chunked_attention" in types
+            else {}, hybrid_pattern=_shortest_cycle(slots))),
     )
 
 
