@@ -27,8 +27,8 @@ class ChunkedGQA(GQA):
     """GQA heads attending within aligned chunks of `chunk` tokens (Llama 4's `attention_chunk_size`).
 
     Parameters: GQA's (the chunking holds no weights). Pairs of `new` queries after `context` tokens (causal):
-    Σ over their positions p of (p mod C + 1). dense (a masked dense kernel over a prefill, as torch's SDPA with
-    transformers' mask): S × S. Cache: min(S, C − 1) tokens per layer, as transformers keeps them.
+    Σ over their positions p of (p mod C + 1). dense (a masked dense kernel, as torch's SDPA with transformers'
+    mask): every new query against every key from the first one's chunk start, S × S for a prefill. Cache: min(S, C − 1) tokens per layer, as transformers keeps them.
     """
 
     kind: Literal["chunked"] = "chunked"
@@ -51,9 +51,11 @@ class ChunkedGQA(GQA):
         return self.chunk
 
     def pairs(self, new: int, context: int, window: int | None, attention: str = "causal") -> int:
-        """causal: Σ_{p=c}^{c+n−1} (p mod C + 1); dense prefill: S × S, what a masked dense kernel computes."""
-        if attention == "dense" and context == 0:
-            return new * new
+        """causal: Σ_{p=c}^{c+n−1} (p mod C + 1). dense: what a masked dense kernel computes, every new query
+        against every key from the first one's chunk start, n · (c + n − C·⌊c / C⌋): S × S for a prefill (as
+        transformers' SDPA over its chunked mask), and for a decode step its own chunk's keys, as causal."""
+        if attention == "dense":
+            return new * (context + new - self.chunk * (context // self.chunk))
         return chunk_prefix_pairs(context + new, self.chunk) - chunk_prefix_pairs(context, self.chunk)
 
     def dense_pairs(self, seq: int, window: int | None) -> int:
@@ -74,7 +76,7 @@ class ChunkedGQA(GQA):
     @property
     def pattern_note(self) -> str:
         return (f"chunked attention: query p sees the p mod {self.chunk} + 1 keys of its own aligned chunk; "
-                "dense counts S × S")
+                "dense counts S × S in a prefill")
 
     def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
         return super().explain_symbols(kv_bits) | {"C": self.chunk}
