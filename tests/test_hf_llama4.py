@@ -200,3 +200,10 @@ def test_bad_layer_lists_are_refused(field, value, tmp_path, cli):
     r = cli("params", "--hf-config", str(folder))
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_scout_images_are_refused(shared, cli):
+    """The tower of a llama4 config is not imported (the spec is the language model): images exit 2 in one line."""
+    path = shared("model-configs-2026") / f"{SCOUT}.json"
+    r = cli("flops", "--hf-config", str(path), "--images", "1")
+    assert r.returncode == 2 and "no vision tower" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -44,7 +44,7 @@ class ChunkedGQA(GQA):
 
     @property
     def kind_label(self) -> str:
-        return f"chunked {super().kind_label}"
+        return f"chunked {super().kind_label.split(' ', 1)[1]}"  # chunked 40/8, chunked 32h
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees (the last of a chunk): C; the cache keeps C − 1 (cached_tokens)."""
