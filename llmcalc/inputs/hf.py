@@ -244,6 +244,10 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                                                         [4, 1]])),
     "qwen3_vl": dict(text_model_type="qwen3_vl_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
     "qwen3_vl_moe": dict(text_model_type="qwen3_vl_moe_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "llama4": dict(text_model_type="llama4_text", image_processor=dict(max_patches=16),
+                   vision=dict(hidden_size=768, num_hidden_layers=34, num_attention_heads=16, num_channels=3,
+                               intermediate_size=5632, vision_output_dim=7680, image_size=448, patch_size=14,
+                               pixel_shuffle_ratio=0.5, projector_input_dim=4096, projector_output_dim=4096)),
     "glm4v": dict(text_model_type="glm4v_text", outer_tie=False,
                   vision=dict(depth=24, hidden_size=1536, hidden_act="silu", attention_bias=False, num_heads=12,
                               in_channels=3, image_size=336, patch_size=14, spatial_merge_size=2,
@@ -534,8 +538,41 @@ def _glm4v_vision(c: dict) -> dict[str, Any]:
                                activation=act))
 
 
+def _llama4_vision(c: dict) -> dict[str, Any]:
+    """Llama 4's tower (transformers' Llama4VisionModel; llmcalc/model/vision.py Llama4VisionTower) and its projector:
+    the encoder (LayerNorm blocks with biases, a GELU MLP whatever hidden_act says: Llama4VisionMLP builds nn.GELU),
+    its pixel-shuffle adapter (fc1 of intermediate_size → projector_input_dim, fc2 of projector_output_dim, no
+    biases) and multi_modal_projector's linear (vision_output_dim → the text width, no bias whatever
+    multi_modal_projector_bias says). transformers runs only configs whose widths chain: intermediate_size =
+    hidden_size / pixel_shuffle_ratio², projector_input_dim = projector_output_dim = vision_output_dim. Tiles: the
+    image processor's max_patches (16: Llama4ImageProcessor's default; image_processor_config may set it)."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "vision_output_dim",
+                                        "projector_input_dim", "projector_output_dim"))
+    ratio, d = v["pixel_shuffle_ratio"], v["hidden_size"]
+    merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
+    if not merge or merge * ratio != 1:
+        raise UserError(f"config.json: vision_config.pixel_shuffle_ratio is {repr(ratio)[:40]}; give 1 / m for a "
+                        "whole m (0.5)")
+    if v["intermediate_size"] != d * merge**2 or len({v[k] for k in ("projector_input_dim", "projector_output_dim",
+                                                                      "vision_output_dim")}) != 1:
+        raise UserError("config.json: vision_config.intermediate_size, projector_input_dim, projector_output_dim, "
+                        "vision_output_dim: transformers' tower runs only when intermediate_size = hidden_size / "
+                        "pixel_shuffle_ratio² and the three projector widths are equal; set them so")
+    tiles = (c.get("image_processor_config") or {}).get("max_patches", c["image_processor"]["max_patches"])
+    if type(tiles) is not int or tiles < 1:
+        raise UserError(f"config.json: image_processor_config.max_patches is {repr(tiles)[:40]}, not a whole number "
+                        "> 0; fix it")
+    return dict(kind="llama4", image_size=v["image_size"], max_tiles=tiles, patch_size=v["patch_size"],
+                channels=v["num_channels"], patch_bias=False, class_token=True, learned_positions=True,
+                norm="layernorm", pre_norm=True, post_norm=True, d_model=d, n_layers=v["num_hidden_layers"],
+                heads=v["num_attention_heads"], d_ff=v["intermediate_size"], gated=False, activation="gelu",
+                bias=True, projector=dict(kind="pixel_shuffle", merge=merge, inner=v["projector_input_dim"]))
+
+
 TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision,
-                                                       "glm4v": _glm4v_vision}
+                                                       "glm4v": _glm4v_vision, "llama4": _llama4_vision}
 """Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
@@ -692,6 +729,7 @@ _STRINGS = ("hidden_act", "activation_function", "hidden_activation", "mlp_hidde
             "bnb_4bit_quant_type", "mamba_ssm_cache_dtype", "hybrid_override_pattern",
             "vision_feature_select_strategy", "type", "strategy")
 _OBJECTS = ("text_config", "vision_config", "quantization_config", "config_groups", "weights", "attn_config",
+            "image_processor_config",
             "ffn_config")
 """Nested configs: JSON objects, or null (a list or a string in their place is refused, never read as absent)."""
 _LISTS: dict[str, type] = {

@@ -35,7 +35,8 @@ class Projector(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "mlp": "llmcalc.model.vision", "pool": "llmcalc.model.vision", "merger": "llmcalc.model.vision",
-        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision"}
+        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision",
+        "pixel_shuffle": "llmcalc.model.vision"}
     """Each kind's module, imported when a spec names the kind (Variant)."""
     label: ClassVar[str] = ""
 
@@ -282,7 +283,7 @@ class VisionTower(Frozen):
     not in full_layers (Qwen2.5-VL: 112 px / 14 = 8); None: every layer attends to the whole image.
     """
 
-    kind: Literal["vit", "tiled"] = "vit"
+    kind: Literal["vit", "tiled", "llama4"] = "vit"
     image_size: PosInt
     resize: Literal["fixed", "dynamic"] = "fixed"
     min_pixels: PosInt | None = None
@@ -713,10 +714,106 @@ class TiledVisionTower(VisionTower):
                 f"up to {self.max_tiles} tiles of {self.image_size} px, {self.projector.label}")
 
 
+class PixelShuffleProjector(Projector):
+    """Llama 4 (transformers' Llama4VisionPixelShuffleMLP and Llama4MultiModalProjector): the encoder's patch tokens
+    of one tile (class token dropped) pixel-shuffled, each m × m block into one token of m²·d features; fc1 (m²·d →
+    `inner`), GELU, fc2 (inner → inner), GELU, then the projector's linear (inner → D); no biases."""
+
+    kind: Literal["pixel_shuffle"] = "pixel_shuffle"
+    merge: PosInt = 2
+    """m = 1 / pixel_shuffle_ratio: the side of the block of patches one token gathers."""
+    inner: PosInt
+    """The adapter's width (projector_input_dim = projector_output_dim = vision_output_dim)."""
+    label: ClassVar[str] = "pixel shuffle + MLP + linear"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """fc1 m²·d·k, fc2 k·k, linear k·D."""
+        return self.matmuls(d_vision, d_text)
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"fc1": self.merge**2 * d_vision * self.inner, "fc2": self.inner * self.inner,
+                "linear": self.inner * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"fc1": "m_img · m_img · d_img · k_img", "fc2": "k_img · k_img", "linear": "k_img · d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge, "k_img": self.inner}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d, its shuffled copy T·m²·d and fc1's output T·k held together (not checked
+        against a measured peak)."""
+        return encoder * d_vision + tokens * (self.merge**2 * d_vision + self.inner)
+
+
+class Llama4VisionTower(VisionTower):
+    """Llama 4's tower (transformers' Llama4VisionModel): the processor resizes each image into a canvas of up to
+    `max_tiles` tiles of image_size² pixels (tile_grid, the same choice as Llama 3.2 Vision's) and, when that is
+    more than one tile, adds the whole image resized to one tile (the global tile); the encoder runs on each tile
+    alone: its patches (an unfolded linear embedding, no bias) + a class token, a learned position table, a
+    LayerNorm before and after the layers, LayerNorm blocks with biased q, k, v, o and a GELU MLP, 2-D rotary
+    positions (no weights). Each tile's patch tokens then go through the pixel-shuffle projector."""
+
+    kind: Literal["llama4"] = "llama4"
+    referenced: ClassVar[bool] = False
+    max_tiles: PosInt
+    """The processor's max_patches: the most tiles of the canvas (16), the global tile apart."""
+
+    @model_validator(mode="after")
+    def _llama4(self) -> "Llama4VisionTower":
+        if self.projector.kind != "pixel_shuffle" or not self.class_token:
+            raise ValueError("vision.projector: Llama 4's tower has a class token and the pixel-shuffle projector; "
+                             "give class_token true and projector kind pixel_shuffle")
+        return self
+
+    def tiles(self, height: int, width: int) -> tuple[int, int]:
+        """(rows, columns) of the canvas an image of height × width is cut into (tile_grid)."""
+        return tile_grid(height, width, self.image_size, self.max_tiles)
+
+    def tile_count(self, height: int, width: int) -> int:
+        """Tiles the encoder runs on per image: the canvas's r·c, plus the global tile when r·c > 1."""
+        r, c = self.tiles(height, width)
+        return r * c + (r * c > 1)
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image features per image: tiles · (g / m)², 144 a tile for 336 px, patch 14, m 2. (The processor also
+        writes image_start, image and image_end tokens, and r·c tile separators with more than one tile: text
+        tokens of the prompt, not counted here.)"""
+        return self.tile_count(height, width) * super().tokens(height, width)
+
+    def flops(self, height: int, width: int, d_text: int) -> Parts:
+        """VisionTower's FLOPs of one tile (n = g² + 1 tokens, every pair), times the tiles."""
+        n = self.tile_count(height, width)
+        return {k: n * v for k, v in super().flops(height, width, d_text).items()}
+
+    def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
+        """VisionTower's peak of one tile, times the tiles (encoded as one batch). Not checked against a measured
+        peak (the reference has no Llama 4 tower)."""
+        return self.tile_count(height, width) * super().activation_bytes(height, width, d_text, act)
+
+    def explain_symbols(self) -> dict[str, int]:
+        raise UserError("explain: Llama 4's tiled tower is not worked out yet; see `llmcalc params` and "
+                        "`llmcalc flops`")
+
+    @property
+    def label(self) -> str:
+        return (f"ViT {self.n_layers}×{self.d_model}, patch {self.patch_size}, up to {self.max_tiles} tiles of "
+                f"{self.image_size} px + a global tile, {self.projector.label}")
+
+
 def _tower(value: object) -> object:
-    """A vision dict's class by its `kind` (vit: VisionTower, the default; tiled: TiledVisionTower)."""
+    """A vision dict's class by its `kind` (vit: VisionTower, the default; tiled: TiledVisionTower; llama4:
+    Llama4VisionTower)."""
     if isinstance(value, dict):
-        kinds = {"vit": VisionTower, "tiled": TiledVisionTower}
+        kinds = {"vit": VisionTower, "tiled": TiledVisionTower, "llama4": Llama4VisionTower}
         kind = value.get("kind", "vit")
         if kind not in kinds:
             raise ValueError(f"vision.kind: {kind!r} is not one of {', '.join(kinds)}")
