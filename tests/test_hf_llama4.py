@@ -322,3 +322,20 @@ def test_tower_widths_that_do_not_chain_are_refused(field, value, tmp_path, cli)
     raw = dict(TINY_VLM, vision_config=dict(TINY_VLM["vision_config"], **{field: value}))
     r = cli("params", "--hf-config", str(write(tmp_path, raw)))
     assert r.returncode == 2 and field in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_sweep_point_equals_latency_past_the_first_chunk(cli_json):
+    """At 20,000 tokens a decode step reads 8,192 keys of a chunked layer but attends to 20,000 mod 8,192 + 1 of
+    them: sweep's point (its decode counts per point) equals latency's step there and `flops`' decode step, whose
+    attention core is 20,000 mod 8,192 + 1 = 3,617 pairs per chunked layer, 20,001 per full one."""
+    common = ("-p", "llama4-scout", "--batch", "64", "--seq", "20000")
+    sweep = cli_json("sweep", *common, "--gpu", "h100-sxm", "--tp", "8")["rows"][0]
+    latency = cli_json("latency", *common, "--gpu", "h100-sxm", "--tp", "8")
+    assert sweep["tpot_s"] == pytest.approx(latency["tpot_s"], rel=1e-12)
+    decode = cli_json("flops", *common)["decode_flops"]
+    assert sweep["decode_flops"] == decode
+    spec = load_preset("llama4-scout")
+    core = 64 * 4 * 40 * 128 * (36 * 3617 + 12 * 20001)  # QKᵀ and AV, 2 · H · h FLOPs a pair each
+    assert decode - core == cli_json("flops", "-p", "llama4-scout", "--batch", "64", "--seq", "1")["decode_flops"] - \
+        64 * 4 * 40 * 128 * 48 * 2  # the same step at context 1: every layer 2 pairs
+    assert spec.mixers["chunked"].pairs(1, 20000, None) == 3617

@@ -36,6 +36,10 @@ class ChunkedGQA(GQA):
     """Tokens per aligned chunk (C): a query sees the earlier keys of its own chunk and itself."""
 
     own_key_pattern: ClassVar[bool] = True
+    affine_after_knee: ClassVar[bool] = True
+    """Past the first chunk a decode step reads C keys (min(c, C − 1) cached and its own) but attends to c mod C + 1
+    of them, a sawtooth: sweep evaluates each point exactly; latency's sum over the generated tokens interpolates
+    between the steps at the knee and at the last token (the reads exact, the core's pairs approximate)."""
     explain_legend: ClassVar[dict[str, str]] = {"C": "attention chunk (tokens; a query sees its own aligned chunk)"}
 
     @property
