@@ -339,3 +339,24 @@ def test_sweep_point_equals_latency_past_the_first_chunk(cli_json):
     assert decode - core == cli_json("flops", "-p", "llama4-scout", "--batch", "64", "--seq", "1")["decode_flops"] - \
         64 * 4 * 40 * 128 * 48 * 2  # the same step at context 1: every layer 2 pairs
     assert spec.mixers["chunked"].pairs(1, 20000, None) == 3617
+
+
+@pytest.mark.parametrize("topic", ["flops", "memory", "params", "kv"])
+def test_explain_agrees_with_the_commands(topic, cli_json):
+    """explain works Scout's figures out (chunked layers, the tower's t_img tiles per image) to the plain commands'."""
+    out = cli_json("explain", topic, "-p", "llama4-scout", "--seq", "20000", "--images", "2", "--image-size",
+                   "1080x1920")
+    found = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            if "matches" in x:
+                found.append(x["matches"])
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(out)
+    assert found and all(found)

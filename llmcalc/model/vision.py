@@ -799,9 +799,23 @@ class Llama4VisionTower(VisionTower):
         peak (the reference has no Llama 4 tower)."""
         return self.tile_count(height, width) * super().activation_bytes(height, width, d_text, act)
 
-    def explain_symbols(self) -> dict[str, int]:
-        raise UserError("explain: Llama 4's tiled tower is not worked out yet; see `llmcalc params` and "
-                        "`llmcalc flops`")
+    explain_legend: ClassVar[dict[str, str]] = VisionTower.explain_legend | {
+        "t_img": "tiles the tower encodes per image (the canvas's r·c, + 1 global tile when r·c > 1)"}
+
+    def explain_image_symbols(self, height: int, width: int, d_text: int) -> dict[str, int]:
+        """VisionTower's per-image symbols of one tile (N_p, n_img, P_img; m_proj over one tile's tokens), T_img the
+        image's tokens over all its tiles, and t_img its tiles."""
+        out = super().explain_image_symbols(height, width, d_text)
+        per_tile = super().tokens(height, width)
+        return out | {"t_img": self.tile_count(height, width),
+                      "m_proj": self.projector.activation_elements(out["n_img"], self.d_model, d_text, per_tile)}
+
+    def explain_flops(self) -> dict[str, str]:
+        """The encoder's terms of one tile times t_img; the projector's over T_img, the tokens of every tile."""
+        return {k: v if k.startswith("projector/") else f"t_img · {v}" for k, v in super().explain_flops().items()}
+
+    def explain_activations(self) -> str:
+        return f"t_img · ({super().explain_activations()})"
 
     @property
     def label(self) -> str:
