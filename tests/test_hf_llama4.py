@@ -2,9 +2,9 @@
 
 - parameters, total and active, of Scout's config.json (../shared/model-configs-2026/, skipped when absent), of
   Maverick's config (as published: 48 layers, 128 experts on every second layer, Scout's tower) and of tiny
-  configs, built on the meta device. transformers' Llama4TextExperts run every token through all experts (the unchosen ones with a
-  zero router score), so "active" is counted off the built model as total − (E − top_k) · one expert's weights per
-  MoE layer (tests/hf_counts.py), not by watching which experts compute;
+  configs, built on the meta device. transformers' Llama4TextExperts run every token through all experts (the
+  unchosen ones with a zero router score), so "active" is counted off the built model as total − (E − top_k) · one
+  expert's weights per MoE layer (tests/hf_counts.py), not by watching which experts compute;
 - the chunked layers' (query, key) pairs against a brute-force count of transformers' own chunked causal mask
   function (masking_utils.chunked_causal_mask_function);
 - the bytes of transformers' cache after a prompt longer than a (tiny) chunk;

@@ -736,7 +736,8 @@ _LISTS: dict[str, type] = {
     "layer_types": str, "layers_block_type": str, "mlp_only_layers": int, "cross_attention_layers": int,
     "fullatt_block_indexes": int, "intermediate_layers_indices": int, "supported_aspect_ratios": list,
     "weight_block_size": int, **{key: str for key in ("modules_to_not_convert", "ignored_layers", "ignore",
-                                                       "llm_int8_skip_modules")}, "no_rope_layers": int, "moe_layers": int}
+                                                       "llm_int8_skip_modules")}, "no_rope_layers": int,
+    "moe_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")

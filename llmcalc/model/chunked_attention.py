@@ -28,7 +28,8 @@ class ChunkedGQA(GQA):
 
     Parameters: GQA's (the chunking holds no weights). Pairs of `new` queries after `context` tokens (causal):
     Σ over their positions p of (p mod C + 1). dense (a masked dense kernel, as torch's SDPA with transformers'
-    mask): every new query against every key from the first one's chunk start, S × S for a prefill. Cache: min(S, C − 1) tokens per layer, as transformers keeps them.
+    mask): every new query against every key from the first one's chunk start, S × S for a prefill. Cache:
+    min(S, C − 1) tokens per layer, as transformers keeps them.
     """
 
     kind: Literal["chunked"] = "chunked"
