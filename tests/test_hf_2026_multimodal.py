@@ -383,8 +383,7 @@ def test_lfm2_bad_config_is_two(tmp_path, field, value):
 # Refused model_types -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("raw", [{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text"}},
-                                 {"model_type": "gemma3n_text", "hidden_size": 2048},
-                                 {"model_type": "internvl", "text_config": {"model_type": "qwen2"}}])
+                                 {"model_type": "gemma3n_text", "hidden_size": 2048}])
 def test_refused_types_name_what_is_missing(tmp_path, raw):
     (tmp_path / "config.json").write_text(json.dumps(raw))
     r = run_cli("params", "--hf-config", str(tmp_path))

@@ -248,6 +248,12 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                    vision=dict(hidden_size=768, num_hidden_layers=34, num_attention_heads=16, num_channels=3,
                                intermediate_size=5632, vision_output_dim=7680, image_size=448, patch_size=14,
                                pixel_shuffle_ratio=0.5, projector_input_dim=4096, projector_output_dim=4096)),
+    "internvl": dict(text_model_type="qwen2", outer_tie=True, downsample_ratio=0.5, projector_hidden_act="gelu",
+                     vision_feature_select_strategy="default",
+                     vision=dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, attention_bias=False,
+                                 use_qk_norm=False, intermediate_size=4096, hidden_act="gelu", norm_type="layer_norm",
+                                 image_size=448, patch_size=14, num_channels=3, use_mask_token=False,
+                                 use_absolute_position_embeddings=True, use_mean_pooling=True)),
     "glm4v": dict(text_model_type="glm4v_text", outer_tie=False,
                   vision=dict(depth=24, hidden_size=1536, hidden_act="silu", attention_bias=False, num_heads=12,
                               in_channels=3, image_size=336, patch_size=14, spatial_merge_size=2,
@@ -270,8 +276,6 @@ preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
 REFUSED = {
-    "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
-                "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
                "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
     "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
@@ -571,8 +575,60 @@ def _llama4_vision(c: dict) -> dict[str, Any]:
                 bias=True, projector=dict(kind="pixel_shuffle", merge=merge, inner=v["projector_input_dim"]))
 
 
+INTERNVL_TILES = (1, 12)
+"""InternVL's tiles per image (min_patches, max_patches): the defaults of transformers 5.24's GotOcr2ImageProcessor,
+which InternVLProcessor runs with crop_to_patches true (its images_kwargs); config.json has none."""
+
+
+def _side(v: dict, key: str) -> Any:
+    """A square size given as a number or as [height, width] (InternVLVisionConfig's image_size and patch_size)."""
+    x = v[key]
+    if isinstance(x, list) and len(x) == 2 and x[0] == x[1]:
+        return x[0]
+    if isinstance(x, list):
+        raise UserError(f"config.json: vision_config.{key} is {repr(x)[:40]}; only square sizes are modelled, give "
+                        "one number")
+    return x
+
+
+def _internvl_vision(c: dict) -> dict[str, Any]:
+    """InternVL's tower (transformers' InternVLVisionModel; llmcalc/model/vision.py InternVLVisionTower) and projector
+    (InternVLMultiModalProjector: pixel shuffle by 1 / downsample_ratio, LayerNorm, Linear + projector_hidden_act +
+    Linear with biases). norm_type layer_norm or rms_norm; attention_bias on q, k, v (o always has one); use_qk_norm
+    adds RMSNorms over all of q and of k; use_mask_token a mask embedding; use_absolute_position_embeddings the
+    learned table; a LayerNorm after the blocks unless use_mean_pooling; two layer-scale vectors a layer. Tiles:
+    INTERNVL_TILES plus a thumbnail. vision_feature_layer picks which layer's output is projected; every layer runs."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    v = v | {"image_size": _side(v, "image_size"), "patch_size": _side(v, "patch_size")}
+    _check_fields(v, "vision_config.", ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size",
+                                        "hidden_size", "intermediate_size", "patch_size"))
+    for key in ("attention_bias", "use_qk_norm", "use_mask_token", "use_absolute_position_embeddings",
+                "use_mean_pooling"):
+        if type(v[key]) is not bool:
+            raise UserError(f"config.json: vision_config.{key} is {repr(v[key])[:40]}, not true or false; fix it")
+    if v["norm_type"] not in ("layer_norm", "rms_norm"):
+        raise UserError(f"config.json: vision_config.norm_type is {repr(v['norm_type'])[:40]}; give layer_norm or "
+                        "rms_norm")
+    ratio = c["downsample_ratio"]
+    merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
+    if not merge or merge * ratio != 1:
+        raise UserError(f"config.json: downsample_ratio is {repr(ratio)[:40]}; give 1 / m for a whole m (0.5)")
+    if c["vision_feature_select_strategy"] != "default":
+        raise UserError("config.json: vision_feature_select_strategy: InternVL's pixel shuffle needs the class token "
+                        'dropped ("default"); set it so')
+    return dict(kind="internvl", image_size=v["image_size"], patch_size=v["patch_size"], channels=v["num_channels"],
+                patch_bias=True, class_token=True, learned_positions=v["use_absolute_position_embeddings"],
+                norm="layernorm" if v["norm_type"] == "layer_norm" else "rmsnorm", pre_norm=False,
+                post_norm=not v["use_mean_pooling"], d_model=v["hidden_size"], n_layers=v["num_hidden_layers"],
+                heads=v["num_attention_heads"], d_ff=v["intermediate_size"], gated=False,
+                activation=_act(v["hidden_act"]), bias=True, min_tiles=INTERNVL_TILES[0], max_tiles=INTERNVL_TILES[1],
+                attention_bias=v["attention_bias"], qk_norm=v["use_qk_norm"], mask_token=v["use_mask_token"],
+                projector=dict(kind="internvl", merge=merge, activation=_act(c["projector_hidden_act"])))
+
+
 TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision,
-                                                       "glm4v": _glm4v_vision, "llama4": _llama4_vision}
+                                                       "glm4v": _glm4v_vision, "llama4": _llama4_vision,
+                                                       "internvl": _internvl_vision}
 """Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
