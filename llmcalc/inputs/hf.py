@@ -210,7 +210,8 @@ DEFAULTS["llama4_text"] = dict(
     interleave_moe_layer_step=1, use_qk_norm=True, no_rope_layers=None, no_rope_layer_interval=4,
     attention_chunk_size=8192, layer_types=None, attention_bias=False)
 """Llama 4's language model: the defaults of Llama4TextConfig in transformers 5.24 (configuration_llama4.py, the
-values of Llama 4 Scout); a `llama4` config's text_config is read as this type (its vision tower is not imported)."""
+values of Llama 4 Scout); a `llama4` config's text_config is read as this type, its vision_config by
+_llama4_vision."""
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
@@ -262,7 +263,8 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
 with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
 with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560; Qwen3VLConfig and
-Qwen3VLMoeConfig with their vision configs). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
+Qwen3VLMoeConfig with their vision configs, Llama4Config with Llama4VisionConfig, InternVLConfig with
+InternVLVisionConfig and a Qwen2 text model). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
 the head is tied (its default here; text_config's flag is not read: transformers 5.24's Qwen3-VL)."""
 QWEN_PIXELS = (3136, 12845056)
 """Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
