@@ -69,6 +69,9 @@ SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b"
 """Presets read from a real config.json of ../shared/model-configs-2026/ (kept outside the project, reached through
 conftest's `shared`) rather than from the architectures file; tests/test_hf_2026_multimodal.py holds them to
 transformers."""
+LLAMA4_PRESETS = {"llama4-scout", "llama4-maverick"}
+"""Presets that tests/test_hf_llama4.py holds to transformers: Scout's from its config.json in
+../shared/model-configs-2026/, Maverick's from the config that test restates."""
 
 # Keys that must not reach the transformers config: they would trigger
 # quantizers or remote code, neither of which is wanted for counting.

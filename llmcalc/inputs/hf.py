@@ -203,6 +203,15 @@ TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
 (configuration_<type>.py), built by _text_2026. Kimi-K2's `kimi_k2` is not registered in transformers: its
 deployment guides build it as DeepSeek-V3 (its config.json names DeepseekV3ForCausalLM), and so does the import."""
 DEFAULTS.update(TEXT_2026_DEFAULTS)
+DEFAULTS["llama4_text"] = dict(
+    vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384, num_hidden_layers=48,
+    num_attention_heads=40, num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=131072,
+    tie_word_embeddings=False, num_experts_per_tok=1, num_local_experts=16, moe_layers=None,
+    interleave_moe_layer_step=1, use_qk_norm=True, no_rope_layers=None, no_rope_layer_interval=4,
+    attention_chunk_size=8192, layer_types=None, attention_bias=False)
+"""Llama 4's language model: the defaults of Llama4TextConfig in transformers 5.24 (configuration_llama4.py, the
+values of Llama 4 Scout); a `llama4` config's text_config is read as this type, its vision_config by
+_llama4_vision."""
 NO_POSITION_LIMIT = 2**20
 """max_seq_len of a model whose config names none because nothing in it is sized by the length (Mamba-2):
 a bound for the length checks, not a limit of the model."""
@@ -236,6 +245,16 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
                                                         [4, 1]])),
     "qwen3_vl": dict(text_model_type="qwen3_vl_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
     "qwen3_vl_moe": dict(text_model_type="qwen3_vl_moe_text", outer_tie=False, vision=dict(_QWEN3_VISION)),
+    "llama4": dict(text_model_type="llama4_text", image_processor=dict(max_patches=16),
+                   vision=dict(hidden_size=768, num_hidden_layers=34, num_attention_heads=16, num_channels=3,
+                               intermediate_size=5632, vision_output_dim=7680, image_size=448, patch_size=14,
+                               pixel_shuffle_ratio=0.5, projector_input_dim=4096, projector_output_dim=4096)),
+    "internvl": dict(text_model_type="qwen2", outer_tie=True, downsample_ratio=0.5, projector_hidden_act="gelu",
+                     vision_feature_select_strategy="default",
+                     vision=dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, attention_bias=False,
+                                 use_qk_norm=False, intermediate_size=4096, hidden_act="gelu", norm_type="layer_norm",
+                                 image_size=448, patch_size=14, num_channels=3, use_mask_token=False,
+                                 use_absolute_position_embeddings=True, use_mean_pooling=True)),
     "glm4v": dict(text_model_type="glm4v_text", outer_tie=False,
                   vision=dict(depth=24, hidden_size=1536, hidden_act="silu", attention_bias=False, num_heads=12,
                               in_channels=3, image_size=336, patch_size=14, spatial_merge_size=2,
@@ -244,7 +263,8 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
 """Vision-language model_types: the outer config's defaults and its vision_config's (transformers 5.x: LlavaConfig
 with CLIPVisionConfig, Gemma3Config with SiglipVisionConfig, Qwen2_5_VLConfig with Qwen2_5_VLVisionConfig, MllamaConfig
 with MllamaVisionConfig, whose defaults are not the 11B checkpoint's: image_size 448, not 560; Qwen3VLConfig and
-Qwen3VLMoeConfig with their vision configs). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
+Qwen3VLMoeConfig with their vision configs, Llama4Config with Llama4VisionConfig, InternVLConfig with
+InternVLVisionConfig and a Qwen2 text model). `outer_tie`: the outer config's tie_word_embeddings alone decides whether
 the head is tied (its default here; text_config's flag is not read: transformers 5.24's Qwen3-VL)."""
 QWEN_PIXELS = (3136, 12845056)
 """Qwen2.5-VL's image processor bounds (min_pixels, max_pixels) from the checkpoint's preprocessor_config.json
@@ -258,12 +278,6 @@ preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
 REFUSED = {
-    "llama4": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
-              "8,192-token chunks) and its processor's image tiles are not modelled",
-    "llama4_text": "Llama 4's chunked attention (attention_chunk_size: 3 of every 4 layers attend only within aligned "
-                   "8,192-token chunks) is not modelled",
-    "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
-                "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
                "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
     "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
@@ -413,7 +427,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
-             "lfm2": _lfm2, "glm4v_text": _glm4v_text,
+             "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
@@ -530,8 +544,93 @@ def _glm4v_vision(c: dict) -> dict[str, Any]:
                                activation=act))
 
 
+def _llama4_vision(c: dict) -> dict[str, Any]:
+    """Llama 4's tower (transformers' Llama4VisionModel; llmcalc/model/vision.py Llama4VisionTower) and its projector:
+    the encoder (LayerNorm blocks with biases, a GELU MLP whatever hidden_act says: Llama4VisionMLP builds nn.GELU),
+    its pixel-shuffle adapter (fc1 of intermediate_size → projector_input_dim, fc2 of projector_output_dim, no
+    biases) and multi_modal_projector's linear (vision_output_dim → the text width, no bias whatever
+    multi_modal_projector_bias says). transformers runs only configs whose widths chain: intermediate_size =
+    hidden_size / pixel_shuffle_ratio², projector_input_dim = projector_output_dim = vision_output_dim. Tiles: the
+    image processor's max_patches (16: Llama4ImageProcessor's default; image_processor_config may set it)."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    _check_fields(v, "vision_config.", ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size",
+                                        "hidden_size", "intermediate_size", "patch_size", "vision_output_dim",
+                                        "projector_input_dim", "projector_output_dim"))
+    ratio, d = v["pixel_shuffle_ratio"], v["hidden_size"]
+    merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
+    if not merge or merge * ratio != 1:
+        raise UserError(f"config.json: vision_config.pixel_shuffle_ratio is {repr(ratio)[:40]}; give 1 / m for a "
+                        "whole m (0.5)")
+    if v["intermediate_size"] != d * merge**2 or len({v[k] for k in ("projector_input_dim", "projector_output_dim",
+                                                                      "vision_output_dim")}) != 1:
+        raise UserError("config.json: vision_config.intermediate_size, projector_input_dim, projector_output_dim, "
+                        "vision_output_dim: transformers' tower runs only when intermediate_size = hidden_size / "
+                        "pixel_shuffle_ratio² and the three projector widths are equal; set them so")
+    tiles = (c.get("image_processor_config") or {}).get("max_patches", c["image_processor"]["max_patches"])
+    if type(tiles) is not int or tiles < 1:
+        raise UserError(f"config.json: image_processor_config.max_patches is {repr(tiles)[:40]}, not a whole number "
+                        "> 0; fix it")
+    return dict(kind="llama4", image_size=v["image_size"], max_tiles=tiles, patch_size=v["patch_size"],
+                channels=v["num_channels"], patch_bias=False, class_token=True, learned_positions=True,
+                norm="layernorm", pre_norm=True, post_norm=True, d_model=d, n_layers=v["num_hidden_layers"],
+                heads=v["num_attention_heads"], d_ff=v["intermediate_size"], gated=False, activation="gelu",
+                bias=True, projector=dict(kind="pixel_shuffle", merge=merge, inner=v["projector_input_dim"]))
+
+
+INTERNVL_TILES = (1, 12)
+"""InternVL's tiles per image (min_patches, max_patches): the defaults of transformers 5.24's GotOcr2ImageProcessor,
+which InternVLProcessor runs with crop_to_patches true (its images_kwargs); config.json has none."""
+
+
+def _side(v: dict, key: str) -> Any:
+    """A square size given as a number or as [height, width] (InternVLVisionConfig's image_size and patch_size)."""
+    x = v[key]
+    if isinstance(x, list) and len(x) == 2 and x[0] == x[1]:
+        return x[0]
+    if isinstance(x, list):
+        raise UserError(f"config.json: vision_config.{key} is {repr(x)[:40]}; only square sizes are modelled, give "
+                        "one number")
+    return x
+
+
+def _internvl_vision(c: dict) -> dict[str, Any]:
+    """InternVL's tower (transformers' InternVLVisionModel; llmcalc/model/vision.py InternVLVisionTower) and projector
+    (InternVLMultiModalProjector: pixel shuffle by 1 / downsample_ratio, LayerNorm, Linear + projector_hidden_act +
+    Linear with biases). norm_type layer_norm or rms_norm; attention_bias on q, k, v (o always has one); use_qk_norm
+    adds RMSNorms over all of q and of k; use_mask_token a mask embedding; use_absolute_position_embeddings the
+    learned table; a LayerNorm after the blocks unless use_mean_pooling; two layer-scale vectors a layer. Tiles:
+    INTERNVL_TILES plus a thumbnail. vision_feature_layer picks which layer's output is projected; every layer runs."""
+    v = c["vision"] | (c.get("vision_config") or {})
+    v = v | {"image_size": _side(v, "image_size"), "patch_size": _side(v, "patch_size")}
+    _check_fields(v, "vision_config.", ("num_hidden_layers", "num_attention_heads", "num_channels", "image_size",
+                                        "hidden_size", "intermediate_size", "patch_size"))
+    for key in ("attention_bias", "use_qk_norm", "use_mask_token", "use_absolute_position_embeddings",
+                "use_mean_pooling"):
+        if type(v[key]) is not bool:
+            raise UserError(f"config.json: vision_config.{key} is {repr(v[key])[:40]}, not true or false; fix it")
+    if v["norm_type"] not in ("layer_norm", "rms_norm"):
+        raise UserError(f"config.json: vision_config.norm_type is {repr(v['norm_type'])[:40]}; give layer_norm or "
+                        "rms_norm")
+    ratio = c["downsample_ratio"]
+    merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
+    if not merge or merge * ratio != 1:
+        raise UserError(f"config.json: downsample_ratio is {repr(ratio)[:40]}; give 1 / m for a whole m (0.5)")
+    if c["vision_feature_select_strategy"] != "default":
+        raise UserError("config.json: vision_feature_select_strategy: InternVL's pixel shuffle needs the class token "
+                        'dropped ("default"); set it so')
+    return dict(kind="internvl", image_size=v["image_size"], patch_size=v["patch_size"], channels=v["num_channels"],
+                patch_bias=True, class_token=True, learned_positions=v["use_absolute_position_embeddings"],
+                norm="layernorm" if v["norm_type"] == "layer_norm" else "rmsnorm", pre_norm=False,
+                post_norm=not v["use_mean_pooling"], d_model=v["hidden_size"], n_layers=v["num_hidden_layers"],
+                heads=v["num_attention_heads"], d_ff=v["intermediate_size"], gated=False,
+                activation=_act(v["hidden_act"]), bias=True, min_tiles=INTERNVL_TILES[0], max_tiles=INTERNVL_TILES[1],
+                attention_bias=v["attention_bias"], qk_norm=v["use_qk_norm"], mask_token=v["use_mask_token"],
+                projector=dict(kind="internvl", merge=merge, activation=_act(c["projector_hidden_act"])))
+
+
 TOWERS: dict[str, Callable[[dict], dict[str, Any]]] = {"qwen3_vl": _qwen3_vl_vision, "qwen3_vl_moe": _qwen3_vl_vision,
-                                                       "glm4v": _glm4v_vision}
+                                                       "glm4v": _glm4v_vision, "llama4": _llama4_vision,
+                                                       "internvl": _internvl_vision}
 """Vision-language model_types whose tower has a builder of its own (the outer config, defaults merged, in)."""
 
 
@@ -670,7 +769,7 @@ _POSITIVE = ("num_hidden_layers", "n_layer", "num_attention_heads", "n_head", "d
              "sliding_window_pattern", "global_attn_every_n_layers", "num_heads", "full_attention_interval",
              "mamba_n_heads", "attn_layer_period", "expert_layer_period", "mm_tokens_per_image", "bits", "w_bit",
              "num_bits", "n_heads", "n_layers", "kv_n_heads", "moe_num_experts", "moe_top_k", "no_rope_layer_interval",
-             "moe_k", "moe_layer_interval")
+             "moe_k", "moe_layer_interval", "interleave_moe_layer_step")
 """Fields the import divides by or loops over: whole numbers > 0 (layer counts at most MAX_LAYERS)."""
 _NUMBERS = ("expand", "mamba_expand")
 """Width multipliers: numbers > 0, whole or not (transformers sizes the Mamba width int(expand · hidden_size))."""
@@ -688,13 +787,15 @@ _STRINGS = ("hidden_act", "activation_function", "hidden_activation", "mlp_hidde
             "bnb_4bit_quant_type", "mamba_ssm_cache_dtype", "hybrid_override_pattern",
             "vision_feature_select_strategy", "type", "strategy")
 _OBJECTS = ("text_config", "vision_config", "quantization_config", "config_groups", "weights", "attn_config",
+            "image_processor_config",
             "ffn_config")
 """Nested configs: JSON objects, or null (a list or a string in their place is refused, never read as absent)."""
 _LISTS: dict[str, type] = {
     "layer_types": str, "layers_block_type": str, "mlp_only_layers": int, "cross_attention_layers": int,
     "fullatt_block_indexes": int, "intermediate_layers_indices": int, "supported_aspect_ratios": list,
     "weight_block_size": int, **{key: str for key in ("modules_to_not_convert", "ignored_layers", "ignore",
-                                                       "llm_int8_skip_modules")}, "no_rope_layers": int}
+                                                       "llm_int8_skip_modules")}, "no_rope_layers": int,
+    "moe_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
@@ -714,7 +815,7 @@ _COUNTS = _POSITIVE + (
     "mamba_d_ssm", "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_chunk_size", "attn_layer_offset",
     "expert_layer_offset", "linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim",
     "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
-    "moe_num_shared_experts", "moe_layer_start_index")
+    "moe_num_shared_experts", "moe_layer_start_index", "attention_chunk_size", "intermediate_size_mlp")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
 
 
@@ -1160,6 +1261,52 @@ def _qwen3_next(mt: str, c: dict) -> dict[str, Any]:
                                value_heads=c["linear_num_value_heads"], key_head_dim=c["linear_key_head_dim"],
                                value_head_dim=c["linear_value_head_dim"], conv_kernel=c["linear_conv_kernel_dim"])},
         hybrid_pattern=_shortest_cycle(slots),
+    )
+
+
+def _llama4(mt: str, c: dict) -> dict[str, Any]:
+    """Llama 4's language model as transformers 5.24 builds it (modeling_llama4.py, configuration_llama4.py):
+
+    - layer_types (else from no_rope_layers: 1 marks a RoPE layer, default every no_rope_layer_interval-th layer
+      NoPE): `chunked_attention` layers (the RoPE ones while attention_chunk_size is set) attend within aligned
+      chunks (the `chunked` mixer, llmcalc/model/chunked_attention.py); `full_attention` layers (NoPE) over every
+      earlier token. Their attention temperature tuning and the L2 q/k norm (use_qk_norm) hold no weights.
+    - moe_layers (else every interleave_moe_layer_step-th layer, from layer step − 1): Llama4TextMoe, num_local_experts
+      gated experts of intermediate_size, top num_experts_per_tok by a bias-free d→E router (sigmoid gates), one
+      shared expert of intermediate_size; the other layers a gated MLP of intermediate_size_mlp.
+    """
+    d, n = c["hidden_size"], c["num_hidden_layers"]
+    chunk, types = c["attention_chunk_size"], c["layer_types"]
+    if types is None:
+        rope = c["no_rope_layers"] or [int((i + 1) % c["no_rope_layer_interval"] != 0) for i in range(n)]
+        if len(rope) < n or not set(rope) <= {0, 1}:
+            raise UserError(f"config.json: no_rope_layers: give at least {n} entries of 1 (RoPE) or 0 (NoPE)")
+        types = ["chunked_attention" if r and chunk is not None else "full_attention" for r in rope[:n]]
+    if len(types) != n or not set(types) <= {"chunked_attention", "full_attention"}:
+        raise UserError(f"config.json: layer_types: give {n} entries of chunked_attention or full_attention")
+    if "chunked_attention" in types and not chunk:
+        raise UserError("config.json: attention_chunk_size: layer_types has chunked layers; give the chunk (tokens)")
+    step = c["interleave_moe_layer_step"]
+    moe = set(c["moe_layers"] if c["moe_layers"] is not None else range(step - 1, n, step))
+    act, heads = _act(c["hidden_act"]), c["num_attention_heads"]
+    attention = dict(kind="gqa", heads=heads, kv_heads=c["num_key_value_heads"] or heads,
+                     head_dim=c["head_dim"] or _div(d, heads), qkv_bias=c["attention_bias"], o_bias=c["attention_bias"])
+    if moe & set(range(n)):
+        ffn = dict(kind="moe", experts=c["num_local_experts"], top_k=c["num_experts_per_tok"],
+                   d_ff=c["intermediate_size"], activation=act, shared_experts=1, shared_d_ff=c["intermediate_size"],
+                   dense_d_ff=c["intermediate_size_mlp"] if len(moe & set(range(n))) < n else 0)
+    else:
+        ffn = dict(kind="gated", d_ff=c["intermediate_size_mlp"], activation=act)
+    slots = [dict(mixer="chunked" if t == "chunked_attention" else "attention",
+                  ffn="ffn" if i in moe or ffn["kind"] == "gated" else "dense") for i, t in enumerate(types)]
+    uniform = all(s == dict(mixer="attention", ffn="ffn") for s in slots)
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="rope"), attention=attention, ffn=ffn,
+        **({} if uniform else dict(
+            mixers={"chunked": attention | dict(kind="chunked", chunk=chunk)} if chunk and "chunked_attention" in types
+            else {}, hybrid_pattern=_shortest_cycle(slots))),
     )
 
 

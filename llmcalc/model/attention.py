@@ -58,6 +58,7 @@ class Attention(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "gqa": "llmcalc.model.attention", "mla": "llmcalc.model.mla",
+        "chunked": "llmcalc.model.chunked_attention",
         "cross": "llmcalc.model.cross_attention",
         "mamba2": "llmcalc.model.state_space", "mamba": "llmcalc.model.state_space",
         "parallel": "llmcalc.model.state_space",

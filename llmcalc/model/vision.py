@@ -35,7 +35,8 @@ class Projector(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "mlp": "llmcalc.model.vision", "pool": "llmcalc.model.vision", "merger": "llmcalc.model.vision",
-        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision"}
+        "linear": "llmcalc.model.vision", "downsample": "llmcalc.model.vision",
+        "pixel_shuffle": "llmcalc.model.vision", "internvl": "llmcalc.model.vision"}
     """Each kind's module, imported when a spec names the kind (Variant)."""
     label: ClassVar[str] = ""
 
@@ -282,7 +283,7 @@ class VisionTower(Frozen):
     not in full_layers (Qwen2.5-VL: 112 px / 14 = 8); None: every layer attends to the whole image.
     """
 
-    kind: Literal["vit", "tiled"] = "vit"
+    kind: Literal["vit", "tiled", "llama4", "internvl"] = "vit"
     image_size: PosInt
     resize: Literal["fixed", "dynamic"] = "fixed"
     min_pixels: PosInt | None = None
@@ -713,10 +714,252 @@ class TiledVisionTower(VisionTower):
                 f"up to {self.max_tiles} tiles of {self.image_size} px, {self.projector.label}")
 
 
+class PixelShuffleProjector(Projector):
+    """Llama 4 (transformers' Llama4VisionPixelShuffleMLP and Llama4MultiModalProjector): the encoder's patch tokens
+    of one tile (class token dropped) pixel-shuffled, each m × m block into one token of m²·d features; fc1 (m²·d →
+    `inner`), GELU, fc2 (inner → inner), GELU, then the projector's linear (inner → D); no biases."""
+
+    kind: Literal["pixel_shuffle"] = "pixel_shuffle"
+    merge: PosInt = 2
+    """m = 1 / pixel_shuffle_ratio: the side of the block of patches one token gathers."""
+    inner: PosInt
+    """The adapter's width (projector_input_dim = projector_output_dim = vision_output_dim)."""
+    label: ClassVar[str] = "pixel shuffle + MLP + linear"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """fc1 m²·d·k, fc2 k·k, linear k·D."""
+        return self.matmuls(d_vision, d_text)
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"fc1": self.merge**2 * d_vision * self.inner, "fc2": self.inner * self.inner,
+                "linear": self.inner * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"fc1": "m_img · m_img · d_img · k_img", "fc2": "k_img · k_img", "linear": "k_img · d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge, "k_img": self.inner}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d, its shuffled copy T·m²·d and fc1's output T·k held together (not checked
+        against a measured peak)."""
+        return encoder * d_vision + tokens * (self.merge**2 * d_vision + self.inner)
+
+
+class PerTileTower(VisionTower):
+    """A tower that encodes each image as tiles of image_size² pixels, one encoder pass per tile (`tiles`: the
+    canvas's columns and rows; `tile_count`: the tiles encoded, a whole-image tile besides when the canvas has
+    more than one): tokens, FLOPs and the activation peak are one tile's times the tiles."""
+
+    referenced: ClassVar[bool] = False
+    explain_legend: ClassVar[dict[str, str]] = VisionTower.explain_legend | {
+        "t_img": "tiles the tower encodes per image (the canvas's tiles, + 1 whole-image tile when more than one)"}
+
+    def tiles(self, height: int, width: int) -> tuple[int, int]:
+        """The canvas of tiles an image of height × width is cut into, (rows, columns) or (columns, rows)."""
+        raise NotImplementedError
+
+    def tile_count(self, height: int, width: int) -> int:
+        """Tiles the encoder runs on per image: the canvas's tiles, plus one for the whole image when more than 1."""
+        r, c = self.tiles(height, width)
+        return r * c + (r * c > 1)
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image tokens per image: tiles · one tile's."""
+        return self.tile_count(height, width) * super().tokens(height, width)
+
+    def flops(self, height: int, width: int, d_text: int) -> Parts:
+        """VisionTower's FLOPs of one tile (n = g² + 1 tokens, every pair), times the tiles."""
+        n = self.tile_count(height, width)
+        return {k: n * v for k, v in super().flops(height, width, d_text).items()}
+
+    def activation_bytes(self, height: int, width: int, d_text: int, act: int) -> int:
+        """VisionTower's peak of one tile, times the tiles (encoded as one batch). Not checked against a measured
+        peak (the reference has no tiled tower)."""
+        return self.tile_count(height, width) * super().activation_bytes(height, width, d_text, act)
+
+    def explain_image_symbols(self, height: int, width: int, d_text: int) -> dict[str, int]:
+        """VisionTower's per-image symbols of one tile (N_p, n_img, P_img; m_proj over one tile's tokens), T_img the
+        image's tokens over all its tiles, and t_img its tiles."""
+        out = super().explain_image_symbols(height, width, d_text)
+        per_tile = VisionTower.tokens(self, height, width)
+        return out | {"t_img": self.tile_count(height, width),
+                      "m_proj": self.projector.activation_elements(out["n_img"], self.d_model, d_text, per_tile)}
+
+    def explain_flops(self) -> dict[str, str]:
+        """The encoder's terms of one tile times t_img; the projector's over T_img, the tokens of every tile."""
+        return {k: v if k.startswith("projector/") else f"t_img · {v}" for k, v in super().explain_flops().items()}
+
+    def explain_activations(self) -> str:
+        return f"t_img · ({super().explain_activations()})"
+
+
+class Llama4VisionTower(PerTileTower):
+    """Llama 4's tower (transformers' Llama4VisionModel): the processor resizes each image into a canvas of up to
+    `max_tiles` tiles of image_size² pixels (tile_grid, the same choice as Llama 3.2 Vision's) and, when that is
+    more than one tile, adds the whole image resized to one tile (the global tile); the encoder runs on each tile
+    alone: its patches (an unfolded linear embedding, no bias) + a class token, a learned position table, a
+    LayerNorm before and after the layers, LayerNorm blocks with biased q, k, v, o and a GELU MLP, 2-D rotary
+    positions (no weights). Each tile's patch tokens then go through the pixel-shuffle projector."""
+
+    kind: Literal["llama4"] = "llama4"
+    max_tiles: PosInt
+    """The processor's max_patches: the most tiles of the canvas (16), the global tile apart."""
+
+    @model_validator(mode="after")
+    def _llama4(self) -> "Llama4VisionTower":
+        if self.projector.kind != "pixel_shuffle" or not self.class_token:
+            raise ValueError("vision.projector: Llama 4's tower has a class token and the pixel-shuffle projector; "
+                             "give class_token true and projector kind pixel_shuffle")
+        return self
+
+    def tiles(self, height: int, width: int) -> tuple[int, int]:
+        """(rows, columns) of the canvas an image of height × width is cut into (tile_grid)."""
+        return tile_grid(height, width, self.image_size, self.max_tiles)
+
+    @property
+    def label(self) -> str:
+        return (f"ViT {self.n_layers}×{self.d_model}, patch {self.patch_size}, up to {self.max_tiles} tiles of "
+                f"{self.image_size} px + a global tile, {self.projector.label}")
+
+
+def closest_canvas(height: int, width: int, tile: int, min_tiles: int, max_tiles: int) -> tuple[int, int]:
+    """(columns, rows) of the canvas InternVL's processor (transformers' GotOcr2 image processor, crop_to_patches)
+    cuts an image into: of the arrangements of c × r tiles with min_tiles ≤ c·r ≤ max_tiles, taken in order of c·r
+    (then c, then r), the one whose c / r is closest to width / height; on a tie a later one replaces the best so
+    far while the image's area exceeds half the canvas's (tile² · c·r). Float arithmetic, as the processor's."""
+    shapes = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1)
+                     if min_tiles <= c * r <= max_tiles), key=lambda s: s[0] * s[1])
+    aspect, area = width / height, width * height
+    best, best_diff = (1, 1), float("inf")
+    for c, r in shapes:
+        diff = abs(aspect - c / r)
+        if diff < best_diff:
+            best, best_diff = (c, r), diff
+        elif diff == best_diff and area > 0.5 * tile * tile * c * r:
+            best = (c, r)
+    return best
+
+
+class InternVLVisionTower(PerTileTower):
+    """InternVL's tower (transformers' InternVLVisionModel, InternViT): the processor cuts each image into a canvas of
+    min_tiles … max_tiles tiles of image_size² pixels (closest_canvas) and, when more than one, adds a thumbnail of the
+    whole image; per tile a Conv2d patch embedding with a bias, a class token (and a mask token, `mask_token`), a
+    learned table of patches + 1 positions (`learned_positions`), blocks of two norms, q, k, v (biases with
+    `attention_bias`) and o (a bias), per-head-less RMSNorms over all of q and of k (`qk_norm`, d each), a GELU MLP
+    with biases and two layer-scale vectors (d each, scaling the attention's and the MLP's outputs); a LayerNorm after
+    the blocks unless mean pooling (`post_norm`); then the class token is dropped and the `internvl` projector
+    pixel-shuffles and projects each tile's patches."""
+
+    kind: Literal["internvl"] = "internvl"
+    max_tiles: PosInt = 12
+    min_tiles: PosInt = 1
+    attention_bias: bool = False
+    qk_norm: bool = False
+    mask_token: bool = False
+
+    @model_validator(mode="after")
+    def _internvl(self) -> "InternVLVisionTower":
+        if self.projector.kind != "internvl" or not self.class_token or self.min_tiles > self.max_tiles:
+            raise ValueError("vision.projector: InternVL's tower has a class token and the internvl projector, and "
+                             "min_tiles ≤ max_tiles; give class_token true, projector kind internvl")
+        return self
+
+    def tiles(self, height: int, width: int) -> tuple[int, int]:
+        """(columns, rows) of the canvas (closest_canvas)."""
+        return closest_canvas(height, width, self.image_size, self.min_tiles, self.max_tiles)
+
+    def layer_params(self) -> Parts:
+        """q, k, v (d², + d with attention_bias), o (d² + d), the MLP with biases, two norms, the q and k RMSNorms
+        (qk_norm: d each) and the two layer-scale vectors (2·d)."""
+        d = self.d_model
+        parts = {f"attention/{k}": linear(d, d, self.attention_bias) for k in ("q", "k", "v")}
+        parts["attention/o"] = linear(d, d, True)
+        parts |= {f"mlp/{k}": v for k, v in mlp_params(d, self.d_ff, gated=self.gated, bias=self.bias).items()}
+        parts["norms/layer"] = 2 * norm_params(self.norm, d) + (2 * d if self.qk_norm else 0)
+        return parts | {"layer_scale": 2 * d}
+
+    def params(self, d_text: int) -> Parts:
+        """VisionTower's, the norm after the blocks a LayerNorm whatever the blocks' norm (2·d), and the mask
+        token (d)."""
+        out = super().params(d_text)
+        if self.post_norm:
+            out["vision/norms/outer"] = 2 * self.d_model
+        return out | ({"vision/mask_token": self.d_model} if self.mask_token else {})
+
+    def explain_params(self) -> dict[str, str]:
+        """VisionTower's, with InternViT's biases, q/k norms, layer scale and mask token."""
+        out = super().explain_params()
+        qkv = "L_img · (d_img · d_img + d_img)" if self.attention_bias else "L_img · (d_img · d_img)"
+        out |= {f"vision/layers/attention/{k}": qkv for k in ("q", "k", "v")}
+        out["vision/layers/attention/o"] = "L_img · (d_img · d_img + d_img)"
+        if self.qk_norm:
+            out["vision/layers/norms/layer"] += " + L_img · 2 · d_img"
+        out["vision/layers/layer_scale"] = "L_img · 2 · d_img"
+        if self.post_norm:
+            out["vision/norms/outer"] = "2 · d_img"
+        return out | ({"vision/mask_token": "d_img"} if self.mask_token else {})
+
+    @property
+    def label(self) -> str:
+        return (f"InternViT {self.n_layers}×{self.d_model}, patch {self.patch_size}, {self.min_tiles}–{self.max_tiles} "
+                f"tiles of {self.image_size} px + a thumbnail, {self.projector.label}")
+
+
+class InternVLProjector(Projector):
+    """InternVL (transformers' InternVLMultiModalProjector): each tile's patch tokens (class token dropped)
+    pixel-shuffled, every m × m block into one token of m²·d features; LayerNorm over m²·d, Linear(m²·d → D) with a
+    bias, the activation, Linear(D → D) with a bias."""
+
+    kind: Literal["internvl"] = "internvl"
+    merge: PosInt = 2
+    """m = 1 / downsample_ratio."""
+    activation: Activation = "gelu"
+    label: ClassVar[str] = "pixel shuffle + LayerNorm + 2-layer MLP"
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+    def params(self, d_vision: int, d_text: int) -> Parts:
+        """LayerNorm 2·m²·d, linear_1 m²·d·D + D, linear_2 D·D + D."""
+        width = self.merge**2 * d_vision
+        return {"norm": 2 * width, "linear_1": linear(width, d_text, True), "linear_2": linear(d_text, d_text, True)}
+
+    def matmuls(self, d_vision: int, d_text: int) -> Parts:
+        return {"linear_1": self.merge**2 * d_vision * d_text, "linear_2": d_text * d_text}
+
+    def explain_params(self) -> dict[str, str]:
+        return {"norm": "2 · m_img · m_img · d_img", "linear_1": "m_img · m_img · d_img · d + d",
+                "linear_2": "d · d + d"}
+
+    def explain_symbols(self) -> dict[str, int]:
+        return {"m_img": self.merge}
+
+    def activation_elements(self, encoder: int, d_vision: int, d_text: int, tokens: int) -> int:
+        """The encoder's output n·d, its shuffled and normed copies 2·T·m²·d and linear_1's output T·D held together
+        (not checked against a measured peak)."""
+        return encoder * d_vision + tokens * (2 * self.merge**2 * d_vision + d_text)
+
+
 def _tower(value: object) -> object:
-    """A vision dict's class by its `kind` (vit: VisionTower, the default; tiled: TiledVisionTower)."""
+    """A vision dict's class by its `kind` (vit: VisionTower, the default; tiled: TiledVisionTower; llama4:
+    Llama4VisionTower; internvl: InternVLVisionTower)."""
     if isinstance(value, dict):
-        kinds = {"vit": VisionTower, "tiled": TiledVisionTower}
+        kinds = {"vit": VisionTower, "tiled": TiledVisionTower, "llama4": Llama4VisionTower,
+                 "internvl": InternVLVisionTower}
         kind = value.get("kind", "vit")
         if kind not in kinds:
             raise ValueError(f"vision.kind: {kind!r} is not one of {', '.join(kinds)}")

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
+from llmcalc.reference.chunked import ChunkedAttention
 from llmcalc.reference.cross_attention import GatedCrossAttentionMixer
 from llmcalc.reference.deltanet import GatedDeltaNetMixer
 from llmcalc.reference.layers import (
@@ -97,7 +98,7 @@ class Layer(nn.Module):
 def attention_module(kind: str) -> type[nn.Module]:
     """The reference module of an attention kind (sparse variants: llmcalc/reference/sparse.py)."""
 
-    return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
+    return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention, "chunked": ChunkedAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
             "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
             "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer}[kind]
