@@ -20,6 +20,7 @@ from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
 from llmcalc.reference.cross_attention import GatedCrossAttentionMixer
 from llmcalc.reference.deltanet import GatedDeltaNetMixer
+from llmcalc.reference.lightning import LightningMixer
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
     MLP,
@@ -100,7 +101,8 @@ def attention_module(kind: str) -> type[nn.Module]:
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
             "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
-            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer}[kind]
+            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer,
+            "lightning": LightningMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):
