@@ -18,17 +18,18 @@ from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.layers import Step
 
 
-def slopes(heads: int, layer: int = 0, layers: int = 2) -> Tensor:
+def slopes(heads: int, layer: int, layers: int, device: torch.device) -> Tensor:
     """λ per head [H]: (2^(−8/H))^(i+1) for head i, scaled by 1 − layer/(layers − 1) (+ 1e-5 each, as
     transformers' MiniMaxLightningAttention.get_slope_rate): the decay weakens with depth."""
     base = 1 / (2 ** (8 / heads))
-    return base ** (torch.arange(heads) + 1.0) * (1 - layer / (layers - 1 + 1e-5) + 1e-5)
+    exponent = torch.arange(heads, device=device, dtype=torch.float32) + 1
+    return base**exponent * (1 - layer / (layers - 1 + 1e-5) + 1e-5)
 
 
 class LightningMixer(nn.Module):
     """Parameters as transformers lays them out: qkv_proj [d → 3·H·h] grouped [q, k, v] per head, output_gate,
-    norm (one RMSNorm over H·h), out_proj. The slopes are a buffer (layer 0's of a two-layer model here: the
-    reference does not know a layer's depth, and no count depends on them). Cache per sequence: the state
+    norm (one RMSNorm over H·h), out_proj. The slopes depend on the layer's depth (`layer` of `layers`; the
+    reference builds every mixer as layer 0 of 2, as no count depends on them). Cache per sequence: the state
     [B, H, h, h] in the cache's dtype."""
 
     def __init__(self, spec: ModelSpec, window: int | None):
@@ -40,7 +41,7 @@ class LightningMixer(nn.Module):
         self.output_gate = nn.Linear(d, a.width, bias=False)
         self.norm_weight = nn.Parameter(torch.empty(a.width))  # RMSNorm over H·h
         self.out_proj = nn.Linear(a.width, d, bias=False)
-        self.register_buffer("slope", slopes(a.heads), persistent=False)  # [H]
+        self.layer, self.layers = 0, 2
 
     def cache_shapes(self, batch: int, n: int) -> list[tuple[int, ...]]:
         return [(batch, self.a.heads, self.a.head_dim, self.a.head_dim)]
@@ -50,7 +51,7 @@ class LightningMixer(nn.Module):
         H, h = a.heads, a.head_dim
         qkv = self.act(self.qkv_proj(x)).view(B, T, H, 3 * h).transpose(1, 2)  # [B, H, T, 3h]
         q, k, v = qkv.split(h, -1)  # [B, H, T, h] each
-        lam = self.slope.to(torch.float32).view(H, 1, 1)
+        lam = slopes(H, self.layer, self.layers, x.device).view(H, 1, 1)  # [H, 1, 1]
         if kv is not None and step.start:
             o, S = self.recurrent(q, k, v, lam, kv[0])
         else:
