@@ -27,7 +27,7 @@ from llmcalc.costs.kv import kv_bytes, kv_cache
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
 from llmcalc.inputs.presets import load_preset
-from llmcalc.workload import Workload
+from llmcalc.workload import Layout, Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
@@ -212,6 +212,20 @@ def test_reference_decoder_matches_estimators(spec, seq):
                 train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
     got = {k: getattr(m, k) for k in want}
     assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+
+
+def test_explain_matches_the_plain_commands_on_the_preset():
+    """`llmcalc explain` writes the lightning terms (docs/lightning.md) that give the estimators' figures."""
+    from test_explain import H200, check
+
+    spec = load_preset("minimax-text-01")
+    check("params", spec, Workload())
+    check("kv", spec, Workload(batch=64, seq=32768))
+    check("flops", spec, Workload(batch=2, seq=5000, gen=7))
+    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all"))
+    check("memory", spec, Workload(batch=4, seq=2048))
+    check("memory", spec, Workload(seq=1024, train=True, optimizer="adamw-8bit"))
+    check("latency", spec, Workload(batch=4, seq=8192, gen=64, layout=Layout(tp=8)), H200)
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------
