@@ -28,7 +28,8 @@ class LightningAttention(RecurrentMixer):
     chunk_size: PosInt = 256
     """Q: the block length of the prompt's blocked form (MiniMaxConfig.block_size)."""
 
-    explain_legend: ClassVar[dict[str, str]] = {"H_l": "lightning heads", "d_h": "lightning head dim", "Q": "lightning block length"}
+    explain_legend: ClassVar[dict[str, str]] = {"H_l": "lightning heads", "d_h": "lightning head dim",
+                                                "Q": "lightning block length"}
 
     @property
     def width(self) -> int:
@@ -103,8 +104,8 @@ class LightningAttention(RecurrentMixer):
         return {"core_first_read": 2, "core_final_update": 1}.get(name, 3)
 
     def saved_elements(self, d_model: int) -> int:
-        """Elements per token kept for the backward pass: the input d, q, k, v (3·H·d_h), the gate's input
-        H·d_h, the core's and the norm's outputs (H·d_h each)."""
+        """Elements per token kept for the backward pass: the input d, q, k, v (3·H·d_h), the gate's, the core's
+        and the norm's outputs (H·d_h each)."""
         return d_model + 6 * self.width
 
     def prefill_activation_bytes(self, d_model: int, seq: int, window: int | None, act: int, rope: bool,
@@ -137,7 +138,8 @@ class LightningAttention(RecurrentMixer):
 
     def explain_parts(self) -> dict[str, tuple[str, str | None]]:
         return {"qkv_proj": ("d · 3 · H_l · d_h", "d · 3 · H_l · d_h"),
-                "output_gate": ("d · H_l · d_h", "d · H_l · d_h"), "out_proj": ("H_l · d_h · d", "H_l · d_h · d"), "gate_norm": ("H_l · d_h", None)}
+                "output_gate": ("d · H_l · d_h", "d · H_l · d_h"), "out_proj": ("H_l · d_h · d", "H_l · d_h · d"),
+                "gate_norm": ("H_l · d_h", None)}
 
     def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
         """Bytes of the layers' states, as cache_bytes."""
