@@ -268,9 +268,9 @@ REFUSED = {
                    "8,192-token chunks) is not modelled",
     "internvl": "InternVL's image tiles (its processor cuts an image into up to max_patches tiles of the tower's "
                 "image_size plus a thumbnail) and its tower's layer-scale vectors (lambda_1, lambda_2) are not modelled",
-    "longcat_flash": "LongCat-Flash's shortcut-connected MoE (two attention blocks and two dense MLPs per layer beside "
-                     "one MoE) and its zero-computation experts (zero_expert_num identity experts a routed token "
-                     "may take instead of an FFN) are not modelled",
+    "longcat_flash": "LongCat-Flash's shortcut-connected MoE (two MLA blocks and two dense MLPs per layer beside one "
+                     "MoE) and its zero-computation experts (zero_expert_num identity experts a routed token may take "
+                     "instead of an FFN, so the active parameters per token depend on the routing) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
                "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
     "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
