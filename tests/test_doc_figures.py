@@ -702,6 +702,9 @@ def hybrid_presets_table():
            f"{mixer_layers('nemotron-h-8b', 'gqa')} attention) | {n(total('nemotron-h-8b'))} |")
     yield (f"| `qwen3-next-80b-a3b` | Gated DeltaNet + gated attention, MoE (docs/deltanet.md) | "
            f"{n(total('qwen3-next-80b-a3b'))} ({n(params(spec('qwen3-next-80b-a3b')).active)} active) |")
+    yield (f"| `minimax-text-01` | lightning attention + softmax attention every "
+           f"{len(raw('minimax-text-01')['hybrid_pattern'])}, MoE (docs/lightning.md) | "
+           f"{n(total('minimax-text-01'))} ({n(params(spec('minimax-text-01')).active)} active) |")
 
 
 @on("deltanet.md")
