@@ -283,6 +283,8 @@ def _patch_attention_probe(seen: list):
 
 def cache_tensors(cache):
     """Yield every tensor held by a transformers cache object."""
+    # MiniMax's cache (MiniMaxCache): each lightning-attention layer's state [B, H, h, h], beside its DynamicCache.
+    yield from (t for t in getattr(cache, "linear_cache", None) or [] if isinstance(t, torch.Tensor))
     layers = getattr(cache, "layers", None)
     if layers is not None:
         for layer in layers:

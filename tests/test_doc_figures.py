@@ -702,6 +702,9 @@ def hybrid_presets_table():
            f"{mixer_layers('nemotron-h-8b', 'gqa')} attention) | {n(total('nemotron-h-8b'))} |")
     yield (f"| `qwen3-next-80b-a3b` | Gated DeltaNet + gated attention, MoE (docs/deltanet.md) | "
            f"{n(total('qwen3-next-80b-a3b'))} ({n(params(spec('qwen3-next-80b-a3b')).active)} active) |")
+    yield (f"| `minimax-text-01` | lightning attention + softmax attention every "
+           f"{len(raw('minimax-text-01')['hybrid_pattern'])}, MoE (docs/lightning.md) | "
+           f"{n(total('minimax-text-01'))} ({n(params(spec('minimax-text-01')).active)} active) |")
 
 
 @on("deltanet.md")
@@ -715,6 +718,22 @@ def qwen3_next():
            f"context {r['max_seq_len']}): **{n(total('qwen3-next-80b-a3b'))}** parameters, "
            f"{n(params(spec('qwen3-next-80b-a3b')).active)} active")
     assert moe["shared_experts"] == 1
+
+@on("lightning.md")
+def minimax_text_01():
+    name = "minimax-text-01"
+    r, p = raw(name), params(spec(name))
+    a, moe, mixer = r["attention"], r["ffn"], r["mixers"]["linear"]
+    yield (f"d {r['d_model']}, {r['n_layers']} layers: {mixer_layers(name, 'lightning')} lightning + "
+           f"{mixer_layers(name, 'gqa')} softmax ({a['heads']} heads, {a['kv_heads']} KV heads, h {a['head_dim']}), "
+           f"{moe['experts']} experts {moe['d_ff']} wide, top {moe['top_k']}, V {r['vocab_size']}): "
+           f"**{n(p.total)}** parameters, {n(p.active)} active "
+           f"({n(p.active - 2 * r['vocab_size'] * r['d_model'])} without the embedding and the head)")
+    state = mixer["heads"] * mixer["head_dim"] ** 2
+    yield (f"MiniMax-Text-01: {mixer['heads']}·{mixer['head_dim']}·{mixer['head_dim']} = {n(state)} elements, "
+           f"{state * 2 // 2**20} MiB in bf16 per layer and sequence.")
+    assert not r["tie_embeddings"] and state * 2 % 2**20 == 0
+
 
 # docs/encoders.md, docs/encoder-decoder.md ----------------------------------------------------------------------
 

@@ -70,8 +70,9 @@ def test_a_command_loads_only_its_own_modules(fmt):
 
 
 VARIANT_MODULES = {"llmcalc.model.mla", "llmcalc.model.sparse_attention", "llmcalc.model.state_space",
-                   "llmcalc.model.deltanet", "llmcalc.model.cross_attention", "llmcalc.model.moe",
-                   "llmcalc.model.positions", "llmcalc.model.encoders", "llmcalc.model.chunked_attention"}
+                   "llmcalc.model.deltanet", "llmcalc.model.lightning", "llmcalc.model.cross_attention",
+                   "llmcalc.model.moe", "llmcalc.model.positions", "llmcalc.model.encoders",
+                   "llmcalc.model.chunked_attention"}
 """The modules of the variants llama2-7b does not use (Variant.variant_modules)."""
 
 

@@ -107,6 +107,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                        linear_num_key_heads=16, linear_num_value_heads=32, decoder_sparse_step=1,
                        moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts_per_tok=10,
                        num_experts=512, mlp_only_layers=[], layer_types=None, full_attention_interval=4),
+    "minimax": dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                    num_attention_heads=32, num_key_value_heads=8, head_dim=None, hidden_act="silu",
+                    max_position_embeddings=131072, tie_word_embeddings=False, sliding_window=None,
+                    num_experts_per_tok=2, num_local_experts=8, layer_types=None, block_size=256),
     "mamba2": dict(num_heads=128, head_dim=64, vocab_size=32768, hidden_size=4096, state_size=128,
                    num_hidden_layers=64, expand=2, conv_kernel=4, n_groups=8, use_bias=False, use_conv_bias=True,
                    chunk_size=256, tie_word_embeddings=False),
@@ -278,6 +282,9 @@ preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
 REFUSED = {
+    "longcat_flash": "LongCat-Flash's shortcut-connected MoE (two MLA blocks and two dense MLPs per layer beside one "
+                     "MoE) and its zero-computation experts (zero_expert_num identity experts a routed token may take "
+                     "instead of an FFN, so the active parameters per token depend on the routing) are not modelled",
     "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
                "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
     "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
@@ -425,7 +432,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
     mt = _SAME_AS.get(mt, mt)
     build = {"gpt2": _gpt2, "falcon": _falcon, "bert": _bert, "roberta": _bert, "modernbert": _modernbert,
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
-             "qwen3_next": _qwen3_next, "mamba": _mamba, "falcon_mamba": _mamba,
+             "qwen3_next": _qwen3_next, "minimax": _minimax, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
              "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
@@ -1307,6 +1314,41 @@ def _llama4(mt: str, c: dict) -> dict[str, Any]:
         **({} if uniform else dict(
             mixers={"chunked": attention | dict(kind="chunked", chunk=chunk)} if chunk and "chunked_attention" in types
             else {}, hybrid_pattern=_shortest_cycle(slots))),
+    )
+
+
+def _minimax(mt: str, c: dict) -> dict[str, Any]:
+    """MiniMax-Text-01 / MiniMax-M1 (transformers 5.24's MiniMaxForCausalLM): lightning attention on the
+    `linear_attention` layers of layer_types and GQA softmax attention (RoPE over the whole head, no biases) on the
+    `full_attention` ones (default: full on even layers, linear on odd, MiniMaxConfig.__post_init__), every FFN a
+    top-k MoE of gated experts with a bias-free router. RMSNorm before the mixer and the FFN and at the end; the
+    residual scalings (*_alpha_factor, *_beta_factor) are element-wise and add nothing counted. The lightning
+    layers use num_attention_heads and head_dim (else hidden_size / heads), not num_key_value_heads."""
+    d, h, n_layers = c["hidden_size"], c["num_attention_heads"], c["num_hidden_layers"]
+    block = c["block_size"]
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise UserError(f"config.json: block_size: {block!r} is not a whole number > 0; give the lightning blocks' "
+                        "length (256 in MiniMax-Text-01)")
+    if c["sliding_window"] is not None:
+        raise UserError("config.json: sliding_window: a sliding window on MiniMax's softmax layers is not modelled; "
+                        "set it to null")
+    if c.get("attn_type_list") is not None and c["layer_types"] is None:
+        raise UserError("config.json: attn_type_list: transformers' MiniMaxConfig does not read it (it alternates "
+                        "full and linear layers instead); give layer_types")
+    types = c["layer_types"] or ["full_attention" if (i + 1) % 2 else "linear_attention" for i in range(n_layers)]
+    if len(types) != n_layers or not set(types) <= {"full_attention", "linear_attention"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of full_attention or linear_attention")
+    head_dim = c["head_dim"] or _div(d, h)
+    slots = [dict(mixer="attention" if t == "full_attention" else "linear", ffn="ffn") for t in types]
+    return dict(
+        vocab_size=c["vocab_size"], d_model=d, n_layers=n_layers, max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c["tie_word_embeddings"], norm=dict(kind="rmsnorm", per_layer=2, final=True),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gqa", heads=h, kv_heads=c["num_key_value_heads"] or h, head_dim=head_dim),
+        ffn=dict(kind="moe", experts=c["num_local_experts"], top_k=c["num_experts_per_tok"],
+                 d_ff=c["intermediate_size"], activation=_act(c["hidden_act"])),
+        mixers={"linear": dict(kind="lightning", heads=h, head_dim=head_dim, chunk_size=block)},
+        hybrid_pattern=_shortest_cycle(slots),
     )
 
 

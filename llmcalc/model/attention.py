@@ -62,7 +62,7 @@ class Attention(Variant):
         "cross": "llmcalc.model.cross_attention",
         "mamba2": "llmcalc.model.state_space", "mamba": "llmcalc.model.state_space",
         "parallel": "llmcalc.model.state_space",
-        "gated_deltanet": "llmcalc.model.deltanet",
+        "gated_deltanet": "llmcalc.model.deltanet", "lightning": "llmcalc.model.lightning",
         "short_conv": "llmcalc.model.short_conv",
         "longformer": "llmcalc.model.sparse_attention", "linformer": "llmcalc.model.sparse_attention",
         "reformer": "llmcalc.model.sparse_attention", "dsa": "llmcalc.model.sparse_attention",

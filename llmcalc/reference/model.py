@@ -21,6 +21,7 @@ from llmcalc.reference.buckets import BucketAttention
 from llmcalc.reference.chunked import ChunkedAttention
 from llmcalc.reference.cross_attention import GatedCrossAttentionMixer
 from llmcalc.reference.deltanet import GatedDeltaNetMixer
+from llmcalc.reference.lightning import LightningMixer
 from llmcalc.reference.layers import (
     MIN_SCRATCH,
     MLP,
@@ -101,7 +102,8 @@ def attention_module(kind: str) -> type[nn.Module]:
     return {"gqa": GQAttention, "mla": MLAttention, "longformer": LongformerAttention, "chunked": ChunkedAttention,
             "linformer": LinformerAttention, "reformer": ReformerAttention, "dsa": DSAttention,
             "mamba2": Mamba2Mixer, "mamba": MambaMixer, "parallel": ParallelMixer,
-            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer}[kind]
+            "gated_deltanet": GatedDeltaNetMixer, "cross": GatedCrossAttentionMixer, "short_conv": ShortConvMixer,
+            "lightning": LightningMixer}[kind]
 
 
 def layer_shape(spec: ModelSpec, i: int):
