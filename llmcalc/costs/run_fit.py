@@ -9,9 +9,12 @@ What a run's figures can identify, and so the only terms refitted (the rest stay
                       kernels, so memory_efficiency, kernel_s and step_s move the TPOT of one model together; the
                       runs of one model cannot split them, and the per-step fixed cost takes what they share.
   compute_efficiency  from the runs' mean time to first token (TTFT), with step_s as fitted: a prompt's step adds
-                      its compute (FLOPs over the peak times the efficiency) to what a decode step costs. Where the
-                      prompts are so short that their steps are memory-bound the TTFT does not depend on it, and it
-                      is left as it was (the fit says so).
+                      its compute (FLOPs over the peak times the efficiency) to what a decode step costs. Only where
+                      the prompt steps are compute-bound under the base profile: the TTFT must move at least
+                      MIN_ELASTICITY % per 1 % of the efficiency's reciprocal. Below that the prompts are memory-bound
+                      and their TTFT gap is not the efficiency's (a per-request host cost, say: tokenising, the
+                      server's own path); fitting it there would make a memory-bound step look compute-bound, so it
+                      is left as it was and the fit says so.
 
   Left as they were: memory_efficiency, kernel_s and overlap (not separable from step_s by these runs, above);
   matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency and fp8_efficiency (no separate
@@ -48,6 +51,11 @@ ITERATIONS = 8
 TOLERANCE = 1e-3
 """Newton steps at most, and the largest |mean log ratio| at which the solve stops."""
 MIN_EFFICIENCY = 0.01
+MIN_ELASTICITY = 0.5
+"""The least d log TTFT / d log(1 / compute_efficiency), at the base profile, at which the runs identify
+compute_efficiency: half the prompt steps' time in their compute."""
+ELASTICITY_STEP = 0.05
+"""The relative step of the efficiency's reciprocal over which that slope is taken."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,13 @@ def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple
     names = [n for n, _ in TERMS if n in g]
     x = {n: _to_x(n, getattr(base, n)) for n in names}
     flat: set[str] = set()
+    weak: dict[str, float] = {}
+    if "compute_efficiency" in g:  # identified only by compute-bound prompt steps (the module's docstring)
+        n, up = "compute_efficiency", x["compute_efficiency"] * (1 + ELASTICITY_STEP)
+        slope = (_gaps(_at(base, x | {n: up}), runs, predict)[n] - g[n]) / math.log1p(ELASTICITY_STEP)
+        if slope < MIN_ELASTICITY:
+            weak[n] = slope
+            flat.add(n)
     for _ in range(ITERATIONS):
         live = [n for n in names if n not in flat]
         if not live or max(abs(g[n]) for n in live) < TOLERANCE:
@@ -156,6 +171,10 @@ def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple
         n = sum(1 for r in runs if any(r.measured.get(m, 0) > 0 for m in metrics))
         if not n:
             note = f"left as it was: no run records {' or '.join(m.upper() for m in metrics)}"
+        elif name in weak:
+            note, n = (f"left as it was: the runs' prompt steps are not compute-bound (their TTFT moves "
+                       f"{weak[name]:.2f} % per 1 % of its reciprocal, under {MIN_ELASTICITY}); their TTFT gap is "
+                       "another term's"), 0
         elif name in flat:
             note, n = "left as it was: the runs' figures do not depend on it", 0
         else:
