@@ -137,3 +137,62 @@ def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
         assert r.returncode == 2 and word in r.stderr and "Traceback" not in r.stderr, (field, r.stderr)
     r = cli(*base, "--engine", "vllm", "--gpu-memory-utilization", "1.5")
     assert r.returncode == 2 and "--gpu-memory-utilization" in r.stderr
+
+
+# the host's time per request (TimeModel.request_s): beside the GPU, before the scheduler sees the request
+
+HOST = 0.04
+
+
+def _with_host(tm, seconds=HOST):
+    return tm.model_copy(update={"request_s": seconds})
+
+
+@pytest.mark.parametrize("rate", [2.0, 40.0, float("inf")])
+def test_an_open_loop_is_shifted_by_the_host_time_and_nothing_else(rate):
+    """Under arrivals that do not wait on the engine (Poisson, all at once) every request reaches the scheduler
+    the same request_s later, so the run is the same run shifted in time: each request's TTFT and end-to-end
+    time grow by exactly request_s, its TPOT and preemptions are unchanged, at any load."""
+    load = Load(rate=rate)
+    rows = make_requests(150, parse_lengths("normal:900,300", "prompt"), parse_lengths("normal:150,60", "output"),
+                         load, 3)
+    spec = load_preset("llama3-8b")
+    plain, host = (serve(spec, H100, Workload(), tm, rows, settings("vllm"), load, "900", "150").timeline
+                   for tm in (TM, _with_host(TM)))
+    for a, b in zip(plain, host):
+        assert b.ttft_s - a.ttft_s == pytest.approx(HOST, abs=1e-9)
+        assert b.e2e_s - a.e2e_s == pytest.approx(HOST, abs=1e-9)
+        assert (a.tpot_s is None and b.tpot_s is None) or b.tpot_s == pytest.approx(a.tpot_s, rel=1e-9)
+        assert a.preempted == b.preempted
+
+
+def test_a_closed_loop_client_waits_the_host_time_for_each_request():
+    """One client: each request starts when the last one ends plus request_s on the host, so the run lasts
+    n · (e2e + request_s) and the throughput falls in that proportion (the GPU idles meanwhile)."""
+    load = Load(concurrency=1)
+    rows = make_requests(12, parse_lengths("512", "prompt"), parse_lengths("64", "output"), load, 0)
+    spec = load_preset("llama3-8b")
+    plain, host = (serve(spec, H100, Workload(), tm, rows, settings("vllm"), load, "512", "64")
+                   for tm in (TM, _with_host(TM)))
+    e2e = plain.e2e_s.mean
+    assert host.e2e_s.mean == pytest.approx(e2e + HOST, rel=1e-9)
+    assert host.output_tokens_per_s == pytest.approx(plain.output_tokens_per_s * e2e / (e2e + HOST), rel=1e-6)
+
+
+def test_latency_and_explain_add_the_host_time_to_the_first_token_only():
+    from llmcalc.costs.latency import latency
+    from llmcalc.views.explain import explain
+
+    spec, w = load_preset("llama3-8b"), Workload(batch=4, seq=1000, gen=100)
+    a, b = latency(spec, H100, w, TM), latency(spec, H100, w, _with_host(TM))
+    assert b.ttft_s - a.ttft_s == pytest.approx(HOST, abs=1e-12)
+    assert b.tpot_s == a.tpot_s and b.total_s - a.total_s == pytest.approx(HOST, abs=1e-12)
+    report = explain("latency", spec, w, H100, _with_host(TM))
+    assert report.matches and any(s.component == "prefill/request" for s in report.steps)
+
+
+def test_an_engine_states_its_host_time_per_request():
+    """An engine file's request_s replaces the profile's, as its step_s does."""
+    e = load_engine("vllm").model_copy(update={"request_s": 0.02})
+    assert load_time_model(None, H100, engine=e).request_s == 0.02
+    assert load_time_model(None, H100, engine=load_engine("vllm")).request_s == TM.request_s == 0.0

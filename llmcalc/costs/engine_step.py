@@ -42,6 +42,7 @@ class EngineStep:
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, mtp: bool = False):
         self.spec, self.w, self.mtp = spec, w, mtp
+        self.request_s = tm.request_s  # the host's seconds per request before its first step (TimeModel)
         self.scopes = list(count_scopes(spec).items())  # (scope, (mixer, window)) of each mixer and window
         self.step_times = {prefill: StepTime(spec, gpu, w, tm, prefill=prefill) for prefill in (True, False)}
         self.layers = [g.count for g in spec.layer_groups()]

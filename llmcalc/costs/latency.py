@@ -74,7 +74,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
               _phase("decode last", last, rep, decode_at(last), dec_time)]
     decode_s = _decode_sum(spec, decode_at, seq, gen - 1, dec_time)
     per_image = image_seconds(spec, gpu, w, tm)
-    ttft = phases[0].time_s + (rep * w.images * per_image if w.images else 0.0)
+    ttft = phases[0].time_s + (rep * w.images * per_image if w.images else 0.0) + tm.request_s
     total = ttft + decode_s
     kv = kv_per_gpu(spec, rep, seq + gen - 1, w) + spec.stack.cross_cache_bytes(  # and an encoder-decoder's cross
         spec, rep, spec.stack.encoder_length(w.encoder_seq, seq), DTYPE_BITS[w.kv_dtype])
@@ -176,6 +176,9 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
     if tm.fixed_costs:
         notes.append(f"time model {tm.name}" + (f" ({tm.gpu})" if tm.gpu else "") + ": overlap, kernel, collective "
                      "and host costs as in its profile (`time_model`)")
+    if tm.request_s:
+        notes.append(f"ttft includes the host's {tm.request_s * 1e3:.3g} ms per request (request_s: parsing, chat "
+                     "template, tokenising) before the prefill")
     else:
         notes.append("not modelled: kernel launch and scheduling overheads, collective latency, compute/communication "
                      "overlap")

@@ -15,6 +15,9 @@ What a run's figures can identify, and so the only terms refitted (the rest stay
                       and their TTFT gap is not the efficiency's (a per-request host cost, say: tokenising, the
                       server's own path); fitting it there would make a memory-bound step look compute-bound, so it
                       is left as it was and the fit says so.
+  request_s           from the same mean TTFT where the prompt steps are memory-bound (the case above): the host's
+                      seconds per request before its first step, which every TTFT carries once. One TTFT identifies
+                      one of the two, by that rule, never both.
 
   Left as they were: memory_efficiency, kernel_s and overlap (not separable from step_s by these runs, above);
   matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency and fp8_efficiency (no separate
@@ -36,8 +39,9 @@ from dataclasses import dataclass
 
 from llmcalc.model.time_model import BOUNDS, TimeModel
 
-TERMS = (("step_s", ("tpot", "itl")), ("compute_efficiency", ("ttft",)))
-"""The terms refitted, in the order they are solved, each with the metrics (means) that identify it."""
+TERMS = (("step_s", ("tpot", "itl")), ("compute_efficiency", ("ttft",)), ("request_s", ("ttft",)))
+"""The terms refitted, in the order they are solved, each with the metrics (means) that identify it; the TTFT
+identifies compute_efficiency or request_s (the module's docstring), not both."""
 LEFT = {"memory_efficiency": "moves a concurrency-1 TPOT together with step_s; one model's runs cannot split them",
         "kernel_s": "a fixed number of kernels per step: moves with step_s",
         "overlap": "needs steps near the ridge point, which a client's figures do not isolate",
@@ -126,7 +130,7 @@ def _at(base: TimeModel, x: dict[str, float]) -> TimeModel:
 
 
 def _step(name: str, x: float) -> float:
-    return max(1e-4, 0.05 * x) if name == "step_s" else 0.05 * x
+    return max(1e-4, 0.05 * x) if name in ("step_s", "request_s") else 0.05 * x
 
 
 def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple[TimeModel, list[TermFit]]:
@@ -136,13 +140,17 @@ def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple
     names = [n for n, _ in TERMS if n in g]
     x = {n: _to_x(n, getattr(base, n)) for n in names}
     flat: set[str] = set()
-    weak: dict[str, float] = {}
-    if "compute_efficiency" in g:  # identified only by compute-bound prompt steps (the module's docstring)
+    other: dict[str, str] = {}  # a term the TTFT does not identify here, and why
+    if "compute_efficiency" in g:  # compute-bound prompt steps: the efficiency; memory-bound: the host's request_s
         n, up = "compute_efficiency", x["compute_efficiency"] * (1 + ELASTICITY_STEP)
         slope = (_gaps(_at(base, x | {n: up}), runs, predict)[n] - g[n]) / math.log1p(ELASTICITY_STEP)
         if slope < MIN_ELASTICITY:
-            weak[n] = slope
-            flat.add(n)
+            other[n] = (f"left as it was: the runs' prompt steps are not compute-bound (their TTFT moves {slope:.2f} % "
+                        f"per 1 % of its reciprocal, under {MIN_ELASTICITY}); their TTFT fits request_s")
+        else:
+            other["request_s"] = (f"left as it was: the runs' prompt steps are compute-bound (their TTFT moves "
+                                  f"{slope:.2f} % per 1 % of compute_efficiency's reciprocal); their TTFT fits that")
+        flat |= set(other)
     for _ in range(ITERATIONS):
         live = [n for n in names if n not in flat]
         if not live or max(abs(g[n]) for n in live) < TOLERANCE:
@@ -171,10 +179,8 @@ def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple
         n = sum(1 for r in runs if any(r.measured.get(m, 0) > 0 for m in metrics))
         if not n:
             note = f"left as it was: no run records {' or '.join(m.upper() for m in metrics)}"
-        elif name in weak:
-            note, n = (f"left as it was: the runs' prompt steps are not compute-bound (their TTFT moves "
-                       f"{weak[name]:.2f} % per 1 % of its reciprocal, under {MIN_ELASTICITY}); their TTFT gap is "
-                       "another term's"), 0
+        elif name in other:
+            note, n = other[name], 0
         elif name in flat:
             note, n = "left as it was: the runs' figures do not depend on it", 0
         else:

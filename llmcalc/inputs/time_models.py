@@ -35,8 +35,8 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
                     **overrides: float | None) -> TimeModel:
     """The time model `name` for `gpu` (calibrated: its bundled profile under `engine` (profile_path), or the
     profile file `calibration`; None: calibrated where there is a profile, else the roofline), with each
-    efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s, where it
-    states one, in place of the profile's."""
+    efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s and request_s,
+    where it states them, in place of the profile's."""
     if name is None:
         profiled = calibration is not None or profile_path(gpu, engine).exists()
         name = "calibrated" if profiled else "roofline"
@@ -62,8 +62,9 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     else:
         raise UserError(f"`time_model`: unknown time model {name!r}; use one of {', '.join(NAMES)}")
     given = {k: v for k, v in overrides.items() if v is not None}
-    if engine is not None and engine.step_s is not None and tm.fixed_costs:
-        given = {"step_s": engine.step_s} | given
+    if engine is not None and tm.fixed_costs:
+        stated = {"step_s": engine.step_s, "request_s": engine.request_s}
+        given = {k: v for k, v in stated.items() if v is not None} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
 
 
@@ -77,8 +78,10 @@ def base_profile(gpu: GPU) -> tuple[TimeModel, str]:
 
 
 PROFILE_FIELDS = ("name", "gpu", "compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows",
-                  "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s", "sources")
-"""A profile file's fields, in the order the bundled profiles write them."""
+                  "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s", "request_s",
+                  "sources")
+"""A profile file's fields, in the order the bundled profiles write them; request_s only where it is set (no
+microbenchmark measures it: `calibrate --from-runs` fits it)."""
 
 
 def dump_profile(tm: TimeModel, header: list[str]) -> str:
@@ -86,7 +89,8 @@ def dump_profile(tm: TimeModel, header: list[str]) -> str:
     comments, then every figure that is set, then `sources`."""
     import yaml
 
-    data = {k: getattr(tm, k) for k in PROFILE_FIELDS if getattr(tm, k) is not None}
+    values = {k: getattr(tm, k) for k in PROFILE_FIELDS}
+    data = {k: v for k, v in values.items() if v is not None and (v or k != "request_s")}
     text = yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)
     return "".join(f"# {line}\n" for line in header) + text
 

@@ -99,6 +99,9 @@ class Engine(Frozen):
     """The engine's log line with its KV capacity, `{tokens}` (or `{tokens:,}`) where the number stands."""
     step_s: Annotated[float, Field(ge=0, lt=1)] | None = None
     """Host seconds per step the GPU does not hide; None: the time model's step_s."""
+    request_s: Annotated[float, Field(ge=0, lt=1)] | None = None
+    """Host seconds per request before the scheduler sees it (parsing, chat template, tokenising); None: the time
+    model's request_s."""
     fuses: list[str]
     """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
     engine fuses none."""

@@ -7,6 +7,7 @@ m = bytes / (bandwidth · memory_efficiency):
   (a weight matmul's c counts M + matmul_pad_rows rows for its M tokens: small matmuls waste their tiles)
   comm time  = bytes / (one-way link · comm_efficiency) + collectives · collective_s
   step time  = Σ ops + Σ comm + step_s
+  a request  = request_s on the host before its first step (beside the GPU), then its steps
 
 `overlap` 0 is a kernel that hides its memory traffic under its compute (or the reverse) perfectly, 1 one that
 does not overlap them at all; real kernels near the ridge point sit between. The roofline model sets overlap
@@ -21,7 +22,7 @@ SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "memor
 """The fields that are shares of a datasheet peak, in (0, 1]."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
-                                          "step_s": (0.0, 1.0)}
+                                          "step_s": (0.0, 1.0), "request_s": (0.0, 1.0)}
 """Each figure's range (lo, hi): shares in (lo, hi], seconds in [lo, hi), the rest in [lo, hi]; a fit clips to it."""
 
 
@@ -82,6 +83,10 @@ class TimeModel(Frozen):
     """Seconds each collective call adds beyond its bytes: its latency."""
     step_s: float = 0.0
     """Seconds each forward step adds on the host: scheduling, sampling, synchronisation."""
+    request_s: float = 0.0
+    """Seconds each request spends on the host before the scheduler sees it: the API server's parsing, chat
+    template and tokenising. It runs beside the GPU (the engine keeps stepping the others), so it adds to the
+    request's TTFT and end-to-end latency, not to any step."""
     sources: dict[str, str] = {}
     """Where each figure comes from: a datasheet, a published measurement, or a fit (with its inputs)."""
 
@@ -95,7 +100,7 @@ class TimeModel(Frozen):
             raise ValueError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
         if not BOUNDS["overlap"][0] <= self.overlap <= BOUNDS["overlap"][1]:
             raise ValueError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
-        for name in ("kernel_s", "collective_s", "step_s"):
+        for name in ("kernel_s", "collective_s", "step_s", "request_s"):
             if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
                 raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
         return self
@@ -112,7 +117,8 @@ class TimeModel(Frozen):
     @property
     def fixed_costs(self) -> bool:
         """Whether any fixed cost or partial overlap is modelled (the roofline has none)."""
-        return bool(self.overlap or self.matmul_pad_rows or self.kernel_s or self.collective_s or self.step_s)
+        return bool(self.overlap or self.matmul_pad_rows or self.kernel_s or self.collective_s or self.step_s
+                    or self.request_s)
 
 
 ROOFLINE = TimeModel(sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",

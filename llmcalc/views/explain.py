@@ -395,6 +395,8 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
             steps.append(_op_step(prefix + op.op, op, parts, rows, at, entry))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
+        if tm.request_s and prefix == "prefill/":
+            steps.append(step(f"{prefix}request", "t_req", {"t_req": tm.request_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")
     totals = [ttft, sum_total("tpot", steps, "decode/", r.tpot_s, "llmcalc latency: tpot_s"),
               checked(step("total", "ttft + t_decode", {"ttft": ttft.value, "t_decode": r.decode_s}, "s"),
@@ -412,7 +414,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
     if tm.fixed_costs:
         notes.append("e_o: the share of the smaller term an op does not overlap; O: its kernels' (or collective "
-                     "calls') fixed cost; t_step: the host's cost per step; r: the rows a weight matmul pays for "
+                     "calls') fixed cost; t_step: the host's cost per step; t_req: its cost per request, before the prefill; r: the rows a weight matmul pays for "
                      "beyond its tokens, R: the FLOPs of one row of the op's matmuls (the time model's profile)")
     return _report("latency", spec, w, steps, totals, conventions, notes, headline=2, gen=w.gen)
 

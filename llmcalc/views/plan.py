@@ -13,7 +13,8 @@ PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each
      TPOT = t_decode(b) / (1 − ρ_p)  (prompt chunks stretch the decode steps),
      TTFT = t_decode(b) + Δ + ρ_p / (2 (1 − ρ_p)) · Δ  (the step that runs it, after the prompts ahead: an
             M/D/1 queue, as the scheduler admits waiting prompts at once),
-     b = λ_e · (TTFT + (O − 1) · TPOT)  (Little's law), solved by iteration; the busy share is
+     b = λ_e · (TTFT + (O − 1) · TPOT)  (Little's law), solved by iteration; the TTFT reported adds the host's
+     request_s (spent before the engine holds the request, so not in b); the busy share is
      ρ = ρ_p + λ_e · (O − 1) · t_decode(b) / b ≤ 1;
    feasible when the iteration settles (else the batch grows without bound: the engine does not keep up),
    b ≤ max_seqs and b requests' KV fit. Disaggregated: the prefill pool runs prompts alone (ρ_p = λ·t_prefill(P),
@@ -84,7 +85,8 @@ def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregate
     if disaggregated == "prefill":
         t_pre = step.time([(prompt, 0)], [])
         rho_p = rate * t_pre
-        return Estimate(0.0, t_pre + rho_p / (2 * (1 - rho_p)) * t_pre, 0.0, rho_p) if rho_p < 1 else None
+        return Estimate(0.0, t_pre + rho_p / (2 * (1 - rho_p)) * t_pre + step.request_s, 0.0, rho_p) \
+            if rho_p < 1 else None
     ctx, decodes = prompt + output // 2, max(output - 1, 0)
     b = 1.0
     for _ in range(100):
@@ -100,8 +102,8 @@ def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregate
         nxt = rate * (ttft + decodes * tpot)
         if nxt > 2 * MAX_SEQS[-1]:  # the batch grows without bound: the engine does not keep up
             return None
-        if abs(nxt - b) <= 0.005 * b + 0.01:
-            return Estimate(nxt, ttft, tpot, min(1.0, rho_p + rate * decodes * t_d / max(nxt, 1.0)))
+        if abs(nxt - b) <= 0.005 * b + 0.01:  # the host's request_s is spent before the engine holds it
+            return Estimate(nxt, ttft + (0.0 if disaggregated else step.request_s), tpot, min(1.0, rho_p + rate * decodes * t_d / max(nxt, 1.0)))
         b = (b + nxt) / 2
     return None
 

@@ -128,11 +128,12 @@ class SLO:
 class Request:
     """A request's state in the engine."""
 
-    __slots__ = ("arrival", "prompt", "output", "hit", "computed", "generated", "held", "blocks", "scheduled",
-                 "first", "finish", "preempted")
+    __slots__ = ("arrival", "ready", "prompt", "output", "hit", "computed", "generated", "held", "blocks",
+                 "scheduled", "first", "finish", "preempted")
 
     def __init__(self, arrival: float, prompt: int, output: int, hit: int):
         self.arrival, self.prompt, self.output, self.hit = arrival, prompt, output, hit
+        self.ready = arrival  # when the scheduler sees it: arrival + the host's request_s (_Sim.run)
         self.computed = 0  # tokens whose KV the engine holds
         self.generated = 0  # output tokens emitted
         self.held, self.blocks = 0, 0  # KV bytes and blocks allocated
@@ -283,36 +284,42 @@ class _Sim:
         return chunks, decodes, verify, scheduled, preempted
 
     def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None) -> None:
-        """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free)."""
-        e, spec_dec = self.engine, self.spec_dec
+        """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free). A request
+        reaches the scheduler the host's request_s after it arrives (its `ready` time), the GPU stepping the
+        others meanwhile."""
+        e, spec_dec, host = self.engine, self.spec_dec, self.step.request_s
         pending = deque(arrivals)
+        entering: deque[Request] = deque()  # released by a client, on the host until `ready`
         waiting: deque[Request] = deque()
         running: list[Request] = []
         in_system = 0
         if clients is not None:  # the first `clients` requests arrive at once, each later one as one finishes
             for _ in range(min(clients, len(pending))):
                 r = pending.popleft()
-                r.arrival = self.now
-                waiting.append(r)
-            in_system = len(waiting)
+                r.arrival, r.ready = self.now, self.now + host
+                entering.append(r)
             pending_arrivals = False
         else:
+            for r in arrivals:
+                r.ready = r.arrival + host
             pending_arrivals = True
         draft_k = spec_dec.tokens if spec_dec else 0
         limit = STEPS_PER_TOKEN * sum(r.prompt + r.output for r in arrivals) + 1000
         prefill_first, pads, padded = e.engine.policy == "prefill-first", bool(e.graphs), e.graph_batch
-        while pending or waiting or running:
-            while pending_arrivals and pending and pending[0].arrival <= self.now:
-                r = pending.popleft()
-                self.area += self.now - r.arrival  # it arrived during the last step (or idle gap)
-                waiting.append(r)
-                in_system += 1
+        while pending or entering or waiting or running:
+            for queue in (pending if pending_arrivals else (), entering):
+                while queue and queue[0].ready <= self.now:
+                    r = queue.popleft()
+                    self.area += self.now - r.ready  # it became ready during the last step (or idle gap)
+                    waiting.append(r)
+                    in_system += 1
             if not running and not waiting:
-                if not pending_arrivals:
+                upcoming = [q[0].ready for q in (pending if pending_arrivals else (), entering) if q]
+                if not upcoming:
                     break
-                if not pending[0].arrival > self.now:  # each pass admits, runs a step or moves the clock on
-                    raise RuntimeError(f"serve: arrival {pending[0].arrival!r} does not follow the clock {self.now!r}")
-                self.now = pending[0].arrival  # idle until the next arrival
+                if not min(upcoming) > self.now:  # each pass admits, runs a step or moves the clock on
+                    raise RuntimeError(f"serve: arrival {min(upcoming)!r} does not follow the clock {self.now!r}")
+                self.now = min(upcoming)  # idle until the next request is ready
                 continue
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
@@ -370,9 +377,8 @@ class _Sim:
                         progress(1)
                     if not pending_arrivals and pending:  # the client sends its next request
                         nxt = pending.popleft()
-                        nxt.arrival = self.now
-                        waiting.append(nxt)
-                        in_system += 1
+                        nxt.arrival, nxt.ready = self.now, self.now + host
+                        entering.append(nxt)
 
 
 def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tuple[float, int, int]],
