@@ -221,3 +221,28 @@ def test_a_bad_figure_is_named(cli, tmp_path, text, said):
     path = tmp_path / "run.json"
     path.write_text(text)
     assert said in _refused(cli, str(path), "--preset", "llama3-8b", "--gpu", "h100-sxm", "--engine", "vllm")
+
+
+def test_one_ttft_fits_the_compute_efficiency_or_the_host_time_never_both():
+    """A TTFT that moves with the compute (a long prompt's step) identifies compute_efficiency; one that barely
+    does (a short prompt's memory-bound step) identifies request_s: run on two stand-in runs whose times are
+    written out here, each solved to its measured figures."""
+    from llmcalc.costs.run_fit import RunFigures, fit_runs
+    from llmcalc.model.time_model import TimeModel
+
+    base = TimeModel(name="calibrated", compute_efficiency=0.8, step_s=0.001)
+    run = [RunFigures("run", {"ttft": 0.5, "tpot": 0.02})]
+
+    def compute_bound(tm, _):
+        return {"ttft": 0.2 / tm.compute_efficiency + tm.request_s + tm.step_s, "tpot": 0.01 + tm.step_s}
+
+    def memory_bound(tm, _):
+        return {"ttft": 0.2 + 0.001 / tm.compute_efficiency + tm.request_s + tm.step_s, "tpot": 0.01 + tm.step_s}
+
+    tm, fits = fit_runs(run, base, compute_bound)
+    assert tm.step_s == pytest.approx(0.01, rel=1e-3) and tm.request_s == 0
+    assert tm.compute_efficiency == pytest.approx(0.2 / (0.5 - 0.01), rel=1e-3)
+    tm, fits = fit_runs(run, base, memory_bound)
+    assert tm.compute_efficiency == 0.8 and tm.step_s == pytest.approx(0.01, rel=1e-3)
+    assert tm.request_s == pytest.approx(0.5 - 0.2 - 0.001 / 0.8 - 0.01, rel=1e-3)
+    assert {f.name: f.runs for f in fits} == {"step_s": 1, "compute_efficiency": 0, "request_s": 1}
