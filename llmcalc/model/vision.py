@@ -153,7 +153,22 @@ class PoolProjector(Projector):
         return encoder * d_vision + 2 * tokens * d_vision + tokens * d_text
 
 
-class MergerProjector(Projector):
+class BlockMergingProjector(Projector):
+    """A projector that turns each m × m block of the tower's patch grid into one image token: the grid must be a
+    multiple of m, and an image of g_h × g_w patches gives (g_h / m) · (g_w / m) tokens."""
+
+    merge: PosInt = 2
+
+    @property
+    def grid_multiple(self) -> int:
+        return self.merge
+
+    def tokens(self, grid_h: int, grid_w: int) -> int:
+        """(g_h / m) · (g_w / m)."""
+        return (grid_h // self.merge) * (grid_w // self.merge)
+
+
+class MergerProjector(BlockMergingProjector):
     """Qwen2.5-VL's and Qwen3-VL's patch merger: a norm over d (Qwen2.5-VL RMSNorm, Qwen3-VL LayerNorm with a
     bias), each m × m block of patches concatenated (m²·d), then Linear(m²d → m²d) + GELU + Linear(m²d → D), with
     biases. Qwen3-VL's DeepStack adds one more merger per layer of `deepstack_layers`, run on that encoder layer's
@@ -166,14 +181,6 @@ class MergerProjector(Projector):
     deepstack_layers: list[Annotated[int, Field(ge=0, strict=True)]] = Field(default_factory=list)
     """Encoder layers (0-based) whose output a DeepStack merger turns into image tokens (Qwen3-VL: 3 of them)."""
     label: ClassVar[str] = "m×m patch merger + MLP"
-
-    @property
-    def grid_multiple(self) -> int:
-        return self.merge
-
-    def tokens(self, grid_h: int, grid_w: int) -> int:
-        """(g_h / m) · (g_w / m)."""
-        return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
         """norm d (LayerNorm 2d), fc1 (m²d)² + m²d, fc2 m²d·D + D; each DeepStack merger the same with its norm
@@ -227,7 +234,7 @@ class MergerProjector(Projector):
         return "k_ds · T_img · d" if self.deepstack_layers else ""
 
 
-class DownsampleProjector(Projector):
+class DownsampleProjector(BlockMergingProjector):
     """GLM-4V's (transformers' Glm4vVisionModel): each m × m block of patches through a Conv2d of kernel and stride m
     (d → D, with a bias: m²·d·D + D), then the merger: Linear(D → D) without a bias, a LayerNorm over D, GELU, and a
     gated MLP of width `context` (gate and up D → C, down C → D, no biases, the tower's activation)."""
@@ -238,14 +245,6 @@ class DownsampleProjector(Projector):
     """The merger MLP's width C (GLM-4V's vision intermediate_size)."""
     activation: Activation = "silu"
     label: ClassVar[str] = "m×m conv + gated MLP"
-
-    @property
-    def grid_multiple(self) -> int:
-        return self.merge
-
-    def tokens(self, grid_h: int, grid_w: int) -> int:
-        """(g_h / m) · (g_w / m)."""
-        return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
         """downsample m²·d·D + D, proj D·D, norm 2·D, gate and up D·C each, down C·D."""
@@ -714,7 +713,7 @@ class TiledVisionTower(VisionTower):
                 f"up to {self.max_tiles} tiles of {self.image_size} px, {self.projector.label}")
 
 
-class PixelShuffleProjector(Projector):
+class PixelShuffleProjector(BlockMergingProjector):
     """Llama 4 (transformers' Llama4VisionPixelShuffleMLP and Llama4MultiModalProjector): the encoder's patch tokens
     of one tile (class token dropped) pixel-shuffled, each m × m block into one token of m²·d features; fc1 (m²·d →
     `inner`), GELU, fc2 (inner → inner), GELU, then the projector's linear (inner → D); no biases."""
@@ -725,14 +724,6 @@ class PixelShuffleProjector(Projector):
     inner: PosInt
     """The adapter's width (projector_input_dim = projector_output_dim = vision_output_dim)."""
     label: ClassVar[str] = "pixel shuffle + MLP + linear"
-
-    @property
-    def grid_multiple(self) -> int:
-        return self.merge
-
-    def tokens(self, grid_h: int, grid_w: int) -> int:
-        """(g_h / m) · (g_w / m)."""
-        return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
         """fc1 m²·d·k, fc2 k·k, linear k·D."""
@@ -914,7 +905,7 @@ class InternVLVisionTower(PerTileTower):
                 f"tiles of {self.image_size} px + a thumbnail, {self.projector.label}")
 
 
-class InternVLProjector(Projector):
+class InternVLProjector(BlockMergingProjector):
     """InternVL (transformers' InternVLMultiModalProjector): each tile's patch tokens (class token dropped)
     pixel-shuffled, every m × m block into one token of m²·d features; LayerNorm over m²·d, Linear(m²·d → D) with a
     bias, the activation, Linear(D → D) with a bias."""
@@ -924,14 +915,6 @@ class InternVLProjector(Projector):
     """m = 1 / downsample_ratio."""
     activation: Activation = "gelu"
     label: ClassVar[str] = "pixel shuffle + LayerNorm + 2-layer MLP"
-
-    @property
-    def grid_multiple(self) -> int:
-        return self.merge
-
-    def tokens(self, grid_h: int, grid_w: int) -> int:
-        """(g_h / m) · (g_w / m)."""
-        return (grid_h // self.merge) * (grid_w // self.merge)
 
     def params(self, d_vision: int, d_text: int) -> Parts:
         """LayerNorm 2·m²·d, linear_1 m²·d·D + D, linear_2 D·D + D."""

@@ -235,8 +235,14 @@ def _goodput(a: Argv, slo: SLO) -> None:
 
 def _bench_vllm(a: Argv, load: Load, prompt: int, output: int, result: str) -> None:
     # vllm/benchmarks/serve.py and datasets.py: random tokens, lengths in [L·(1 − r), L·(1 + r)]
-    a.add("--backend", "vllm")
-    a.add("--dataset-name", "random")
+    _bench_random(a, load, prompt, output, result, ("--backend", "vllm"), ("--dataset-name", "random"))
+
+
+def _bench_random(a: Argv, load: Load, prompt: int, output: int, result: str, *dataset: tuple[str, ...]) -> None:
+    """vLLM's benchmark client (TensorRT-LLM ships a copy): the `dataset` flags (backend, dataset), then fixed
+    lengths (range ratio 0), the load, EOS ignored, p99 of TTFT, TPOT and ITL, goodput and a result file."""
+    for flag, *values in dataset:
+        a.add(flag, *values)
     a.add("--random-input-len", prompt)
     a.add("--random-output-len", output)
     a.add("--random-range-ratio", 0)
@@ -267,21 +273,8 @@ def _bench_sglang(a: Argv, load: Load, prompt: int, output: int, result: str) ->
 
 def _bench_trtllm(a: Argv, load: Load, prompt: int, output: int, result: str) -> None:
     # tensorrt_llm/serve/scripts/benchmark_serving.py: vLLM's benchmark, random ids rather than ShareGPT text
-    a.add("--backend", "openai")
-    a.add("--dataset-name", "random")
-    a.add("--random-ids")
-    a.add("--random-input-len", prompt)
-    a.add("--random-output-len", output)
-    a.add("--random-range-ratio", 0)
-    a.add("--num-prompts", load.requests)
-    a.add("--request-rate", load.rate)
-    a.add("--seed", load.seed)
-    a.add("--ignore-eos")
-    a.add("--percentile-metrics", "ttft,tpot,itl")
-    a.add("--metric-percentiles", 99)
-    _goodput(a, load.slo)
-    a.add("--save-result")
-    a.add("--result-filename", result)
+    _bench_random(a, load, prompt, output, result, ("--backend", "openai"), ("--dataset-name", "random"),
+                  ("--random-ids",))
 
 
 LAUNCH: dict[str, Callable[[Argv, ModelSpec, PlanCandidate, Settings, int], None]] = {
