@@ -70,6 +70,26 @@ def benchmark_script(path: str, name: str):
     return module
 
 
+def write_config(parent, raw: dict, name: str = "tiny"):
+    """A folder `parent`/`name` holding `raw` as its config.json, as --hf-config reads a checkpoint's folder."""
+    import json
+
+    folder = Path(parent) / name
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(raw))
+    return folder
+
+
+def explain_checks(report) -> list[bool]:
+    """Every `matches` an explain report's JSON holds, at any depth: each total's agreement with its command."""
+    if isinstance(report, dict):
+        return ([report["matches"]] if "matches" in report else []) + [m for v in report.values()
+                                                                        for m in explain_checks(v)]
+    if isinstance(report, list):
+        return [m for v in report for m in explain_checks(v)]
+    return []
+
+
 def settings(name: str = "reference", gpu: str = "h100-sxm", **given):
     """An engine's settings on a GPU preset (presets/engines/), `given` in place of its own. The reference
     engine's are the simulator's plain loop: decode-first, chunked prefill, 256 sequences and 8,192 tokens per

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import write_config
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
@@ -67,13 +68,6 @@ DBRX_TINY = dict(vocab_size=512, d_model=64, n_heads=4, n_layers=2, max_seq_len=
                  ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2))
 PROMPT = 80
 """Longer than the tiny sliding windows (48)."""
-
-
-def write(tmp_path, raw: dict, name: str = "tiny"):
-    folder = tmp_path / name
-    folder.mkdir(exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(raw))
-    return folder
 
 
 def as_transformers(raw: dict) -> dict:
@@ -141,7 +135,7 @@ def tiny(model_type: str) -> dict:
 @pytest.mark.parametrize("model_type", sorted(TINY))
 def test_tiny_params_equal_transformers(model_type, tmp_path):
     raw = tiny(model_type)
-    r = params(load_hf_config(write(tmp_path, raw)))
+    r = params(load_hf_config(write_config(tmp_path, raw)))
     assert (r.total, r.active) == reference_counts(raw)
 
 
@@ -156,7 +150,7 @@ def test_defaults_equal_the_config_class(model_type, tmp_path):
     """A config.json of its model_type alone: the import's defaults are the config class's (GIVEN: what
     transformers 5.24 cannot build its class defaults without)."""
     raw = {"model_type": model_type} | GIVEN.get(model_type, {})
-    r = params(load_hf_config(write(tmp_path, raw)))
+    r = params(load_hf_config(write_config(tmp_path, raw)))
     assert (r.total, r.active) == reference_counts(raw)
 
 
@@ -174,7 +168,7 @@ def meta_model(cache: dict, model_type: str):
 @pytest.mark.parametrize("logits", ["all", "last"])
 @pytest.mark.parametrize("model_type", sorted(TINY))
 def test_tiny_prefill_flops_equal_flop_counter(model_type, logits, tmp_path, meta_models):
-    spec = load_hf_config(write(tmp_path, tiny(model_type)))
+    spec = load_hf_config(write_config(tmp_path, tiny(model_type)))
     w = Workload(batch=2, seq=PROMPT, attention_core="dense", logits=logits)
     measured = prefill_flops(meta_model(meta_models, model_type), 2, PROMPT, logits=logits)["total"]
     assert flops(spec, w).prefill_flops == measured
@@ -182,14 +176,14 @@ def test_tiny_prefill_flops_equal_flop_counter(model_type, logits, tmp_path, met
 
 @pytest.mark.parametrize("model_type", sorted(TINY))
 def test_tiny_kv_bytes_equal_transformers_cache(model_type, tmp_path, meta_models):
-    spec = load_hf_config(write(tmp_path, tiny(model_type)))
+    spec = load_hf_config(write_config(tmp_path, tiny(model_type)))
     ours = kv_cache(spec, Workload(batch=2, seq=PROMPT, kv_dtype="bf16")).total_bytes
     assert ours == kv_cache_bytes(meta_model(meta_models, model_type), 2, PROMPT)
 
 
 def test_sliding_layers_keep_less_than_the_prompt(tmp_path):
     """The tiny cohere2's three sliding layers in four hold 47 positions of the 80 (the cache test's point)."""
-    spec = load_hf_config(write(tmp_path, tiny("cohere2")))
+    spec = load_hf_config(write_config(tmp_path, tiny("cohere2")))
     assert (spec.sliding_window, spec.layer_pattern) == (48, ["sliding", "sliding", "sliding", "full"])
 
 
@@ -204,7 +198,7 @@ def dbrx_cpu():
 
 @pytest.mark.parametrize("logits", ["all", "last"])
 def test_dbrx_prefill_flops_equal_flop_counter(logits, tmp_path, dbrx_cpu):
-    spec = load_hf_config(write(tmp_path, {"model_type": "dbrx"} | DBRX_TINY))
+    spec = load_hf_config(write_config(tmp_path, {"model_type": "dbrx"} | DBRX_TINY))
     ids = torch.randint(0, 512, (2, PROMPT))
     counter = FlopCounterMode(display=False)
     with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), counter:  # the math path: two bmm FlopCounterMode counts
@@ -214,7 +208,7 @@ def test_dbrx_prefill_flops_equal_flop_counter(logits, tmp_path, dbrx_cpu):
 
 
 def test_dbrx_kv_bytes_equal_transformers_cache(tmp_path, dbrx_cpu):
-    spec = load_hf_config(write(tmp_path, {"model_type": "dbrx"} | DBRX_TINY))
+    spec = load_hf_config(write_config(tmp_path, {"model_type": "dbrx"} | DBRX_TINY))
     with torch.no_grad():
         out = dbrx_cpu(input_ids=torch.zeros(2, PROMPT, dtype=torch.long), use_cache=True, logits_to_keep=1)
     measured = sum(t.numel() * t.element_size() for t in cache_tensors(out.past_key_values))
@@ -222,13 +216,13 @@ def test_dbrx_kv_bytes_equal_transformers_cache(tmp_path, dbrx_cpu):
 
 
 def test_dbrx_tiny_params_equal_transformers(tmp_path):
-    r = params(load_hf_config(write(tmp_path, {"model_type": "dbrx"} | DBRX_TINY)))
+    r = params(load_hf_config(write_config(tmp_path, {"model_type": "dbrx"} | DBRX_TINY)))
     assert (r.total, r.active) == dbrx_counts({"model_type": "dbrx"} | DBRX_TINY)
 
 
 def test_kimi_k2_is_read_as_deepseek_v3(tmp_path):
-    kimi = load_hf_config(write(tmp_path, tiny("kimi_k2"), "kimi"))
-    deepseek = load_hf_config(write(tmp_path, tiny("kimi_k2") | {"model_type": "deepseek_v3"}, "deepseek"))
+    kimi = load_hf_config(write_config(tmp_path, tiny("kimi_k2"), "kimi"))
+    deepseek = load_hf_config(write_config(tmp_path, tiny("kimi_k2") | {"model_type": "deepseek_v3"}, "deepseek"))
     assert kimi.model_dump(exclude={"name", "source"}) == deepseek.model_dump(exclude={"name", "source"})
     assert kimi.attention.kind == "mla"
 
@@ -246,18 +240,18 @@ def test_kimi_k2_is_read_as_deepseek_v3(tmp_path):
 ])
 def test_bad_fields_are_refused_by_name(raw, field, tmp_path):
     with pytest.raises(UserError, match=field):
-        load_hf_config(write(tmp_path, raw))
+        load_hf_config(write_config(tmp_path, raw))
 
 
 def test_hunyuan_top_k_per_layer_of_one_value_is_that_value(tmp_path):
-    listed = load_hf_config(write(tmp_path, tiny("hunyuan_v1_moe") | {"moe_topk": [2, 2]}, "listed"))
+    listed = load_hf_config(write_config(tmp_path, tiny("hunyuan_v1_moe") | {"moe_topk": [2, 2]}, "listed"))
     assert listed.ffn.top_k == 2
     assert listed.model_dump(exclude={"name", "source"}) == load_hf_config(
-        write(tmp_path, tiny("hunyuan_v1_moe"))).model_dump(exclude={"name", "source"})
+        write_config(tmp_path, tiny("hunyuan_v1_moe"))).model_dump(exclude={"name", "source"})
 
 
 def test_exaone4_without_a_window_is_all_full(tmp_path):
-    spec = load_hf_config(write(tmp_path, tiny("exaone4") | {"sliding_window": None, "sliding_window_pattern": None}))
+    spec = load_hf_config(write_config(tmp_path, tiny("exaone4") | {"sliding_window": None, "sliding_window_pattern": None}))
     assert (spec.sliding_window, spec.layer_pattern) == (None, ["full"])
 
 
@@ -281,7 +275,7 @@ def test_reference_xielu_is_transformers(grad):
 def test_apertus_reference_model_validates(tmp_path, cli_json):
     """The reference torch model built from the imported spec (xIELU's two scalars a layer included) agrees with
     the estimates: parameters, FLOPs, KV cache and peak memory."""
-    r = cli_json("validate", "--hf-config", str(write(tmp_path, tiny("apertus"))))
+    r = cli_json("validate", "--hf-config", str(write_config(tmp_path, tiny("apertus"))))
     assert r["ok"], [row for row in r["rows"] if not row["ok"]]
     assert next(row for row in r["rows"] if row["quantity"] == "params")["measured"] == reference_counts(
         tiny("apertus"))[0]

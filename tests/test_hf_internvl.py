@@ -14,6 +14,7 @@ import json
 import warnings
 
 import pytest
+from conftest import explain_checks
 
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import INTERNVL_TILES, spec_dict_from_hf
@@ -121,16 +122,5 @@ def test_explain_agrees_with_the_commands(topic, tmp_path, cli_json):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "internvl"}))
     out = cli_json("explain", topic, "--hf-config", str(tmp_path), "--seq", "8192", "--images", "2", "--image-size",
                    "1080x1920")
-    found = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            found.extend([x["matches"]] if "matches" in x else [])
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(out)
+    found = explain_checks(out)
     assert found and all(found)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import explain_checks, write_config
 
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache
@@ -71,13 +72,6 @@ given as lists (moe_layers, no_rope_layers)."""
 PROMPT = 80
 
 
-def write(tmp_path, raw: dict, name: str = "tiny"):
-    folder = tmp_path / name
-    folder.mkdir(exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(raw))
-    return folder
-
-
 def tiny(name: str) -> dict:
     return {"model_type": "llama4_text"} | TINY[name]
 
@@ -117,7 +111,7 @@ def test_maverick_preset_equals_transformers(tmp_path):
     assert (r.language, r.active - r.vision) == counts(MAVERICK_TEXT)
     assert round(r.language / 1e9) == 401 and round((r.active - r.vision) / 1e9) == 17
     skip = {"name", "source", "checkpoint"}
-    assert preset.model_dump(exclude=skip) == load_hf_config(write(tmp_path, MAVERICK)).model_dump(exclude=skip)
+    assert preset.model_dump(exclude=skip) == load_hf_config(write_config(tmp_path, MAVERICK)).model_dump(exclude=skip)
 
 
 def test_layer_kinds_follow_the_config(tmp_path):
@@ -126,20 +120,20 @@ def test_layer_kinds_follow_the_config(tmp_path):
     pattern = [(s.mixer, s.ffn) for s in spec.hybrid_pattern]
     assert pattern == [("chunked", "dense"), ("chunked", "ffn"), ("chunked", "dense"), ("attention", "ffn")]
     assert spec.mixers["chunked"].chunk == 8192 and spec.ffn.dense_d_ff == 16384
-    no_chunk = load_hf_config(write(tmp_path, tiny("scout") | {"attention_chunk_size": None}))
+    no_chunk = load_hf_config(write_config(tmp_path, tiny("scout") | {"attention_chunk_size": None}))
     assert no_chunk.hybrid_pattern is None and not no_chunk.mixers  # every layer full, every FFN the MoE
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_tiny_params_equal_transformers(name, tmp_path):
-    r = params(load_hf_config(write(tmp_path, tiny(name))))
+    r = params(load_hf_config(write_config(tmp_path, tiny(name))))
     assert (r.total, r.active) == counts(tiny(name))
 
 
 def test_defaults_equal_the_config_class(tmp_path):
     """A config.json of the model_type alone: Llama4TextConfig's defaults (Scout's language model)."""
     raw = {"model_type": "llama4_text"}
-    r = params(load_hf_config(write(tmp_path, raw)))
+    r = params(load_hf_config(write_config(tmp_path, raw)))
     assert (r.total, r.active) == counts(raw)
 
 
@@ -176,7 +170,7 @@ def meta_model(cache: dict, name: str):
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_tiny_kv_bytes_equal_transformers_cache(name, tmp_path, meta_models):
     """transformers keeps the last min(S, C − 1) tokens of a chunked layer (a sliding-window cache layer): 31 of 80."""
-    spec = load_hf_config(write(tmp_path, tiny(name)))
+    spec = load_hf_config(write_config(tmp_path, tiny(name)))
     ours = kv_cache(spec, Workload(batch=2, seq=PROMPT, kv_dtype="bf16")).total_bytes
     assert ours == kv_cache_bytes(meta_model(meta_models, name), 2, PROMPT)
 
@@ -194,7 +188,7 @@ def idle_expert_flops(raw: dict, batch: int, seq: int) -> int:
 @pytest.mark.parametrize("logits", ["all", "last"])
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_tiny_prefill_flops_equal_flop_counter(name, logits, tmp_path, meta_models):
-    spec = load_hf_config(write(tmp_path, tiny(name)))
+    spec = load_hf_config(write_config(tmp_path, tiny(name)))
     w = Workload(batch=2, seq=PROMPT, attention_core="dense", logits=logits)
     measured = prefill_flops(meta_model(meta_models, name), 2, PROMPT, logits=logits)["total"]
     assert flops(spec, w).prefill_flops + idle_expert_flops(tiny(name), 2, PROMPT) == measured
@@ -202,7 +196,7 @@ def test_tiny_prefill_flops_equal_flop_counter(name, logits, tmp_path, meta_mode
 
 def test_reference_model_validates(tmp_path, cli):
     """The torch reference (llmcalc/reference/chunked.py) on a prompt past two chunk boundaries: every row exact."""
-    folder = write(tmp_path, tiny("maverick"))
+    folder = write_config(tmp_path, tiny("maverick"))
     r = cli("validate", "--hf-config", str(folder), "--device", "cpu", "--seq", "80")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all rows pass" in r.stdout
@@ -211,7 +205,7 @@ def test_reference_model_validates(tmp_path, cli):
 @pytest.mark.parametrize(("field", "value"), [("no_rope_layers", [1, 0]), ("layer_types", ["sliding_attention"] * 4),
                                               ("moe_layers", ["1"])])
 def test_bad_layer_lists_are_refused(field, value, tmp_path, cli):
-    folder = write(tmp_path, tiny("scout") | {field: value})
+    folder = write_config(tmp_path, tiny("scout") | {field: value})
     r = cli("params", "--hf-config", str(folder))
     assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -320,7 +314,7 @@ def test_scout_images_cost_tower_flops(shared, cli_json):
                                               ("vision_output_dim", 40)])
 def test_tower_widths_that_do_not_chain_are_refused(field, value, tmp_path, cli):
     raw = dict(TINY_VLM, vision_config=dict(TINY_VLM["vision_config"], **{field: value}))
-    r = cli("params", "--hf-config", str(write(tmp_path, raw)))
+    r = cli("params", "--hf-config", str(write_config(tmp_path, raw)))
     assert r.returncode == 2 and field in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
@@ -346,17 +340,5 @@ def test_explain_agrees_with_the_commands(topic, cli_json):
     """explain works Scout's figures out (chunked layers, the tower's t_img tiles per image) to the plain commands'."""
     out = cli_json("explain", topic, "-p", "llama4-scout", "--seq", "20000", "--images", "2", "--image-size",
                    "1080x1920")
-    found = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            if "matches" in x:
-                found.append(x["matches"])
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(out)
+    found = explain_checks(out)
     assert found and all(found)
