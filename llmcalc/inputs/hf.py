@@ -315,11 +315,18 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
     """A JSON file, bounded in size, with one-line errors naming the file and `what` (the option) for the fix."""
     check_size(p, what, **({"limit": limit} if limit else {}), kind="a JSON file")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{p}: no such file; check the {what} path") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable {p.name}") from None
+    return parse_json(text, p)
+
+
+def parse_json(text: str, p: Path) -> Any:
+    """The JSON `text` of the file `p` names, with one-line errors naming it."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
     except RecursionError:
@@ -329,20 +336,24 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
 
 
 def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,
-                   generic: bool = False, what: str = "`hf_config`"):
+                   generic: bool = False, what: str = "`hf_config`", text: str | None = None):
     """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build. A folder's
     hf_quant_config.json (ModelOpt) gives the checkpoint's formats when config.json has no quantization_config;
     its model.safetensors.index.json gives `metadata.total_size` (Checkpoint.index_total_size). `name` and
     `source` replace the folder's name and path (a Hub download: the repository's); `generic` imports an unknown
     model_type as a llama-style decoder, best effort (ModelSpec.best_effort lists what was assumed); `what` names
-    the files in an error (the option that gave them)."""
+    the files in an error (the option that gave them); `text` is config.json's text held in memory (a pasted
+    file), read instead of `path`, which then only names it."""
     p = Path(path)
     folder = None
-    if p.is_dir():
+    if text is not None:
+        raw = parse_json(text, p)
+    elif p.is_dir():
         if not (p / "config.json").is_file():
             raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         folder, p = p, p / "config.json"
-    raw = read_json(p, what)
+    if text is None:
+        raw = read_json(p, what)
     check_finite(raw, str(p), unbounded=_UNBOUNDED)
     if name is None:
         name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
