@@ -548,8 +548,8 @@ async function start() {
     try { await navigator.clipboard.writeText($("command-line").value); $("status").textContent = "copied"; }
     catch (e) { $("command-line").select(); $("status").textContent = "selected: copy it with Ctrl-C"; }
   });
-  fillLists();
   await refresh();
+  fillLists();  // after the first answer: the pickers' lists (every preset read) wait for it, not it for them
 }
 
 start();
