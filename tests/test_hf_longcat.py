@@ -77,8 +77,8 @@ def hf_params(model) -> dict[str, int]:
 
 
 def force_routing(model, real: int, slots: int) -> None:
-    """Every token's slots: real experts 0 … real − 1 and zero experts E … E + slots − real − 1 (their correction
-    bias far above any softmax score, which lies in [0, 1])."""
+    """Every token's slots: real experts 0 … real − 1 and zero experts E … E + slots − real − 1 (their
+    correction bias far above any softmax score, which lies in [0, 1])."""
     for layer in model.model.layers:
         bias, e = layer.mlp.router.e_score_correction_bias, layer.mlp.experts.num_routed_experts
         bias.zero_()
@@ -204,19 +204,28 @@ def test_decode_flops_with_forced_routing_equal_flop_counter(tmp_path, seq):
 # ---- the reference --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw", [TINY, NO_ZERO], ids=["zero-experts", "no-zero-experts"])
-def test_reference_decoder_matches_estimators(tmp_path, raw):
+def assert_reference_matches(spec, batch: int = 2, seq: int = 19) -> None:
     """The reference decoder under FakeTensorMode (its routing forced to the spec's share): parameters, prefill,
     decode and training FLOPs, cache bytes."""
     from llmcalc.reference.measure import measure
 
-    spec, batch, seq = spec_of(tmp_path, raw), 2, 19
     m = measure(spec, batch, seq, "fake")
     f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
     want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
                 train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
     got = {k: getattr(m, k) for k in want}
     assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+
+
+@pytest.mark.parametrize("raw", [TINY, NO_ZERO], ids=["zero-experts", "no-zero-experts"])
+def test_reference_decoder_matches_estimators(tmp_path, raw):
+    assert_reference_matches(spec_of(tmp_path, raw))
+
+
+def test_reference_decoder_at_full_width_matches_estimators():
+    """The preset cut to one LongCat layer (its two sublayers), full width."""
+    spec = load_preset("longcat-flash-chat")
+    assert_reference_matches(type(spec).model_validate(spec.model_dump() | {"n_layers": 2}))
 
 
 def test_reference_routes_the_stated_share(tmp_path):
@@ -281,3 +290,4 @@ def test_a_spec_states_its_own_share(tmp_path):
         path.write_text(json.dumps(data | {"ffn": data["ffn"] | bad}))
         r = run_cli("params", "--config", str(path))
         assert r.returncode == 2 and "router_top_k" in r.stderr and "Traceback" not in r.stderr, r.stderr
+

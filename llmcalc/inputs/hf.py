@@ -1343,9 +1343,11 @@ def _longcat_flash(mt: str, c: dict) -> dict[str, Any]:
             raise UserError(f"config.json: {key} is {repr(c[key])[:40]}, not a whole number > 0; fix {key}")
     zero = c["zero_expert_num"] or 0
     if type(zero) is not int or zero < 0:
-        raise UserError(f"config.json: zero_expert_num is {repr(zero)[:40]}, not a whole number ≥ 0; fix zero_expert_num")
+        raise UserError(f"config.json: zero_expert_num is {repr(zero)[:40]}, not a whole number ≥ 0; "
+                        "fix zero_expert_num")
     if type(c["router_bias"]) is not bool:
-        raise UserError(f"config.json: router_bias is {repr(c['router_bias'])[:40]}, not true or false; fix router_bias")
+        raise UserError(f"config.json: router_bias is {repr(c['router_bias'])[:40]}, not true or false; "
+                        "fix router_bias")
     if c.get("num_hidden_layers") not in (None, 2 * c["num_layers"]):
         raise UserError(f"config.json: num_hidden_layers ({c['num_hidden_layers']}) is not 2 · num_layers "
                         f"({2 * c['num_layers']}): LongCat-Flash derives it; drop num_hidden_layers")
