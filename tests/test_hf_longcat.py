@@ -274,6 +274,7 @@ def test_explain_matches_the_plain_commands_on_the_preset():
     (TINY | {"n_routed_experts": 0}, "n_routed_experts"),
     (TINY | {"router_bias": "yes"}, "router_bias"),
     (TINY | {"q_lora_rank": None}, "q_lora_rank"),
+    (TINY | {"num_layers": 10**9}, "num_layers"),
 ])
 def test_refusals_are_one_line_exit_2(tmp_path, cli, raw, field):
     r = cli("params", "--hf-config", str(write_config(tmp_path, raw)))

@@ -1341,6 +1341,11 @@ def _longcat_flash(mt: str, c: dict) -> dict[str, Any]:
                 "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         if type(c[key]) is not int or c[key] < 1:
             raise UserError(f"config.json: {key} is {repr(c[key])[:40]}, not a whole number > 0; fix {key}")
+    from llmcalc.model.spec import MAX_LAYERS
+
+    if 2 * c["num_layers"] > MAX_LAYERS:
+        raise UserError(f"config.json: num_layers: {c['num_layers']} layers of two sublayers each are more than "
+                        f"{MAX_LAYERS:,} layers; give a smaller number")
     zero = c["zero_expert_num"] or 0
     if type(zero) is not int or zero < 0:
         raise UserError(f"config.json: zero_expert_num is {repr(zero)[:40]}, not a whole number ≥ 0; "
