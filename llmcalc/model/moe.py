@@ -36,8 +36,8 @@ class MoE(FFN):
     Shared experts: shared_experts·P(shared_d_ff), applied to every token; shared_gate adds a
     d→1 sigmoid gate (Qwen-MoE). Zero experts (LongCat-Flash) widen the router to d·(E + Z) and take
     router_top_k − top_k of a token's router_top_k slots, at no matmul. `dense_layers` of the model's
-    layers (DeepSeek: the first k) use a gated MLP of dense_d_ff instead (as do a hybrid_pattern's `dense` slots, Jamba's). Active per token:
-    top_k·P_e + shared + router.
+    layers (DeepSeek: the first k) use a gated MLP of dense_d_ff instead (as do a hybrid_pattern's `dense`
+    slots, Jamba's). Active per token: top_k·P_e + shared + router.
     """
 
     kind: Literal["moe"] = "moe"

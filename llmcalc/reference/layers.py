@@ -667,8 +667,9 @@ class MoEFFN(nn.Module):
         z = self.zero_slots
         if z:  # the best z zero experts join the softmax; each passes its token through
             top = torch.cat([top, logits[:, self.real:].topk(z, -1).values], -1)  # [N, k + z]
+        del logits
         weights = top.float().softmax(-1).to(x.dtype)
-        del top, logits
+        del top
         passed = weights[:, k:].sum(-1, keepdim=True) if z else None  # [N, 1]: the zero experts' weights
         weights = weights[:, :k]
         if self.capacity_factor is not None:
