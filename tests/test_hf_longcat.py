@@ -243,6 +243,33 @@ def test_reference_routes_the_stated_share(tmp_path):
     assert fc.get_total_flops() == 2 * 5 * (d * 9 + spec.ffn.top_k * 3 * d * f + shared)
 
 
+def test_reference_zero_slots_pass_the_token_through(tmp_path):
+    """The output is Σ over the k real slots of weight · expert(x), plus Σ over the zero slots of weight · x, plus the
+    shared MLP; the input is left as it is; the serving kernels (grouped GEMMs) give the same."""
+    from llmcalc.reference.model import Decoder
+
+    spec = spec_of(tmp_path, TINY)
+    torch.manual_seed(0)
+    moe = Decoder(spec).layers[0].ffn
+    with torch.no_grad():
+        for p in moe.parameters():
+            p.normal_(0, 0.1)
+        x = torch.randn(2, 5, 64)
+        before = x.clone()
+        got = moe(x)
+        assert torch.equal(x, before)
+        flat, k = x.reshape(10, 64), spec.ffn.top_k
+        logits = moe.router(flat)
+        real, idx = logits[:, :6].topk(k, -1)
+        zero = logits[:, 6:].topk(spec.ffn.routed_slots - k, -1).values
+        w = torch.cat([real, zero], -1).softmax(-1)
+        want = sum(w[:, j:j + 1] * moe.experts(flat[:, None], idx[:, j])[:, 0] for j in range(k))
+        want = want + w[:, k:].sum(-1, keepdim=True) * flat + moe.shared(flat[None]).sum(0)
+        torch.testing.assert_close(got.reshape(10, 64), want, rtol=1e-5, atol=1e-5)
+        moe.impl = "grouped_mm"
+        torch.testing.assert_close(moe(x), got, rtol=1e-5, atol=1e-5)
+
+
 def test_validate_fake_is_exact(tmp_path, cli_json):
     report = cli_json("validate", "--hf-config", str(write_config(tmp_path, TINY)), "--device", "fake",
                       "--batch", "2", "--seq", "19")

@@ -680,8 +680,8 @@ class MoEFFN(nn.Module):
             y = self.experts(x[:, None].expand(N, k, d).reshape(N * k, 1, d), idx.flatten())  # [N·k, 1, d]
             y = (y.view(N, k, d) * weights[..., None]).sum(1)  # weighted sum: element-wise, no matmul
         del idx, weights
-        if passed is not None:
-            y = add(y, mul(x, passed))  # the zero experts' outputs: the token, weighted (element-wise)
+        if passed is not None:  # the zero experts' outputs: the token, weighted (element-wise; x left as it is)
+            y = torch.addcmul(y, x, passed) if torch.is_grad_enabled() else y.addcmul_(x, passed)
         if self.shared is not None:
             s = self.shared(x.expand(self.shared.n, N, d)).sum(0)  # every shared expert on every token
             if self.shared_gate is not None:
