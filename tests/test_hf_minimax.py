@@ -13,7 +13,7 @@
   projections, router and head are aten.mm;
 - the reference module (llmcalc/reference/lightning.py) with transformers' weights gives its output, and the
   reference decoder measured under FakeTensorMode has the estimators' counts;
-- what the import refuses: LongCat-Flash, a sliding window, an attn_type_list that transformers would not read.
+- what the import refuses: a sliding window, an attn_type_list that transformers would not read.
 """
 
 from __future__ import annotations
@@ -232,7 +232,6 @@ def test_explain_matches_the_plain_commands_on_the_preset():
 
 
 @pytest.mark.parametrize("raw, field", [
-    ({"model_type": "longcat_flash", "hidden_size": 64}, "zero-computation experts"),
     (TINY | {"sliding_window": 8}, "sliding_window"),
     ({k: v for k, v in TINY.items() if k != "layer_types"} | {"attn_type_list": [0, 0, 0, 1]}, "attn_type_list"),
     (TINY | {"block_size": 0}, "block_size"),

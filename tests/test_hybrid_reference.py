@@ -4,7 +4,8 @@ Gated DeltaNet: the reference module with the weights of transformers' Qwen3Next
 (the chunked prompt), and its recurrent steps after a cache continue it. Mamba-1: the reference module with
 transformers' MambaForCausalLM weights gives its logits (prompt, then decode steps from the cache). Hybrids (Jamba:
 Mamba-1 + attention + MoE; Nemotron-H: one block per layer, MLP-only layers; Falcon-H1: attention ∥ Mamba-2 in
-every layer; Qwen3-Next: Gated DeltaNet + gated attention + MoE): the reference decoder built from the spec,
+every layer; Qwen3-Next: Gated DeltaNet + gated attention + MoE; LongCat-Flash: MLA, a shortcut MoE with zero
+experts and dense MLPs): the reference decoder built from the spec,
 measured under FakeTensorMode, has the parameters, prefill / decode / train FLOPs and cache bytes the estimators
 give.
 """
@@ -49,6 +50,10 @@ HYBRIDS = {
                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "max_position_embeddings": 256, "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_n_groups": 2,
                   "mamba_d_state": 16, "mamba_chunk_size": 8},
+    "longcat_flash": {"model_type": "longcat_flash", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
+                      "num_attention_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+                      "qk_rope_head_dim": 8, "v_head_dim": 16, "ffn_hidden_size": 96, "expert_ffn_hidden_size": 32,
+                      "n_routed_experts": 6, "zero_expert_num": 3, "moe_topk": 3, "max_position_embeddings": 256},
 }
 
 
