@@ -142,6 +142,8 @@ SLOW_MODULES = {
     "test_python_api",
     # a Hub on 127.0.0.1 and forty CLI processes, two of them waiting out an unreachable Hub's retries
     "test_hub",
+    # a headless Chromium driving the page, a dozen views each checked against a CLI process
+    "test_ui_browser",
     # a hundred serving simulations of the published runs
     "test_serving_published",
 }

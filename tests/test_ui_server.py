@@ -19,7 +19,9 @@ pytest.importorskip("httpx")
 
 from starlette.testclient import TestClient  # noqa: E402
 
-from llmcalc.ui.questions import MAX_REQUEST_BYTES, PAGE_COMMANDS  # noqa: E402
+from llmcalc.cli import page  # noqa: E402
+from llmcalc.cli.page import PAGE_COMMANDS  # noqa: E402
+from llmcalc.ui.questions import MAX_REQUEST_BYTES  # noqa: E402
 from llmcalc.ui.server import STATIC, create_app  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def client():
-    return TestClient(create_app(), base_url="http://127.0.0.1")
+    return TestClient(create_app(page), base_url="http://127.0.0.1")
 
 
 def ask(client, argv, file=None):

@@ -27,6 +27,7 @@ def ui(
     try:
         import uvicorn
 
+        from llmcalc.cli import page
         from llmcalc.ui.server import LOCAL_HOSTS, create_app
     except ImportError:
         raise UserError(NEEDS) from None
@@ -44,7 +45,7 @@ def ui(
         import webbrowser
 
         threading.Timer(0.5, webbrowser.open, (url,)).start()
-    uvicorn.run(create_app(host), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(page, host), host=host, port=port, log_level="warning")
 
 
 def _check_free(host: str, port: int) -> None:
@@ -62,5 +63,10 @@ def _check_free(host: str, port: int) -> None:
         try:
             s.bind(address)
         except OSError as e:
+            import errno
+
+            if e.errno == errno.EADDRNOTAVAIL:
+                raise UserError(f"`host` {host}: not an address of this machine; give 127.0.0.1 or an address it "
+                                "has") from None
             raise UserError(f"`host` {host} `port` {port}: cannot listen there ({e.strerror}); give another "
                             "`port`, or stop what uses it") from None

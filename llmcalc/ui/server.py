@@ -1,8 +1,10 @@
 """The page's web application (Starlette): the page and its scripts, styles and vendored libraries from the
-package, and three JSON routes the page calls:
+package, and three JSON routes the page calls, answered by the `Page` it is given (the command line's commands:
+llmcalc/cli/page.py):
 
-- GET  /api/schema  — every view's command: help, arguments, options (llmcalc/ui/questions.py: page_schema);
-- POST /api/answer  — a question (a command line, a pasted file) → the report or the one-line error;
+- GET  /api/schema  — every view's command: help, arguments, options (Page.schema);
+- POST /api/answer  — a question (a command line, a pasted file; Page.question reads it) → the report or the
+  command line's one-line error (Page.answer);
 - GET  /api/health  — {"ok": true}, for whoever started the server to wait on.
 
 A malformed request gets a 4xx and {"error": one line}; a request body over MAX_REQUEST_BYTES is refused before
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -22,7 +25,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from llmcalc.ui.questions import MAX_REQUEST_BYTES, BadQuestion, answer, page_schema, question
+from llmcalc.ui.questions import MAX_REQUEST_BYTES, BadQuestion, Question
 
 STATIC = Path(__file__).resolve().parent / "static"
 POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -40,12 +43,24 @@ def _json(data, status: int = 200) -> Response:
     return Response(strict_json(data, indent=None), status_code=status, media_type="application/json")
 
 
+class Page(Protocol):
+    """What answers the page: the views' schema, a request's body read into a Question (BadQuestion if the page
+    would not send it), and a Question's answer (a dict with `code`, `command_line`, then `report`, or `error` and
+    `field`)."""
+
+    def schema(self) -> dict[str, Any]: ...
+
+    def question(self, body: Any) -> Question: ...
+
+    def answer(self, q: Question) -> dict[str, Any]: ...
+
+
 async def index(request: Request) -> Response:
     return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
 
 async def schema(request: Request) -> Response:
-    return _json(page_schema())
+    return _json(request.app.state.page.schema())
 
 
 async def health(request: Request) -> Response:
@@ -66,14 +81,14 @@ async def answer_route(request: Request) -> Response:
             return _json({"error": f"request over {MAX_REQUEST_BYTES:,} bytes"}, 413)
     try:
         data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
-        q = question(data)
+        q = request.app.state.page.question(data)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return _json({"error": "the request body is not valid UTF-8 JSON"}, 400)
     except (BadQuestion, ValueError) as e:
         return _json({"error": str(e)}, 400)
     from starlette.concurrency import run_in_threadpool
 
-    result = await run_in_threadpool(answer, q)
+    result = await run_in_threadpool(request.app.state.page.answer, q)
     return _json(result)  # bad input is an answer too: the command line's one line, beside its field
 
 
@@ -113,13 +128,16 @@ def _headed(response: Response) -> Response:
     return response
 
 
-def create_app(host: str = "127.0.0.1") -> Starlette:
-    """The application; bound to a local `host`, it answers only requests addressed to a local name."""
+def create_app(page: Page, host: str = "127.0.0.1") -> Starlette:
+    """The application answered by `page`; bound to a local `host`, it answers only requests addressed to a local
+    name."""
     from starlette.middleware.base import BaseHTTPMiddleware
 
     middleware = [Middleware(BaseHTTPMiddleware, dispatch=_policy(host in LOCAL_HOSTS))]
     routes = [Route("/", index), Route("/api/schema", schema), Route("/api/health", health),
               Route("/api/answer", answer_route, methods=["POST"]),
               Mount("/static", StaticFiles(directory=STATIC), name="static")]
-    return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={HTTPException: _http_error, 500: _server_error})
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={HTTPException: _http_error, 500: _server_error})
+    app.state.page = page
+    return app

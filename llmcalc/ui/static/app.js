@@ -307,7 +307,8 @@ function render(command, report) {
   const view = $("view");
   view.replaceChildren();
   if (page.chart) { page.chart.destroy(); page.chart = null; }
-  if (report && Array.isArray(report.breakdown) && report.breakdown.length) view.append(memoryBar(report));
+  const parts = memoryParts(report);
+  if (parts.length) view.append(memoryBar(report, parts));
   if (command === "sweep" && Array.isArray(report.rows) && report.rows.length) view.append(sweepChart(report));
   view.append(...figures(report, ""));
 }
@@ -398,8 +399,18 @@ function sideBySide(name, flats, keys, path) {
     el("tbody", {}, ...body)));
 }
 
-function memoryBar(report) {
-  const parts = report.breakdown.filter((b) => isNum(b.bytes) && Number(b.bytes) > 0);
+function memoryParts(report) {
+  // What fills the memory: memory's breakdown, or fit's weights, activations and KV cache.
+  if (!report || typeof report !== "object") return [];
+  const parts = Array.isArray(report.breakdown) ? report.breakdown
+    : isNum(report.usable_bytes) && isNum(report.weights_bytes)
+      ? [["weights", "weights_bytes"], ["activations", "activation_bytes"], ["kv_cache", "kv_bytes"]]
+        .filter(([, k]) => isNum(report[k])).map(([component, k]) => ({component, bytes: report[k]}))
+      : [];
+  return parts.filter((b) => isNum(b.bytes) && Number(b.bytes) > 0);
+}
+
+function memoryBar(report, parts) {
   const capacity = report.usable_bytes ?? report.capacity_bytes ?? null;
   const total = parts.reduce((a, b) => a + Number(b.bytes), 0);
   const scale = Math.max(total, capacity ? Number(capacity) : 0) || 1;
