@@ -74,8 +74,8 @@ def schema() -> dict[str, Any]:
 
 def answer(q: Question) -> dict[str, Any]:
     """Run the question's command line: {"code", "command_line", "report" (what --format json writes) or
-    "error" (the command line's one line) and "field" (the first option of the command it names, the pasted file's option for a problem in it, or
-    null)}."""
+    "error" (the command line's one line) and "field" (the first option of the command it names, the pasted
+    file's option for a problem in it, or null)}."""
     from llmcalc.cli.invoke import invoke
     from llmcalc.inputs.models import given_files
     from llmcalc.render.formats import report_data
