@@ -7,11 +7,13 @@ import functools
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """../shared/ beside the checkout root: files copied whole from public repositories (checkpoint-configs/,
 model-configs-2026/, benchmark-runs/) stay there and are never committed; CI has it beside its clone, a user's own
@@ -88,6 +90,52 @@ def explain_checks(report) -> list[bool]:
     if isinstance(report, list):
         return [m for v in report for m in explain_checks(v)]
     return []
+
+
+def assert_reference_counts(spec, batch: int = 2, seq: int = 19) -> None:
+    """The reference decoder under FakeTensorMode against the estimators: parameters, prefill, decode and
+    training FLOPs (dense attention, the last position's logits), cache bytes."""
+    from llmcalc.costs.flops import flops
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.costs.params import params
+    from llmcalc.reference.measure import measure
+    from llmcalc.workload import Workload
+
+    m = measure(spec, batch, seq, "fake")
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
+    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
+                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
+    got = {k: getattr(m, k) for k in want}
+    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+
+
+@contextmanager
+def page_server(env: dict[str, str] | None = None):
+    """`llmcalc ui` in a process of its own on a free port of 127.0.0.1 (with `env`, its whole environment), once
+    it answers: yields its base URL; stopped after the block."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "llmcalc", "ui", "--port", str(port)], cwd=ROOT,
+                               stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{base}/api/health", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the page's server did not start")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def settings(name: str = "reference", gpu: str = "h100-sxm", **given):

@@ -22,7 +22,7 @@ import json
 import pytest
 
 from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_bytes, kv_cache
+from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
 from llmcalc.inputs.presets import load_preset
@@ -30,7 +30,7 @@ from llmcalc.workload import Layout, Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
-from conftest import run_cli, write_config  # noqa: E402
+from conftest import assert_reference_counts, run_cli, write_config  # noqa: E402
 from hf_flops import cache_tensors  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
@@ -204,28 +204,15 @@ def test_decode_flops_with_forced_routing_equal_flop_counter(tmp_path, seq):
 # ---- the reference --------------------------------------------------------------------------------------------
 
 
-def assert_reference_matches(spec, batch: int = 2, seq: int = 19) -> None:
-    """The reference decoder under FakeTensorMode (its routing forced to the spec's share): parameters, prefill,
-    decode and training FLOPs, cache bytes."""
-    from llmcalc.reference.measure import measure
-
-    m = measure(spec, batch, seq, "fake")
-    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
-    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
-    got = {k: getattr(m, k) for k in want}
-    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
-
-
 @pytest.mark.parametrize("raw", [TINY, NO_ZERO], ids=["zero-experts", "no-zero-experts"])
 def test_reference_decoder_matches_estimators(tmp_path, raw):
-    assert_reference_matches(spec_of(tmp_path, raw))
+    assert_reference_counts(spec_of(tmp_path, raw))
 
 
 def test_reference_decoder_at_full_width_matches_estimators():
     """The preset cut to one LongCat layer (its two sublayers), full width."""
     spec = load_preset("longcat-flash-chat")
-    assert_reference_matches(type(spec).model_validate(spec.model_dump() | {"n_layers": 2}))
+    assert_reference_counts(type(spec).model_validate(spec.model_dump() | {"n_layers": 2}))
 
 
 def test_reference_routes_the_stated_share(tmp_path):

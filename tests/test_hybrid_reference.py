@@ -18,15 +18,12 @@ import sys
 
 import pytest
 
-from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
-from llmcalc.workload import Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
-from llmcalc.reference.measure import measure  # noqa: E402
+from conftest import assert_reference_counts  # noqa: E402
 from llmcalc.reference.model import Decoder  # noqa: E402
 
 MAMBA = {"model_type": "mamba", "vocab_size": 100, "hidden_size": 64, "state_size": 8, "num_hidden_layers": 2,
@@ -93,14 +90,7 @@ def test_reference_hybrid_matches_estimators(tmp_path, name):
     """The reference's own count under FakeTensorMode, training step included: for Gated DeltaNet, autograd runs
     no gradient into the zero initial state and none back through the last state update, which the estimators'
     training passes say (docs/deltanet.md)."""
-    spec = load(tmp_path, HYBRIDS[name])
-    batch, seq = 2, 19
-    m = measure(spec, batch, seq, "fake")
-    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
-    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
-    got = {k: getattr(m, k) for k in want}
-    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+    assert_reference_counts(load(tmp_path, HYBRIDS[name]), 2, 19)
 
 
 def test_reference_gated_deltanet_computes_what_transformers_does(tmp_path):

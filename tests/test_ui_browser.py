@@ -9,16 +9,11 @@ import json
 import os
 import shlex
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import page_server, run_cli
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
@@ -50,24 +45,8 @@ VIEWS = [  # view, model preset, what the test types into the form
 
 @pytest.fixture(scope="module")
 def server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    p = subprocess.Popen([sys.executable, "-m", "llmcalc", "ui", "--port", str(port)], cwd=REPO,
-                         stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"{base}/api/health", timeout=2).read()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        p.kill()
-        pytest.fail("the page's server did not start")
-    yield base
-    p.terminate()
-    p.wait(timeout=30)
+    with page_server() as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
