@@ -115,6 +115,8 @@ MALFORMED = [
     (b'{"argv": ["kv", "--batch", NaN]}', 400, "NaN is not JSON"),
     (b'{"argv": ["kv"], "extra": 1}', 400, "give a JSON object"),
     (b'\xff\xfe', 400, "not valid UTF-8 JSON"),
+    (b'{"argv": ["kv", "--preset", "\\ud800"]}', 400, "lone surrogate"),
+    (b'{"argv": ["kv"], "file": {"name": "c.json", "text": "\\udfff"}}', 400, "lone surrogate"),
 ]
 
 

@@ -56,6 +56,7 @@ def question(body: Any, commands: tuple[str, ...], options: Options) -> Question
         raise BadQuestion("argv: give a list of words, the command first")
     if len(argv) > MAX_WORDS or any(len(w) > MAX_WORD for w in argv):
         raise BadQuestion(f"argv: at most {MAX_WORDS} words of {MAX_WORD} characters")
+    _check_text("argv", argv)
     file = body.get("file")
     if file is not None:
         if (not isinstance(file, dict) or set(file) != {"name", "text"}
@@ -63,6 +64,7 @@ def question(body: Any, commands: tuple[str, ...], options: Options) -> Question
             raise BadQuestion('file: give {"name": "config.json", "text": "..."}')
         if not file["name"].strip() or len(file["name"]) > 200:
             raise BadQuestion("file: give it a name of 1 to 200 characters")
+        _check_text("file", [file["name"], file["text"]])
         if len(file["text"].encode()) > MAX_FILE_BYTES:
             raise BadQuestion(f"file: more than {MAX_FILE_BYTES:,} bytes; a config.json or spec is a few KB")
         file = (file["name"], file["text"])
@@ -71,6 +73,20 @@ def question(body: Any, commands: tuple[str, ...], options: Options) -> Question
         raise BadQuestion(f"argv: {command!r} is not a command of the page; give one of {', '.join(commands)}")
     _check_options(command, argv[1:], file, options(command))
     return Question(tuple(argv), file)
+
+
+def _check_text(field: str, texts: list[str]) -> None:
+    """Text that UTF-8 can write: JSON's escapes can name a lone surrogate (\\ud800), which no file or reply holds."""
+    for text in texts:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadQuestion(f"{field}: holds a lone surrogate (\\u{ord(text[_bad(text)]):04x}); send valid "
+                              "Unicode text") from None
+
+
+def _bad(text: str) -> int:
+    return next(i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF)
 
 
 def _check_options(command: str, words: list[str], file: tuple[str, str] | None,
