@@ -75,10 +75,12 @@ function shown(key, v) {
   const n = Number(v);
   const exact = Number.isInteger(n) || typeof v === "bigint" ? v.toLocaleString("en-US") : sig(n, 6);
   if (kind === "bytes") {
-    return {text: exact, unit: `B · ${scaled(n, 1000, ["B", "kB", "MB", "GB", "TB", "PB"])} · `
+    return {text: exact, unit: Math.abs(n) < 1000 ? "B" : `B · ${scaled(n, 1000, ["B", "kB", "MB", "GB", "TB", "PB"])} · `
       + scaled(n, 1024, ["B", "KiB", "MiB", "GiB", "TiB", "PiB"])};
   }
-  if (kind === "flops") return {text: exact, unit: scaled(n, 1000, ["FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"])};
+  if (kind === "flops") {
+    return {text: exact, unit: Math.abs(n) < 1000 ? "FLOP" : scaled(n, 1000, ["FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"])};
+  }
   if (kind === "s") return {text: n < 1 ? `${sig(n * 1000, 4)} ms` : `${sig(n, 4)} s`};
   return {text: exact};
 }
@@ -362,11 +364,14 @@ function figures(obj, prefix) {
   return parts;
 }
 
+const COMPACT = ["symbols"];  // objects shown in one cell as name = value (explain's symbols of a formula)
+
 function flat(row, prefix = "", out = {}) {
-  // A row's fields, objects within it flattened (ratios.kv_bytes_per_token); a list within it stays one cell.
+  // A row's fields, objects within it flattened (ratios.kv_bytes_per_token) but for COMPACT ones; a list within
+  // it stays one cell.
   for (const [k, v] of Object.entries(row)) {
     const key = prefix ? `${prefix}.${k}` : k;
-    if (v && typeof v === "object" && !Array.isArray(v) && typeof v !== "bigint") flat(v, key, out);
+    if (v && typeof v === "object" && !Array.isArray(v) && typeof v !== "bigint" && !COMPACT.includes(k)) flat(v, key, out);
     else out[key] = v;
   }
   return out;
@@ -384,6 +389,14 @@ function listTable(name, rows, path) {
 
 function cell(path, key, v) {
   if (isNum(v)) return el("td", {class: "num"}, ...figureButton(path, v));
+  if (v && typeof v === "object" && !Array.isArray(v)) {  // a COMPACT object: name = value, each a figure
+    const td = el("td", {class: "formula"});
+    Object.entries(v).forEach(([k, x], i) => {
+      td.append(document.createTextNode(`${i ? ", " : ""}${k} = `));
+      if (isNum(x)) td.append(figureButton(`${path}.${k}`, x)[0]); else td.append(document.createTextNode(shown(k, x).text));
+    });
+    return td;
+  }
   const text = Array.isArray(v) ? v.map((x) => (typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ")
     : shown(key, v).text;
   return el("td", {text});
