@@ -93,6 +93,19 @@ def test_pasted_config_is_read_from_memory_and_nothing_is_written(client, tmp_pa
         256 * 256 * 2 + 2 * 256 * 128 + 3 * 256 * 688 + 2 * 256) + 256
 
 
+@pytest.mark.parametrize("name", ["kimi-k2-instruct.json", "llama-4-scout-17b-16e-instruct.json"])
+def test_a_real_pasted_config_is_the_command_lines(client, shared, name):
+    """A real config.json pasted (a 1T-parameter MLA MoE, a vision-language MoE) gives what --hf-config of the
+    file gives, byte for byte."""
+    path = shared("model-configs-2026") / name
+    argv = ["memory", "--batch", "8", "--seq", "32k", "--kv-dtype", "fp8"]
+    answer = ask(client, [*argv, "--hf-config", "config.json"], {"name": "config.json", "text": path.read_text()})
+    cli = run_cli(*argv, "--hf-config", str(path), "--format", "json")
+    assert cli.returncode == 0 and answer["code"] == 0, answer
+    expected = json.loads(cli.stdout)
+    assert answer["report"] | {"model": expected["model"]} == expected  # the model is named by its file's name
+
+
 def test_pasted_file_errors_name_it(client):
     answer = ask(client, ["kv", "--config", "mine.yaml"], {"name": "mine.yaml", "text": "a: [1"})
     assert answer["code"] == 2 and answer["error"].startswith("config mine.yaml: malformed YAML"), answer
