@@ -13,12 +13,16 @@ imports torch, typer or rich.
 """
 
 COMMANDS = ("params", "kv", "flops", "memory", "latency", "fit", "compare", "explain", "sweep", "moe", "train",
-            "mfu", "serve", "plan")
-"""The commands, as functions of llmcalc/api.py."""
+            "mfu", "serve", "plan", "measured", "scale", "validate")
+"""The commands, as functions of llmcalc/api.py (each of the same name)."""
 
-__all__ = [*COMMANDS, "UserError", "ModelSpec", "ModelRef", "load_model"]
+PARTS = ("calibrate_from_runs",)
+"""Functions of llmcalc/api.py that are one way of running a command: `llmcalc calibrate --from-runs`."""
 
-_HOMES = {**dict.fromkeys(COMMANDS, "llmcalc.api"), "load_model": "llmcalc.api", "UserError": "llmcalc.errors",
+__all__ = [*COMMANDS, *PARTS, "UserError", "ModelSpec", "ModelRef", "load_model"]
+
+_HOMES = {**dict.fromkeys((*COMMANDS, *PARTS), "llmcalc.api"), "load_model": "llmcalc.api",
+          "UserError": "llmcalc.errors",
           "ModelSpec": "llmcalc.model.spec", "ModelRef": "llmcalc.inputs.models"}
 """Each public name ↦ the module that defines it."""
 

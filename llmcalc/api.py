@@ -691,3 +691,142 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed,
                 slo=_slo(slo_ttft, slo_tpot))
     return emit_for(report, args[0], devices, serving, commands, candidate or 1, load)
+
+
+def _files(files) -> list:
+    """One path or a list of them, as a list."""
+    import os
+
+    return [files] if isinstance(files, (str, os.PathLike)) else list(files)
+
+
+@_public
+def measured(files, model=None, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1,
+             dp: int = 1, ep: int = 1, rate: float | None = None, concurrency: int | None = None,
+             requests: int | None = None, prompt=None, output=None, seed: int = 0, weights_dtype: str | None = None,
+             weights_format: str | None = None, kv_dtype: str = "bf16", engine: str | None = None,
+             time_model: str | None = None, calibration=None):
+    """Serving-benchmark result files (vLLM, SGLang, genai-perf, AIPerf, trtllm-bench; one path or a list), each
+    run beside `llmcalc serve`'s prediction of the same model, GPU, engine, layout and workload (`llmcalc
+    measured`). Each input left None is the file's: model (the preset whose source the file names), gpu (the
+    one its telemetry names), engine, the layout (trtllm-bench's), requests, the load (rate or concurrency) and
+    the prompt and output lengths (an int or serve's text; default the file's mean). Returns a MeasuredReport;
+    each run's `serve_args` are the `llmcalc serve` arguments of its prediction."""
+    from llmcalc.views.measured import measured as compare
+
+    if rate is not None and concurrency is not None:
+        raise UserError("`rate` and `concurrency` are two loads; give one")
+    paths = _files(files)
+    if not paths:
+        raise UserError("measured: give at least one result file")
+    return compare(paths, model, gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, weights_dtype=weights_dtype,
+                   weights_format=weights_format, kv_dtype=kv_dtype, engine=engine, time_model=time_model,
+                   calibration=calibration, rate=rate, concurrency=concurrency, requests=requests, prompt=prompt,
+                   output=output, seed=seed)
+
+
+@_public
+def calibrate_from_runs(from_runs, model=None, gpu=None, *, served_by: str | None = None):
+    """The time-model profile of the GPU and engine that served the runs in `from_runs` (result files as `measured`
+    reads them), refitted to their measured TTFT and TPOT (`llmcalc calibrate --from-runs`; no torch). model,
+    gpu: the runs' (default: the files'); served_by: the engine, where the files do not say. Returns a Refit:
+    `profile` (a TimeModel), `lines` (each term before and after, the leave-one-out) and `text()`, the profile
+    file the command prints; nothing is written."""
+    from llmcalc.views.measured import refit_runs
+
+    return refit_runs(_files(from_runs), model, gpu, served_by)
+
+
+def _amount(value, name: str) -> float:
+    """A count as papers print it (70B, 1.4T, 5.76e23) or a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    from llmcalc.inputs.grid import parse_amount
+
+    try:
+        return parse_amount(str(value))
+    except ValueError as e:
+        raise UserError(f"`{name}`: {e}") from None
+
+
+@_public
+def scale(*, flops=None, params=None, tokens=None, method: str = "all", gpu=None, gpus: int | None = None,
+          mfu: float | None = None, price: float | None = None, compute_dtype: str = "bf16"):
+    """Compute-optimal model size N, training tokens D and FLOPs (C = 6·N·D) from exactly one of flops, params or
+    tokens (a number, or text as papers print it: "70B", "1.4T", "5.76e23"), under Chinchilla's approaches 1-3
+    and Kaplan's law (`llmcalc scale`); method: all, chinchilla-1, chinchilla-2, chinchilla-3 or kaplan. With
+    `gpu`, the training GPU-hours, days on `gpus` GPUs at `mfu` (default 0.40) and cost at `price` USD per
+    GPU-hour (default the preset's). Returns a ScaleReport."""
+    from llmcalc.costs.scaling import scale as compute
+
+    given = {k: _amount(v, k) for k, v in (("flops", flops), ("params", params), ("tokens", tokens)) if v is not None}
+    if len(given) != 1:
+        raise UserError("give exactly one of `flops` C, `params` N or `tokens` D")
+    (what, value), = given.items()
+    return compute(what, value, method, load_gpu(gpu), gpus, mfu, price, compute_dtype)
+
+
+class ValidateRun:
+    """validate's inputs read and checked: `models` specs to check; call it for the ValidationReport, with
+    progress(name) called before each model is measured."""
+
+    def __init__(self, specs: list, batch: int, seq: int, device: str, mla_decode: str, adapters) -> None:
+        self.specs, self.args, self.adapters = specs, (batch, seq, device, mla_decode), adapters
+        self.models = len(specs)
+
+    def __call__(self, progress: Callable[[str], None] | None = None):
+        from llmcalc.views.validate import validate as run
+
+        step = None if progress is None else (lambda spec: progress(spec.name))
+        return _public(run)(self.specs, *self.args, progress=step, lora=self.adapters)
+
+
+def prepare_validate(model=None, *, all_presets: bool = False, batch: int = 2, seq: int = 128, device: str = "fake",
+                     layers: int | None = None, scale: int = 1, mla_decode: str = "absorbed", train: bool = False,
+                     lora_rank: int | None = None, lora_targets: str | None = None) -> ValidateRun:
+    """validate's inputs read and checked (sizes, LoRA, the models, the device: torch there), the models loaded:
+    a ValidateRun."""
+    from llmcalc.inputs.models import ModelRef
+    from llmcalc.views.validate import check_measurable, check_real_run, require_device, scaled_copy
+    from llmcalc.workload import require_sizes
+
+    require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
+    adapters = None
+    if train or lora_rank is not None:
+        if not train:
+            raise UserError("`lora_rank`: LoRA adapters are trained; add `train`")
+        if lora_rank is None:
+            raise UserError("`train`: validate's training step is a LoRA one (full training's FLOPs are in the "
+                            "default rows); add `lora_rank` RANK")
+        adapters = workload(_lora(lora_rank, lora_targets), train=True)
+    if all_presets:
+        from llmcalc.inputs.presets import preset_names
+
+        models = [ModelRef(preset=name) for name in preset_names()]
+    else:
+        models = _models(model) or [ModelRef()]
+    specs = [load_model(m) for m in models]
+    if layers or scale > 1:
+        specs = [scaled_copy(s, layers, scale) for s in specs]
+    for s in specs:
+        check_measurable(s, batch, seq)
+    require_device(device)  # only now, so bad input is named before a missing torch
+    if device != "fake":
+        for s in specs:
+            check_real_run(s, batch, seq, device)
+    return ValidateRun(specs, batch, seq, device, mla_decode, adapters)
+
+
+@_public
+def validate(model=None, *, all_presets: bool = False, batch: int = 2, seq: int = 128, device: str = "fake",
+             layers: int | None = None, scale: int = 1, mla_decode: str = "absorbed", train: bool = False,
+             lora_rank: int | None = None, lora_targets: str | None = None,
+             progress: Callable[[str], None] | None = None):
+    """Every estimate (params, FLOPs, KV cache, memory; with train and lora_rank, a LoRA training step) against
+    the torch reference model built from the spec (`llmcalc validate`; needs torch, imported only here). model:
+    one or a list; all_presets: every preset. device: fake (full size, FakeTensorMode), cpu (a real run: scale
+    divides every width, layers keeps the first N) or cuda. progress(name) is called before each model is measured.
+    Returns a ValidationReport; its `ok` is False when a row fails (the command then exits 1)."""
+    return prepare_validate(model, all_presets=all_presets, batch=batch, seq=seq, device=device, layers=layers,
+                            scale=scale, mla_decode=mla_decode, train=train, lora_rank=lora_rank,
+                            lora_targets=lora_targets)(progress)

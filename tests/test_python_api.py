@@ -19,6 +19,10 @@ import llmcalc
 from llmcalc import UserError
 
 ROOT = Path(__file__).parents[1]
+BENCH = ROOT / "tests" / "fixtures" / "benchmarks"
+VLLM, SGLANG, TRTLLM = (str(BENCH / name) for name in ("vllm_bench_serve.json", "sglang_bench_serving.jsonl",
+                                                       "trtllm_bench_report.json"))
+AIPERF = "aiperf__wellflat__gpt-oss-20b-vllm-a100-telemetry.json"
 MARK = re.compile(r"`([a-z][a-z0-9_]*)`")
 
 
@@ -76,15 +80,67 @@ CASES = [
      "serve -p llama3-8b --gpu h100-sxm -n 60 --rate 4 --prompt uniform:128,1024 --output 64 --slo-ttft 0.5"),
     ("plan", ("llama3-8b",), {"rate": 2.0, "slo_ttft": 2.0, "requests": 40, "top": 2},
      "plan -p llama3-8b --rate 2 --slo-ttft 2 -n 40 --top 2"),
+    ("measured", ([VLLM, TRTLLM],), {"gpu": "h100-sxm", "requests": 40},
+     f"measured {VLLM} {TRTLLM} --gpu h100-sxm --requests 40"),
+    ("measured", (SGLANG, "llama3-8b", "h100-sxm"), {"tp": 2, "kv_dtype": "fp8", "output": 64, "seed": 3},
+     f"measured {SGLANG} -p llama3-8b --gpu h100-sxm --tp 2 --kv-dtype fp8 --output 64 --seed 3"),
+    ("scale", (), {"params": "70B", "gpu": "h100-sxm", "gpus": 1024}, "scale --params 70B --gpu h100-sxm --gpus 1024"),
+    ("scale", (), {"flops": 5.76e23, "method": "kaplan"}, "scale --flops 5.76e23 --method kaplan"),
+    ("validate", ("tiny-decoder-example",), {"batch": 1, "seq": 64}, "validate -p tiny-decoder-example -b 1 -s 64"),
+    ("validate", (["tiny-decoder-example", "gpt2"],), {"seq": 256}, "validate -p tiny-decoder-example -p gpt2 -s 256"),
+    ("validate", ("gpt2",), {"train": True, "lora_rank": 4, "lora_targets": "q,v"},
+     "validate -p gpt2 --train --lora 4 --lora-targets q,v"),
 ]
 
 
 @pytest.mark.parametrize("name, args, kwargs, command", CASES, ids=[c[3] for c in CASES])
 def test_a_function_returns_the_report_the_command_prints(name, args, kwargs, command, cli_json):
+    if name == "validate":
+        pytest.importorskip("torch")
     function = getattr(llmcalc, name)
     report = function(*args, **kwargs)
     keywords = set(inspect.signature(function).parameters)
     assert as_cli(report.model_dump(mode="json"), keywords) == cli_json(*command.split())
+
+
+def test_measured_real_runs_as_the_command_reads_them(shared, cli_json):
+    """A published AIPerf file (its telemetry names the GPU, its model the preset): the file's own model, GPU,
+    load and lengths, as a str path and as a Path."""
+    path = shared("benchmark-runs") / AIPERF
+    cli = cli_json("measured", str(path), "--engine", "vllm")
+    for given in (str(path), path, [path]):
+        report = llmcalc.measured(given, engine="vllm")
+        assert report.model_dump(mode="json") == cli
+    [run] = report.runs
+    assert (run.model, run.gpu, run.load) == ("gpt-oss-20b", "a100-80gb", "concurrency 1")
+
+
+def test_calibrate_from_runs_returns_the_profile_the_command_prints(cli):
+    """The refit's profile file is the command's stdout, its lines the command's stderr; nothing is written."""
+    import yaml
+
+    r = cli("calibrate", "--from-runs", SGLANG, "--preset", "llama3-8b", "--gpu", "h100-sxm")
+    assert r.returncode == 0, r.stderr
+    refit = llmcalc.calibrate_from_runs(SGLANG, "llama3-8b", "h100-sxm")
+    assert refit.text() == r.stdout
+    assert [f"{line}\n" for line in refit.lines] == r.stderr.splitlines(keepends=True)
+    profile = yaml.safe_load(r.stdout)
+    assert profile["gpu"] == refit.profile.gpu == "h100-sxm" and profile["step_s"] == refit.profile.step_s
+    assert refit.profile.name == "calibrated"
+
+
+def test_calibrate_from_runs_takes_the_options_of_its_command():
+    """--from-runs, --gpu and --served-by with their defaults; --preset is `model`, as for every function."""
+    import typer.main
+
+    from llmcalc.cli import load_commands
+
+    command = typer.main.get_command(load_commands(["calibrate"])).commands["calibrate"]
+    keywords = inspect.signature(llmcalc.calibrate_from_runs).parameters
+    defaults = {p.name: p.default for p in command.params}
+    for name in ("gpu", "served_by"):
+        assert keywords[name].default == defaults[name]
+    assert "from_runs" in keywords and keywords["model"].default is None and defaults["preset"] is None
 
 
 def test_paths_may_be_text_or_path_objects(tmp_path, cli_json):
@@ -143,6 +199,19 @@ BAD = [
      "serve -p llama3-8b --gpu h100-sxm --rate 5 --concurrency 3"),
     ("plan", ("llama3-8b",), {"rate": 2.0}, "plan -p llama3-8b --rate 2"),
     ("sweep", ("llama2-7b",), {"attention": ","}, "sweep -p llama2-7b --attention ,"),
+    ("measured", (SGLANG,), {"gpu": "h100-sxm"}, f"measured {SGLANG} --gpu h100-sxm"),
+    ("measured", (VLLM,), {"gpu": "h100-sxm", "rate": 2.0, "concurrency": 3},
+     f"measured {VLLM} --gpu h100-sxm --rate 2 --concurrency 3"),
+    ("measured", (TRTLLM, "llama3-8b"), {"tp": 3}, f"measured {TRTLLM} -p llama3-8b --tp 3"),
+    ("scale", (), {"params": 70e9, "tokens": "1T"}, "scale --params 70B --tokens 1T"),
+    ("scale", (), {"tokens": "1.4T", "gpu": "h100-sxm", "mfu": 1.5}, "scale --tokens 1.4T --gpu h100-sxm --mfu 1.5"),
+    ("scale", (), {"params": 70e9, "price": 3.0}, "scale --params 70B --price 3"),
+    ("validate", ("tiny-decoder-example",), {"lora_rank": 8}, "validate -p tiny-decoder-example --lora 8"),
+    ("validate", ("tiny-decoder-example",), {"train": True}, "validate -p tiny-decoder-example --train"),
+    ("validate", ("tiny-decoder-example",), {"batch": 0}, "validate -p tiny-decoder-example --batch 0"),
+    ("calibrate_from_runs", (SGLANG,), {"gpu": "h100-sxm"}, f"calibrate --from-runs {SGLANG} --gpu h100-sxm"),
+    ("calibrate_from_runs", ([VLLM, TRTLLM],), {"gpu": "a100-80gb"},
+     f"calibrate --from-runs {VLLM} --from-runs {TRTLLM} --gpu a100-80gb"),
 ]
 
 
@@ -191,7 +260,7 @@ def test_the_examples_of_docs_python_md_print_what_the_page_shows(monkeypatch):
 
 
 CLI_ONLY = {"preset", "config", "hf_config", "hf_model", "hf_generic", "format", "units", "plot", "plot_vs", "force",
-            "bars"}
+            "bars", "detail"}
 """Options of the command line that are no input of a function: the model's spellings (one `model` there),
 how the report is printed, and the plot files."""
 

@@ -4,7 +4,6 @@ the time-model profile to real serving-benchmark runs (--from-runs)."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -164,81 +163,21 @@ def _emit(text: str, out: Path | None, write_atomic) -> None:
     sys.stderr.write(f"wrote the profile to {out}\n")
 
 
-FIT_REQUESTS = 30
-"""Requests per run simulated while fitting (the run's first ones, same seed): the fit's figures are means."""
+RUN_FLAGS = {"config": "--config", "hf_config": "--hf-config", "hf_model": "--hf-model", "requests": "--requests",
+             "concurrency": "--concurrency", "rate": "--rate", "prompt": "--prompt", "output": "--output"}
+"""The fields a run's resolution names that are not calibrate's options, written as `llmcalc measured`'s flags."""
 
 
 def refit_runs(files: list[Path], preset: str | None, gpu: str | None, served_by: str | None) -> str:
-    """The profile of the (GPU, engine) the runs in `files` were served on, refitted to them
-    (llmcalc/costs/run_fit.py); each term before and after and the leave-one-out written to stderr and into the
-    profile's header."""
-    import json
+    """The profile text of the runs in `files` refitted (llmcalc/api.py: calibrate_from_runs); each term before and
+    after and the leave-one-out written to stderr (they are in the profile's header too)."""
+    from llmcalc import api
+    from llmcalc.inputs.models import ModelRef
 
-    from llmcalc.cli import groups
-    from llmcalc.cli.measured import resolve
-    from llmcalc.costs.run_fit import LEFT, RunFigures, fit_runs, leave_one_out
-    from llmcalc.inputs.benchmarks import read_runs
-    from llmcalc.inputs.time_models import dump_profile
-
-    runs = [run for path in files for run in read_runs(path)]
-    model = groups.Model(preset=preset, config=None, hf_config=None)
-    layout = groups.Layout(gpus=None, tp=None, pp=1, dp=1, ep=1)
-    weights = groups.Weights(weights_dtype=None, weights_format=None)
-    timing = groups.EngineTime(time_model=None, calibration=None, engine=served_by)
-    cases = [resolve(run, model, layout, weights, timing, gpu=gpu) for run in runs]
-    pairs = {(c.device.name, c.timing.engine) for c in cases}
-    if len(pairs) > 1:
-        raise UserError("`from_runs`: a profile is one GPU's under one engine; these runs are on " +
-                        ", ".join(f"{g} ({e})" for g, e in sorted(pairs)) + "; give runs of one")
-    device, engine = cases[0].device, cases[0].timing.engine
-    base = cases[0].timing.load(device)
-    figures, by_name = [], {}
-    for case in cases:
-        m = case.run.metrics
-        measured = {k: m[k]["mean"] for k in ("ttft", "tpot", "itl") if "mean" in m.get(k, {})}
-        if not measured:
-            raise UserError(f"`from_runs`: {case.run.name} records no mean TTFT, TPOT or ITL to fit to; give runs "
-                            "with latencies")
-        figures.append(RunFigures(case.run.name, measured))
-        by_name[case.run.name] = case
-    cache: dict = {}
-
-    def predict(tm, run: RunFigures) -> dict[str, float]:
-        key = (json.dumps(tm.model_dump(exclude={"sources"}), sort_keys=True), run.name)
-        if key not in cache:
-            r = by_name[run.name].simulate(tm, FIT_REQUESTS)
-            cache[key] = {"ttft": r.ttft_s.mean, "tpot": r.tpot_s.mean}
-        return cache[key]
-
-    tm, fits = fit_runs(figures, base, predict)
-    held = leave_one_out(figures, base, predict)
-    names = ", ".join(f.name for f in figures)
-    what = f"{len(figures)} run(s) of {engine} on {device.name} ({names})"
-    sources = dict(tm.sources)
-    for f in fits:
-        if f.runs:
-            sources[f.name] = f"refitted by llmcalc calibrate --from-runs to {what}: {f.note}"
-    tm = tm.model_copy(update={"name": "calibrated", "gpu": device.name, "sources": sources})
-    lines = [f"{f.name}: {f.before:.6g} -> {f.after:.6g} ({f.note})" for f in fits]
-    lines += [f"{name}: {getattr(tm, name)} kept ({why})" for name, why in LEFT.items()
-              if getattr(tm, name) is not None]
-    stated = cases[0].timing.serving_engine().step_s
-    if stated is not None:
-        lines.append(f"note: {engine} states its own step_s ({stated:g} s), which replaces the profile's wherever "
-                     "the profile is used with it")
-    if held:
-        for h in held:
-            lines.append(f"held out {h.name}: predicted / measured " + ", ".join(
-                f"{m.upper()} {h.before[m]:.3f} -> {h.after[m]:.3f}" for m in h.after))
-        for side in ("before", "after"):
-            errs = [abs(math.log(r)) for h in held for r in getattr(h, side).values()]
-            lines.append(f"leave-one-out {side} the refit: mean |log(predicted / measured)| {sum(errs) / len(errs):.3f} "
-                         f"over {len(errs)} figure(s)")
-    else:
-        lines.append("leave-one-out: needs 2 runs or more; none held out")
-    sys.stderr.write("".join(f"{line}\n" for line in lines))
-    header = [f"Calibration profile for {device.name} under {engine}: the time model the runs' predictions used, "
-              f"refitted by `llmcalc calibrate --from-runs` to {what}; llmcalc/model/time_model.py names each figure",
-              *(f"fit: {line}" for line in lines),
-              "use: llmcalc serve --calibration FILE, llmcalc measured --calibration FILE"]
-    return dump_profile(tm, header)
+    try:
+        refit = api.calibrate_from_runs(files, None if preset is None else ModelRef(preset=preset), gpu,
+                                        served_by=served_by)
+    except UserError as e:
+        raise UserError(e.worded(lambda field: RUN_FLAGS.get(field, f"`{field}`"))) from None
+    sys.stderr.write("".join(f"{line}\n" for line in refit.lines))
+    return refit.text()

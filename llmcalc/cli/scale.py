@@ -8,8 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from llmcalc.cli.app import command
-from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, emit, load_gpu_named
-from llmcalc.errors import UserError
+from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, emit
 
 AMOUNT = "decimal K, M, B, T or an exponent"
 
@@ -56,11 +55,8 @@ def scale(
         panel=PRECISION, metavar="DTYPE")] = "bf16",
     format: FormatOpt = "table",
 ) -> None:
-    """Parse the one given amount and the GPU, compute (llmcalc/costs/scaling.py), render."""
-    from llmcalc.costs.scaling import scale as compute
+    """Parse the amounts, compute (llmcalc/api.py: scale), render."""
+    from llmcalc import api
 
-    given = {k: v for k, v in (("flops", flops), ("params", params), ("tokens", tokens)) if v is not None}
-    if len(given) != 1:
-        raise UserError("give exactly one of --flops C, --params N or --tokens D")
-    (what, value), = given.items()
-    emit(compute(what, value, method, load_gpu_named(gpu), gpus, mfu, price, compute_dtype), format, of=scale)
+    emit(api.scale(flops=flops, params=params, tokens=tokens, method=method, gpu=gpu, gpus=gpus, mfu=mfu, price=price,
+                   compute_dtype=compute_dtype), format, of=scale)

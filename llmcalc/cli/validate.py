@@ -8,7 +8,6 @@ import typer
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
-from llmcalc.cli.groups import workload
 from llmcalc.cli.options import (
     MODEL,
     OUTPUT,
@@ -19,7 +18,6 @@ from llmcalc.cli.options import (
     _count_opt,
     _opt,
 )
-from llmcalc.errors import UserError
 
 
 @command(rank=80)
@@ -46,54 +44,23 @@ def validate(
     out: groups.Output,
 ) -> None:
     """Check every estimate against the torch reference model; exit 1 when any row fails."""
-    from llmcalc.views.validate import (
-        check_measurable,
-        check_real_run,
-        require_device,
-        scaled_copy,
-    )
-    from llmcalc.views.validate import validate as run
-    from llmcalc.workload import require_sizes
+    from llmcalc import api
+    from llmcalc.inputs.models import ModelRef
 
-    require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
-    adapters = None
-    if train or lora.lora_rank is not None:
-        if not train:
-            raise UserError("--lora: LoRA adapters are trained; add --train")
-        if lora.lora_rank is None:
-            raise UserError("--train: validate's training step is a LoRA one (full training's FLOPs are in the "
-                            "default rows); add --lora RANK")
-        adapters = workload(lora, train=True)
-    if all_presets:
-        from llmcalc.inputs.presets import load_preset, preset_names
-
-        specs = [load_preset(n) for n in preset_names()]
-    elif preset and len(preset) > 1 and not (model.config or model.hf_config or model.hf_model):
-        from llmcalc.inputs.presets import load_preset
-
-        specs = [load_preset(n) for n in preset]
+    if preset and len(preset) > 1 and not (model.config or model.hf_config or model.hf_model):
+        models = [ModelRef(preset=name) for name in preset]
     else:
-        specs = [model.replace(preset=preset[0] if preset else None).load()]
-    if layers or scale > 1:
-        specs = [scaled_copy(s, layers, scale) for s in specs]
-    for s in specs:
-        check_measurable(s, batch, seq)
-    require_device(device)  # only now, so bad input is named before a missing torch
-    if device != "fake":
-        for s in specs:
-            check_real_run(s, batch, seq, device)
-    if len(specs) > 1 and out.format == "table":
+        models = model.replace(preset=preset[0] if preset else None).ref()
+    run = api.prepare_validate(models, all_presets=all_presets, batch=batch, seq=seq, device=device, layers=layers,
+                               scale=scale, mla_decode=mla_decode, train=train, **lora.values())
+    if run.models > 1 and out.format == "table":
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
-            task = bar.add_task("validating", total=len(specs))
-
-            def step(spec):
-                bar.update(task, advance=1, description=spec.name)
-
-            report = run(specs, batch, seq, device, mla_decode, progress=step, lora=adapters)
+            task = bar.add_task("validating", total=run.models)
+            report = run(lambda name: bar.update(task, advance=1, description=name))
     else:
-        report = run(specs, batch, seq, device, mla_decode, lora=adapters)
+        report = run()
     out.emit(report, of=validate, **({"detail": True} if detail else {}))
     if not report.ok:
         raise typer.Exit(1)

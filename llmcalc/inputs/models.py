@@ -49,21 +49,34 @@ def load_model(model):
         return model
     if isinstance(model, ModelRef):
         return _load_ref(model)
+    ref = as_ref(model)
+    if ref.hf_config is not None:
+        from llmcalc.inputs.hf import load_hf_config
+
+        return load_hf_config(ref.hf_config)
+    if ref.config is not None:
+        from llmcalc.inputs.presets import load_spec_file
+
+        return load_spec_file(ref.config)
+    if ref.hf_model is not None:
+        return load_hub_model(ref.hf_model)
+    from llmcalc.inputs.presets import load_preset
+
+    return load_preset(ref.preset)
+
+
+def as_ref(model) -> ModelRef:
+    """The ModelRef a str or path names, read as load_model reads it: a folder or a file named config.json is a
+    Hugging Face config, another path a spec file, ORG/NAME[@REVISION] a Hub id, any other str a preset name."""
     if isinstance(model, os.PathLike) or (isinstance(model, str) and _is_path(model)):
         path = Path(model)
         if path.is_dir() or path.name == "config.json":
-            from llmcalc.inputs.hf import load_hf_config
-
-            return load_hf_config(path)
-        from llmcalc.inputs.presets import load_spec_file
-
-        return load_spec_file(path)
+            return ModelRef(hf_config=path)
+        return ModelRef(config=path)
     if isinstance(model, str) and HUB_ID.fullmatch(model.strip()):  # ORG/NAME[@REVISION], not a file here
-        return load_hub_model(model)
+        return ModelRef(hf_model=model)
     if isinstance(model, str):
-        from llmcalc.inputs.presets import load_preset
-
-        return load_preset(model)
+        return ModelRef(preset=model)
     raise UserError(f"`model`: {type(model).__name__} is not a model; give a preset name, the path of a spec YAML "
                     "or of a Hugging Face config.json (or its folder), a Hub id ORG/NAME, or a ModelSpec")
 
