@@ -85,7 +85,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     vision = spec.vision.params(d) if spec.vision else {}
     total, active = language + sum(vision.values()), sum(actives.values()) + sum(vision.values())
     mtp, mtp_active = mtp_parts(spec)
-    embedding = sum(v for k, v in emb.items() if k.startswith("embedding/"))
+    embedding = sum(v for k, v in (emb | tail).items() if k.startswith("embedding/"))  # Gemma 3n's per-layer table
     return ParamsReport(
         model=spec.name,
         total=total,

@@ -57,8 +57,9 @@ class LayerGroup(NamedTuple):
     def name(self) -> str:
         if self.mixer is None:
             return f"no mixer + {self.ffn.label}"
-        if self.mixer_name == "attention":
+        if self.mixer_name in ("attention", "shared_kv"):  # shared_kv: over an earlier layer's K/V (Gemma 3n)
             attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+            attn += " over an earlier layer's K/V" if self.mixer_name == "shared_kv" else ""
         else:
             attn = f"{self.mixer_name} ({self.mixer.label})"
         return f"{attn} + {self.ffn.label}"
@@ -225,16 +226,20 @@ class ModelSpec(Frozen):
         if self.hybrid_pattern is not None:
             return self._hybrid_groups(start, stop)
         n_dense = self.ffn.leading_dense_layers
-        spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None),
-                 (max(start, n_dense), stop, self.ffn)]
+        reader = self.n_layers - self.stack.kv_reading_layers  # the first layer reading an earlier layer's K/V
+        spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None, self.attention, "attention"),
+                 (max(start, n_dense), min(stop, reader), self.ffn, self.attention, "attention")]
+        if reader < self.n_layers:
+            spans.append((max(start, n_dense, reader), stop, self.ffn, self.attention.reading_shared_kv(),
+                          "shared_kv"))
         groups = []
-        for start, stop, ffn in spans:
+        for start, stop, ffn, mixer, path in spans:
             if ffn is None or stop <= start:
                 continue
             sliding = self.sliding_layers(start, stop)
             for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):
                 if count:
-                    groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=self.attention))
+                    groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=mixer, mixer_name=path))
         return groups
 
     def _hybrid_groups(self, start: int, stop: int) -> list[LayerGroup]:
