@@ -25,7 +25,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from llmcalc.errors import UserError
 from llmcalc.model.spec import ModelSpec
-from llmcalc.reference.model import Decoder
+from llmcalc.reference.model import Decoder, check_built
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 PARTS = ("embedding", "layers.attention", "layers.ffn", "layers.norms", "final_norm", "lm_head")
@@ -117,6 +117,7 @@ def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_dec
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    check_built(spec)
     if device == "cuda" and spec.stack.kind != "decoder":
         raise UserError("`device` cuda: the encoder and encoder-decoder references run on fake or cpu")
     if device == "cuda":
@@ -137,6 +138,7 @@ def reference_model(spec: ModelSpec, seq: int, dtype: torch.dtype = torch.bfloat
     build = {"decoder": lambda: Decoder(spec, dtype=dtype), "encoder": lambda: Encoder(spec, dtype=dtype),
              "encoder-decoder": lambda: EncoderDecoder(spec, dtype=dtype,
                                                        encoder_seq=spec.stack.encoder_length(None, seq))}
+    check_built(spec)
     return build[spec.stack.kind]()
 
 
