@@ -36,6 +36,9 @@ class Gemma3nAttention(GQA):
     and its core attends over the earlier layer's cache as that layer does (the same window)."""
 
     kind: Literal["gemma3n"] = "gemma3n"
+    reference_activations: ClassVar[str | None] = (
+        "Gemma 3n's AltUp carries n copies of the residual stream through every layer (and the per-layer inputs, "
+        "N·p per token), which the memory model's prefill peak does not count (it holds one stream)")
     shared_kv: bool = False
     """Whether this layer reads the K/V of the last earlier layer of its kind instead of projecting its own."""
 

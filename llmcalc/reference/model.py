@@ -123,12 +123,13 @@ def layer_mixer(spec: ModelSpec, i: int):
 
 
 def check_built(spec: ModelSpec) -> None:
-    """Refuse, in one line, a spec whose stack adds parts the reference does not build: Gemma 3n's AltUp streams,
-    LAuReL, per-layer inputs and layers reading an earlier layer's K/V (llmcalc/model/gemma3n.py)."""
+    """Refuse, in one line, a spec whose stack adds parts this decoder does not build: Gemma 3n's AltUp streams,
+    LAuReL, per-layer inputs and layers reading an earlier layer's K/V (llmcalc/model/gemma3n.py), which
+    llmcalc/reference/gemma3n.py builds."""
     if spec.stack.kv_reading_layers or spec.stack.layer_matmuls(spec) or spec.stack.token_matmuls(spec):
-        raise UserError(f"`model`: the reference model does not build a {spec.stack.kind} stack's own parts (AltUp, "
-                        "LAuReL, per-layer inputs, shared K/V: docs/gemma3n.md); its figures are analytical only, "
-                        "so leave validate and calibrate out")
+        raise UserError(f"`model`: this reference decoder does not build a {spec.stack.kind} stack's own parts "
+                        "(AltUp, LAuReL, per-layer inputs, shared K/V), which validate measures on its own module "
+                        "(llmcalc/reference/gemma3n.py); leave out LoRA, calibrate and the kernel counts")
 
 
 class Decoder(nn.Module):
