@@ -13,7 +13,7 @@ transformers 5.24's Gemma3nForCausalLM:
 - activation sparsity changes no matmul: the measured FLOPs are those of the dense model;
 - the reference module (llmcalc/reference/gemma3n.py) with transformers' weights gives its logits, and measured
   under FakeTensorMode has the estimators' counts; validate passes on the full-size preset;
-- what is refused: the multimodal gemma3n (naming text_config), MLP widths that differ between layers, explain.
+- what is refused: the multimodal gemma3n (naming text_config), MLP widths that differ between layers, explain, LoRA.
 """
 
 from __future__ import annotations
@@ -264,8 +264,9 @@ def test_refusals_are_one_line_exit_2(tmp_path, cli, raw, field):
     assert field in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
-def test_explain_refuses_in_one_line(cli):
-    r = cli("explain", "params", "-p", "gemma-3n-e4b")
+@pytest.mark.parametrize("args", [("explain", "params"), ("memory", "--train", "--lora", "16")])
+def test_explain_and_lora_refuse_in_one_line(cli, args):
+    r = cli(*args, "-p", "gemma-3n-e4b")
     assert r.returncode == 2, r.stderr
     assert "Gemma 3n" in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 

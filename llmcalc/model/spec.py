@@ -203,6 +203,9 @@ class ModelSpec(Frozen):
         if self.hybrid:
             raise UserError(f"`hybrid_pattern`: {what} does not cover hybrid layer patterns yet (params, kv, flops, "
                             f"memory and the time model do); leave {what} out")
+        if self.stack.kv_reading_layers:  # Gemma 3n's last layers hold no k or v to adapt
+            raise UserError(f"`model`: {what} does not cover layers that read an earlier layer's K/V (Gemma 3n's "
+                            f"shared layers) yet; leave {what} out")
 
     def sliding_layers(self, start: int, stop: int) -> int:
         """How many of layers start..stop-1 are sliding-window layers."""
