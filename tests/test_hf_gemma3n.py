@@ -163,6 +163,26 @@ def test_activation_sparsity_changes_no_matmul(tmp_path):
         assert not torch.allclose(sparse_m(tokens).logits, dense_m(tokens).logits)
 
 
+def test_matformer_widths_per_layer_equal_transformers(tmp_path):
+    """intermediate_size as a list of widths that differ (a MatFormer slice mixes them per layer): each layer's MLP
+    at its own width, in the parameters, the FLOPs and the reference."""
+    from llmcalc.reference.measure import measure
+
+    raw = TINY | {"intermediate_size": [96, 128, 64, 128, 96, 64]}
+    spec = load_hf_config(write_config(tmp_path, raw))
+    assert [(g.count, g.window, g.mixer_name, g.ffn.d_ff) for g in spec.layer_groups()] == [
+        (1, 8, "attention", 96), (1, 8, "attention", 128), (1, None, "attention", 64),
+        (1, 8, "shared_kv", 128), (1, 8, "shared_kv", 96), (1, None, "shared_kv", 64)]
+    assert params(spec).total == transformers_counts(raw)["total"]
+    m = hf_model(raw)
+    measured = counted(lambda: m(torch.randint(0, 128, (2, 13)), use_cache=False))
+    assert split(rows(spec, 2, 13, "prefill")) == measured
+    got = measure(spec, 2, 13, "fake")
+    f = flops(spec, Workload(batch=2, seq=13, gen=1, attention_core="dense", logits="last"))
+    assert (got.params_total, got.prefill_flops, got.decode_flops) == (params(spec).total, f.prefill_flops,
+                                                                       f.decode_flops)
+
+
 def test_default_layer_types_are_four_sliding_then_full(tmp_path):
     raw = {k: v for k, v in TINY.items() if k not in ("layer_types", "activation_sparsity_pattern")}
     raw |= {"num_hidden_layers": 10, "intermediate_size": 96, "num_kv_shared_layers": 5}
@@ -251,7 +271,6 @@ def test_validate_passes_on_the_preset(cli_json):
 
 @pytest.mark.parametrize("raw, field", [
     ({"model_type": "gemma3n", "text_config": TINY, "vision_config": {}, "audio_config": {}}, "text_config"),
-    (TINY | {"intermediate_size": [96, 96, 96, 128, 128, 128]}, "intermediate_size"),
     (TINY | {"intermediate_size": [96] * 5}, "intermediate_size"),
     (TINY | {"num_kv_shared_layers": 6}, "kv_shared_layers"),
     (TINY | {"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, "kv_shared_layers"),

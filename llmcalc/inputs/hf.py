@@ -1737,7 +1737,8 @@ def _act(name: str) -> str:
 
 def _gemma3n_widths(raw: dict) -> dict:
     """Gemma 3n's intermediate_size (its text_config's for model_type gemma3n), read before the field checks: one
-    width, or a list of one per layer (Gemma3nTextConfig's MatFormer form) that must hold one width throughout."""
+    width, or a list of one per layer (Gemma3nTextConfig's form; a MatFormer slice mixes widths per layer): the
+    largest as intermediate_size, the list as ffn_widths when the widths differ."""
     text = raw.get("text_config") if raw.get("model_type") == "gemma3n" else raw
     if not isinstance(text, dict) or not isinstance(text.get("intermediate_size"), list):
         return raw
@@ -1747,11 +1748,7 @@ def _gemma3n_widths(raw: dict) -> dict:
             type(layers) is int and len(widths) != layers):
         raise UserError(f"config.json: {at}intermediate_size: give one whole number > 0, or a list of one per layer "
                         f"({layers!r} layers)")
-    if len(set(widths)) > 1:
-        raise UserError(f"config.json: {at}intermediate_size: MLP widths that differ between layers "
-                        f"({min(widths)} to {max(widths)}, a MatFormer mix-and-match) are not modelled; write a "
-                        "llmcalc spec YAML per width or give one width")
-    text = text | {"intermediate_size": widths[0]}
+    text = text | {"intermediate_size": max(widths)} | ({"ffn_widths": widths} if len(set(widths)) > 1 else {})
     return raw | {"text_config": text} if at else text
 
 
@@ -1801,5 +1798,6 @@ def _gemma3n_text(mt: str, c: dict) -> dict[str, Any]:
         sliding_window=window, layer_pattern=pattern,
         stack=dict(kind="gemma3n", altup_inputs=n, laurel_rank=_gemma3n_int(c, "laurel_rank"),
                    per_layer_width=_gemma3n_int(c, "hidden_size_per_layer_input"),
-                   per_layer_vocab=_gemma3n_int(c, "vocab_size_per_layer_input"), kv_shared_layers=shared),
+                   per_layer_vocab=_gemma3n_int(c, "vocab_size_per_layer_input"), kv_shared_layers=shared,
+                   ffn_widths=c.get("ffn_widths")),
     )

@@ -115,6 +115,9 @@ class Gemma3nStack(Stack):
     """V_p: rows of the per-layer embedding table (vocab_size_per_layer_input); a token past it reads row 0."""
     kv_shared_layers: NonNegInt = 0
     """The last layers that read an earlier layer's K/V (num_kv_shared_layers)."""
+    ffn_widths: list[PosInt] | None = None
+    """Each layer's MLP width where they differ (intermediate_size as a list: a MatFormer slice, widths mixed and
+    matched per layer); None: ffn.d_ff in every layer."""
 
     explain_legend: ClassVar[dict[str, str]] = {"n": "AltUp streams", "r": "LAuReL rank",
                                                 "p": "per-layer input width", "V_p": "per-layer embedding rows"}
@@ -125,6 +128,10 @@ class Gemma3nStack(Stack):
     @property
     def kv_reading_layers(self) -> int:
         return self.kv_shared_layers
+
+    @property
+    def layer_ffn_widths(self) -> list[int] | None:
+        return self.ffn_widths
 
     def check_modelled(self, what: str) -> None:
         raise UserError(f"`model`: {what} does not write Gemma 3n's terms (AltUp, LAuReL, per-layer inputs, shared "
@@ -181,6 +188,10 @@ class Gemma3nStack(Stack):
                              "read an earlier layer's K/V) and a dense or gated FFN; keep attention kind gemma3n")
         if spec.mtp_modules:
             raise ValueError("mtp_modules: a gemma3n stack has none; set mtp_modules: 0")
+        if self.ffn_widths is not None and (len(self.ffn_widths) != spec.n_layers or spec.ffn.d_ff not in
+                                            self.ffn_widths or spec.ffn.kind not in ("gated", "dense")):
+            raise ValueError(f"stack.ffn_widths: give {spec.n_layers} widths, one per layer, of a gated or dense ffn "
+                             "whose d_ff is one of them (or leave ffn_widths out: every layer ffn.d_ff)")
         first = spec.n_layers - self.kv_shared_layers
         if first < 1:
             raise ValueError(f"stack.kv_shared_layers: {self.kv_shared_layers} of {spec.n_layers} layers; leave at "

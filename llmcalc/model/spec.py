@@ -228,6 +228,8 @@ class ModelSpec(Frozen):
         stop = self.n_layers if stop is None else stop
         if self.hybrid_pattern is not None:
             return self._hybrid_groups(start, stop)
+        if self.stack.layer_ffn_widths is not None:
+            return self._width_groups(start, stop, self.stack.layer_ffn_widths)
         n_dense = self.ffn.leading_dense_layers
         reader = self.n_layers - self.stack.kv_reading_layers  # the first layer reading an earlier layer's K/V
         spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None, self.attention, "attention"),
@@ -243,6 +245,22 @@ class ModelSpec(Frozen):
             for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):
                 if count:
                     groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=mixer, mixer_name=path))
+        return groups
+
+    def _width_groups(self, start: int, stop: int, widths: list[int]) -> list[LayerGroup]:
+        """Layers start..stop-1 whose FFN widths differ (Stack.layer_ffn_widths), grouped by (reads an earlier
+        layer's K/V, sliding, width) in order of first appearance; each width's FFN is the spec's at that d_ff."""
+        reader = self.n_layers - self.stack.kv_reading_layers
+        counts: dict[tuple[bool, bool, int], int] = {}
+        for i in range(start, stop):
+            key = (i >= reader, self.layer_pattern[i % len(self.layer_pattern)] == "sliding", widths[i])
+            counts[key] = counts.get(key, 0) + 1
+        groups = []
+        for (shared, sliding, width), count in counts.items():
+            ffn = self.ffn if width == self.ffn.d_ff else self.ffn.model_copy(update={"d_ff": width})
+            mixer = self.attention.reading_shared_kv() if shared else self.attention
+            groups.append(LayerGroup(count=count, window=self.sliding_window if sliding else None, ffn=ffn,
+                                     mixer=mixer, mixer_name="shared_kv" if shared else "attention"))
         return groups
 
     def _hybrid_groups(self, start: int, stop: int) -> list[LayerGroup]:

@@ -58,6 +58,12 @@ class Stack(Variant):
         return {}
 
     @property
+    def layer_ffn_widths(self) -> list[int] | None:
+        """Each layer's FFN width where layers differ (Gemma 3n's MatFormer slices: ModelSpec.layer_groups); None:
+        the spec's FFN in every layer."""
+        return None
+
+    @property
     def kv_reading_layers(self) -> int:
         """The last layers that project no K/V but read an earlier layer's (Gemma 3n's num_kv_shared_layers); their
         mixer is the attention's reading_shared_kv() (ModelSpec.layer_groups); none."""

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from llmcalc.model.gemma3n import SHARED_KV
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.layers import (
     ACTIVATIONS,
@@ -86,13 +87,13 @@ class Gemma3nLayer(nn.Module):
     """One layer on the n streams [n, B, T, d]: AltUp's prediction, the attention (with LAuReL beside it) and the
     MLP on the active stream (0) with Gemma's four norms, AltUp's correction, the per-layer input gated in."""
 
-    def __init__(self, spec: ModelSpec, window: int | None, shared: bool):
+    def __init__(self, spec: ModelSpec, window: int | None, shared: bool, d_ff: int):
         super().__init__()
         st, d = spec.stack, spec.d_model
         n, r, p = st.altup_inputs, st.laurel_rank, st.per_layer_width
         self.n, self.d = n, d
         self.attn = SharedKVAttention(spec, window, shared)
-        self.ffn = MLP(d, spec.ffn.d_ff, gated=True, activation=spec.ffn.activation, bias=False)
+        self.ffn = MLP(d, d_ff, gated=spec.ffn.kind == "gated", activation=spec.ffn.activation, bias=False)
         self.norms = nn.ModuleList(make_norm(spec.norm, d) for _ in range(4))  # input, post-attn, pre-MLP, post-MLP
         self.router = nn.Linear(d, n, bias=False)
         self.router_norm = make_norm(spec.norm, d)
@@ -137,7 +138,6 @@ class Gemma3nDecoder(nn.Module):
         super().__init__()
         st, d, N = spec.stack, spec.d_model, spec.n_layers
         self.spec, self.kernels = spec, "counted"
-        reader = N - st.kv_reading_layers
         with torch.device("meta"):
             self.embed = nn.Embedding(spec.vocab_size, d)
             self.per_layer_embed = nn.Embedding(st.per_layer_vocab, N * st.per_layer_width)
@@ -145,7 +145,8 @@ class Gemma3nDecoder(nn.Module):
             self.per_layer_norm = make_norm(spec.norm, st.per_layer_width)
             self.altup_in = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(st.altup_inputs - 1))
             self.altup_out = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(st.altup_inputs - 1))
-            self.layers = nn.ModuleList(Gemma3nLayer(spec, self.window(i), i >= reader) for i in range(N))
+            self.layers = nn.ModuleList(Gemma3nLayer(spec, g.window, g.mixer_name == SHARED_KV, g.ffn.d_ff)
+                                        for g in (spec.layer_groups(i, i + 1)[0] for i in range(N)))
             self.final_norm = make_norm(spec.norm, d)
             self.lm_head = None if spec.tie_embeddings else nn.Linear(d, spec.vocab_size, bias=False)
         for m in self.modules():
@@ -157,11 +158,6 @@ class Gemma3nDecoder(nn.Module):
                 for name, p in m.named_parameters(recurse=False):
                     is_norm = isinstance(m, nn.RMSNorm | nn.LayerNorm) and name == "weight"
                     nn.init.ones_(p) if is_norm else nn.init.normal_(p, std=0.02)
-
-    def window(self, i: int) -> int | None:
-        """Layer i's sliding window, None for a full layer."""
-        s = self.spec
-        return s.sliding_window if s.layer_pattern[i % len(s.layer_pattern)] == "sliding" else None
 
     def use_kernels(self, kernels: str) -> Gemma3nDecoder:
         """counted or serving, as the decoder's (no routed experts here)."""
