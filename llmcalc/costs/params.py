@@ -31,8 +31,8 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     parts |= {f"attention/{k}": v for k, v in spec.positions.layer_params(d, attn).items()}
     parts |= spec.stack.layer_params(spec)  # an encoder-decoder's cross-attention
     parts["norms/layer"] = norm.per_layer * norm.params(d)
-    if attn and (qk := norm.qk_params(*attn.qk_norm_widths())):
-        parts["norms/qk"] = qk
+    if attn and (qk := norm.qk_params(*attn.qk_norm_widths())):  # another mixer's apart, as explain writes them
+        parts["norms/qk" if group.mixer_name == "attention" else f"norms/{group.mixer_name}_qk"] = qk
     active = dict(parts)
     for k, idle in group.ffn.inactive_parts(d).items():
         active[prefix + k] -= idle

@@ -55,15 +55,24 @@ class Gemma3nAttention(GQA):
         return {k: s for k, s in shapes.items() if k in ("q", "o")} if self.shared_kv else shapes
 
     def params(self, d_model: int) -> Parts:
-        """q, k, v, o as GQA's (no biases); a K/V-reading layer: q and o, and its q norm over one head (h) here,
-        as the spec's per-head qk norms count q's and k's together (qk_norm_widths gives none for it)."""
+        """q, k, v, o as GQA's (no biases); a K/V-reading layer: q and o."""
         parts = super().params(d_model)
-        if self.shared_kv:
-            return {"q": parts["q"], "o": parts["o"], "q_norm": self.head_dim}
-        return parts
+        return {"q": parts["q"], "o": parts["o"]} if self.shared_kv else parts
 
     def qk_norm_widths(self) -> tuple[int, int, int]:
-        return (0, 0, 0) if self.shared_kv else super().qk_norm_widths()
+        """A K/V-reading layer norms its queries only: no key width."""
+        head, q, k = super().qk_norm_widths()
+        return (head, q, 0) if self.shared_kv else (head, q, k)
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        return ("h", "H · h", "0") if self.shared_kv else super().explain_qk_norm()
+
+    def explain_parts(self) -> dict[str, tuple[str, str | None]]:
+        parts = super().explain_parts()
+        return {k: parts[k] for k in ("q", "o")} if self.shared_kv else parts
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        return "0" if self.shared_kv else super().explain_kv(layers, bits, sliding)
 
     def rope_elements(self) -> int:
         """A K/V-reading layer rotates its queries only."""
@@ -122,8 +131,6 @@ class Gemma3nStack(Stack):
     explain_legend: ClassVar[dict[str, str]] = {"n": "AltUp streams", "r": "LAuReL rank",
                                                 "p": "per-layer input width", "V_p": "per-layer embedding rows"}
 
-    explained: ClassVar[bool] = False
-    """`explain` does not write these parts' terms yet (check_modelled refuses it)."""
 
     @property
     def kv_reading_layers(self) -> int:
@@ -133,9 +140,41 @@ class Gemma3nStack(Stack):
     def layer_ffn_widths(self) -> list[int] | None:
         return self.ffn_widths
 
-    def check_modelled(self, what: str) -> None:
-        raise UserError(f"`model`: {what} does not write Gemma 3n's terms (AltUp, LAuReL, per-layer inputs, shared "
-                        "K/V) yet; params, kv, flops, memory and latency compute them (docs/gemma3n.md)")
+    def check_explained(self) -> None:
+        """`explain` writes one MLP width for all layers: refused where they differ."""
+        if self.ffn_widths is not None and len(set(self.ffn_widths)) > 1:
+            raise UserError("`model`: explain does not write Gemma 3n's MLP widths that differ per layer (ffn_widths) "
+                            "yet; params, kv, flops, memory and latency compute them (docs/gemma3n.md)")
+
+    def explain_symbols(self, encoder_seq: int) -> dict[str, int]:
+        return {"n": self.altup_inputs, "r": self.laurel_rank, "p": self.per_layer_width,
+                "V_p": self.per_layer_vocab}
+
+    def explain_params(self, spec: Any) -> dict[str, str]:
+        """layer_params over the L layers, extra_params once (docs/gemma3n.md#parameters)."""
+        norm = spec.norm.explain_params
+        return {"altup/router": "L · d · n", "altup/coefs": "L · (n · n · n + n · n)", "altup/output_scale": "L · d",
+                "laurel/left": "L · d · r", "laurel/right": "L · r · d", "per_layer/gate": "L · d · p",
+                "per_layer/projection": "L · p · d", "norms/block": f"L · 3 · {norm('d')}",
+                "embedding/per_layer": "V_p · L · p", "per_layer/model_projection": "d · L · p",
+                "norms/per_layer_projection": norm("p"), "altup/projections": "(n − 1) · d · d",
+                "altup/unembed": "(n − 1) · d · d"}
+
+    def explain_flops(self, spec: Any, phase: str, passes: Any) -> dict[str, str]:
+        """layer_matmuls in each of the L layers and token_matmuls once, 2 FLOPs per weight per token (a training
+        step: × its passes)."""
+        tokens = "B" if phase == "decode" else "B · S"
+        layer = {"altup/router": "2 · d · n", "altup/coefs": "(n · n · n + n · n)", "altup/predict": "d · n · n",
+                 "laurel/left": "d · r", "laurel/right": "r · d", "per_layer/gate": "d · p",
+                 "per_layer/projection": "p · d"}
+        once = {"per_layer/model_projection": "d · L · p", "altup/projections": "(n − 1) · d · d",
+                "altup/unembed": "(n − 1) · d · d"}
+
+        def lead(k: str) -> str:
+            return f"{passes(k)} · " if phase == "train" else ""
+
+        return ({k: f"{lead(k)}2 · L · {tokens} · {w}" for k, w in layer.items()}
+                | {k: f"{lead(k)}2 · {tokens} · {w}" for k, w in once.items()})
 
     @staticmethod
     def time_op(component: str) -> str:
