@@ -13,7 +13,8 @@ transformers 5.24's Gemma3nForCausalLM:
 - activation sparsity changes no matmul: the measured FLOPs are those of the dense model;
 - the reference module (llmcalc/reference/gemma3n.py) with transformers' weights gives its logits, and measured
   under FakeTensorMode has the estimators' counts; validate passes on the full-size preset;
-- what is refused: the multimodal gemma3n (naming text_config), MLP widths that differ between layers, explain, LoRA.
+- explain writes the terms that give the estimators' figures;
+- what is refused: the multimodal gemma3n (naming text_config), explain of MLP widths that differ per layer, LoRA.
 """
 
 from __future__ import annotations
@@ -163,9 +164,9 @@ def test_activation_sparsity_changes_no_matmul(tmp_path):
         assert not torch.allclose(sparse_m(tokens).logits, dense_m(tokens).logits)
 
 
-def test_matformer_widths_per_layer_equal_transformers(tmp_path):
+def test_matformer_widths_per_layer_equal_transformers(tmp_path, cli):
     """intermediate_size as a list of widths that differ (a MatFormer slice mixes them per layer): each layer's MLP
-    at its own width, in the parameters, the FLOPs and the reference."""
+    at its own width, in the parameters, the FLOPs and the reference; explain (one width) refuses it."""
     from llmcalc.reference.measure import measure
 
     raw = TINY | {"intermediate_size": [96, 128, 64, 128, 96, 64]}
@@ -177,6 +178,8 @@ def test_matformer_widths_per_layer_equal_transformers(tmp_path):
     m = hf_model(raw)
     measured = counted(lambda: m(torch.randint(0, 128, (2, 13)), use_cache=False))
     assert split(rows(spec, 2, 13, "prefill")) == measured
+    r = cli("explain", "params", "--hf-config", str(tmp_path / "tiny"))
+    assert r.returncode == 2 and "ffn_widths" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     got = measure(spec, 2, 13, "fake")
     f = flops(spec, Workload(batch=2, seq=13, gen=1, attention_core="dense", logits="last"))
     assert (got.params_total, got.prefill_flops, got.decode_flops) == (params(spec).total, f.prefill_flops,
@@ -193,6 +196,22 @@ def test_default_layer_types_are_four_sliding_then_full(tmp_path):
     m = hf_model(raw)
     measured = counted(lambda: m(torch.randint(0, 128, (1, 11)), use_cache=False))
     assert split(rows(spec, 1, 11, "prefill")) == measured
+
+
+def test_explain_matches_the_plain_commands_on_the_preset():
+    """`llmcalc explain` writes Gemma 3n's terms (docs/gemma3n.md) that give the estimators' figures, row by row."""
+    from test_explain import H200, check
+
+    from llmcalc.workload import Layout
+
+    spec = load_preset("gemma-3n-e4b")
+    check("params", spec, Workload())
+    check("kv", spec, Workload(batch=3, seq=5000))
+    check("flops", spec, Workload(batch=2, seq=700, gen=9))
+    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all"))
+    check("memory", spec, Workload(batch=4, seq=2048))
+    check("memory", spec, Workload(seq=1024, train=True))
+    check("latency", spec, Workload(batch=4, seq=2048, gen=16, layout=Layout(tp=2)), H200)
 
 
 # ---- the reference --------------------------------------------------------------------------------------------
@@ -283,9 +302,8 @@ def test_refusals_are_one_line_exit_2(tmp_path, cli, raw, field):
     assert field in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args", [("explain", "params"), ("memory", "--train", "--lora", "16")])
-def test_explain_and_lora_refuse_in_one_line(cli, args):
-    r = cli(*args, "-p", "gemma-3n-e4b")
+def test_lora_refuses_in_one_line(cli):
+    r = cli("memory", "--train", "--lora", "16", "-p", "gemma-3n-e4b")
     assert r.returncode == 2, r.stderr
     assert "Gemma 3n" in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
