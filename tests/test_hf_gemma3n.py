@@ -335,3 +335,24 @@ def test_figures_of_docs_page_are_the_presets():
                r.total - by["embedding/per_layer"], r.active_excluding_embedding, per_layer, outside,
                kv_bytes(spec, 1, 4096, "bf16")]
     assert [f"{x:,}" in text for x in figures] == [True] * len(figures), figures
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"stack": {"kv_shared_layers": 35}}, "stack.kv_shared_layers"),
+    ({"stack": {"ffn_widths": [16384] * 3}}, "stack.ffn_widths"),
+    ({"attention": {"shared_kv": True}}, "attention.shared_kv"),
+    ({"ffn": {"kind": "moe", "experts": 4, "top_k": 1, "d_ff": 64}}, "ffn.kind"),
+    ({"layer_pattern": ["sliding"] * 34 + ["full"], "stack": {"kv_shared_layers": 1}}, "stack.kv_shared_layers"),
+])
+def test_spec_refusals_are_one_line_exit_2(tmp_path, cli, change, field):
+    """A hand-written spec of the stack: each inconsistency named by its field, exit 2."""
+    import yaml
+
+    spec = yaml.safe_load(load_preset("gemma-3n-e4b").model_dump_json())
+    for key, value in change.items():
+        spec[key] = spec[key] | value if isinstance(spec.get(key), dict) and key != "ffn" else value
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in spec.items() if v is not None}))
+    r = cli("params", "--config", str(path))
+    assert r.returncode == 2, r.stderr
+    assert field in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

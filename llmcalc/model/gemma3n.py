@@ -222,15 +222,20 @@ class Gemma3nStack(Stack):
                 "active_excluding_embedding leaves out the token embedding as well")
 
     def check_spec(self, spec: Any) -> None:
-        if spec.attention.kind != "gemma3n" or spec.hybrid or spec.mixers or spec.ffn.routed_experts:
+        if spec.attention.kind != "gemma3n" or spec.hybrid or spec.mixers:
             raise ValueError("attention.kind: a gemma3n stack takes gemma3n attention in every layer (its last layers "
-                             "read an earlier layer's K/V) and a dense or gated FFN; keep attention kind gemma3n")
+                             "read an earlier layer's K/V); keep attention kind gemma3n, no mixers")
+        if spec.ffn.kind not in ("gated", "dense"):
+            raise ValueError(f"ffn.kind: a gemma3n stack's MLPs are dense or gated, not {spec.ffn.kind}; give one")
+        if spec.attention.shared_kv:
+            raise ValueError("attention.shared_kv: the stack sets it for its last kv_shared_layers layers; write false "
+                             "and give stack.kv_shared_layers")
         if spec.mtp_modules:
             raise ValueError("mtp_modules: a gemma3n stack has none; set mtp_modules: 0")
         if self.ffn_widths is not None and (len(self.ffn_widths) != spec.n_layers or spec.ffn.d_ff not in
-                                            self.ffn_widths or spec.ffn.kind not in ("gated", "dense")):
-            raise ValueError(f"stack.ffn_widths: give {spec.n_layers} widths, one per layer, of a gated or dense ffn "
-                             "whose d_ff is one of them (or leave ffn_widths out: every layer ffn.d_ff)")
+                                            self.ffn_widths):
+            raise ValueError(f"stack.ffn_widths: give {spec.n_layers} widths, one per layer, one of them ffn.d_ff (or "
+                             "leave ffn_widths out: every layer ffn.d_ff)")
         first = spec.n_layers - self.kv_shared_layers
         if first < 1:
             raise ValueError(f"stack.kv_shared_layers: {self.kv_shared_layers} of {spec.n_layers} layers; leave at "
