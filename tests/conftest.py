@@ -7,11 +7,13 @@ import functools
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 """../shared/ beside the checkout root: files copied whole from public repositories (checkpoint-configs/,
 model-configs-2026/, benchmark-runs/) stay there and are never committed; CI has it beside its clone, a user's own
@@ -90,6 +92,52 @@ def explain_checks(report) -> list[bool]:
     return []
 
 
+def assert_reference_counts(spec, batch: int = 2, seq: int = 19) -> None:
+    """The reference decoder under FakeTensorMode against the estimators: parameters, prefill, decode and
+    training FLOPs (dense attention, the last position's logits), cache bytes."""
+    from llmcalc.costs.flops import flops
+    from llmcalc.costs.kv import kv_cache
+    from llmcalc.costs.params import params
+    from llmcalc.reference.measure import measure
+    from llmcalc.workload import Workload
+
+    m = measure(spec, batch, seq, "fake")
+    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
+    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
+                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
+    got = {k: getattr(m, k) for k in want}
+    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+
+
+@contextmanager
+def page_server(env: dict[str, str] | None = None):
+    """`llmcalc ui` in a process of its own on a free port of 127.0.0.1 (with `env`, its whole environment), once
+    it answers: yields its base URL; stopped after the block."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "llmcalc", "ui", "--port", str(port)], cwd=ROOT,
+                               stderr=subprocess.DEVNULL, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{base}/api/health", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the page's server did not start")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def settings(name: str = "reference", gpu: str = "h100-sxm", **given):
     """An engine's settings on a GPU preset (presets/engines/), `given` in place of its own. The reference
     engine's are the simulator's plain loop: decode-first, chunked prefill, 256 sequences and 8,192 tokens per
@@ -135,7 +183,7 @@ SLOW_MODULES = {
     "test_bucketed_bias", "test_reference_encoders", "test_sparse_attention", "test_transformers_parity",
     "test_encoder_decoder_costs", "test_encoder_decoder_time", "test_cross_attention_reference",
     "test_gpu_validation", "test_calibrate", "test_reference_engine", "test_hf_2026_text",
-    "test_hf_2026_multimodal", "test_hf_llama4", "test_hf_internvl", "test_hf_minimax",
+    "test_hf_2026_multimodal", "test_hf_llama4", "test_hf_internvl", "test_hf_minimax", "test_hf_longcat",
     "test_hf_gemma3n",
     # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging
     "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
@@ -143,6 +191,8 @@ SLOW_MODULES = {
     "test_python_api",
     # a Hub on 127.0.0.1 and forty CLI processes, two of them waiting out an unreachable Hub's retries
     "test_hub",
+    # a headless Chromium driving the page, a dozen views each checked against a CLI process
+    "test_ui_browser",
     # a hundred serving simulations of the published runs
     "test_serving_published",
 }

@@ -70,6 +70,10 @@ SHARED_CONFIGS = {"qwen3-vl-4b": "qwen3-vl-4b-instruct.json", "qwen3-vl-30b-a3b"
 conftest's `shared`) rather than from the architectures file; tests/test_hf_2026_multimodal.py holds them to
 transformers."""
 LLAMA4_PRESETS = {"llama4-scout", "llama4-maverick"}
+LONGCAT_PRESETS = {"longcat-flash-chat"}
+"""Presets that tests/test_hf_longcat.py holds to transformers (its module less the zero experts' unread rows)."""
+GEMMA3N_PRESETS = {"gemma-3n-e4b"}
+"""Presets that tests/test_hf_gemma3n.py holds to transformers (Gemma3nTextConfig's defaults, its E4B)."""
 """Presets that tests/test_hf_llama4.py holds to transformers: Scout's from its config.json in
 ../shared/model-configs-2026/, Maverick's from the config that test restates."""
 

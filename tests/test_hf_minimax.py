@@ -13,7 +13,7 @@
   projections, router and head are aten.mm;
 - the reference module (llmcalc/reference/lightning.py) with transformers' weights gives its output, and the
   reference decoder measured under FakeTensorMode has the estimators' counts;
-- what the import refuses: LongCat-Flash, a sliding window, an attn_type_list that transformers would not read.
+- what the import refuses: a sliding window, an attn_type_list that transformers would not read.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import json
 import pytest
 
 from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_bytes, kv_cache
+from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
 from llmcalc.inputs.presets import load_preset
@@ -31,6 +31,7 @@ from llmcalc.workload import Layout, Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
+from conftest import assert_reference_counts  # noqa: E402
 from hf_counts import fixture_config, transformers_counts  # noqa: E402
 from hf_flops import cache_tensors  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -203,15 +204,7 @@ def test_reference_lightning_computes_what_transformers_does(spec):
 @pytest.mark.parametrize("seq", [7, 37])
 def test_reference_decoder_matches_estimators(spec, seq):
     """The reference decoder under FakeTensorMode: parameters, prefill, decode and training FLOPs, cache bytes."""
-    from llmcalc.reference.measure import measure
-
-    batch = 2
-    m = measure(spec, batch, seq, "fake")
-    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
-    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
-    got = {k: getattr(m, k) for k in want}
-    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+    assert_reference_counts(spec, 2, seq)
 
 
 def test_explain_matches_the_plain_commands_on_the_preset():
@@ -232,7 +225,6 @@ def test_explain_matches_the_plain_commands_on_the_preset():
 
 
 @pytest.mark.parametrize("raw, field", [
-    ({"model_type": "longcat_flash", "hidden_size": 64}, "zero-computation experts"),
     (TINY | {"sliding_window": 8}, "sliding_window"),
     ({k: v for k, v in TINY.items() if k != "layer_types"} | {"attn_type_list": [0, 0, 0, 1]}, "attn_type_list"),
     (TINY | {"block_size": 0}, "block_size"),

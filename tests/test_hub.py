@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CLI_TIMEOUT
+from conftest import CLI_TIMEOUT, page_server
 
 pytest.importorskip("huggingface_hub")
 
@@ -369,3 +369,21 @@ def test_the_python_api_takes_a_hub_id(hub, hf_fixture, tmp_path):
     assert r.returncode == 0, r.stderr
     hub_total, local_total = map(int, r.stdout.split())
     assert hub_total == local_total == 7_241_732_096  # Mistral-7B: transformers counts 7,241,732,096
+
+
+def test_the_page_takes_a_hub_id(hub, hf_fixture, tmp_path):
+    """The web page's Hub id (`llmcalc ui`, its answer route) is fetched as --hf-model fetches it."""
+    pytest.importorskip("starlette")
+    import urllib.request
+
+    state, url = hub
+    serve_folder(state, "test-org/mistral-7b", hf_fixture("mistral-7b"))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env = clean | {"HF_ENDPOINT": url, "HF_HOME": str(tmp_path), "HF_HUB_DISABLE_XET": "1",
+                   "PYTHONPATH": str(Path(__file__).parents[1])}
+    with page_server(env) as base:
+        question = json.dumps({"argv": ["params", "--hf-model", "test-org/mistral-7b"]}).encode()
+        ask = urllib.request.Request(f"{base}/api/answer", data=question, headers={"Content-Type": "application/json"})
+        answer = json.loads(urllib.request.urlopen(ask, timeout=CLI_TIMEOUT).read())
+    assert answer["command_line"] == "llmcalc params --hf-model test-org/mistral-7b"
+    assert answer["report"]["total"] == 7_241_732_096  # Mistral-7B: transformers counts 7,241,732,096

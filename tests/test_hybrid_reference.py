@@ -4,7 +4,8 @@ Gated DeltaNet: the reference module with the weights of transformers' Qwen3Next
 (the chunked prompt), and its recurrent steps after a cache continue it. Mamba-1: the reference module with
 transformers' MambaForCausalLM weights gives its logits (prompt, then decode steps from the cache). Hybrids (Jamba:
 Mamba-1 + attention + MoE; Nemotron-H: one block per layer, MLP-only layers; Falcon-H1: attention ∥ Mamba-2 in
-every layer; Qwen3-Next: Gated DeltaNet + gated attention + MoE): the reference decoder built from the spec,
+every layer; Qwen3-Next: Gated DeltaNet + gated attention + MoE; LongCat-Flash: MLA, a shortcut MoE with zero
+experts and dense MLPs): the reference decoder built from the spec,
 measured under FakeTensorMode, has the parameters, prefill / decode / train FLOPs and cache bytes the estimators
 give.
 """
@@ -17,15 +18,12 @@ import sys
 
 import pytest
 
-from llmcalc.costs.flops import flops
-from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
-from llmcalc.workload import Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
-from llmcalc.reference.measure import measure  # noqa: E402
+from conftest import assert_reference_counts  # noqa: E402
 from llmcalc.reference.model import Decoder  # noqa: E402
 
 MAMBA = {"model_type": "mamba", "vocab_size": 100, "hidden_size": 64, "state_size": 8, "num_hidden_layers": 2,
@@ -49,6 +47,10 @@ HYBRIDS = {
                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
                   "max_position_embeddings": 256, "mamba_d_ssm": 64, "mamba_n_heads": 8, "mamba_n_groups": 2,
                   "mamba_d_state": 16, "mamba_chunk_size": 8},
+    "longcat_flash": {"model_type": "longcat_flash", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
+                      "num_attention_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+                      "qk_rope_head_dim": 8, "v_head_dim": 16, "ffn_hidden_size": 96, "expert_ffn_hidden_size": 32,
+                      "n_routed_experts": 6, "zero_expert_num": 3, "moe_topk": 3, "max_position_embeddings": 256},
 }
 
 
@@ -88,14 +90,7 @@ def test_reference_hybrid_matches_estimators(tmp_path, name):
     """The reference's own count under FakeTensorMode, training step included: for Gated DeltaNet, autograd runs
     no gradient into the zero initial state and none back through the last state update, which the estimators'
     training passes say (docs/deltanet.md)."""
-    spec = load(tmp_path, HYBRIDS[name])
-    batch, seq = 2, 19
-    m = measure(spec, batch, seq, "fake")
-    f = flops(spec, Workload(batch=batch, seq=seq, gen=1, attention_core="dense", logits="last"))
-    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=batch, seq=seq)).total_bytes)
-    got = {k: getattr(m, k) for k in want}
-    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+    assert_reference_counts(load(tmp_path, HYBRIDS[name]), 2, 19)
 
 
 def test_reference_gated_deltanet_computes_what_transformers_does(tmp_path):

@@ -250,6 +250,9 @@ def test_wheel_ships_presets(tmp_path: Path):
     assert any("/gpus/" in p for p in presets) and presets <= names
     packages = {p.parent.relative_to(ROOT).as_posix() + "/__init__.py" for p in (ROOT / "llmcalc").rglob("*.py")}
     assert packages <= names, packages - names  # every package of the checkout is in the wheel
+    page = {"llmcalc/" + p.relative_to(ROOT / "llmcalc").as_posix() for p in (ROOT / "llmcalc" / "ui" / "static")
+            .rglob("*") if p.is_file()}
+    assert any(p.endswith("LICENSE") for p in page) and page <= names, page - names  # the page, its vendored files
     # installed in a fresh venv and run from elsewhere, it finds its presets inside the package
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

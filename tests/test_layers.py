@@ -21,7 +21,8 @@ ALLOWED = {
     "views": {"errors", "model", "workload", "reports", "inputs", "costs", "reference"},
     "render": {"errors", "reports"},
     "api": {"errors", "model", "workload", "reports", "inputs", "costs", "views"},
-    "cli": {"errors", "model", "workload", "reports", "inputs", "costs", "views", "render", "api"},
+    "ui": {"errors", "render"},
+    "cli": {"errors", "model", "workload", "reports", "inputs", "costs", "views", "render", "api", "ui"},
     "__main__": {"cli"},
     "__init__": {"api", "errors", "inputs", "model"},
 }

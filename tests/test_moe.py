@@ -124,7 +124,7 @@ def test_router_and_dropless_flops_equal_the_flops_rows(name):
     assert prefill.router_flops == f["ffn/router"].prefill and decode.router_flops == f["ffn/router"].decode
     assert prefill.expert_flops_dropless == f["ffn/experts"].prefill
     assert decode.expert_flops_dropless == f["ffn/experts"].decode
-    assert prefill.router_flops_per_layer == 2 * 600 * spec.d_model * spec.ffn.experts
+    assert prefill.router_flops_per_layer == 2 * 600 * spec.d_model * (spec.ffn.experts + spec.ffn.zero_experts)
 
 
 def test_padded_flops_are_two_E_C_expert_weights():

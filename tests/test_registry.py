@@ -20,7 +20,7 @@ from llmcalc.reports.schema import COMMAND_REPORTS
 def test_the_commands_are_read_from_their_modules_in_help_order():
     names = commands()
     assert names == COMMANDS
-    assert names[:4] == ("params", "kv", "flops", "memory") and names[-2:] == ("run", "schema")
+    assert names[:4] == ("params", "kv", "flops", "memory") and names[-3:] == ("run", "schema", "ui")
     assert len(set(names)) == len(names)
     group = typer.main.get_command(load_commands(["--help"]))
     assert tuple(group.list_commands(None)) == names

@@ -108,23 +108,35 @@ def _run() -> None:
         app = load_commands(sys.argv[1:])
         code = app(standalone_mode=False)
         sys.stdout.flush()  # a full disk (> /dev/full) fails here, not in the interpreter's exit
-    except UserError as e:
-        _refuse(e, app)
     except OSError as e:
         _io_failed(e)
-    except Exception as e:  # typer/click usage errors carry exit_code and format_message()
-        from pydantic import ValidationError
-
-        if isinstance(e, ValidationError):  # a model built from the options (a file's is named where it is read)
-            from llmcalc.errors import validation_message
-
-            _refuse(UserError(validation_message(e)), app)
-        if hasattr(e, "format_message") and hasattr(e, "exit_code"):
-            if message := e.format_message():  # empty after no-args help was shown
-                sys.stderr.write(f"error: {' '.join(_usage_hint(e, message).split())} (see --help)\n")
-            sys.exit(e.exit_code)
-        raise
+    except Exception as e:
+        refused = refusal(e, app, sys.argv[1:])
+        if refused is None:
+            raise
+        code, line = refused
+        if line:  # empty after no-args help was shown
+            sys.stderr.write(f"error: {line}\n")
+        sys.exit(code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def refusal(e: Exception, app, args: list[str]) -> tuple[int, str] | None:
+    """The exit code and the one line (without `error: `) the command line gives for `e`, raised running `args`:
+    bad input (a UserError, a model built from the options, a typer/click usage error, which carries exit_code
+    and format_message()), each field it marks written as the running command's flag; None for anything else."""
+    from pydantic import ValidationError
+
+    if isinstance(e, ValidationError):  # a model built from the options (a file's is named where it is read)
+        from llmcalc.errors import validation_message
+
+        e = UserError(validation_message(e))
+    if isinstance(e, UserError):
+        return 2, one_line(e.worded(_flags(app, args)))
+    if hasattr(e, "format_message") and hasattr(e, "exit_code"):
+        message = e.format_message()
+        return e.exit_code, f"{' '.join(_usage_hint(e, message).split())} (see --help)" if message else ""
+    return None
 
 
 def _io_failed(e: OSError) -> None:
@@ -143,12 +155,6 @@ def _io_failed(e: OSError) -> None:
     where = f"{e.filename}: " if e.filename else "writing the output: "
     sys.stderr.write(f"error: {one_line(where + (e.strerror or str(e)))}; free space or write somewhere that can "
                      "be written\n")
-    sys.exit(2)
-
-
-def _refuse(e: UserError, app) -> None:
-    """Bad input: its one line on stderr, each field it marks written as the running command's flag; exit 2."""
-    sys.stderr.write(f"error: {one_line(e.worded(_flags(app, sys.argv[1:])))}\n")
     sys.exit(2)
 
 

@@ -40,8 +40,8 @@ def checkpoint_bytes(spec: ModelSpec) -> tuple[int, str]:
         how += f"; {n} MTP module(s)" + (" with their own embedding and head" if ckpt and ckpt.mtp_copies else "")
     if ckpt and ckpt.router_buffers:
         moe_layers = sum(g.count for g in spec.layer_groups() if g.ffn.routed_experts) + spec.mtp_modules
-        total += moe_layers * spec.ffn.routed_experts * 4
-        how += f"; {moe_layers} fp32 router bias buffers of {spec.ffn.routed_experts}"
+        total += moe_layers * spec.ffn.router_width * 4  # a score per expert, zero experts' too (LongCat-Flash)
+        how += f"; {moe_layers} fp32 router bias buffers of {spec.ffn.router_width}"
     if ckpt and ckpt.rotary_buffers:
         rot = spec.attention.rope_dim
         total += spec.n_layers * (rot // 2) * 4

@@ -5,7 +5,7 @@ expert FLOPs. See docs/moe.md.
   routing   each token picks k distinct experts uniformly at random, independently across tokens,
             so one expert's load X ~ Binomial(T, k/E)
   dropped   E · E[max(0, X − C)] assignments per MoE layer (exact binomial sum)
-  router    2 · T · d · E per MoE layer
+  router    2 · T · d · (E + Z) per MoE layer (Z zero experts, LongCat-Flash; 0 otherwise)
   experts   dropless 2 · T · k · W_e;  padded to capacity 2 · E · C · W_e  (W_e: one expert's matmul weights)
 
 Pure: no I/O, no torch.
@@ -110,7 +110,7 @@ def expert_weights(moe: MoE, d_model: int) -> int:
 def phase(name: str, moe: MoE, d_model: int, layers: int, tokens: int, cf: float | None) -> MoEPhaseRow:
     """One phase (T routed tokens per MoE layer) over the model's `layers` MoE layers."""
     E, k, w = moe.experts, moe.top_k, expert_weights(moe, d_model)
-    router = MAC * tokens * d_model * E
+    router = MAC * tokens * d_model * moe.router_width  # E + Z logits (Z zero experts: LongCat-Flash)
     dropless = MAC * tokens * k * w
     mean = tokens * k / E
     sd = math.sqrt(tokens * (k / E) * (1 - k / E))

@@ -75,17 +75,11 @@ def _check_events(text: str) -> None:
             sizes[ev.anchor] = 1
 
 
-def read_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML (or JSON) file with the safe loader; errors become one-line UserErrors."""
-    check_size(path, what)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{what} {path}: no such file; check the path") from None
-    except IsADirectoryError:
-        raise UserError(f"{what} {path}: is a folder; give a YAML file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
+def read_yaml(path: Path, what: str, text: str | None = None) -> Any:
+    """Parse a YAML (or JSON) file with the safe loader; errors become one-line UserErrors. `text`: the file's
+    text held in memory (a pasted file), parsed instead of reading `path`, which then only names it."""
+    if text is None:
+        text = _read_text(path, what)
     try:
         _check_events(text)
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
@@ -104,6 +98,19 @@ def read_yaml(path: Path, what: str) -> Any:
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
     check_finite(data, f"{what} {path}")
     return data
+
+
+def _read_text(path: Path, what: str) -> str:
+    """A file's UTF-8 text, bounded in size (check_size), with one-line errors."""
+    check_size(path, what)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{what} {path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {path}: is a folder; give a YAML file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
 
 
 def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None:

@@ -289,10 +289,14 @@ checkpoints' preprocessor_config.json (https://huggingface.co/Qwen/Qwen3-VL-4B-I
 preprocessor_config.json, the same in the 30B-A3B's); config.json has none."""
 QWEN3_IMAGE_SIZE = 512
 """Qwen3-VL's default image side (factor p·m = 32): 512 px = 16 × 32, 256 tokens, as QWEN_IMAGE_SIZE for Qwen2.5-VL."""
+LONGCAT_FLASH_DEFAULTS = dict(
+    vocab_size=131072, hidden_size=6144, num_layers=28, num_attention_heads=64, hidden_act="silu",
+    max_position_embeddings=131072, tie_word_embeddings=False, attention_bias=False, ffn_hidden_size=12288,
+    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, qk_head_dim=None,
+    moe_topk=12, n_routed_experts=512, zero_expert_num=256, expert_ffn_hidden_size=2048, router_bias=False)
+"""transformers 5.24's LongcatFlashConfig defaults (configuration_longcat_flash.py), those of LongCat-Flash-Chat."""
+DEFAULTS["longcat_flash"] = LONGCAT_FLASH_DEFAULTS
 REFUSED = {
-    "longcat_flash": "LongCat-Flash's shortcut-connected MoE (two MLA blocks and two dense MLPs per layer beside one "
-                     "MoE) and its zero-computation experts (zero_expert_num identity experts a routed token may take "
-                     "instead of an FFN, so the active parameters per token depend on the routing) are not modelled",
     "gemma3n": "Gemma 3n's multimodal model adds a MobileNet-V5 vision tower (built through timm) and a USM conformer "
                "audio tower, which are not modelled; to cost its language model, save config.json's text_config "
                "(model_type gemma3n_text) as a config.json of its own and pass that as `hf_config`",
@@ -322,11 +326,18 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
     """A JSON file, bounded in size, with one-line errors naming the file and `what` (the option) for the fix."""
     check_size(p, what, **({"limit": limit} if limit else {}), kind="a JSON file")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{p}: no such file; check the {what} path") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable {p.name}") from None
+    return parse_json(text, p)
+
+
+def parse_json(text: str, p: Path) -> Any:
+    """The JSON `text` of the file `p` names, with one-line errors naming it."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
     except RecursionError:
@@ -336,20 +347,24 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
 
 
 def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,
-                   generic: bool = False, what: str = "`hf_config`"):
+                   generic: bool = False, what: str = "`hf_config`", text: str | None = None):
     """Read `config.json` (or a folder holding one) and build the ModelSpec transformers would build. A folder's
     hf_quant_config.json (ModelOpt) gives the checkpoint's formats when config.json has no quantization_config;
     its model.safetensors.index.json gives `metadata.total_size` (Checkpoint.index_total_size). `name` and
     `source` replace the folder's name and path (a Hub download: the repository's); `generic` imports an unknown
     model_type as a llama-style decoder, best effort (ModelSpec.best_effort lists what was assumed); `what` names
-    the files in an error (the option that gave them)."""
+    the files in an error (the option that gave them); `text` is config.json's text held in memory (a pasted
+    file), read instead of `path`, which then only names it."""
     p = Path(path)
     folder = None
-    if p.is_dir():
+    if text is not None:
+        raw = parse_json(text, p)
+    elif p.is_dir():
         if not (p / "config.json").is_file():
             raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         folder, p = p, p / "config.json"
-    raw = read_json(p, what)
+    if text is None:
+        raw = read_json(p, what)
     check_finite(raw, str(p), unbounded=_UNBOUNDED)
     if name is None:
         name = p.parent.name or p.stem if p.name == "config.json" else p.stem  # a folder's config.json: the folder
@@ -444,6 +459,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
              "qwen3_next": _qwen3_next, "minimax": _minimax, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
              "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4, "gemma3n_text": _gemma3n_text,
+             "longcat_flash": _longcat_flash,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
     if vlm is not None and outer_raw["model_type"] == "mllama":
@@ -1323,6 +1339,65 @@ def _llama4(mt: str, c: dict) -> dict[str, Any]:
         **({} if uniform else dict(
             mixers={"chunked": attention | dict(kind="chunked", chunk=chunk)} if chunk and "chunked_attention" in types
             else {}, hybrid_pattern=_shortest_cycle(slots))),
+    )
+
+
+def _longcat_flash(mt: str, c: dict) -> dict[str, Any]:
+    """LongCat-Flash as transformers 5.24 builds it (modeling_longcat_flash.py, configuration_longcat_flash.py). Each
+    of its num_layers layers holds two sublayers, each an MLA block (q_lora_rank, kv_lora_rank, qk_nope / qk_rope /
+    v head dims; attention_bias on q_a, kv_a and o) then a gated MLP of ffn_hidden_size, with RMSNorm before each;
+    beside the first sublayer's MLP, on the same normed input, a shortcut MoE whose output joins at the layer's end
+    (ScMoE). The spec has 2·num_layers layers (transformers' num_hidden_layers; its cache holds one MLA latent per
+    sublayer) in the hybrid_pattern [ffn, dense]: the MoE's shared expert is the first MLP (a gated MLP on every
+    token is what it costs, wherever its sum joins), the dense slot the second.
+
+    The MoE: n_routed_experts gated experts of expert_ffn_hidden_size and zero_expert_num zero-computation
+    (identity) experts, a router d → E + Z (a bias only with router_bias), moe_topk slots a token. How many slots
+    land on real experts depends on the routing; the spec states the share of a balanced router, top_k =
+    moe_topk · E / (E + Z) rounded half up (at least 1): 8 of 12 for LongCat-Flash-Chat, whose ~27B average
+    active parameters it gives (docs/longcat.md). Its MTP layer is not built by transformers (model.mtp.* ignored).
+    transformers allocates gate_up_proj for E + Z experts, the zero ones' rows never read; they are not counted."""
+    for key in ("num_layers", "n_routed_experts", "moe_topk", "expert_ffn_hidden_size", "ffn_hidden_size",
+                "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        if type(c[key]) is not int or c[key] < 1:
+            raise UserError(f"config.json: {key} is {repr(c[key])[:40]}, not a whole number > 0; fix {key}")
+    from llmcalc.model.spec import MAX_LAYERS
+
+    if 2 * c["num_layers"] > MAX_LAYERS:
+        raise UserError(f"config.json: num_layers: {c['num_layers']} layers of two sublayers each are more than "
+                        f"{MAX_LAYERS:,} layers; give a smaller number")
+    zero = c["zero_expert_num"] or 0
+    if type(zero) is not int or zero < 0:
+        raise UserError(f"config.json: zero_expert_num is {repr(zero)[:40]}, not a whole number ≥ 0; "
+                        "fix zero_expert_num")
+    if type(c["router_bias"]) is not bool:
+        raise UserError(f"config.json: router_bias is {repr(c['router_bias'])[:40]}, not true or false; "
+                        "fix router_bias")
+    if c.get("num_hidden_layers") not in (None, 2 * c["num_layers"]):
+        raise UserError(f"config.json: num_hidden_layers ({c['num_hidden_layers']}) is not 2 · num_layers "
+                        f"({2 * c['num_layers']}): LongCat-Flash derives it; drop num_hidden_layers")
+    nope, rope = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
+    if c["qk_head_dim"] not in (None, nope + rope):
+        raise UserError(f"config.json: qk_head_dim ({c['qk_head_dim']}) is not qk_nope_head_dim + qk_rope_head_dim "
+                        f"({nope + rope}); drop qk_head_dim")
+    experts, slots = c["n_routed_experts"], c["moe_topk"]
+    if slots > experts + zero:
+        raise UserError(f"config.json: moe_topk ({slots}) exceeds n_routed_experts + zero_expert_num "
+                        f"({experts + zero}); lower moe_topk")
+    real = max(1, (2 * slots * experts + experts + zero) // (2 * (experts + zero)))  # balanced share, half up
+    d, f, act = _get(c, "hidden_size"), c["ffn_hidden_size"], _act(c["hidden_act"])
+    ffn = dict(kind="moe", experts=experts, top_k=real, d_ff=c["expert_ffn_hidden_size"], activation=act,
+               router_bias=c["router_bias"], shared_experts=1, shared_d_ff=f, dense_d_ff=f)
+    if zero:
+        ffn |= dict(zero_experts=zero, router_top_k=slots)
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=2 * c["num_layers"],
+        max_seq_len=_get(c, "max_position_embeddings"), tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=2, final=True), positions=dict(kind="rope"),
+        attention=dict(kind="mla", heads=_get(c, "num_attention_heads"), q_lora_rank=c["q_lora_rank"],
+                       kv_lora_rank=c["kv_lora_rank"], qk_nope_head_dim=nope, qk_rope_head_dim=rope,
+                       v_head_dim=c["v_head_dim"], bias=c["attention_bias"]),
+        ffn=ffn, hybrid_pattern=[dict(mixer="attention", ffn="ffn"), dict(mixer="attention", ffn="dense")],
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,15 +84,30 @@ def _load_ref(ref: ModelRef):
         from llmcalc.inputs.presets import load_preset
 
         return load_preset(ref.preset)
+    given = _GIVEN.get()
     if ref.config is not None:
         from llmcalc.inputs.presets import load_spec_file
 
-        return load_spec_file(ref.config)
+        return load_spec_file(ref.config, given.get(str(ref.config)))
     if ref.hf_model is not None:
         return load_hub_model(ref.hf_model, ref.hf_generic)
     from llmcalc.inputs.hf import load_hf_config
 
-    return _noted(load_hf_config(ref.hf_config, generic=ref.hf_generic))
+    return _noted(load_hf_config(ref.hf_config, generic=ref.hf_generic, text=given.get(str(ref.hf_config))))
+
+
+_GIVEN: ContextVar[dict[str, str]] = ContextVar("given_files", default={})  # noqa: B039 - never mutated
+
+
+@contextmanager
+def given_files(files: dict[str, str]) -> Iterator[None]:
+    """Within the block, a spec file or config.json named (as `config` or `hf_config`) by one of `files`' names
+    is read from its text there, not from disk: a front end holding a pasted file writes nothing."""
+    token = _GIVEN.set(dict(files))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@\S+)?")

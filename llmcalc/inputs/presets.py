@@ -34,10 +34,11 @@ def load_preset(name: str):
     return spec_from_data(read_yaml(PRESETS / f"{name}.yaml", "preset"), f"preset {name}")
 
 
-def load_spec_file(path: str | Path):
-    """A user-written spec (YAML or JSON), validated like a preset."""
+def load_spec_file(path: str | Path, text: str | None = None):
+    """A user-written spec (YAML or JSON), validated like a preset; `text`: the file's text held in memory (a
+    pasted file), read instead of `path`, which then only names it."""
     p = Path(path)
-    return spec_from_data(read_yaml(p, "config"), str(p))
+    return spec_from_data(read_yaml(p, "config", text), str(p))
 
 
 def preset_for_model_id(model_id: str) -> str | None:

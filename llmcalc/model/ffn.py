@@ -97,6 +97,11 @@ class FFN(Variant):
         return 0
 
     @property
+    def router_width(self) -> int:
+        """Outputs of the router (0: none)."""
+        return 0
+
+    @property
     def leading_dense_layers(self) -> int:
         """How many of the model's first layers use dense_ffn() instead (0)."""
         return 0

@@ -34,15 +34,23 @@ class MoE(FFN):
 
     Routed experts: E·P_e where P_e is one expert MLP of d_ff. Router: d·E (+E bias).
     Shared experts: shared_experts·P(shared_d_ff), applied to every token; shared_gate adds a
-    d→1 sigmoid gate (Qwen-MoE). `dense_layers` of the model's layers (DeepSeek: the first k) use a
-    gated MLP of dense_d_ff instead (as do a hybrid_pattern's `dense` slots, Jamba's). Active per token:
-    top_k·P_e + shared + router.
+    d→1 sigmoid gate (Qwen-MoE). Zero experts (LongCat-Flash) widen the router to d·(E + Z) and take
+    router_top_k − top_k of a token's router_top_k slots, at no matmul. `dense_layers` of the model's
+    layers (DeepSeek: the first k) use a gated MLP of dense_d_ff instead (as do a hybrid_pattern's `dense`
+    slots, Jamba's). Active per token: top_k·P_e + shared + router.
     """
 
     kind: Literal["moe"] = "moe"
     experts: PosInt
     top_k: PosInt
     d_ff: PosInt
+    zero_experts: NonNegInt = 0
+    """Zero-computation experts in the router's pool beside the `experts` (LongCat-Flash's zero_expert_num): a
+    token routed to one passes through unchanged, scaled by its gate, and no FFN runs (docs/longcat.md)."""
+    router_top_k: PosInt | None = None
+    """Slots the router fills per token from the experts + zero_experts pool (LongCat-Flash's moe_topk). None:
+    top_k. With zero experts, `top_k` is the expected number of a token's slots that go to real experts, the
+    routing's share a spec states (every count per token uses it); the other slots cost no matmul."""
     gated: bool = True
     activation: Activation = "silu"
     expert_bias: bool = False
@@ -62,6 +70,13 @@ class MoE(FFN):
             raise ValueError(
                 f"ffn.top_k: top_k ({self.top_k}) exceeds experts ({self.experts}); "
                 "set top_k to at most experts"
+            )
+        slots = self.routed_slots
+        if slots < self.top_k or slots - self.top_k > self.zero_experts:
+            raise ValueError(
+                f"ffn.router_top_k: {slots} slots per token for top_k {self.top_k} real experts and "
+                f"{self.zero_experts} zero experts; give router_top_k from top_k to top_k + zero_experts "
+                "(or leave it out without zero experts)"
             )
         if bool(self.shared_experts) != bool(self.shared_d_ff):
             raise ValueError(
@@ -88,6 +103,16 @@ class MoE(FFN):
         return self.experts
 
     @property
+    def router_width(self) -> int:
+        """Outputs of the router: the real experts and the zero experts, E + Z."""
+        return self.experts + self.zero_experts
+
+    @property
+    def routed_slots(self) -> int:
+        """Slots the router fills per token (router_top_k, else top_k); top_k of them run an expert."""
+        return self.router_top_k or self.top_k
+
+    @property
     def leading_dense_layers(self) -> int:
         return self.dense_layers
 
@@ -98,6 +123,9 @@ class MoE(FFN):
     @property
     def label(self) -> str:
         shared = f" + {self.shared_experts} shared" if self.shared_experts else ""
+        if self.zero_experts:
+            return (f"MoE {self.experts}×{self.d_ff} + {self.zero_experts} zero, {self.top_k} of top-"
+                    f"{self.routed_slots} real{shared}")
         return f"MoE {self.experts}×{self.d_ff} top-{self.top_k}{shared}"
 
     @property
@@ -107,7 +135,7 @@ class MoE(FFN):
 
     def params(self, d_model: int) -> Parts:
         one = mlp_params(d_model, self.d_ff, gated=self.gated, bias=self.expert_bias)
-        parts = {"router": linear(d_model, self.experts, self.router_bias)}
+        parts = {"router": linear(d_model, self.router_width, self.router_bias)}
         parts["experts"] = self.experts * sum(one.values())
         if self.shared_experts:
             shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=self.expert_bias)
@@ -117,17 +145,18 @@ class MoE(FFN):
         return parts
 
     def activation_flops(self, d_model: int) -> int:
-        """Element-wise FLOPs per token: the router's softmax over the E experts (3·E: exp, sum, divide), the
-        activation (and the gate × up product) in each of its top_k experts and the shared experts, and the
-        top_k outputs weighted and summed (2·top_k·d). The shared gate's sigmoid is not counted."""
+        """Element-wise FLOPs per token: the router's softmax over the E (+ Z zero) experts (3·(E + Z): exp, sum,
+        divide), the activation (and the gate × up product) in each of its top_k experts and the shared experts,
+        and the outputs of its slots weighted and summed (2·d per slot: a zero expert's is the token itself).
+        The shared gate's sigmoid is not counted."""
         per = ACTIVATION_FLOPS[self.activation] + self.gated
-        return (3 * self.experts + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
-                + 2 * self.top_k * d_model)
+        return (3 * self.router_width + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+                + 2 * self.routed_slots * d_model)
 
     def matmuls(self, d_model: int) -> Parts:
-        """Weights one token is multiplied by: router d·E, its top_k experts, the shared experts."""
+        """Weights one token is multiplied by: router d·(E + Z), its top_k experts, the shared experts."""
         one = weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=False))
-        parts = {"router": d_model * self.experts, "experts": self.top_k * one}
+        parts = {"router": d_model * self.router_width, "experts": self.top_k * one}
         if self.shared_experts:
             shared = mlp_params(d_model, self.shared_d_ff, gated=self.gated, bias=False)
             parts["shared_experts"] = self.shared_experts * weights(shared)
@@ -138,7 +167,7 @@ class MoE(FFN):
     def matrices(self, d_model: int) -> dict[str, list[tuple[int, int]]]:
         """Weight matrices (d_in, d_out) of each component: the router, every routed expert's MLP, the
         shared experts' and the shared gate (biases stay in 16 bits when quantized)."""
-        out = {"router": [(d_model, self.experts)],
+        out = {"router": [(d_model, self.router_width)],
                "experts": self.experts * mlp_matrices(d_model, self.d_ff, gated=self.gated)}
         if self.shared_experts:
             out["shared_experts"] = self.shared_experts * mlp_matrices(d_model, self.shared_d_ff, gated=self.gated)
@@ -146,7 +175,7 @@ class MoE(FFN):
 
     def io(self, d_model: int) -> Parts:
         """Elements read and written per token, keyed like matmuls(): each routed copy and shared expert."""
-        parts = {"router": d_model + self.experts,
+        parts = {"router": d_model + self.router_width,
                  "experts": self.top_k * weights(mlp_io(d_model, self.d_ff, gated=self.gated))}
         if self.shared_experts:
             parts["shared_experts"] = self.shared_experts * weights(mlp_io(d_model, self.shared_d_ff, gated=self.gated))
@@ -165,9 +194,9 @@ class MoE(FFN):
 
     def saved_elements(self) -> int:
         """Kept for the backward pass per token: each routed and shared expert's intermediates, the
-        input copy each routed expert receives is not counted (a view), plus the router logits."""
+        input copy each routed expert receives is not counted (a view), plus the router logits (E + Z)."""
         per = 3 if self.gated else 2
-        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.experts
+        return per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff) + self.router_width
 
     def adaptable(self, d_model: int) -> list[Adaptable]:
         """Every routed expert's gate (gated), up and down (E stored, top_k used per token) and every shared
@@ -184,7 +213,7 @@ class MoE(FFN):
         first matrix (gate or up) is adapted; the adapters' r-wide intermediates aside."""
         per = mlp_lora_saved(1, targets, gated=self.gated)
         first = {"gate", "up"} if self.gated else {"up"}
-        return ((d_model if first & targets else 0) + self.experts
+        return ((d_model if first & targets else 0) + self.router_width
                 + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff))
 
     def tp_shards(self, component: str, tp: int, ep: int) -> int:
@@ -196,8 +225,8 @@ class MoE(FFN):
 
     def tp_saved_elements(self, tp: int) -> int:
         """The experts' intermediates split over tp (with ep > 1, balanced routing gives each rank its share
-        of the copies); the router logits (E) whole."""
-        return ceil_div(self.saved_elements() - self.experts, tp)
+        of the copies); the router logits (E + Z) whole."""
+        return ceil_div(self.saved_elements() - self.router_width, tp)
 
     def prefill_activation_bytes(self, d_model: int, act: int) -> int:
         """Bytes per token held at this layer's peak in a prefill, beyond its input (docs/formulas.md#inference-peak),
@@ -209,7 +238,8 @@ class MoE(FFN):
         d, f, k, bias = d_model, self.d_ff, self.top_k, self.expert_bias
         routing = k * (8 + act + 3 * 8)  # top-k indices and weights; each copy's order, expert and token
         routed = act * k * max(d + 2 * f + (f if bias else 0), f + d + (d if bias else 0)) + routing
-        stages = [act * (self.experts + k) + 8 * k, routed, act * (k * d + d) + routing]
+        slots = self.routed_slots  # the router's top slots, zero experts' among them
+        stages = [act * (self.router_width + slots) + 8 * slots, routed, act * (k * d + d) + routing]
         if self.shared_experts:
             fs = self.shared_d_ff
             stages.append(act * (d + self.shared_experts * max(2 * fs, fs + d, d) + d))
@@ -237,15 +267,16 @@ class MoE(FFN):
     # ---- explain terms ----------------------------------------------------------------------------
 
     def explain_symbols(self) -> dict[str, int]:
-        """f (one routed expert's width), E, k, n_s, f_s."""
+        """f (one routed expert's width), E, k, n_s, f_s; Z with zero experts."""
         return {"f": self.d_ff, "E": self.experts, "k": self.top_k, "n_s": self.shared_experts,
-                "f_s": self.shared_d_ff}
+                "f_s": self.shared_d_ff} | ({"Z": self.zero_experts} if self.zero_experts else {})
 
     def explain_parts(self) -> dict[str, tuple[str, str]]:
         """Per layer: (parameters, weights one token is multiplied by) of the router, the routed experts (all
         E stored, k used), the shared experts and their gate."""
         one = mlp_formula("f", self.gated, self.expert_bias)
-        out = {"router": (terms.linear("d", "E", self.router_bias), "d · E"),
+        pool = "(E + Z)" if self.zero_experts else "E"
+        out = {"router": (terms.linear("d", pool, self.router_bias), f"d · {pool}"),
                "experts": (terms.prod("E", one), terms.prod("k", mlp_formula("f", self.gated, False)))}
         if self.shared_experts:
             out["shared_experts"] = (terms.prod("n_s", mlp_formula("f_s", self.gated, self.expert_bias)),
@@ -254,8 +285,8 @@ class MoE(FFN):
 
     def explain_saved(self) -> str:
         """saved_elements as text."""
-        per = 3 if self.gated else 2
-        return f"{per} · (k · f + n_s · f_s) + E" if self.shared_experts else f"{per} · k · f + E"
+        per, pool = 3 if self.gated else 2, "(E + Z)" if self.zero_experts else "E"
+        return f"{per} · (k · f + n_s · f_s) + {pool}" if self.shared_experts else f"{per} · k · f + {pool}"
 
     def explain_inactive(self) -> str | None:
         """(E − k) routed experts per layer."""

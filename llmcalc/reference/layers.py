@@ -636,6 +636,11 @@ class MoEFFN(nn.Module):
     """Router d → E, softmax over each token's top_k logits, the routed experts over the T·k (token,
     expert) rows, plus shared experts on every token, scaled by sigmoid(d → 1) if gated.
 
+    Zero experts (LongCat-Flash): the router has E + Z outputs and fills router_top_k slots a token; the routing
+    is forced to the spec's share, the top_k best real experts and the router_top_k − top_k best zero experts (a
+    zero expert passes the token through, scaled by its weight: element-wise), so the matmuls are the spec's at
+    any weights (random weights would send a share that varies with the draw).
+
     impl "batched_mm" (default): one gathered bmm per matrix, 2·T·k·d·f FLOPs, static shapes: what
     the FLOP counts use. "grouped_mm": rows permuted by expert and one grouped GEMM per matrix, no weight
     copies: what peak memory and timings use (batched_mm where `Experts.groupable` says no).
@@ -645,9 +650,10 @@ class MoEFFN(nn.Module):
         super().__init__()
         mlp = dict(gated=moe.gated, activation=moe.activation, bias=moe.expert_bias)
         self.top_k, self.impl = moe.top_k, "batched_mm"
+        self.real, self.zero_slots = moe.experts, moe.routed_slots - moe.top_k
         self.capacity_factor: float | None = None  # None: dropless (the default); see Decoder.drop_overflow
         self.last_dropped: int | None = None  # assignments the last forward dropped (with a capacity factor)
-        self.router = nn.Linear(d, moe.experts, bias=moe.router_bias)
+        self.router = nn.Linear(d, moe.router_width, bias=moe.router_bias)
         self.experts = Experts(moe.experts, d, moe.d_ff, **mlp)
         self.shared = Experts(moe.shared_experts, d, moe.shared_d_ff, **mlp) if moe.shared_experts else None
         self.shared_gate = nn.Linear(d, 1, bias=False) if moe.shared_gate else None
@@ -656,9 +662,16 @@ class MoEFFN(nn.Module):
         B, T, d = x.shape
         x = x.reshape(B * T, d)
         N, k = B * T, self.top_k
-        top, idx = self.router(x).topk(k, -1)  # [N, d] @ [d, E] → [N, E]; top_k → [N, k]
+        logits = self.router(x)  # [N, d] @ [d, E + Z] → [N, E + Z]
+        top, idx = logits[:, :self.real].topk(k, -1)  # top_k real experts → [N, k]
+        z = self.zero_slots
+        if z:  # the best z zero experts join the softmax; each passes its token through
+            top = torch.cat([top, logits[:, self.real:].topk(z, -1).values], -1)  # [N, k + z]
+        del logits
         weights = top.float().softmax(-1).to(x.dtype)
         del top
+        passed = weights[:, k:].sum(-1, keepdim=True) if z else None  # [N, 1]: the zero experts' weights
+        weights = weights[:, :k]
         if self.capacity_factor is not None:
             weights = weights * self._within_capacity(idx)  # dropped assignments contribute nothing
         if self.impl == "grouped_mm" and self.experts.groupable(x):
@@ -667,6 +680,8 @@ class MoEFFN(nn.Module):
             y = self.experts(x[:, None].expand(N, k, d).reshape(N * k, 1, d), idx.flatten())  # [N·k, 1, d]
             y = (y.view(N, k, d) * weights[..., None]).sum(1)  # weighted sum: element-wise, no matmul
         del idx, weights
+        if passed is not None:  # the zero experts' outputs: the token, weighted (element-wise; x left as it is)
+            y = torch.addcmul(y, x, passed) if torch.is_grad_enabled() else y.addcmul_(x, passed)
         if self.shared is not None:
             s = self.shared(x.expand(self.shared.n, N, d)).sum(0)  # every shared expert on every token
             if self.shared_gate is not None:

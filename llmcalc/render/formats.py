@@ -18,7 +18,7 @@ ROW_CONTEXT = ("model", "batch", "seq", "gen", "gpu", "kv_dtype", "mode", "devic
 def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
     """JSON (indented) or YAML (block style, fields in order, Unicode as is). A preset in full is written as
     YAML that `--config` loads: its spec, the derived figures as comments above it."""
-    data = [r.model_dump(mode="json") for r in report] if isinstance(report, list) else report.model_dump(mode="json")
+    data = report_data(report)
     if fmt == "json":
         sys.stdout.write(strict_json(data))
         return
@@ -29,6 +29,11 @@ def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
         import yaml
 
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
+
+
+def report_data(report: BaseModel | Sequence[BaseModel]):
+    """The report (or list of reports) as JSON-ready data: what --format json writes."""
+    return [r.model_dump(mode="json") for r in report] if isinstance(report, list) else report.model_dump(mode="json")
 
 
 def strict_json(data, indent: int = 2, ascii: bool = False) -> str:

@@ -26,6 +26,7 @@ LEGEND = {
     "n_norm": "norms per layer", "r_q": "MLA q_lora_rank", "r_kv": "MLA kv_lora_rank (the cached latent)",
     "d_n": "MLA qk_nope_head_dim", "d_r": "MLA qk_rope_head_dim", "d_v": "MLA v_head_dim",
     "f": "FFN width (MoE: one routed expert's)", "E": "routed experts", "k": "experts per token (top_k)",
+    "Z": "zero-computation experts in the router's pool (LongCat-Flash)",
     "n_s": "shared experts", "f_s": "shared expert width", "B": "batch (sequences)",
     "S": "tokens per sequence (prompt / context)", "bytes": "bytes per element", "bits": "bits per element",
     "a": "activation bytes per element", "N": "parameters (`llmcalc params` total)",
