@@ -30,7 +30,7 @@ from llmcalc.workload import Workload
 
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
-from conftest import write_config  # noqa: E402
+from conftest import assert_reference_counts, write_config  # noqa: E402
 from hf_counts import transformers_counts  # noqa: E402
 from hf_flops import cache_tensors  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -167,8 +167,6 @@ def test_activation_sparsity_changes_no_matmul(tmp_path):
 def test_matformer_widths_per_layer_equal_transformers(tmp_path, cli):
     """intermediate_size as a list of widths that differ (a MatFormer slice mixes them per layer): each layer's MLP
     at its own width, in the parameters, the FLOPs and the reference; explain (one width) refuses it."""
-    from llmcalc.reference.measure import measure
-
     raw = TINY | {"intermediate_size": [96, 128, 64, 128, 96, 64]}
     spec = load_hf_config(write_config(tmp_path, raw))
     assert [(g.count, g.window, g.mixer_name, g.ffn.d_ff) for g in spec.layer_groups()] == [
@@ -180,10 +178,7 @@ def test_matformer_widths_per_layer_equal_transformers(tmp_path, cli):
     assert split(rows(spec, 2, 13, "prefill")) == measured
     r = cli("explain", "params", "--hf-config", str(tmp_path / "tiny"))
     assert r.returncode == 2 and "ffn_widths" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    got = measure(spec, 2, 13, "fake")
-    f = flops(spec, Workload(batch=2, seq=13, gen=1, attention_core="dense", logits="last"))
-    assert (got.params_total, got.prefill_flops, got.decode_flops) == (params(spec).total, f.prefill_flops,
-                                                                       f.decode_flops)
+    assert_reference_counts(spec, 2, 13)
 
 
 def test_default_layer_types_are_four_sliding_then_full(tmp_path):
@@ -268,14 +263,7 @@ def test_reference_computes_what_transformers_does(spec):
 @pytest.mark.parametrize("seq", [5, 13])
 def test_reference_matches_estimators(spec, seq):
     """The reference under FakeTensorMode: parameters, prefill, decode and training FLOPs, cache bytes."""
-    from llmcalc.reference.measure import measure
-
-    m = measure(spec, 2, seq, "fake")
-    f = flops(spec, Workload(batch=2, seq=seq, gen=1, attention_core="dense", logits="last"))
-    want = dict(params_total=params(spec).language, prefill_flops=f.prefill_flops, decode_flops=f.decode_flops,
-                train_flops=f.train_flops, kv_bytes=kv_cache(spec, Workload(batch=2, seq=seq)).total_bytes)
-    got = {k: getattr(m, k) for k in want}
-    assert got == want, {k: (got[k], want[k], got[k] - want[k]) for k in want if got[k] != want[k]}
+    assert_reference_counts(spec, 2, seq)
 
 
 def test_validate_passes_on_the_preset(cli_json):

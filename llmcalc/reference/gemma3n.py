@@ -113,7 +113,7 @@ class Gemma3nLayer(nn.Module):
         return torch.tanh(self.router(self.router_norm(x) / self.d))
 
     def forward(self, x: Tensor, per_layer: Tensor, kv, step: Step, held: Held) -> Tensor:
-        n, (_, B, T, d) = self.n, x.shape
+        n, (_, B, T, _) = self.n, x.shape
         coefs = self.predict_coefs(self.route(x[0])).view(B, T, n, n).transpose(-1, -2)  # [B, T, n] @ [n, n²]
         pred = (x.permute(1, 2, 3, 0) @ coefs).permute(3, 0, 1, 2) + x  # [B, T, d, n] @ [B, T, n, n] → [n, B, T, d]
         active = pred[0]
