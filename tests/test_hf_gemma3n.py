@@ -107,6 +107,7 @@ def test_defaults_and_preset_equal_transformers(tmp_path):
     r = params(preset)
     assert {row.component: row.params for row in r.breakdown}["embedding/per_layer"] == table
     assert r.total - table == 4_486_425_328  # without the per-layer table: Google's "effective" count, ≈ 4.5 B
+    assert any("total without embedding/per_layer" in n and "4,486,425,328" in n for n in r.notes)
     assert r.active_excluding_embedding == r.total - table - model.model.embed_tokens.weight.numel()
 
 

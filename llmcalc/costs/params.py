@@ -100,7 +100,8 @@ def params(spec: ModelSpec) -> ParamsReport:
         mtp_breakdown=_rows(mtp, mtp_active, total),
         layer_types=layer_rows,
         formula=FORMULA + ("; + vision tower and projector (docs/vision.md)" if spec.vision else ""),
-        notes=_notes(spec),
+        notes=_notes(spec) + [f"total without {k} (a table beside the token embedding, looked up per token): "
+                              f"{total - n:,}" for k, n in tail.items() if k.startswith("embedding/") and n],
     )
 
 

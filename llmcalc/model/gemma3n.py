@@ -218,8 +218,8 @@ class Gemma3nStack(Stack):
 
     def params_note(self) -> str | None:
         return ("Gemma 3n: active = total (no routing); Google's 'effective' parameters (E2B, E4B) leave out the "
-                "per-layer embedding table (embedding/per_layer), which can stay off the accelerator: "
-                "active_excluding_embedding leaves out the token embedding as well")
+                "per-layer embedding table (embedding/per_layer), which can stay off the accelerator (the total "
+                "without it below); active_excluding_embedding leaves out the token embedding as well")
 
     def check_spec(self, spec: Any) -> None:
         if spec.attention.kind != "gemma3n" or spec.hybrid or spec.mixers:
