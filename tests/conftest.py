@@ -184,6 +184,7 @@ SLOW_MODULES = {
     "test_encoder_decoder_costs", "test_encoder_decoder_time", "test_cross_attention_reference",
     "test_gpu_validation", "test_calibrate", "test_reference_engine", "test_hf_2026_text",
     "test_hf_2026_multimodal", "test_hf_llama4", "test_hf_internvl", "test_hf_minimax", "test_hf_longcat",
+    "test_hf_gemma3n",
     # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging
     "test_readme", "test_bad_input", "test_exit_codes", "test_imports_and_packaging", "test_properties",
     "test_input_boundaries", "test_hostile_model_inputs", "test_schema", "test_terminal", "test_run",

@@ -72,6 +72,8 @@ transformers."""
 LLAMA4_PRESETS = {"llama4-scout", "llama4-maverick"}
 LONGCAT_PRESETS = {"longcat-flash-chat"}
 """Presets that tests/test_hf_longcat.py holds to transformers (its module less the zero experts' unread rows)."""
+GEMMA3N_PRESETS = {"gemma-3n-e4b"}
+"""Presets that tests/test_hf_gemma3n.py holds to transformers (Gemma3nTextConfig's defaults, its E4B)."""
 """Presets that tests/test_hf_llama4.py holds to transformers: Scout's from its config.json in
 ../shared/model-configs-2026/, Maverick's from the config that test restates."""
 

@@ -382,9 +382,9 @@ def test_lfm2_bad_config_is_two(tmp_path, field, value):
 
 # Refused model_types -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text"}},
-                                 {"model_type": "gemma3n_text", "hidden_size": 2048}])
+@pytest.mark.parametrize("raw", [{"model_type": "gemma3n", "text_config": {"model_type": "gemma3n_text"}}])
 def test_refused_types_name_what_is_missing(tmp_path, raw):
+    """The multimodal Gemma 3n (its language model alone, gemma3n_text, imports: tests/test_hf_gemma3n.py)."""
     (tmp_path / "config.json").write_text(json.dumps(raw))
     r = run_cli("params", "--hf-config", str(tmp_path))
     assert r.returncode == 2 and "not modelled" in r.stderr and raw["model_type"] in r.stderr, r.stderr

@@ -19,6 +19,7 @@ pytest.importorskip("torch", reason="torch is not installed: pip install torch (
 pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 
 from hf_counts import (  # noqa: E402
+    GEMMA3N_PRESETS,
     LLAMA4_PRESETS,
     LONGCAT_PRESETS,
     SHARED_CONFIGS,
@@ -53,10 +54,10 @@ def test_every_hf_backed_preset_has_a_fixture():
     """Presets whose source is a checkpoint's config (adapted examples cite a paper first); those of the real files
     of ../shared/model-configs-2026/ are held to transformers in tests/test_hf_2026_text.py and
     tests/test_hf_2026_multimodal.py, Llama 4's in tests/test_hf_llama4.py, LongCat-Flash's in
-    tests/test_hf_longcat.py."""
+    tests/test_hf_longcat.py, Gemma 3n's in tests/test_hf_gemma3n.py."""
     hf_presets = {n for n in preset_names() if (load_preset(n).source or "").startswith("https://huggingface.co")}
     assert hf_presets <= (set(FIXTURES) | set(SHARED_MODELS.values()) | set(SHARED_CONFIGS) | LLAMA4_PRESETS
-                          | LONGCAT_PRESETS)
+                          | LONGCAT_PRESETS | GEMMA3N_PRESETS)
 
 
 def test_config_file_path_and_folder_agree(hf_fixture):

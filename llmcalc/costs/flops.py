@@ -76,6 +76,7 @@ def layer_flops(spec: ModelSpec, group: LayerGroup, tokens: int, pairs: int, lat
         out |= {f"{path}/{k}": c for k, c in core.items()}
     prefix = spec.ffn_prefix(group)
     out |= {prefix + k: MAC * tokens * w for k, w in group.ffn.matmuls(d).items()}
+    out |= {k: MAC * tokens * w for k, w in spec.stack.layer_matmuls(spec).items()}  # Gemma 3n's AltUp, LAuReL
     return out
 
 
@@ -108,6 +109,8 @@ def forward_layers(spec: ModelSpec, *, tokens, logits, core_of, latents_of, abso
     out[(None, "lm_head")] = head
     for k, weights in spec.stack.head_matmuls(spec.d_model).items():  # once per sequence (an encoder's pooler)
         out[(None, k)] = MAC * sequences * weights
+    for k, weights in spec.stack.token_matmuls(spec).items():  # every token (Gemma 3n's per-layer projection)
+        out[(None, k)] = MAC * tokens * weights
     if mtp and spec.mtp_modules and (layers is None or layers >= spec.n_layers):
         n = spec.mtp_modules
         out |= {(None, f"mtp/{k}"): n * v for k, v in layer(groups[-1]).items()}

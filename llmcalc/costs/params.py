@@ -31,8 +31,8 @@ def layer_parts(spec: ModelSpec, group: LayerGroup) -> tuple[dict[str, int], dic
     parts |= {f"attention/{k}": v for k, v in spec.positions.layer_params(d, attn).items()}
     parts |= spec.stack.layer_params(spec)  # an encoder-decoder's cross-attention
     parts["norms/layer"] = norm.per_layer * norm.params(d)
-    if attn and (qk := norm.qk_params(*attn.qk_norm_widths())):
-        parts["norms/qk"] = qk
+    if attn and (qk := norm.qk_params(*attn.qk_norm_widths())):  # another mixer's apart, as explain writes them
+        parts["norms/qk" if group.mixer_name == "attention" else f"norms/{group.mixer_name}_qk"] = qk
     active = dict(parts)
     for k, idle in group.ffn.inactive_parts(d).items():
         active[prefix + k] -= idle
@@ -85,7 +85,7 @@ def params(spec: ModelSpec) -> ParamsReport:
     vision = spec.vision.params(d) if spec.vision else {}
     total, active = language + sum(vision.values()), sum(actives.values()) + sum(vision.values())
     mtp, mtp_active = mtp_parts(spec)
-    embedding = sum(v for k, v in emb.items() if k.startswith("embedding/"))
+    embedding = sum(v for k, v in (emb | tail).items() if k.startswith("embedding/"))  # Gemma 3n's per-layer table
     return ParamsReport(
         model=spec.name,
         total=total,
@@ -100,7 +100,8 @@ def params(spec: ModelSpec) -> ParamsReport:
         mtp_breakdown=_rows(mtp, mtp_active, total),
         layer_types=layer_rows,
         formula=FORMULA + ("; + vision tower and projector (docs/vision.md)" if spec.vision else ""),
-        notes=_notes(spec),
+        notes=_notes(spec) + [f"total without {k} (a table beside the token embedding, looked up per token): "
+                              f"{total - n:,}" for k, n in tail.items() if k.startswith("embedding/") and n],
     )
 
 

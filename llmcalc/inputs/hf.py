@@ -207,6 +207,14 @@ TEXT_2026_DEFAULTS: dict[str, dict[str, Any]] = {
 (configuration_<type>.py), built by _text_2026. Kimi-K2's `kimi_k2` is not registered in transformers: its
 deployment guides build it as DeepSeek-V3 (its config.json names DeepseekV3ForCausalLM), and so does the import."""
 DEFAULTS.update(TEXT_2026_DEFAULTS)
+DEFAULTS["gemma3n_text"] = dict(
+    vocab_size=262400, hidden_size=2048, intermediate_size=16384, num_hidden_layers=35, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=256, hidden_activation="gelu_pytorch_tanh", max_position_embeddings=32768,
+    tie_word_embeddings=True, attention_bias=False, sliding_window=512, layer_types=None, final_logit_softcapping=30.0,
+    vocab_size_per_layer_input=262144, hidden_size_per_layer_input=256, altup_active_idx=0, altup_num_inputs=4,
+    num_kv_shared_layers=15, laurel_rank=64, activation_sparsity_pattern=None)
+"""Gemma 3n's language model: the defaults of transformers 5.24's Gemma3nTextConfig (models/gemma3n/
+configuration_gemma3n.py, its E4B), built by _gemma3n_text."""
 DEFAULTS["llama4_text"] = dict(
     vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384, num_hidden_layers=48,
     num_attention_heads=40, num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=131072,
@@ -289,10 +297,9 @@ LONGCAT_FLASH_DEFAULTS = dict(
 """transformers 5.24's LongcatFlashConfig defaults (configuration_longcat_flash.py), those of LongCat-Flash-Chat."""
 DEFAULTS["longcat_flash"] = LONGCAT_FLASH_DEFAULTS
 REFUSED = {
-    "gemma3n": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
-               "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
-    "gemma3n_text": "Gemma 3n's per-layer embeddings (a vocab_size_per_layer_input table and a projection per layer), "
-                    "AltUp's parallel streams and LAuReL's low-rank residuals are not modelled",
+    "gemma3n": "Gemma 3n's multimodal model adds a MobileNet-V5 vision tower (built through timm) and a USM conformer "
+               "audio tower, which are not modelled; to cost its language model, save config.json's text_config "
+               "(model_type gemma3n_text) as a config.json of its own and pass that as `hf_config`",
 }
 """model_types the import knows and refuses, each with what llmcalc cannot express that would change a count."""
 SUPPORTED = sorted(set(DEFAULTS) | set(VISION_DEFAULTS))
@@ -413,6 +420,8 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
         raise UserError(f"{source}: expected a JSON object with a model_type; give a Hugging Face config.json")
     if raw.get("model_type") == "exaone4":
         raw = _exaone4_pattern(raw)
+    if raw.get("model_type") in ("gemma3n_text", "gemma3n"):
+        raw = _gemma3n_widths(raw)
     _check_fields(raw)
     outer_raw, nested = raw, raw.get("text_config") is not None  # else Qwen2.5-VL's flat form: the text fields on top
     if nested:
@@ -449,7 +458,7 @@ def spec_dict_from_hf(raw: Any, *, name: str, source: str | None = None, generic
              "t5": _t5, "bart": _bart, "whisper": _whisper, "mamba2": _mamba2, "nemotron_h": _nemotron_h,
              "qwen3_next": _qwen3_next, "minimax": _minimax, "mamba": _mamba, "falcon_mamba": _mamba,
              "jamba": _jamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
-             "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4,
+             "lfm2": _lfm2, "glm4v_text": _glm4v_text, "llama4_text": _llama4, "gemma3n_text": _gemma3n_text,
              "longcat_flash": _longcat_flash,
              **{m: _text_2026 for m in TEXT_2026_DEFAULTS if m not in _SAME_AS}}.get(mt, _decoder)
     spec = {"name": name, "source": source} | build(mt, c)
@@ -1799,3 +1808,71 @@ def _act(name: str) -> str:
     if name not in _ACT:
         raise UserError(f"config.json: activation {name!r} is not supported; use one of {', '.join(sorted(_ACT))}")
     return _ACT[name]
+
+
+def _gemma3n_widths(raw: dict) -> dict:
+    """Gemma 3n's intermediate_size (its text_config's for model_type gemma3n), read before the field checks: one
+    width, or a list of one per layer (Gemma3nTextConfig's form; a MatFormer slice mixes widths per layer): the
+    largest as intermediate_size, the list as ffn_widths when the widths differ."""
+    text = raw.get("text_config") if raw.get("model_type") == "gemma3n" else raw
+    if not isinstance(text, dict) or not isinstance(text.get("intermediate_size"), list):
+        return raw
+    at = "text_config." if text is not raw else ""
+    widths, layers = text["intermediate_size"], text.get("num_hidden_layers", 35)
+    if not widths or any(type(f) is not int or f < 1 for f in widths) or (
+            type(layers) is int and len(widths) != layers):
+        raise UserError(f"config.json: {at}intermediate_size: give one whole number > 0, or a list of one per layer "
+                        f"({layers!r} layers)")
+    text = text | {"intermediate_size": max(widths)} | ({"ffn_widths": widths} if len(set(widths)) > 1 else {})
+    return raw | {"text_config": text} if at else text
+
+
+def _gemma3n_int(c: dict, key: str, least: int = 1) -> int:
+    v = c[key]
+    if type(v) is not int or v < least:
+        raise UserError(f"config.json: {key}: {repr(v)[:40]} is not a whole number ≥ {least}; give the "
+                        "Gemma3nTextConfig value")
+    return v
+
+
+def _gemma3n_text(mt: str, c: dict) -> dict[str, Any]:
+    """Gemma 3n's language model as transformers 5.24's Gemma3nForCausalLM builds it (docs/gemma3n.md): Gemma 3's
+    decoder (GQA without biases, per-head q/k norms, a weightless v norm, four norms a layer, a tied head scaled
+    embeddings, final logit softcapping: element-wise) with per-layer embeddings, AltUp, LAuReL and the last
+    num_kv_shared_layers layers reading an earlier layer's K/V (llmcalc/model/gemma3n.py). layer_types defaults to
+    four sliding layers then a full one. activation_sparsity_pattern (one share per layer, default 0.95 on the first
+    10 of more than 10 layers) changes no matmul."""
+    d, h, n_layers = _get(c, "hidden_size"), _get(c, "num_attention_heads"), _get(c, "num_hidden_layers")
+    if c["layer_types"] is None:
+        c = c | {"layer_types": ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention"
+                                 for i in range(n_layers)]}
+    types = c["layer_types"]
+    if len(types) != n_layers or not set(types) <= {"full_attention", "sliding_attention"}:
+        raise UserError(f"config.json: layer_types: give {n_layers} entries of sliding_attention or full_attention")
+    window, pattern = _layer_pattern(mt, c, n_layers)
+    if d % h:  # Gemma3nTextConfig.validate_architecture
+        raise UserError(f"config.json: hidden_size {d} is not a multiple of num_attention_heads {h}; fix either")
+    n = _gemma3n_int(c, "altup_num_inputs")
+    active = c["altup_active_idx"]
+    if type(active) is not int or not 0 <= active < n:
+        raise UserError(f"config.json: altup_active_idx: {active!r} is not a stream index below altup_num_inputs {n}")
+    shared = _gemma3n_int(c, "num_kv_shared_layers", 0)
+    sparsity = c["activation_sparsity_pattern"]
+    if sparsity is not None and (not isinstance(sparsity, list) or len(sparsity) != n_layers or any(
+            isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x < 1 for x in sparsity)):
+        raise UserError(f"config.json: activation_sparsity_pattern: give {n_layers} shares in [0, 1), one per layer")
+    act = c.get("hidden_activation") or "gelu_pytorch_tanh"
+    return dict(
+        vocab_size=_get(c, "vocab_size"), d_model=d, n_layers=n_layers, max_seq_len=_get(c, "max_position_embeddings"),
+        tie_embeddings=c["tie_word_embeddings"],
+        norm=dict(kind="rmsnorm", per_layer=4, final=True, qk_norm="head"),
+        positions=dict(kind="rope"),
+        attention=dict(kind="gemma3n", heads=h, kv_heads=c["num_key_value_heads"] or h,
+                       head_dim=c["head_dim"] or d // h, qkv_bias=c["attention_bias"], o_bias=c["attention_bias"]),
+        ffn=dict(kind="gated", d_ff=c["intermediate_size"], activation="gelu_tanh" if act == "gelu" else _act(act)),
+        sliding_window=window, layer_pattern=pattern,
+        stack=dict(kind="gemma3n", altup_inputs=n, laurel_rank=_gemma3n_int(c, "laurel_rank"),
+                   per_layer_width=_gemma3n_int(c, "hidden_size_per_layer_input"),
+                   per_layer_vocab=_gemma3n_int(c, "vocab_size_per_layer_input"), kv_shared_layers=shared,
+                   ffn_widths=c.get("ffn_widths")),
+    )

@@ -63,7 +63,7 @@ class Attention(Variant):
         "mamba2": "llmcalc.model.state_space", "mamba": "llmcalc.model.state_space",
         "parallel": "llmcalc.model.state_space",
         "gated_deltanet": "llmcalc.model.deltanet", "lightning": "llmcalc.model.lightning",
-        "short_conv": "llmcalc.model.short_conv",
+        "short_conv": "llmcalc.model.short_conv", "gemma3n": "llmcalc.model.gemma3n",
         "longformer": "llmcalc.model.sparse_attention", "linformer": "llmcalc.model.sparse_attention",
         "reformer": "llmcalc.model.sparse_attention", "dsa": "llmcalc.model.sparse_attention",
     }
@@ -95,6 +95,12 @@ class Attention(Variant):
         """This mixer when each sequence brings `tokens` image tokens to cross-attention layers: itself (only a
         cross-attention layer reads them: llmcalc/model/cross_attention.py)."""
         return self
+
+    def reading_shared_kv(self) -> "Attention":
+        """This mixer in a layer that reads an earlier layer's K/V instead of projecting its own (Gemma 3n's last
+        num_kv_shared_layers layers: llmcalc/model/gemma3n.py); a kind that has no such form is refused."""
+        raise ValueError(f"attention.kind: {self.kind} layers cannot read an earlier layer's K/V; use kind gemma3n "
+                         "or share no layers")
 
     def keys_window(self, window: int | None) -> int | None:
         """The most keys one query sees in a layer whose window is `window` (None: no cap)."""

@@ -46,9 +46,10 @@ class Norm(Frozen):
     def qk_params(self, head: int, q: int, k: int) -> int:
         """Parameters of one layer's QK norms, given the widths the attention's q and k have: one head's
         (head), all query heads' (q), all key heads' (k). head: one norm of a head's width for q and one
-        for k; full: one over q and one over k; none: 0."""
+        for k; full: one over q and one over k; none: 0. k 0: no key to norm (a layer reading an earlier layer's
+        keys, Gemma 3n's), q's norm only."""
         if self.qk_norm == "head":
-            return 2 * self.params(head)
+            return self.params(head) * (2 if k else 1)
         return self.params(q) + self.params(k) if self.qk_norm == "full" else 0
 
     @property
@@ -72,5 +73,5 @@ class Norm(Frozen):
     def explain_qk(self, head: str, q: str, k: str) -> str | None:
         """qk_params as text (None: no QK norm)."""
         if self.qk_norm == "head":
-            return terms.prod("2", self.explain_params(head))
+            return self.explain_params(head) if k == "0" else terms.prod("2", self.explain_params(head))
         return self.explain_params(f"{q} + {k}") if self.qk_norm == "full" else None

@@ -57,8 +57,9 @@ class LayerGroup(NamedTuple):
     def name(self) -> str:
         if self.mixer is None:
             return f"no mixer + {self.ffn.label}"
-        if self.mixer_name == "attention":
+        if self.mixer_name in ("attention", "shared_kv"):  # shared_kv: over an earlier layer's K/V (Gemma 3n)
             attn = f"sliding-window ({self.window}) attention" if self.window else "full attention"
+            attn += " over an earlier layer's K/V" if self.mixer_name == "shared_kv" else ""
         else:
             attn = f"{self.mixer_name} ({self.mixer.label})"
         return f"{attn} + {self.ffn.label}"
@@ -202,6 +203,9 @@ class ModelSpec(Frozen):
         if self.hybrid:
             raise UserError(f"`hybrid_pattern`: {what} does not cover hybrid layer patterns yet (params, kv, flops, "
                             f"memory and the time model do); leave {what} out")
+        if self.stack.kv_reading_layers:  # Gemma 3n's last layers hold no k or v to adapt
+            raise UserError(f"`model`: {what} does not cover layers that read an earlier layer's K/V (Gemma 3n's "
+                            f"shared layers) yet; leave {what} out")
 
     def sliding_layers(self, start: int, stop: int) -> int:
         """How many of layers start..stop-1 are sliding-window layers."""
@@ -224,17 +228,39 @@ class ModelSpec(Frozen):
         stop = self.n_layers if stop is None else stop
         if self.hybrid_pattern is not None:
             return self._hybrid_groups(start, stop)
+        if self.stack.layer_ffn_widths is not None:
+            return self._width_groups(start, stop, self.stack.layer_ffn_widths)
         n_dense = self.ffn.leading_dense_layers
-        spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None),
-                 (max(start, n_dense), stop, self.ffn)]
+        reader = self.n_layers - self.stack.kv_reading_layers  # the first layer reading an earlier layer's K/V
+        spans = [(start, min(n_dense, stop), self.ffn.dense_ffn() if n_dense else None, self.attention, "attention"),
+                 (max(start, n_dense), min(stop, reader), self.ffn, self.attention, "attention")]
+        if reader < self.n_layers:
+            spans.append((max(start, n_dense, reader), stop, self.ffn, self.attention.reading_shared_kv(),
+                          "shared_kv"))
         groups = []
-        for start, stop, ffn in spans:
+        for start, stop, ffn, mixer, path in spans:
             if ffn is None or stop <= start:
                 continue
             sliding = self.sliding_layers(start, stop)
             for count, window in ((stop - start - sliding, None), (sliding, self.sliding_window)):
                 if count:
-                    groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=self.attention))
+                    groups.append(LayerGroup(count=count, window=window, ffn=ffn, mixer=mixer, mixer_name=path))
+        return groups
+
+    def _width_groups(self, start: int, stop: int, widths: list[int]) -> list[LayerGroup]:
+        """Layers start..stop-1 whose FFN widths differ (Stack.layer_ffn_widths), grouped by (reads an earlier
+        layer's K/V, sliding, width) in order of first appearance; each width's FFN is the spec's at that d_ff."""
+        reader = self.n_layers - self.stack.kv_reading_layers
+        counts: dict[tuple[bool, bool, int], int] = {}
+        for i in range(start, stop):
+            key = (i >= reader, self.layer_pattern[i % len(self.layer_pattern)] == "sliding", widths[i])
+            counts[key] = counts.get(key, 0) + 1
+        groups = []
+        for (shared, sliding, width), count in counts.items():
+            ffn = self.ffn if width == self.ffn.d_ff else self.ffn.model_copy(update={"d_ff": width})
+            mixer = self.attention.reading_shared_kv() if shared else self.attention
+            groups.append(LayerGroup(count=count, window=self.sliding_window if sliding else None, ffn=ffn,
+                                     mixer=mixer, mixer_name="shared_kv" if shared else "attention"))
         return groups
 
     def _hybrid_groups(self, start: int, stop: int) -> list[LayerGroup]:

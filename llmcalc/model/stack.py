@@ -22,7 +22,7 @@ class Stack(Variant):
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
         "decoder": "llmcalc.model.stack", "encoder": "llmcalc.model.encoders",
-        "encoder-decoder": "llmcalc.model.encoders"}
+        "encoder-decoder": "llmcalc.model.encoders", "gemma3n": "llmcalc.model.gemma3n"}
     """Each kind's module, imported when a spec names the kind (Variant)."""
     decodes: ClassVar[bool] = True
     """Whether the stack generates token by token, keeping a KV cache between steps."""
@@ -46,6 +46,28 @@ class Stack(Variant):
     def layer_params(self, spec: Any) -> Parts:
         """Parameters one layer holds beside its attention, FFN and norms, by component path."""
         return {}
+
+    def layer_matmuls(self, spec: Any) -> Parts:
+        """Weights each token meets in every layer beside its attention and FFN (Gemma 3n's AltUp, LAuReL and
+        per-layer input), by component path; none."""
+        return {}
+
+    def token_matmuls(self, spec: Any) -> Parts:
+        """Weights each token meets once per forward outside the layers and the LM head (Gemma 3n's per-layer input
+        projection and AltUp's stream projections), by component path; none."""
+        return {}
+
+    @property
+    def layer_ffn_widths(self) -> list[int] | None:
+        """Each layer's FFN width where layers differ (Gemma 3n's MatFormer slices: ModelSpec.layer_groups); None:
+        the spec's FFN in every layer."""
+        return None
+
+    @property
+    def kv_reading_layers(self) -> int:
+        """The last layers that project no K/V but read an earlier layer's (Gemma 3n's num_kv_shared_layers); their
+        mixer is the attention's reading_shared_kv() (ModelSpec.layer_groups); none."""
+        return 0
 
     def extra_params(self, spec: Any) -> Parts:
         """Parameters of a second stack (an encoder-decoder's encoder), by component path."""

@@ -118,7 +118,7 @@ def measure(spec: ModelSpec, batch: int, seq: int, device: str = "fake", mla_dec
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     if device == "cuda" and spec.stack.kind != "decoder":
-        raise UserError("`device` cuda: the encoder and encoder-decoder references run on fake or cpu")
+        raise UserError(f"`device` cuda: the {spec.stack.kind} reference runs on fake or cpu")
     if device == "cuda":
         counts = measure(spec, batch, seq, "fake", mla_decode, dtype, train)
         return replace(counts, **_cuda_run(spec, batch, seq, mla_decode, DTYPES[dtype]))
@@ -133,10 +133,12 @@ def reference_model(spec: ModelSpec, seq: int, dtype: torch.dtype = torch.bfloat
     encoder-decoder whose encoder reads as many positions as llmcalc takes for a prompt of `seq` tokens
     (encoder_decoder.py)."""
     from llmcalc.reference.encoder_decoder import Encoder, EncoderDecoder
+    from llmcalc.reference.gemma3n import Gemma3nDecoder
 
     build = {"decoder": lambda: Decoder(spec, dtype=dtype), "encoder": lambda: Encoder(spec, dtype=dtype),
              "encoder-decoder": lambda: EncoderDecoder(spec, dtype=dtype,
-                                                       encoder_seq=spec.stack.encoder_length(None, seq))}
+                                                       encoder_seq=spec.stack.encoder_length(None, seq)),
+             "gemma3n": lambda: Gemma3nDecoder(spec, dtype=dtype)}
     return build[spec.stack.kind]()
 
 

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from llmcalc.errors import UserError
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention
 from llmcalc.reference.chunked import ChunkedAttention
@@ -121,6 +122,16 @@ def layer_mixer(spec: ModelSpec, i: int):
     return spec.layer_groups(i, i + 1)[0].mixer if spec.hybrid else spec.attention
 
 
+def check_built(spec: ModelSpec) -> None:
+    """Refuse, in one line, a spec whose stack adds parts this decoder does not build: Gemma 3n's AltUp streams,
+    LAuReL, per-layer inputs and layers reading an earlier layer's K/V (llmcalc/model/gemma3n.py), which
+    llmcalc/reference/gemma3n.py builds."""
+    if spec.stack.kv_reading_layers or spec.stack.layer_matmuls(spec) or spec.stack.token_matmuls(spec):
+        raise UserError(f"`model`: this reference decoder does not build a {spec.stack.kind} stack's own parts "
+                        "(AltUp, LAuReL, per-layer inputs, shared K/V), which validate measures on its own module "
+                        "(llmcalc/reference/gemma3n.py); leave out LoRA, calibrate and the kernel counts")
+
+
 class Decoder(nn.Module):
     """The decoder of `spec`: embedding (+ learned or sinusoidal positions), n_layers blocks, final norm,
     LM head (tied: the embedding matrix, plus `lm_head_bias` if any). MTP modules are not built.
@@ -131,6 +142,7 @@ class Decoder(nn.Module):
 
     def __init__(self, spec: ModelSpec, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
         super().__init__()
+        check_built(spec)
         self.spec, self.kernels = spec, "counted"
         d, V = spec.d_model, spec.vocab_size
         with torch.device("meta"):
