@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reference.buckets import BucketAttention, relative_bucket
-from llmcalc.reference.layers import MLP, GQAttention, Step, add, make_norm, rope_tables, sinusoidal
+from llmcalc.reference.layers import MLP, GQAttention, Step, add, make_norm, materialise, rope_tables, sinusoidal
 from llmcalc.reference.model import layer_shape
 
 
@@ -148,7 +148,7 @@ class Encoder(nn.Module):
             self.stack = EncoderStack(spec, spec.n_layers, _table_rows(spec, spec.max_seq_len), windows,
                                       st.embedding_norm, st.first_attention_norm)
             self.pooler = nn.Linear(d, d) if st.pooler else None
-        _materialise(self, dtype, device)
+        materialise(self, dtype, device)
 
     def new_cache(self, batch: int, max_tokens: int, dtype: torch.dtype | None = None) -> list:
         return []  # an encoder keeps nothing between calls
@@ -252,7 +252,7 @@ class EncoderDecoder(nn.Module):
             self.layers = nn.ModuleList(CrossLayer(spec, i == 0) for i in range(spec.n_layers))
             self.final_norm = make_norm(spec.norm, d) if spec.norm.final else None
             self.lm_head = None if spec.tie_embeddings else nn.Linear(d, V, bias=spec.lm_head_bias)
-        _materialise(self, dtype, device)
+        materialise(self, dtype, device)
 
     def use_kernels(self, kernels: str) -> EncoderDecoder:
         """One set of kernels: the counted ones (SDPA, every matmul an nn.Linear or a conv)."""
@@ -317,19 +317,3 @@ class EncoderDecoder(nn.Module):
         if self.lm_head is None:
             return F.linear(x, self.embed.weight)  # [B, T', d] @ [d, V] → [B, T', V]
         return self.lm_head(x)  # [B, T', d] @ [d, V] → [B, T', V]
-
-
-def _materialise(model: nn.Module, dtype: torch.dtype, device: str | torch.device) -> None:
-    """Built on the meta device: a fresh tensor per parameter on `device` in `dtype`, norms 1 (weights) and 0
-    (biases), the rest N(0, 0.02²), as the reference decoder does."""
-    for m in model.modules():
-        for name, p in m.named_parameters(recurse=False):
-            setattr(m, name, nn.Parameter(torch.empty(p.shape, dtype=dtype, device=device)))
-    model.weight_bytes = sum(p.nbytes for p in model.parameters())
-    with torch.no_grad():
-        for m in model.modules():
-            for name, p in m.named_parameters(recurse=False):
-                if isinstance(m, nn.RMSNorm | nn.LayerNorm):
-                    (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
-                else:
-                    nn.init.normal_(p, std=0.02)

@@ -27,6 +27,7 @@ from llmcalc.reference.layers import (
     attend,
     cache_step,
     make_norm,
+    materialise,
     rope_tables,
 )
 
@@ -149,15 +150,7 @@ class Gemma3nDecoder(nn.Module):
                                         for g in (spec.layer_groups(i, i + 1)[0] for i in range(N)))
             self.final_norm = make_norm(spec.norm, d)
             self.lm_head = None if spec.tie_embeddings else nn.Linear(d, spec.vocab_size, bias=False)
-        for m in self.modules():
-            for name, p in m.named_parameters(recurse=False):
-                setattr(m, name, nn.Parameter(torch.empty(p.shape, dtype=dtype, device=device)))
-        self.weight_bytes = sum(p.nbytes for p in self.parameters())
-        with torch.no_grad():
-            for m in self.modules():
-                for name, p in m.named_parameters(recurse=False):
-                    is_norm = isinstance(m, nn.RMSNorm | nn.LayerNorm) and name == "weight"
-                    nn.init.ones_(p) if is_norm else nn.init.normal_(p, std=0.02)
+        materialise(self, dtype, device)
 
     def use_kernels(self, kernels: str) -> Gemma3nDecoder:
         """counted or serving, as the decoder's (no routed experts here)."""

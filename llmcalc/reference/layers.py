@@ -700,3 +700,19 @@ class MoEFFN(nn.Module):
         keep = (slot < cap).view(k, N).T  # [N, k]
         self.last_dropped = int((~keep).sum())
         return keep
+
+
+def materialise(model: nn.Module, dtype: torch.dtype, device: str | torch.device) -> None:
+    """Built on the meta device: a fresh tensor per parameter on `device` in `dtype`, norms 1 (weights) and 0
+    (biases), the rest N(0, 0.02²), as the reference decoder does."""
+    for m in model.modules():
+        for name, p in m.named_parameters(recurse=False):
+            setattr(m, name, nn.Parameter(torch.empty(p.shape, dtype=dtype, device=device)))
+    model.weight_bytes = sum(p.nbytes for p in model.parameters())
+    with torch.no_grad():
+        for m in model.modules():
+            for name, p in m.named_parameters(recurse=False):
+                if isinstance(m, nn.RMSNorm | nn.LayerNorm):
+                    (nn.init.ones_ if name == "weight" else nn.init.zeros_)(p)
+                else:
+                    nn.init.normal_(p, std=0.02)
