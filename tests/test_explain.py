@@ -50,6 +50,18 @@ def by_prefix(steps, depth: int = 1) -> dict[str, int]:
     return dict(out)
 
 
+def check_topics(spec: ModelSpec, kv: Workload, flops: Workload, train: Workload, latency: Workload) -> None:
+    """`check` of every topic on one model: params; kv, flops, a training step's memory and latency (on an H200)
+    at the workloads given; flops with dense attention and all logits; inference memory at 4 × 2,048."""
+    check("params", spec, Workload())
+    check("kv", spec, kv)
+    check("flops", spec, flops)
+    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all"))
+    check("memory", spec, Workload(batch=4, seq=2048))
+    check("memory", spec, train)
+    check("latency", spec, latency, H200)
+
+
 def check(topic: str, spec: ModelSpec, w: Workload, gpu: GPU | None = None) -> None:
     """The explanation agrees with the estimators, row by row where they have rows."""
     r = explain(topic, spec, w, gpu)

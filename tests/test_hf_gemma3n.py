@@ -196,18 +196,12 @@ def test_default_layer_types_are_four_sliding_then_full(tmp_path):
 
 def test_explain_matches_the_plain_commands_on_the_preset():
     """`llmcalc explain` writes Gemma 3n's terms (docs/gemma3n.md) that give the estimators' figures, row by row."""
-    from test_explain import H200, check
+    from test_explain import check_topics
 
     from llmcalc.workload import Layout
 
-    spec = load_preset("gemma-3n-e4b")
-    check("params", spec, Workload())
-    check("kv", spec, Workload(batch=3, seq=5000))
-    check("flops", spec, Workload(batch=2, seq=700, gen=9))
-    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all"))
-    check("memory", spec, Workload(batch=4, seq=2048))
-    check("memory", spec, Workload(seq=1024, train=True))
-    check("latency", spec, Workload(batch=4, seq=2048, gen=16, layout=Layout(tp=2)), H200)
+    check_topics(load_preset("gemma-3n-e4b"), kv=Workload(batch=3, seq=5000), flops=Workload(batch=2, seq=700, gen=9),
+                 train=Workload(seq=1024, train=True), latency=Workload(batch=4, seq=2048, gen=16, layout=Layout(tp=2)))
 
 
 # ---- the reference --------------------------------------------------------------------------------------------

@@ -266,15 +266,11 @@ def test_validate_fake_is_exact(tmp_path, cli_json):
 
 def test_explain_matches_the_plain_commands_on_the_preset():
     """`llmcalc explain` writes the router over E + Z and the expected k real experts (docs/longcat.md)."""
-    from test_explain import H200, check
+    from test_explain import check_topics
 
-    spec = load_preset("longcat-flash-chat")
-    check("params", spec, Workload())
-    check("kv", spec, Workload(batch=8, seq=32768))
-    check("flops", spec, Workload(batch=2, seq=5000, gen=7))
-    check("memory", spec, Workload(batch=4, seq=2048))
-    check("memory", spec, Workload(seq=1024, train=True))
-    check("latency", spec, Workload(batch=4, seq=8192, gen=64, layout=Layout(tp=16)), H200)
+    check_topics(load_preset("longcat-flash-chat"), kv=Workload(batch=8, seq=32768),
+                 flops=Workload(batch=2, seq=5000, gen=7), train=Workload(seq=1024, train=True),
+                 latency=Workload(batch=4, seq=8192, gen=64, layout=Layout(tp=16)))
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------

@@ -209,16 +209,11 @@ def test_reference_decoder_matches_estimators(spec, seq):
 
 def test_explain_matches_the_plain_commands_on_the_preset():
     """`llmcalc explain` writes the lightning terms (docs/lightning.md) that give the estimators' figures."""
-    from test_explain import H200, check
+    from test_explain import check_topics
 
-    spec = load_preset("minimax-text-01")
-    check("params", spec, Workload())
-    check("kv", spec, Workload(batch=64, seq=32768))
-    check("flops", spec, Workload(batch=2, seq=5000, gen=7))
-    check("flops", spec, Workload(seq=300, attention_core="dense", logits="all"))
-    check("memory", spec, Workload(batch=4, seq=2048))
-    check("memory", spec, Workload(seq=1024, train=True, optimizer="adamw-8bit"))
-    check("latency", spec, Workload(batch=4, seq=8192, gen=64, layout=Layout(tp=8)), H200)
+    check_topics(load_preset("minimax-text-01"), kv=Workload(batch=64, seq=32768),
+                 flops=Workload(batch=2, seq=5000, gen=7), train=Workload(seq=1024, train=True, optimizer="adamw-8bit"),
+                 latency=Workload(batch=4, seq=8192, gen=64, layout=Layout(tp=8)))
 
 
 # ---- refusals -------------------------------------------------------------------------------------------------
