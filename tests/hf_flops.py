@@ -379,3 +379,22 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def rows(spec, batch: int, seq: int, phase: str, **kw) -> dict[str, int]:
+    """llmcalc's FLOPs rows of `phase` (prefill, decode) as FlopCounterMode sees a model run: dense attention,
+    logits for every position; `kw` more Workload fields."""
+    from llmcalc.costs.flops import flops
+    from llmcalc.workload import Workload
+
+    w = Workload(batch=batch, seq=seq, logits="all", attention_core="dense", **kw)
+    return {r.component: getattr(r, phase) for r in flops(spec, w).breakdown}
+
+
+def counted(fn) -> dict[str, int]:
+    """FlopCounterMode's FLOPs per aten op of `fn()`, run without gradients on the math attention kernel."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
+        fn()
+    return {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}

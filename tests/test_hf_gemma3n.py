@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_bytes, kv_cache
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
@@ -32,9 +31,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 from conftest import assert_reference_counts, write_config  # noqa: E402
 from hf_counts import transformers_counts  # noqa: E402
-from hf_flops import cache_tensors  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from hf_flops import cache_tensors, counted, rows  # noqa: E402
 
 TINY = {"model_type": "gemma3n_text", "vocab_size": 128, "vocab_size_per_layer_input": 96, "hidden_size": 64,
         "hidden_size_per_layer_input": 8, "intermediate_size": [96] * 6, "num_hidden_layers": 6,
@@ -58,17 +55,6 @@ def hf_model(raw: dict = TINY, dtype=torch.float32):
     torch.manual_seed(0)
     config = transformers.Gemma3nTextConfig(**{k: v for k, v in raw.items() if k != "model_type"})
     return transformers.Gemma3nForCausalLM(config).to(dtype).eval()
-
-
-def rows(spec, batch: int, seq: int, phase: str) -> dict[str, int]:
-    w = Workload(batch=batch, seq=seq, logits="all", attention_core="dense")
-    return {r.component: getattr(r, phase) for r in flops(spec, w).breakdown}
-
-
-def counted(fn) -> dict[str, int]:
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-        fn()
-    return {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
 
 
 def split(ours: dict[str, int]) -> dict[str, int]:

@@ -21,7 +21,6 @@ import json
 
 import pytest
 
-from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
@@ -31,8 +30,7 @@ from llmcalc.workload import Layout, Workload
 torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch (CI installs it)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 from conftest import assert_reference_counts, run_cli, write_config  # noqa: E402
-from hf_flops import cache_tensors  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+from hf_flops import cache_tensors, counted, rows  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 TINY = {"model_type": "longcat_flash", "vocab_size": 100, "hidden_size": 64, "num_layers": 2,
@@ -84,17 +82,6 @@ def force_routing(model, real: int, slots: int) -> None:
         bias.zero_()
         bias[:real] = 10.0
         bias[e:e + slots - real] = 10.0
-
-
-def rows(spec, batch: int, seq: int, phase: str, **kw) -> dict[str, int]:
-    w = Workload(batch=batch, seq=seq, logits="all", attention_core="dense", **kw)
-    return {r.component: getattr(r, phase) for r in flops(spec, w).breakdown}
-
-
-def counted(fn) -> dict[str, int]:
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-        fn()
-    return {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
 
 
 # ---- parameters ------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import json
 
 import pytest
 
-from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.params import params
 from llmcalc.inputs.hf import load_hf_config
@@ -33,9 +32,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[test]'")
 from conftest import assert_reference_counts  # noqa: E402
 from hf_counts import fixture_config, transformers_counts  # noqa: E402
-from hf_flops import cache_tensors  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from hf_flops import cache_tensors, counted, rows  # noqa: E402
 
 TINY = {"model_type": "minimax", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 48,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -70,17 +67,6 @@ def hf_model(device: str = "cpu"):
         m = transformers.MiniMaxForCausalLM(hf_config()).eval()
     m.set_experts_implementation("batched_mm")  # tokens · top_k expert MLPs, as bmm
     return m
-
-
-def rows(spec, batch: int, seq: int, phase: str) -> dict[str, int]:
-    w = Workload(batch=batch, seq=seq, logits="all", attention_core="dense")
-    return {r.component: getattr(r, phase) for r in flops(spec, w).breakdown}
-
-
-def counted(fn) -> dict[str, int]:
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as fc:
-        fn()
-    return {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
 
 
 # ---- parameters ------------------------------------------------------------------------------------------------
