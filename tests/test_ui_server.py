@@ -45,10 +45,12 @@ QUESTIONS = [
     ["params", "--preset", "deepseek-v3"],
     ["memory", "--preset", "llama3-8b", "--batch", "8", "--seq", "8k", "--train"],
     ["flops", "--preset", "qwen3-30b-a3b", "--seq", "2048", "--attention", "dense"],
+    ["params", "--preset", "gpt-oss-20b", "--bytes"],  # an output option that adds to the report
+    ["latency", "--preset", "llama3-8b", "--gpu", "h100-sxm", "--batch", "8", "--interval"],
 ]
 
 
-@pytest.mark.parametrize("argv", QUESTIONS, ids=lambda a: a[0])
+@pytest.mark.parametrize("argv", QUESTIONS, ids=lambda a: "-".join(w.lstrip("-") for w in a[:1] + a[-1:]))
 def test_answer_is_the_command_lines_json(client, argv):
     answer = ask(client, argv)
     cli = run_cli(*argv, "--format", "json")
@@ -177,6 +179,7 @@ def test_schema_offers_every_view_without_output_or_file_options(client):
     for v in views:
         flags = {o["flag"] for o in v["options"]}
         assert not flags & {"--format", "--units", "--plot", "--calibration", "--trace", "--emit"}, v["name"]
+        assert ("--bytes" in flags) == (v["name"] == "params"), v["name"]
         assert all(o["help"] for o in v["options"]), v["name"]  # a label for every control
     sweep = next(v for v in views if v["name"] == "sweep")
     assert {"--seq", "--batch", "--gpu"} <= {o["flag"] for o in sweep["options"]}

@@ -16,10 +16,12 @@ PAGE_COMMANDS = ("params", "kv", "memory", "flops", "latency", "fit", "compare",
 """The page's views, in its order: each the command of that name."""
 LISTS = ("presets", "gpus")
 """Commands the page asks for its pickers (the model and GPU presets)."""
-NOT_ON_PAGE_PANELS = ("Output",)
-"""Help panels whose options the page does not offer: the output format, units and files are the page's own."""
-NOT_ON_PAGE = ("--calibration", "--trace")
-"""Options that read a file of the user's: the page reads no file but a pasted model."""
+NOT_ON_PAGE = ("--format", "--units", "--bars", "--plot", "--plot-vs", "--force", "--emit", "--candidate",
+               "--calibration", "--trace")
+"""Options the page does not offer: how a table is printed (format, units, bars: the page draws its own), files
+written (plots, launch commands) and files of the user's read (a profile, a trace): the page writes no file and
+reads none but a pasted model. What an output option adds to the report (params --bytes, --interval, plan
+--timings) is offered."""
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
@@ -35,7 +37,7 @@ def page_options(command: str) -> list[dict[str, Any]]:
 
     out = []
     for p in command_group().commands[command].params:
-        if p.param_type_name != "option" or getattr(p, "rich_help_panel", None) in NOT_ON_PAGE_PANELS:
+        if p.param_type_name != "option":
             continue
         flag = next((o for o in p.opts if o.startswith("--")), None)
         if flag is None or flag in NOT_ON_PAGE:

@@ -57,7 +57,7 @@ function kindOf(path) {
 function sig(x, digits = 4) {
   if (x === 0) return "0";
   const a = Math.abs(x);
-  if (a >= 1e-3 && a < 1e6) return Number(x.toPrecision(digits)).toLocaleString("en-US", {maximumFractionDigits: 6});
+  if (a >= 1e-4 && a < 1e6) return Number(x.toPrecision(digits)).toLocaleString("en-US", {maximumFractionDigits: 8});
   return x.toExponential(digits - 1);
 }
 
@@ -73,7 +73,7 @@ function shown(key, v) {
   if (!isNum(v)) return {text: String(v)};
   const kind = kindOf(key);
   const n = Number(v);
-  const exact = Number.isInteger(n) || typeof v === "bigint" ? v.toLocaleString("en-US") : sig(n, 6);
+  const exact = Number.isInteger(n) || typeof v === "bigint" ? v.toLocaleString("en-US") : sig(n, 5);
   if (kind === "bytes") {
     return {text: exact, unit: Math.abs(n) < 1000 ? "B" : `B · ${scaled(n, 1000, ["B", "kB", "MB", "GB", "TB", "PB"])} · `
       + scaled(n, 1024, ["B", "KiB", "MiB", "GiB", "TiB", "PiB"])};
