@@ -459,12 +459,15 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
           embedding_in_split: bool = False, loss_in_split: bool = False, lora_rank: int | None = None,
           lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
-          attention: str = "causal", time_model: str | None = None, calibration=None, reserve: float = 0.10,
-          auto: bool = False, interval: bool = False):
+          attention: str = "causal", attention_impl: str = "cudnn", time_model: str | None = None, calibration=None,
+          reserve: float = 0.10, auto: bool = False, interval: bool = False):
     """Time (seconds), tokens/s and MFU of one training step of `batch` sequences of `seq` tokens on `gpu`
     (required) (`llmcalc train`): gpus alone spreads over data-parallel replicas (tp 1); a step that does not
-    fit is refused (auto: the largest micro-batch that fits). Returns a TrainReport."""
+    fit is refused (auto: the largest micro-batch that fits). `attention_impl`: the attention kernel whose
+    published figures time the core (presets/kernels/attention.yaml), or "profile" (the time model's own).
+    Returns a TrainReport."""
     from llmcalc.costs.training import training_step
+    from llmcalc.inputs.kernels import with_attention_kernel
     from llmcalc.workload import Layout
 
     if gpus and tp is None and dp == 1:  # training spreads the GPUs over dp replicas unless told

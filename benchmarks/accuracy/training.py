@@ -32,6 +32,7 @@ from llmcalc.costs.training import training_step
 from llmcalc.errors import UserError
 from llmcalc.inputs.files import PRESETS, read_yaml
 from llmcalc.inputs.gpus import load_gpu
+from llmcalc.inputs.kernels import DEFAULT_TRAINING_KERNEL, with_attention_kernel
 from llmcalc.inputs.presets import spec_from_data
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.workload import Layout, Workload
@@ -49,7 +50,9 @@ published, the source's FLOPs per step (llmcalc's `flops --train` under the sour
 NeMo count the attention core dense, and Megatron-LM 2021 counts the recomputed forward) over the published FLOP/s.
 MFU is the model FLOPs of that convention over step · GPUs · the peak at the compute dtype (fp8 rows: the fp8 peak,
 1,979 TFLOP/s on an H100 SXM; bf16: 989 on an H100, 312 on an A100). ratio = measured step / predicted step; the
-roofline is a lower bound on time and must give ratio ≥ 1.
+roofline is a lower bound on time and must give ratio ≥ 1. The calibrated time takes the attention kernel each
+source ran (`attention_impl`, as `train --attention-impl`: cuDNN, Transformer Engine's, unless the row names
+another; FlashAttention-2 for torchtitan and llm-foundry, each with its reason in the row's `assumed`).
 """
 """The section's opening paragraph (its line breaks are not kept)."""
 
@@ -183,7 +186,9 @@ def evaluate_row(row: dict) -> Result:
                                           attention_kernel="eager"))
         per_gpu = m.get("hardware_tflops_per_gpu") if conv["recompute"] else m.get("model_tflops_per_gpu")
         measured_s = counted.train_hardware_flops / (per_gpu * 1e12 * row["gpus"])
-    reports = {tm: training_step(spec, gpu, w, _time_model(tm, row["gpu"]), check_memory=False) for tm in TIME_MODELS}
+    kernel = row.get("attention_impl", DEFAULT_TRAINING_KERNEL)
+    reports = {tm: training_step(spec, gpu, w, with_attention_kernel(_time_model(tm, row["gpu"]), kernel, gpu),
+                                 check_memory=False) for tm in TIME_MODELS}
     return Result(row, measured_s, model_flops / (measured_s * row["gpus"] * peak),
                   {tm: r.step_s for tm, r in reports.items()}, {tm: r.mfu for tm, r in reports.items()}, peak)
 

@@ -10,9 +10,13 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
   1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/step.py: step_form; step_time.py: StepTime) on
      T = b·S/cp tokens, with the logits of every position as training computes them (FLOPs: flops.py's
      forward(all logits), ÷ tp). Each op takes max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
-  2. Backward, 2F: the gradients of the inputs and of the weights are one matmul each of the forward's shape
+  2. Backward, B: the gradients of the inputs and of the weights are one matmul each of the forward's shape
      (FWD_BWD = 3 in flops.py), and each reads the weights (or the saved activations) and writes a gradient of
-     the size the forward read: twice the forward's FLOPs and bytes, op by op, so twice its time.
+     the size the forward read: twice the forward's FLOPs and bytes, op by op, so twice its time. The attention
+     core's backward is its kernel's (flops.py's hardware passes: flash recomputes the scores, 2.5 × the
+     forward's FLOPs) at the kernel's backward throughput, `attention_backward` of its forward's (the time
+     model's; 0.87 for FlashAttention-2, cuDNN and FlashAttention-3 on an H100): 2.5 / 0.87 = 2.87 × the core's
+     forward time. B ≈ 2F where attention is a small share of the work.
   3. Recomputation, R: the forward work redone in the backward pass, as flops.py counts it: every layer but the
      embedding and the head (full), the attention core (selective); none adds nothing.
   4. Layer communication, C: Megatron's tensor parallelism all-reduces the activations twice per layer in the
@@ -210,7 +214,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     _check_layout(spec, w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
     groups, full = spec.layer_groups(), w.recompute == "full"
-    back = _lora_backward(spec, w) if w.lora else {}
+    back = _backward_passes(spec, w)
     ring_s, ring_bytes = _ring(spec, gpu, w, tm, b)
     costs = forward_costs(spec, w, b)
     dequantise = _dequantised(spec, gpu, w, st, costs) if w.lora else {}
@@ -228,7 +232,9 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         if key.collective:
             comm[op] += t
             continue
-        k = back.get(op, 0.0) if w.lora else 2.0  # backward passes: input and weight gradients (LoRA: fewer)
+        k = back.get(op, 2.0)  # backward passes: input and weight gradients (LoRA: fewer; the core: its kernel's)
+        if key.core:
+            k /= tm.attention_backward
         redo = full and op not in EDGES or w.recompute == "selective" and op == "attention/core"
         n = groups[key.group].count if key.group is not None else 1
         x = [0.0, 0.0, 0.0]  # the ring exchange beyond the core it hides under, per layer: forward, backward, redo
@@ -243,9 +249,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         into = layer[key.group] if key.group is not None else edge["last" if op in heads else "first"]
         for i, v in enumerate(parts):
             into[i] += v
-    if not w.lora:
-        bwd = 2 * fwd
-    else:  # the adapters: forward, backward of their inputs and weights (2×), redone with their layer (full)
+    if w.lora:  # the adapters: forward, backward of their inputs and weights (2×), redone with their layer (full)
         ta = _adapters_time(spec, w, st, tm, b)
         fwd, bwd, rec = fwd + ta, bwd + 2 * ta, rec + ta * full
     calls = 2 + full  # each forward collective again in the backward, and in the recomputed forward (full)
@@ -303,6 +307,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         stage_layers=layers, slowest_stage=slowest if stages is not None else None, batch=w.batch, seq=w.seq,
         micro_batch=b, micro_batches=m, compute_dtype=w.compute_dtype, attention=w.attention_core,
         recompute=w.recompute, optimizer=w.optimizer, zero=w.zero, lora_rank=w.lora_rank, time_model=tm.name,
+        attention_kernel=tm.attention_kernel,
         peak_flops=peak, step_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / L.gpus,
         model_flops=model_flops, hardware_flops=hardware_flops,
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
@@ -390,10 +395,12 @@ def _ring(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, micro_batch: in
     return seconds, moved
 
 
-def _lora_backward(spec: ModelSpec, w: Workload) -> dict[str, float]:
-    """op → its backward's work in forwards under LoRA: `flops`' LoRA train FLOPs of its components over their
-    forward FLOPs, less the forward (frozen matmuls 1: the input gradient only; the attention core 2)."""
-    counted = flops(spec, w.model_copy(update={"gen": 1, "logits": "all"}))
+def _backward_passes(spec: ModelSpec, w: Workload) -> dict[str, float]:
+    """op → its backward's work in forwards as it runs: `flops`' hardware train FLOPs of its components (nothing
+    recomputed) over their forward FLOPs, less the forward. 2 for a trained matmul (input and weight gradients),
+    1 for a frozen one under LoRA (the input gradient only), the attention core's kernel's (flash 2.5, eager 2)."""
+    counted = flops(spec, w.model_copy(update={"gen": 1, "logits": "all", "recompute": "none",
+                                               "recompute_layers": None}))
     heads = {"lm_head", *spec.stack.head_matmuls(spec.d_model)}
     forward: dict[str, int] = defaultdict(int)
     train: dict[str, int] = defaultdict(int)
@@ -402,7 +409,7 @@ def _lora_backward(spec: ModelSpec, w: Workload) -> dict[str, float]:
             continue
         op = row.component if row.component in heads or row.component.startswith("mtp/") else op_name(row.component)
         forward[op] += row.prefill
-        train[op] += row.train
+        train[op] += row.train_hardware
     return {op: train[op] / forward[op] - 1 for op in forward if forward[op]}
 
 
@@ -490,6 +497,16 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
                      "and host costs as in its profile (fitted to inference; `time_model`)")
     if spec.mtp_modules and w.mtp:
         notes.append("the MTP module is in the FLOPs but not in the time")
+    notes.append(_attention_note(tm))
     if w.compute_dtype in ("fp8", "int8", "fp4"):
         notes.append(f"mfu and hfu are shares of the {w.compute_dtype} peak; the attention core runs in bf16")
     return notes
+
+
+def _attention_note(tm: TimeModel) -> str:
+    """What the attention core's time rests on: a named kernel's figures, or the time model's own."""
+    shares = (f"forward at {tm.attention_efficiency or tm.matmul_efficiency('bf16'):.3g} of the bf16 peak, backward "
+              f"(2.5 × its FLOPs, flash) at {tm.attention_backward:.3g} of the forward's throughput")
+    if tm.attention_kernel:
+        return f"attention core: the {tm.attention_kernel} kernel, {shares} (presets/kernels/attention.yaml)"
+    return f"attention core: {shares} ({tm.sources.get('attention_kernel', f'time model {tm.name}')})"

@@ -9,7 +9,7 @@ together, as vendors quote them; one direction carries half. Latencies are in mi
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -50,6 +50,9 @@ class Link:
 class GPU(Frozen):
     name: str
     description: str
+    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cdna3"] | None = None
+    """The GPU's architecture (ampere, ada, hopper, blackwell, cdna3): which published kernel figures apply to it
+    (presets/kernels/attention.yaml); null: unknown, none apply."""
     device_names: tuple[str, ...] = ()
     """Words in the name the device reports (torch.cuda.get_device_name(): NVIDIA H100 80GB HBM3 → H100), by which a
     measurement on it finds this preset; the longest match over all presets wins (H100 PCIe over H100)."""

@@ -18,7 +18,8 @@ from pydantic import model_validator
 
 from llmcalc.model.base import Frozen
 
-SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "memory_efficiency", "comm_efficiency")
+SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "attention_backward", "memory_efficiency",
+          "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
@@ -67,6 +68,14 @@ class TimeModel(Frozen):
     """Share of the fp8 / int8 peak an fp8 or int8 matmul reaches; None: compute_efficiency."""
     attention_efficiency: float | None = None
     """Share of the peak at its dtype the attention core (flash attention) reaches; None: compute_efficiency."""
+    attention_backward: float = 0.87
+    """The attention kernel's backward throughput over its forward's, its FLOPs counted as the kernel runs them
+    (flash: 2.5 × the forward's). 0.87: FlashAttention-2, cuDNN and FlashAttention-3 all reach 0.87 of their
+    forward's TFLOP/s backward on an H100 (FlashAttention-3 paper, Figures 5 and 6; presets/kernels/attention.yaml).
+    The roofline takes 1: no kernel's shortfall."""
+    attention_kernel: str | None = None
+    """The named attention kernel (presets/kernels/attention.yaml) whose figures attention_efficiency and
+    attention_backward hold; None: the profile's own figures."""
     matmul_pad_rows: float = 0.0
     """Rows a weight matmul computes beyond its M tokens: tensor cores run whole tiles of 64–256 rows and a small
     M fills few of the GPU's SMs, so a matmul of M rows reaches M / (M + matmul_pad_rows) of its large-M
@@ -121,7 +130,8 @@ class TimeModel(Frozen):
                     or self.request_s)
 
 
-ROOFLINE = TimeModel(sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
+ROOFLINE = TimeModel(attention_backward=1.0,
+                     sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
                               "memory_efficiency": "~3.0 of 3.35 TB/s, device-to-device copy, measured on an H100 SXM",
                               "comm_efficiency": "NCCL bus bandwidth over NVLink, ~80% of the one-way link"})
 """The roofline: the physical bound at the stated efficiencies, with no fixed cost and perfect overlap."""

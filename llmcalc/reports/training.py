@@ -39,6 +39,9 @@ class TrainReport(Placement):
     optimizer: str
     zero: int
     time_model: str
+    attention_kernel: str | None = None
+    """The attention kernel whose published figures time the attention core (presets/kernels/attention.yaml:
+    cudnn, fa2, fa3); None: the time model's own figures."""
     peak_flops: float
     """The GPU's dense peak FLOP/s at the compute dtype: the denominator of mfu and hfu."""
     step_s: float
