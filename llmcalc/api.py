@@ -128,6 +128,10 @@ def engine(name=None):
     return load_engine(name)
 
 
+_engine = engine
+"""engine(), for the functions whose `engine` keyword (the name the CLI's --engine gives) hides it."""
+
+
 def time_model(device, kind: str | None = None, calibration=None, engine_name=None, serving: bool = False,
                **efficiencies: float | None):
     """The time model on `device` (inputs/time_models.py: load_time_model): under the serving engine named when
@@ -321,20 +325,30 @@ _time_model = time_model
 @_public
 def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = None, tp: int | None = None,
         pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
-        kv_dtype: str = "bf16", group_size: int = 128, reserve: float = 0.10, prefill_chunk: int = 8192,
-        engine: str | None = None, time_model: str | None = None, calibration=None, images: int = 0,
-        image_size: str | None = None):
+        kv_dtype: str = "bf16", group_size: int = 128, reserve: float | None = None,
+        prefill_chunk: int | None = None, engine: str | None = None, time_model: str | None = None, calibration=None,
+        images: int = 0, image_size: str | None = None):
     """Does it fit on `gpu` (required): weights, KV cache and workspace per GPU in bytes, the largest batch at
     `seq` and the longest context at `batch`; when it does not fit, the fewest GPUs that hold it (`llmcalc fit`).
-    reserve: share of GPU memory kept for the runtime. Returns a FitReport."""
+    reserve: share of GPU memory kept for the runtime (default 0.1); prefill_chunk: tokens of the prefill
+    chunk whose activations are held (default 8,192). With `engine` named, the KV budget is that serving engine's
+    pool instead, by its rules, reserve defaulting to 1 − its GPU memory utilisation and prefill_chunk to its max
+    batched tokens. Returns a FitReport."""
     from llmcalc.costs.fit import fit as check
 
+    device = load_gpu(gpu, "fit")
+    if reserve is not None and not 0 <= reserve < 1:
+        raise UserError(f"`reserve`: {reserve} is not in [0, 1); give a share such as 0.1")
+    pool = None
+    if engine is not None:
+        pool = _engine(engine).settings(device, gpu_memory_utilization=None if reserve is None else 1 - reserve,
+                                        max_batched_tokens=prefill_chunk)
+        reserve, prefill_chunk = pool.reserve, pool.max_batched_tokens
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
                  _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size,
-                 reserve=reserve, prefill_chunk=prefill_chunk)
-    device = load_gpu(gpu, "fit")
+                 reserve=0.10 if reserve is None else reserve, prefill_chunk=prefill_chunk or 8192)
     tm = _time_model(device, time_model, calibration, engine, serving=True)
-    return check(load_model(model), device, w, tm)
+    return check(load_model(model), device, w, tm, pool)
 
 
 @_public
@@ -488,7 +502,7 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
                  recompute=recompute, optimizer=optimizer, zero=zero, attention_core=attention, logits="all",
                  reserve=reserve, **qlora_format)
     device = load_gpu(gpu, "train")
-    tm = _time_model(device, time_model, calibration)
+    tm = with_attention_kernel(_time_model(device, time_model, calibration), attention_impl, device)
     report = training_step(load_model(model), device, w, tm, auto=auto)
     return with_ranges(report, "train_ranges") if interval else report
 

@@ -118,6 +118,30 @@ def test_kv_pool_of_free_memory_is_the_share_of_what_weights_and_activations_lea
     assert trt["kv_log"].endswith(f"({trt['kv_tokens']})") and trt["block_size"] == 32
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_fit_with_an_engine_sizes_its_pool_as_serve_does(cli_json, cli, engine):
+    """`fit --engine` takes the engine's pool: the tokens and log line `serve` prints, and a KV budget that is
+    `fit`'s plain figures at the engine's rule (vLLM: 0.92 of the memory less weights and an 8,192-token chunk's
+    activations on an H100; SGLang: its share less the weights alone; TensorRT-LLM: 0.9 of what weights and the
+    chunk leave). Without --engine, fit keeps its plain reserve 0.1."""
+    base = ("-p", "llama3-8b", "--gpu", "h100-sxm")
+    fit = cli_json("fit", *base, "--engine", engine)
+    served = cli_json("serve", *base, "--rate", "10", "--requests", "20", "--engine", engine)
+    assert (fit["engine"], fit["kv_pool_tokens"], fit["kv_log"]) == (engine, served["kv_tokens"], served["kv_log"])
+    assert fit["kv_budget_bytes"] // served["kv_bytes_per_block"] == served["kv_blocks"]
+    plain = cli_json("fit", *base, "--reserve", "0", "--prefill-chunk", str(served["max_batched_tokens"]))
+    held = plain["weights_bytes"] + plain["activation_bytes"]
+    share = served["gpu_memory_utilization"]
+    expected = {"vllm": int(H100.memory_bytes * share) - held,
+                "sglang": int(H100.memory_bytes * share) - plain["weights_bytes"],
+                "trtllm": int((H100.memory_bytes - held) * share)}[engine]
+    assert fit["kv_budget_bytes"] == expected
+    text = " ".join(cli("fit", *base, "--engine", engine).stdout.split())
+    assert f"KV cache: {served['kv_tokens']:,} tokens per engine ({engine}); its log says “{served['kv_log']}”" in text
+    default = cli_json("fit", *base)
+    assert default["engine"] is None and default["reserve"] == 0.1 and default["kv_pool_tokens"] is None
+
+
 def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
     base = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--requests", "5")
     r = cli(*base, "--engine", "vlm")

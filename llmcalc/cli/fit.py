@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
@@ -11,8 +11,8 @@ from llmcalc.cli.options import (
     GPUOpt,
     GroupOpt,
     KVDtypeOpt,
-    ReserveOpt,
     _count_opt,
+    _opt,
 )
 
 
@@ -30,9 +30,12 @@ def fit(
     weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
     group_size: GroupOpt = 128,
-    reserve: ReserveOpt = 0.10,
-    prefill_chunk: Annotated[int, _count_opt("--prefill-chunk", help="Tokens per prefill chunk (sizes the "
-                                             "workspace).", panel=ADVANCED)] = 8192,
+    reserve: Annotated[Optional[float], _opt(
+        "--reserve", help="Share of GPU memory kept for the runtime (default: 0.1; with --engine, 1 − its GPU "
+        "memory utilization).", panel=ADVANCED, metavar="SHARE")] = None,
+    prefill_chunk: Annotated[Optional[int], _count_opt(
+        "--prefill-chunk", help="Tokens per prefill chunk, sizing the workspace (default: 8192; with --engine, "
+        "its max batched tokens).", panel=ADVANCED)] = None,
     timing: groups.EngineTime,
     image: groups.Images,
     out: groups.Output,

@@ -8,11 +8,14 @@ max_num_batched_tokens does).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from llmcalc.costs.memory import inference_activations
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.shard import weights_per_gpu as layer_weights_per_gpu
 from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
+from llmcalc.model.engine import Settings
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.units import ceil_div
@@ -100,15 +103,42 @@ def require_weights_fit(spec: ModelSpec, gpu: GPU, w: Workload) -> int:
     return weights
 
 
+class EnginePool(NamedTuple):
+    """A serving engine's KV pool on one GPU of a layout (engine_pool)."""
+
+    workload: Workload
+    """The workload with the engine's reserve (1 − gpu_memory_utilization) and prefill chunk (max_batched_tokens)."""
+    free: int
+    """Bytes per GPU left for the KV cache once weights (and the workspace it profiles) are held; may be ≤ 0."""
+    budget: int
+    """Bytes of it each virtual engine of a pipeline holds: free // pp."""
+    block_bytes: int
+    """Bytes one KV block (block_size tokens of one sequence) takes on one GPU."""
+    tokens: int
+    """Tokens the pool holds per engine, as the engine logs it: ⌊budget / block_bytes⌋ · block_size."""
+
+
+def engine_pool(spec: ModelSpec, gpu: GPU, w: Workload, engine: Settings, check: bool = True) -> EnginePool:
+    """The KV pool `engine` sizes on `gpu` for the workload's layout, by its own rules (serving_kv_budget: its
+    memory utilisation of the total or of the free memory, with or without the activation workspace of one
+    max_batched_tokens chunk), in whole blocks. Refuses weights that do not fit (`check` False: a pool ≤ 0)."""
+    w = w.model_copy(update={"reserve": engine.reserve, "prefill_chunk": engine.max_batched_tokens})
+    e = engine.engine
+    free, budget = serving_kv_budget(spec, gpu, w, e.memory_of == "free", e.profiles_activations, check)
+    block = kv_per_gpu(spec, 1, engine.block_size, w)
+    return EnginePool(w, free, budget, block, budget // block * engine.block_size if block and budget > 0 else 0)
+
+
 def serving_kv_budget(spec: ModelSpec, gpu: GPU, w: Workload, of_free: bool = False,
-                      workspace: bool = True) -> tuple[int, int]:
+                      workspace: bool = True, check: bool = True) -> tuple[int, int]:
     """(free, budget): the bytes per GPU a serving engine leaves for its KV cache once its weights and activation
     workspace are held, and the share of it each virtual engine of a pipeline holds (free // pp). The engine takes
     1 − reserve of the GPU's memory, weights inside it (usable_bytes), or with `of_free` 1 − reserve of what the
     weights and the workspace leave (TensorRT-LLM's free_gpu_memory_fraction); without `workspace` its reserve
     already holds the activations (SGLang's mem_fraction_static). Refuses weights that do not fit
-    (require_weights_fit); free may be ≤ 0 when the workspace does not."""
-    held = require_weights_fit(spec, gpu, w) + (activation_workspace(spec, w) if workspace else 0)
+    (require_weights_fit; `check` False: free ≤ 0 instead); free may be ≤ 0 when the workspace does not fit."""
+    weights = require_weights_fit(spec, gpu, w) if check else weights_per_gpu(spec, w)
+    held = weights + (activation_workspace(spec, w) if workspace else 0)
     if of_free:
         free = int((gpu.memory_bytes - held) * (1 - w.reserve))
     else:

@@ -2,7 +2,11 @@
 there. See docs/roofline.md#fit.
 
 Per GPU (llmcalc/costs/capacity.py): usable = capacity · (1 − reserve); budget for the KV cache = usable −
-weights − the activation workspace of one prefill chunk. max_batch = dp · ⌊budget / KV(1 sequence of S)⌋;
+weights − the activation workspace of one prefill chunk. Under a serving engine (capacity.engine_pool) the
+budget is the engine's pool, sized by its own rules: reserve = 1 − its gpu_memory_utilization, the workspace of
+a max_batched_tokens chunk where it profiles one (none where its reserve already holds the activations), and its
+share taken of the total memory or of what weights and workspace leave; usable = weights + workspace + budget.
+max_batch = dp · ⌊budget / KV(1 sequence of S)⌋;
 max_seq: the largest S with KV(batch/dp sequences of S) ≤ budget, found by bisection (KV is non-decreasing
 in S). Time (llmcalc/costs/latency.py, under the time model): the workload's first token and decode step
 where it fits, and the decode throughput max_batch / tpot(max_batch) at S, the most this layout serves.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 from llmcalc.costs.capacity import (
     activation_workspace,
+    engine_pool,
     holds,
     layout_hint,
     smallest_layout,
@@ -21,6 +26,7 @@ from llmcalc.costs.capacity import (
 from llmcalc.costs.latency import latency
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.weights import formats_label
+from llmcalc.model.engine import Settings
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import ROOFLINE, TimeModel
@@ -34,17 +40,22 @@ SEQ_LIMIT = 2**40
 """Bisection ceiling for max_seq; a cache still under budget here never fills (sliding windows)."""
 
 
-def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> FitReport:
+def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE, engine: Settings | None = None) -> FitReport:
     """Whether the workload's `batch` × `seq` fits on its layout, the largest batch and longest context that
     do, and when it does not fit, the smallest layout that holds it (a workload that does not fit is a
-    result); the time of the workload where it fits and the decode throughput at max_batch, under `tm`."""
+    result); the time of the workload where it fits and the decode throughput at max_batch, under `tm`.
+    With `engine`, the KV budget is that engine's pool (capacity.engine_pool), its reserve and prefill chunk."""
     spec = w.sized(spec)  # cross-attention layers read the workload's images (Workload.sized)
     L, batch, seq = w.layout, w.batch, w.seq
     w.check(spec)
     spec.stack.check_decoding("model")
+    pool = None
+    if engine is not None:
+        pool = engine_pool(spec, gpu, w, engine, check=False)
+        w = pool.workload
     weights = weights_per_gpu(spec, w)
-    usable = usable_bytes(gpu, w.reserve)
-    act = activation_workspace(spec, w)
+    act = activation_workspace(spec, w) if engine is None or engine.engine.profiles_activations else 0
+    usable = usable_bytes(gpu, w.reserve) if pool is None else weights + act + pool.free
     budget = max(0, usable - weights - act)
     per_seq = kv_per_gpu(spec, 1, seq, w)
     max_rep = budget // per_seq
@@ -70,6 +81,14 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
     at_max = latency(spec, gpu, w.model_copy(update={"batch": max_rep * L.dp, "gen": 2}), tm) if max_rep else None
     notes.append(f"time under the {tm.name} time model (`llmcalc latency`): ttft is the prefill of `batch` × `seq`, "
                  "tpot one decode step at context `seq`; max_batch_tokens_per_s = max_batch / its tpot")
+    if engine is not None:
+        e = engine.engine
+        notes.append(f"KV budget as {e.label} {e.version} sizes its pool: {engine.gpu_memory_utilization:g} of the "
+                     f"GPU's {'free memory (after weights and workspace)' if e.memory_of == 'free' else 'memory'}, "
+                     + ("less the weights and the activation workspace of one "
+                        f"{engine.max_batched_tokens:,}-token chunk" if e.profiles_activations else
+                        "less the weights (its reserve holds the activations)")
+                     + f"; {engine.block_size}-token blocks (`reserve`, `prefill_chunk` and `engine` change it)")
     return FitReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep,
         weights_dtype=formats_label(spec, w.formats(spec)), kv_dtype=w.kv_dtype, batch=batch, seq=seq,
@@ -79,6 +98,8 @@ def fit(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) -> Fit
         max_seq_limited_by="memory" if seq_memory is not None and seq_memory < spec.max_seq_len else "max_seq_len",
         smallest_fit=None if smallest is None else FitLayout(gpus=smallest.gpus, tp=smallest.tp, pp=smallest.pp,
                                                              dp=smallest.dp, ep=smallest.ep),
+        engine=engine and engine.engine.name, kv_pool_tokens=pool and pool.tokens,
+        kv_log=pool and engine.kv_log(pool.tokens),
         time_model=tm.name, ttft_s=timed and timed.ttft_s, tpot_s=timed and timed.tpot_s,
         decode_tokens_per_s=timed and timed.decode_tokens_per_s,
         max_batch_tokens_per_s=at_max and at_max.decode_tokens_per_s, formula=FORMULA, notes=notes,

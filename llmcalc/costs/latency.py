@@ -179,7 +179,7 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
     if tm.request_s:
         notes.append(f"ttft includes the host's {tm.request_s * 1e3:.3g} ms per request (request_s: parsing, chat "
                      "template, tokenising) before the prefill")
-    else:
+    elif not tm.fixed_costs:
         notes.append("not modelled: kernel launch and scheduling overheads, collective latency, compute/communication "
                      "overlap")
     if not fits:

@@ -163,6 +163,12 @@ class Settings(Frozen):
         i = bisect_left(self.graphs, batch)
         return self.graphs[i] if i < len(self.graphs) and self.engine.graph_padding else batch
 
+    @property
+    def reserve(self) -> float:
+        """The share of GPU memory the engine leaves out of its pool: 1 − gpu_memory_utilization (to 12 places,
+        so 0.92 leaves 0.08, not its binary neighbour)."""
+        return round(1 - self.gpu_memory_utilization, 12)
+
     def kv_log(self, tokens: int) -> str:
         """The log line the engine prints for a KV pool of `tokens` tokens."""
         return self.engine.kv_log.format(tokens=tokens)

@@ -273,7 +273,9 @@ def latency_table(r, units: str) -> list:
 @renders("FitReport")
 def fit_table(r, units: str) -> list:
     verdict = "[bold green]fits[/bold green]" if r.fits else "[bold red]does not fit[/bold red]"
-    cells = [(f"usable ({r.capacity_bytes / 2**30:g} GiB × (1 − {r.reserve}))", r.usable_bytes),
+    usable = (f"usable by {r.engine} (weights, workspace, KV pool)" if r.engine else
+              f"usable ({r.capacity_bytes / 2**30:g} GiB × (1 − {r.reserve}))")
+    cells = [(usable, r.usable_bytes),
              (f"weights ({r.weights_dtype})", r.weights_bytes),
              ("activation workspace (one prefill chunk)", r.activation_bytes),
              ("KV budget (usable − the two above)", r.kv_budget_bytes),
@@ -289,6 +291,9 @@ def fit_table(r, units: str) -> list:
         + (f"; memory alone allows {r.max_seq_memory:,})" if r.max_seq_memory and r.max_seq_memory != r.max_seq
            else ")"),
     ]
+    if r.kv_pool_tokens is not None:
+        out.append(f"KV cache: {r.kv_pool_tokens:,} tokens per engine ({esc(r.engine)}); its log says "
+                   f"“{esc(r.kv_log)}”")
     if r.smallest_fit:
         s = r.smallest_fit
         out.append(f"fewest GPUs that hold it: [bold]{s.gpus}[/bold] (tp {s.tp}, pp {s.pp}, dp {s.dp}, ep {s.ep})")

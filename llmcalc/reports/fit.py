@@ -45,6 +45,13 @@ class FitReport(Placement):
     max_seq: int
     max_seq_memory: int | None
     max_seq_limited_by: str
+    engine: str | None = None
+    """The serving engine whose KV pool the budget is (its reserve, workspace and memory rule); None: the plain
+    rule usable − weights − workspace at `reserve`."""
+    kv_pool_tokens: int | None = None
+    """Tokens the engine's KV pool holds (per engine of a pipeline), in whole blocks, as the engine logs it."""
+    kv_log: str | None = None
+    """The engine's log line for that pool (vLLM: "GPU KV cache size: N tokens"), to check against your own."""
     smallest_fit: FitLayout | None = None
     """When it does not fit: the fewest GPUs of this kind that hold the workload (dp and ep kept), None
     when it fits or no layout of up to 4,096 GPUs does."""

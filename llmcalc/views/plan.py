@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from llmcalc.costs.capacity import serving_kv_budget
+from llmcalc.costs.capacity import engine_pool
 from llmcalc.costs.engine_step import EngineStep, decode_ceiling, prefill_ceiling
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
@@ -156,19 +156,15 @@ class _Engines:
         """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
         key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.ep > L.tp else 0, dtype)
         if key not in self.cache:
-            s = self.settings(gpu)
-            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
-                         reserve=1 - s.gpu_memory_utilization, prefill_chunk=s.max_batched_tokens)
+            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L)
             try:
-                free, budget = serving_kv_budget(self.spec, gpu, w, self.engine.memory_of == "free",
-                                                 self.engine.profiles_activations)
+                pool = engine_pool(self.spec, gpu, w, self.settings(gpu))
             except UserError:
                 self.cache[key] = None
             else:
-                block = kv_per_gpu(self.spec, 1, s.block_size, w)
-                tokens = budget // block * s.block_size if block else 0
-                self.cache[key] = (Pool(EngineStep(self.spec, gpu, w, self.tms[gpu.name]), budget, w, tokens)
-                                   if free > 0 else None)
+                w = pool.workload
+                self.cache[key] = (Pool(EngineStep(self.spec, gpu, w, self.tms[gpu.name]), pool.budget, w, pool.tokens)
+                                   if pool.free > 0 else None)
         return self.cache[key]
 
 

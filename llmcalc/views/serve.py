@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmcalc.costs.capacity import serving_kv_budget
+from llmcalc.costs.capacity import engine_pool
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.errors import UserError
@@ -392,12 +392,9 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         raise UserError(f"`prefix_hit`: {prefix_hit:g} is not in [0, 1); give a share such as 0.5")
     spec.stack.check_decoding("model")
     L = w.layout
-    w = w.model_copy(update={"reserve": 1 - engine.gpu_memory_utilization, "prefill_chunk": engine.max_batched_tokens})
     L.check(spec, L.dp)
-    free, budget = serving_kv_budget(spec, gpu, w, engine.engine.memory_of == "free",  # a pipeline's engines split it
-                                     engine.engine.profiles_activations)
+    w, free, budget, block, _ = engine_pool(spec, gpu, w, engine)  # a pipeline's engines split the GPU's pool
     engines = L.dp * L.pp
-    block = kv_per_gpu(spec, 1, engine.block_size, w)
     if budget < block:
         raise UserError(f"`gpu_memory_utilization`: {engine.gpu_memory_utilization:g} leaves "
                         f"{max(free, 0) / 1e9:.2f} GB per GPU for the KV cache after weights and workspace, less "
