@@ -339,6 +339,8 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
     device = load_gpu(gpu, "fit")
     if reserve is not None and not 0 <= reserve < 1:
         raise UserError(f"`reserve`: {reserve} is not in [0, 1); give a share such as 0.1")
+    if prefill_chunk is not None and prefill_chunk < 1:
+        raise UserError(f"`prefill_chunk`: {prefill_chunk} tokens; give at least 1 (8192 is vLLM's step on an H100)")
     pool = None
     if engine is not None:
         pool = _engine(engine).settings(device, gpu_memory_utilization=None if reserve is None else 1 - reserve,

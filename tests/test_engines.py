@@ -142,6 +142,14 @@ def test_fit_with_an_engine_sizes_its_pool_as_serve_does(cli_json, cli, engine):
     assert default["engine"] is None and default["reserve"] == 0.1 and default["kv_pool_tokens"] is None
 
 
+def test_fit_refuses_a_bad_pool_in_its_own_flags(cli):
+    base = ("fit", "-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", "sglang")
+    for flag, value in (("--prefill-chunk", "0"), ("--reserve", "1"), ("--reserve", "nan")):
+        r = cli(*base, flag, value)
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {flag}:") and len(r.stderr.splitlines()) == 1, (
+            flag, value, r.stderr)
+
+
 def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
     base = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--requests", "5")
     r = cli(*base, "--engine", "vlm")
