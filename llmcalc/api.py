@@ -260,8 +260,8 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
            lora_targets: str | None = None, qlora: bool = False, dp: int = 1, tp: int = 1, pp: int = 1,
            ep: int = 1, cp: int = 1, sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
            last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
-           dropout: bool = False, grad_dtype: str | None = None, prefill_chunk: int | None = None,
-           images: int = 0, image_size: str | None = None):
+           pp_layout: str | None = None, dropout: bool = False, grad_dtype: str | None = None,
+           prefill_chunk: int | None = None, images: int = 0, image_size: str | None = None):
     """Memory per GPU, in bytes: weights, KV cache, activations and, with train=True, gradients and optimizer
     states (`llmcalc memory`). batch: sequences (training: the global batch); tp, pp, dp, ep, cp, sp, vpp: the
     training layout; prefill_chunk: inference activations of chunks of that many tokens. Returns a
@@ -280,7 +280,8 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
         weights_format = QLORA_FORMATS
     parallel = {"layout": Layout(dp=dp, tp=tp, pp=pp, ep=ep, cp=cp, sp=sp, vpp=vpp,
                                  first_stage_layers=first_stage_layers, last_stage_layers=last_stage_layers,
-                                 embedding_in_split=embedding_in_split, loss_in_split=loss_in_split)}
+                                 embedding_in_split=embedding_in_split, loss_in_split=loss_in_split,
+                                 pp_layout=pp_layout)}
     w = workload({"batch": batch, "seq": seq}, _weights(weights_dtype, weights_format), parallel,
                  lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq,
                  kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer, recompute=recompute,
@@ -472,7 +473,8 @@ def moe(model, *, batch: int = 1, seq: int = 4096, capacity_factor: float | None
 def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: int | None = None,
           gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, cp: int = 1,
           vpp: int = 1, first_stage_layers: int | None = None, last_stage_layers: int | None = None,
-          embedding_in_split: bool = False, loss_in_split: bool = False, lora_rank: int | None = None,
+          embedding_in_split: bool = False, loss_in_split: bool = False, pp_layout: str | None = None,
+          lora_rank: int | None = None,
           lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
           attention: str = "causal", attention_impl: str = "cudnn", time_model: str | None = None, calibration=None,
@@ -498,7 +500,7 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
         qlora_format = {"weights_format": WeightFormats.parse(QLORA_FORMATS)}
     parallel = {"layout": Layout.of(gpus, tp, pp, dp, ep, cp, vpp=vpp, first_stage_layers=first_stage_layers,
                                     last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
-                                    loss_in_split=loss_in_split)}
+                                    loss_in_split=loss_in_split, pp_layout=pp_layout)}
     w = workload({"batch": batch, "seq": seq}, parallel, lora(lora_rank, lora_targets), train=True,
                  micro_batch=micro_batch, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
                  recompute=recompute, optimizer=optimizer, zero=zero, attention_core=attention, logits="all",

@@ -13,6 +13,7 @@ from pydantic import Field, model_validator
 from llmcalc.errors import UserError
 from llmcalc.model.base import MAX_GROUP, MAX_SIZE, Deferred, Frozen
 from llmcalc.model.lora import TARGETS
+from llmcalc.model.pipeline_layout import Chunks, parse_layout
 from llmcalc.model.spec import ModelSpec
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ class Layout(Frozen):
     loss_in_split: bool = False
     """Training: the head and loss count as one layer, so the last chunk holds one layer fewer (Megatron's
     account_for_loss_in_pipeline_split)."""
+    pp_layout: str | None = None
+    """Training: every model chunk's layers as Megatron's pipeline layout string (pipeline_model_parallel_layout,
+    llmcalc/model/pipeline_layout.py), e.g. "Et|(tt|)*30mL"; pp · vpp chunks, chunk i on stage i mod pp."""
 
     @model_validator(mode="after")
     def _sizes(self) -> "Layout":
@@ -98,6 +102,18 @@ class Layout(Frozen):
         if (self.embedding_in_split or self.loss_in_split) and self.stages_given:
             raise UserError("`embedding_in_split`: give the first and last stages' layers or count the embedding "
                             "and loss as layers, not both (Megatron refuses them together)")
+        if self.pp_layout is not None:
+            if self.pp == 1:
+                raise UserError("`pp_layout`: one pipeline stage holds every layer; give `pp` > 1 or drop `pp_layout`")
+            other = next((k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split",
+                                      "loss_in_split") if getattr(self, k) not in (None, False)), None)
+            if other:
+                raise UserError(f"`pp_layout`: the layout places every layer; drop `{other}` (Megatron refuses them "
+                                "together)")
+            chunks = len(self.layout_chunks.layers)
+            if chunks != self.pp * self.vpp:
+                raise UserError(f"`pp_layout`: {chunks} model chunks, but pp {self.pp} × vpp {self.vpp} = "
+                                f"{self.pp * self.vpp}; give pp · vpp chunks, or the pp and vpp they fit")
         if self.sp and self.tp == 1:
             raise UserError("`sp`: sequence parallelism splits activations over the tensor-parallel GPUs; "
                             "give `tp` > 1 or drop `sp`")
@@ -128,7 +144,13 @@ class Layout(Frozen):
     def balanced(self) -> bool:
         """Whether the stages are the default even split of layers the time takes as equal: no stage's layers
         given and no edge counted as a layer (the layers are checked to divide by pp where this is read)."""
-        return not self.stages_given and not self.embedding_in_split and not self.loss_in_split
+        return (not self.stages_given and not self.embedding_in_split and not self.loss_in_split
+                and self.pp_layout is None)
+
+    @property
+    def layout_chunks(self) -> Chunks:
+        """The model chunks `pp_layout` gives (pipeline_layout.parse_layout)."""
+        return parse_layout(self.pp_layout)
 
     def stage_layers(self, n_layers: int) -> list[int]:
         """Layers of each pipeline stage, first to last. Given first and/or last stages (Megatron's
@@ -138,7 +160,7 @@ class Layout(Frozen):
         pp, first, last = self.pp, self.first_stage_layers, self.last_stage_layers
         if pp == 1:
             return [n_layers]
-        if self.embedding_in_split or self.loss_in_split:
+        if self.embedding_in_split or self.loss_in_split or self.pp_layout is not None:
             return [sum(b - a for a, b in chunks) for chunks in self.stage_chunks(n_layers)]
         if first is None and last is None:
             base, extra = divmod(n_layers, pp)
@@ -167,7 +189,13 @@ class Layout(Frozen):
         last l fewer (a chunk of one may hold the embedding alone); given stages split into vpp equal chunks
         each."""
         pp, v, e, ls = self.pp, self.vpp, int(self.embedding_in_split), int(self.loss_in_split)
-        if e or ls:
+        if self.pp_layout is not None:
+            layers = self.layout_chunks.layers
+            if sum(layers) != n_layers:
+                raise UserError(f"`pp_layout`: its {sum(layers)} layers (t) are not the model's {n_layers}; give "
+                                f"{n_layers}")
+            sizes = {(j, r): layers[j * pp + r] for j in range(v) for r in range(pp)}
+        elif e or ls:
             total = n_layers + e + ls
             if total % (pp * v):
                 name = "embedding_in_split" if e else "loss_in_split"
@@ -199,7 +227,9 @@ class Layout(Frozen):
         if self.pp == 1 or len(set(layers)) == 1 and self.balanced:
             return None
         split = "+".join(map(str, layers))
-        if self.embedding_in_split or self.loss_in_split:
+        if self.pp_layout is not None:
+            why = f"`pp_layout` {self.pp_layout}, {self.pp * self.vpp} model chunks"
+        elif self.embedding_in_split or self.loss_in_split:
             edges = " and ".join(k for k, on in (("the embedding", self.embedding_in_split),
                                                  ("the loss", self.loss_in_split)) if on)
             why = f"{edges} counted as a layer each, {self.pp * self.vpp} model chunks"
@@ -236,14 +266,15 @@ class Layout(Frozen):
             if width and width % tp:
                 raise UserError(f"`tp`: {tp} does not divide the FFN width {width}; use a divisor of it")
         if not uneven and not self.balanced:
-            name = next(k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
-                        if getattr(self, k) not in (None, False))
+            name = next(k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split",
+                                    "pp_layout") if getattr(self, k) not in (None, False))
             raise UserError(f"`{name}`: uneven pipeline stages are modelled in training only; drop `{name}`")
         if uneven and (self.vpp == 1 or not self.balanced):
             self.stage_chunks(spec.n_layers)  # its own refusals
         elif spec.n_layers % self.pp:
             what = ("; a training step splits them unevenly (`vpp` 1), or count the embedding and loss as layers "
-                    "(`embedding_in_split`, `loss_in_split`)") if uneven else ""
+                    "(`embedding_in_split`, `loss_in_split`), or place every chunk's layers (`pp_layout`)"
+                    ) if uneven else ""
             raise UserError(f"`pp`: {self.pp} does not divide the {spec.n_layers} layers; use a divisor of "
                             f"{spec.n_layers}{what}")
         if self.vpp > 1 and self.balanced and spec.n_layers % (self.pp * self.vpp):

@@ -8,6 +8,7 @@ before uneven stages existed."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -22,6 +23,7 @@ from llmcalc.inputs.time_models import load_time_model
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import ROOFLINE
 from llmcalc.workload import Layout, Workload
+from llmcalc.model.pipeline_layout import parse_layout
 from tests.conftest import run_cli
 
 
@@ -220,6 +222,77 @@ def test_train_cli_counts_the_edges_as_layers_and_times_each_stage():
                       "--embedding-in-split", "--loss-in-split", "--batch", "16", "--micro-batch", "1")
     assert refused.returncode == 2 and "--embedding-in-split" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+# ---- Megatron's pipeline layout string ------------------------------------------------------------------------
+
+H100_DEEPSEEK = "Et|(tt|)*30mL"
+"""Megatron-Bridge's DeepSeek-V3 layout on 1,024 H100s (pp 8, vpp 4): the embedding and one layer, 30 chunks of
+two, the MTP layer and the loss."""
+
+
+def test_layout_strings_expand_as_written():
+    """The repeat grammar gives the chunks the string spelled out gives."""
+    assert parse_layout(H100_DEEPSEEK) == parse_layout("Et|" + "tt|" * 30 + "mL")
+    assert parse_layout(H100_DEEPSEEK).layers == (1,) + (2,) * 30 + (0,) and parse_layout(H100_DEEPSEEK).mtp == 1
+    assert parse_layout("Et*4|(t*4|)*14tmL").layers == (4,) * 15 + (1,)
+    assert parse_layout(" E t | t L ").layers == (1, 1)
+
+
+def test_layout_chunks_go_round_the_stages():
+    """Chunk i runs on stage i mod pp (Megatron's interleaved order): over pp 8, stage 0 holds chunks 0, 8, 16, 24
+    (1 + 2 + 2 + 2 layers), stage 7 chunks 7, 15, 23, 31 (2 + 2 + 2 + 0); chunk k ≥ 1 holds layers 2k − 1, 2k."""
+    layout = Layout(pp=8, vpp=4, pp_layout=H100_DEEPSEEK)
+    assert layout.stage_layers(61) == [7] + [8] * 6 + [6]
+    assert layout.stage_chunks(61)[0] == [(0, 1), (15, 17), (31, 33), (47, 49)]
+    assert layout.stage_chunks(61)[7] == [(13, 15), (29, 31), (45, 47), (61, 61)]
+    assert not layout.balanced and "Et|(tt|)*30mL, 32 model chunks" in layout.split_note(61)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("Et|tt", "loss L must close"), ("tE|tL", "embedding E must open"), ("Et|(tt|*3L", "never closed"),
+    ("Et)L", "unmatched"), ("Et|(t*0)L", "at least 1"), ("Ex|tL", "not a symbol"), ("Et*|tL", "repeat count"),
+    ("E(t*999999)*999999L", "more than 65,536"), ("E" + "(" * 12 + "t" + ")" * 12 + "L", "nested"),
+    ("E" + "t" * 1001 + "L", "characters"), ("", "give the chunks")])
+def test_bad_layout_strings_name_the_field(text, match):
+    with pytest.raises(UserError, match=f"`pp_layout`: .*{re.escape(match)}"):
+        parse_layout(text)
+
+
+def test_a_layout_must_fit_the_layout_and_the_model():
+    with pytest.raises(UserError, match="32 model chunks, but pp 8 × vpp 2 = 16"):
+        Layout(pp=8, vpp=2, pp_layout=H100_DEEPSEEK)
+    with pytest.raises(UserError, match="its 61 layers .t. are not the model's 60"):
+        Layout(pp=8, vpp=4, pp_layout=H100_DEEPSEEK).stage_chunks(60)
+    with pytest.raises(UserError, match="drop `first_stage_layers`"):
+        Layout(pp=8, vpp=4, pp_layout=H100_DEEPSEEK, first_stage_layers=7)
+    with pytest.raises(UserError, match="`pp` > 1"):
+        Layout(pp_layout="EtL")
+    spec = load_preset("deepseek-v3")
+    with pytest.raises(UserError, match="training only"):
+        Layout(tp=8, pp=8, vpp=4, pp_layout=H100_DEEPSEEK).check(spec, 1)
+
+
+def test_train_cli_takes_a_layout_string():
+    """DeepSeek-V3 as Megatron-Bridge trains it on 1,024 H100s: accepted with the layout, its stages those above,
+    the memory `memory --train` counts for the same split; without the layout the 61 layers are refused under vpp;
+    a bad layout is one line, exit 2."""
+    args = ("-p", "deepseek-v3", "--gpu", "h100-sxm", "--tp", "2", "--pp", "8", "--dp", "64", "--ep", "64", "--vpp",
+            "4", "--batch", "8192", "--micro-batch", "1", "--recompute", "full")
+    r = run_cli("train", *args, "--pp-layout", H100_DEEPSEEK, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["stage_layers"] == [7] + [8] * 6 + [6]
+    mem = run_cli("memory", "-p", "deepseek-v3", "--train", "--tp", "2", "--pp", "8", "--dp", "64", "--ep", "64",
+                  "--vpp", "4", "--pp-layout", H100_DEEPSEEK, "--batch", "8192", "--micro-batch", "1", "--recompute",
+                  "full", "--format", "json")
+    assert mem.returncode == 0, mem.stderr
+    assert any(f"{json.loads(mem.stdout)['total_bytes'] / 1e9:.1f} GB" in n for n in report["notes"])
+    plain = run_cli("train", *args)
+    assert plain.returncode == 2 and "--pp-layout" in plain.stderr
+    bad = run_cli("train", *args, "--pp-layout", "Et|(tt|)*31mL")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --pp-layout: 33 model chunks, but pp 8 × vpp 4 = 32; give pp · vpp chunks, or the pp and vpp they fit"]
 
 
 def test_fp4_training_runs_at_the_fp4_peak_where_the_gpu_has_one():

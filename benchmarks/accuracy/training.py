@@ -12,8 +12,8 @@ the GPU's peak at the row's compute dtype). ratio = measured step / predicted st
 less time than was measured, which the roofline (a lower bound) must.
 
 A row maps onto a Workload field by field: tp, pp, cp, vpp, ep, first_stage_layers / last_stage_layers (uneven
-pipeline stages), zero, lora {rank, targets, qlora}, mtp; dp = gpus / (tp · pp · cp). A row with `skip` (a reason)
-is collected but not evaluated; a row llmcalc refuses (a UserError) is listed with the refusal. The split into a
+pipeline stages), pp_layout (every model chunk's layers, Megatron's layout string), zero, lora {rank, targets,
+qlora}, mtp; dp = gpus / (tp · pp · cp). A row with `skip` (a reason) is collected but not evaluated; a row llmcalc refuses (a UserError) is listed with the refusal. The split into a
 "table" and a "held-out" subset is subset_of(): fixed by the rows' ids and sources, before any comparison.
 """
 
@@ -148,8 +148,8 @@ def spec_of(row: dict):
 
 def workload_of(row: dict, **update) -> Workload:
     tp, pp, cp = row["tp"], row["pp"], row.get("cp", 1)
-    rest = {k: row[k] for k in ("vpp", "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split")
-            if k in row}
+    rest = {k: row[k] for k in ("vpp", "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split",
+                                "pp_layout") if k in row}
     layout = Layout.of(row["gpus"], tp, pp, row["gpus"] // (tp * pp * cp), ep=row.get("ep", 1), cp=cp, **rest)
     extra = {k: row[k] for k in ("zero", "mtp") if k in row}
     lora = row.get("lora")

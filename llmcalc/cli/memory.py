@@ -42,6 +42,9 @@ class TrainingLayout(groups.Group):
         "--embedding-in-split", help="Embedding as a split layer.", panel=ADVANCED)] = False
     loss_in_split: Annotated[bool, _opt(
         "--loss-in-split", help="Loss as a layer in the split.", panel=ADVANCED)] = False
+    pp_layout: Annotated[Optional[str], _opt(
+        "--pp-layout", help="Megatron pipeline layout string.",
+        panel=ADVANCED, metavar="LAYOUT")] = None
 
 
 @command(rank=40)

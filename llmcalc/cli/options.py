@@ -155,7 +155,7 @@ BatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Sequences in the bat
 SeqOpt = Annotated[int, _count_opt("--seq", "-s", help="Tokens per sequence (32k = 32,768).")]
 StepBatchOpt = Annotated[int, _count_opt("--batch", "-b", help="Global batch: sequences per optimizer step.")]
 EncoderSeqOpt = Annotated[Optional[int], _count_opt(
-    "--encoder-seq", help="Encoder input tokens per sequence (default: --seq).", panel=ADVANCED)]
+    "--encoder-seq", help="Encoder tokens (default: --seq).", panel=ADVANCED)]
 ImagesOpt = Annotated[int, _count_opt(
     "--images", help="Images per sequence (a vision-language model).")]
 ImageSizeOpt = Annotated[Optional[str], _opt(

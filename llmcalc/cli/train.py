@@ -48,6 +48,9 @@ class TrainLayout(groups.Group):
         "--embedding-in-split", help="Embedding as a layer in the split.", panel=GPUS)] = False
     loss_in_split: Annotated[bool, _opt(
         "--loss-in-split", help="Loss as a layer in the split.", panel=GPUS)] = False
+    pp_layout: Annotated[Optional[str], _opt(
+        "--pp-layout", help="Megatron pipeline layout string.",
+        panel=GPUS, metavar="LAYOUT")] = None
 
 
 @command(rank=150)
