@@ -464,5 +464,36 @@ def test_lora_cli():
     assert f'"gradient_bytes_per_gpu": {2 * ADAPTERS}' in r.stdout and '"lora_rank": 16' in r.stdout
     bad = run_cli("train", "-p", "llama2-7b", "--gpu", "a100-80gb", "--qlora")
     assert bad.returncode == 2 and "--qlora" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-    bad = run_cli("train", "-p", "llama2-7b", "--gpu", "a100-80gb", "--tp", "2", "--lora", "8")
-    assert bad.returncode == 2 and "--tp" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    bad = run_cli("train", "-p", "mixtral-8x7b", "--gpu", "a100-80gb", "--ep", "2", "--dp", "2", "--lora", "8")
+    assert bad.returncode == 2 and "--ep" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_lora_over_tp_and_pp_holds_its_stages_share():
+    """LoRA on llama2-7b over pp 2: a GPU of the first stage holds its 16 layers' frozen weights (7B's layer:
+    4 · 4096² + 3 · 4096 · 11008 bf16 values and two RMSNorms of 4096) and the embedding (32,000 · 4096), and those
+    16 layers' rank-16 adapters; over tp 2 × pp 2, half of those adapters."""
+    layer = 4 * 4096 ** 2 + 3 * 4096 * 11008 + 2 * 4096
+    per_layer_adapters = ADAPTERS // 32
+    base = ("memory", "-p", "llama2-7b", "--train", "--lora", "16", "--pp", "2", "--batch", "8", "--micro-batch", "1",
+            "--format", "json")
+    rows = {}
+    for tp in (1, 2):
+        r = run_cli(*base, "--tp", str(tp))
+        assert r.returncode == 0, r.stderr
+        rows[tp] = {x["component"]: x["bytes"] for x in json.loads(r.stdout)["breakdown"]}
+    assert rows[1]["weights"] == (16 * layer + 32000 * 4096) * 2
+    assert rows[1]["adapters"] == 16 * per_layer_adapters * 2
+    assert rows[2]["adapters"] == 16 * per_layer_adapters // 2 * 2 and rows[2]["weights"] < rows[1]["weights"]
+
+
+def test_lora_over_tp_runs_each_gpus_share_of_the_flops():
+    """Roofline, compute-bound rank 256 on 4k-token micro-batches: over tp 2 each GPU runs half the hardware FLOPs
+    (frozen matmuls, core and adapters alike), so forward + backward is `flops --lora`'s hardware train FLOPs
+    over 2 · peak · efficiency, within the memory-bound embedding; MFU's numerator is unchanged."""
+    spec = load_preset("llama2-7b")
+    peak = 312e12 * ROOFLINE.compute_efficiency
+    r = step(spec, gpu="a100-80gb", batch=8, lora_rank=256, layout=Layout(tp=2))
+    counted = flops(spec, Workload(batch=8, seq=4096, lora_rank=256))
+    assert r.model_flops == counted.train_flops
+    assert r.forward_s + r.backward_s == pytest.approx(counted.train_hardware_flops / (2 * peak), rel=0.03)
+    assert r.tp_comm_s > 0 and r.gradient_bytes_per_gpu == 2 * (256 // 16) * ADAPTERS // 2

@@ -45,6 +45,13 @@ def adapter_params(spec: ModelSpec, w: Workload) -> dict[str, int]:
     return dict(out)
 
 
+def stage_adapter_params(spec: ModelSpec, w: Workload, ranges: list[tuple[int, int]]) -> int:
+    """Adapter parameters of the layers in `ranges` ([start, stop) of one pipeline stage's model chunks), all of
+    each adapted matrix, before any tensor-parallel split."""
+    return sum(g.count * sum(a.params(w.lora_rank) for _, a in layer_adapters(spec, g, w.lora))
+               for start, stop in ranges for g in spec.layer_groups(start, stop))
+
+
 def adapter_saved_elements(spec: ModelSpec, group: LayerGroup, w: Workload) -> int:
     """Per token, the r-wide intermediates (x·A) one layer's adapters keep for B's weight gradient: r per
     adapted matrix a token passes through."""

@@ -49,6 +49,20 @@ def stack_weight_bytes(spec: ModelSpec, w: Workload, parts: dict[str, int] | Non
     return {k: stored_bytes(n, [], formats.of(k), formats.dense) for k, n in parts.items()}
 
 
+def stage_weight_bytes(spec: ModelSpec, w: Workload, stage: int) -> int:
+    """Weight bytes one GPU of pipeline stage `stage` holds: its model chunks' layers (Layout.stage_chunks), the
+    embedding on the first stage and the head on the last, each split as the layout splits it; the whole model's
+    under pp 1 (weights_per_gpu: a tied head is the embedding itself)."""
+    layout = w.layout
+    if layout.pp == 1:
+        return weights_per_gpu(spec, w)
+    emb, head, _ = edge_bytes(spec, w)
+    emb += sum(stack_weight_bytes(spec, w).values())
+    chunks = layout.stage_chunks(spec.n_layers)[stage]
+    return (sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for r in chunks for g in spec.layer_groups(*r))
+            + ceil_div(emb * (stage == 0) + head * (stage == layout.pp - 1), layout.tp))
+
+
 def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     """The most weight bytes any GPU of the workload's layout holds: its stage's layers plus the
     embedding/head it keeps (and an encoder-decoder's encoder, beside the embedding); uneven stages (training):
@@ -56,11 +70,8 @@ def weights_per_gpu(spec: ModelSpec, w: Workload) -> int:
     layout = w.layout
     emb, head, norm = edge_bytes(spec, w)
     emb += sum(stack_weight_bytes(spec, w).values())
-    stages = layout.stage_chunks(spec.n_layers) if layout.pp > 1 and not layout.balanced else []
-    if stages:  # uneven stages (training): the largest stage's, over its model chunks
-        return max(sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for r in chunks
-                       for g in spec.layer_groups(*r))
-                   + ceil_div(emb * (k == 0) + head * (k == layout.pp - 1), layout.tp) for k, chunks in enumerate(stages))
+    if layout.pp > 1 and not layout.balanced:  # uneven stages (training): the largest stage's, over its chunks
+        return max(stage_weight_bytes(spec, w, k) for k in range(layout.pp))
     layers = sum(g.count * sum(layer_bytes_per_gpu(spec, g, w).values()) for g in spec.layer_groups())
     if layout.pp == 1:  # a tied head is the embedding itself: only the final norm is more
         edges = emb + (norm if spec.tie_embeddings else head)

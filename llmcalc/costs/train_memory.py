@@ -37,9 +37,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmcalc.costs.kv import nbytes
-from llmcalc.costs.lora import adapter_params, adapter_saved_elements
+from llmcalc.costs.lora import adapter_params, adapter_saved_elements, stage_adapter_params
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
+from llmcalc.costs.shard import stage_weight_bytes
 from llmcalc.costs.weights import weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
@@ -194,9 +195,9 @@ def rank_memory(spec: ModelSpec, w: Workload, stage: int, micro: int, micro_batc
     groups[expert_group] = groups.get(expert_group, 0) + expert
 
     dtype, adapters = train_dtype(spec, w), 0
-    if w.lora:  # one GPU per replica (training_memory): the base frozen in its formats, only the adapters trained
-        trained = sum(adapter_params(spec, w).values())
-        base = weights_bytes(spec, w.formats(spec))[0]
+    if w.lora:  # the stage's base frozen in its formats, only its adapters trained, split over tp as their matrices
+        trained = ceil_div(stage_adapter_params(spec, w, chunk_layers(spec, layout, stage)), layout.tp)
+        base = stage_weight_bytes(spec, w, stage)
         weights = ceil_div(base, group) if w.zero >= 3 else base
         adapters = ceil_div(nbytes(trained, dtype), group) if w.zero >= 3 else nbytes(trained, dtype)
         groups = {group: trained}
@@ -271,10 +272,9 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     m = per_gpu // micro
     check_parallel_training(spec, w, m)
     trivial = layout.tp == layout.pp == layout.cp == layout.ep == 1
-    if w.lora and not trivial:
-        across = next(k for k in ("tp", "pp", "cp", "ep") if getattr(layout, k) > 1)
-        raise UserError(f"`{across}`: LoRA memory is modelled with one GPU per data-parallel replica (`dp`, "
-                        f"`zero`); drop `{across}`")
+    if w.lora and (layout.cp > 1 or layout.ep > 1):
+        across = "cp" if layout.cp > 1 else "ep"
+        raise UserError(f"`{across}`: LoRA memory is modelled over tp, pp and dp (`zero`); drop `{across}`")
     ranks = [rank_memory(spec, w, stage, micro, m) for stage in range(layout.pp)]
     r = max(ranks, key=lambda x: x.total)  # the first stage on ties
     dtype = train_dtype(spec, w)

@@ -53,10 +53,11 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      OPTIMIZER_BYTES) and writing the master weights, the states and the weights: memory-bound, bytes /
      (bandwidth · memory_efficiency).
   9. LoRA: the frozen base's matmuls backward compute the input gradient only; each op's backward is its
-     forward time × (flops.py's LoRA train FLOPs of its components / their forward FLOPs − 1): 1 for a frozen
-     matmul, 2 for the attention core, 0 for the embedding. The adapters are one more op (flops.py's
-     adapter_forward FLOPs beside their weights and r-wide activations), forward, 2× backward. D and O cover the
-     adapters only (ZeRO 3 gathers the base as well). QLoRA's 4-bit base is dequantised before each matmul
+     forward time × (flops.py's LoRA hardware train FLOPs of its components / their forward FLOPs − 1): 1 for a
+     frozen matmul, the attention kernel's for the core, 0 for the embedding. The adapters are one more op per
+     layer (flops.py's adapter_forward FLOPs beside their weights and r-wide activations, split over tp as the
+     matrices they adapt, each layer's on its own stage), forward, 2× backward. D and O cover the GPU's adapters
+     only (its stage's, over tp; ZeRO 3 gathers its stage's base as well). QLoRA's 4-bit base is dequantised before each matmul
      pass: a kernel of its own writing and reading back 2 × the dense bytes of the weights the op reads.
 
   step = (m + (pp − 1)/vpp) · slot + exposed D + O + step_s of the time model
@@ -68,7 +69,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
 The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
 modelled: sequence parallelism's own kernels (its reduce-scatter + all-gather move the all-reduce's bytes), the
 extra reads of the K/V blocks a context-parallel ring receives and its shorter rings in sliding-window layers,
-context parallelism of recurrent layers (refused), LoRA across tp, pp, cp or ep (refused), element-wise kernels, the optimizer's gradient clipping, data loading.
+context parallelism of recurrent layers (refused), LoRA across cp or ep (refused), element-wise kernels, the
+optimizer's gradient clipping, data loading.
 """
 
 from __future__ import annotations
@@ -76,21 +78,21 @@ from __future__ import annotations
 from collections import defaultdict
 
 from llmcalc.costs.capacity import usable_bytes
-from llmcalc.costs.flops import adapter_forward, flops
+from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import nbytes
-from llmcalc.costs.lora import adapter_params, adapters
+from llmcalc.costs.lora import layer_adapters, stage_adapter_params
 from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
-from llmcalc.costs.shard import weights_per_gpu
+from llmcalc.costs.shard import stage_weight_bytes, weights_per_gpu
 from llmcalc.costs.step import Form, op_name, step_form, step_vars
 from llmcalc.costs.step_time import StepTime, matrix_paths, native_types
 from llmcalc.costs.train_memory import check_parallel_training, train_dtype, training_memory
-from llmcalc.costs.weights import formats_label, weights_bytes
+from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
 from llmcalc.model.time_model import ROOFLINE, TimeModel
-from llmcalc.model.units import ceil_div
+from llmcalc.model.units import MAC, ceil_div
 from llmcalc.reports.training import TrainReport
 from llmcalc.workload import RECOMPUTE_MODES, Layout, Workload
 
@@ -250,8 +252,11 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         for i, v in enumerate(parts):
             into[i] += v
     if w.lora:  # the adapters: forward, backward of their inputs and weights (2×), redone with their layer (full)
-        ta = _adapters_time(spec, w, st, tm, b)
-        fwd, bwd, rec = fwd + ta, bwd + 2 * ta, rec + ta * full
+        for gi, ta in _adapters_time(spec, w, st, tm, b).items():
+            n = groups[gi].count
+            fwd, bwd, rec = fwd + n * ta, bwd + 2 * n * ta, rec + n * ta * full
+            for i, v in enumerate((ta, 2 * ta, ta * full)):
+                layer[gi][i] += v
     calls = 2 + full  # each forward collective again in the backward, and in the recomputed forward (full)
     stages = _stages(spec, L, groups, layer, edge, comm, calls)
     if stages is None:  # the stages taken as equal: each runs 1/pp of the work
@@ -263,11 +268,12 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     bubble = (L.pp - 1) * slot / L.vpp
 
     group = L.dp * L.cp  # the gradients are reduced over the data- and context-parallel GPUs
-    if w.lora:  # only the adapters are trained; ZeRO 3 gathers the frozen base as well
+    if w.lora:  # only the adapters are trained (the GPU's: its stage's over tp); ZeRO 3 gathers the frozen base too
         width = dtype_bytes(train_dtype(spec, w))
-        params = sum(adapter_params(spec, w).values())
+        k = slowest if stages is not None else 0
+        params = ceil_div(stage_adapter_params(spec, w, L.stage_chunks(spec.n_layers)[k]), L.tp)
         grads = nbytes(params, train_dtype(spec, w))
-        gathered = weights_bytes(spec, w.formats(spec))[0] + grads
+        gathered = stage_weight_bytes(spec, w, k) + grads
     else:
         grads = weights_per_gpu(spec, w)  # gradients in the weights dtype, as many as the GPU's weights
         width = dtype_bytes(w.weights_dtype)
@@ -322,13 +328,12 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
 
 
 def _check_layout(spec: ModelSpec, w: Workload) -> None:
-    """What the step time models beyond the layout's own checks: LoRA with one GPU per data-parallel replica (as
-    its memory), context parallelism over attention layers with 2·cp chunks of each sequence."""
+    """What the step time models beyond the layout's own checks: LoRA over tp, pp and dp only (as its memory),
+    context parallelism over attention layers with 2·cp chunks of each sequence."""
     L = w.layout
-    if w.lora and (L.tp, L.pp, L.cp, L.ep) != (1, 1, 1, 1):
-        across = next(k for k in ("tp", "pp", "cp", "ep") if getattr(L, k) > 1)
-        raise UserError(f"`{across}`: LoRA training is modelled with one GPU per data-parallel replica (`dp`, "
-                        f"`zero`); drop `{across}`")
+    if w.lora and (L.cp > 1 or L.ep > 1):
+        across = "cp" if L.cp > 1 else "ep"
+        raise UserError(f"`{across}`: LoRA training is modelled over tp, pp and dp (`zero`); drop `{across}`")
     if L.cp > 1 and spec.hybrid:
         raise UserError("`cp`: context parallelism of a hybrid's recurrent layers is not modelled; drop `cp`")
     if L.cp > 1 and w.seq % (2 * L.cp):
@@ -413,18 +418,22 @@ def _backward_passes(spec: ModelSpec, w: Workload) -> dict[str, float]:
     return {op: train[op] / forward[op] - 1 for op in forward if forward[op]}
 
 
-def _adapters_time(spec: ModelSpec, w: Workload, st: StepTime, tm: TimeModel, micro_batch: int) -> float:
-    """Seconds of one forward of the LoRA adapters over a micro-batch: `flops`' adapter FLOPs (2·tokens·used·r·
-    (d_in + d_out) per adapted matrix) at the matmul rate, beside their bytes (the adapters' weights, each A
-    reading its d_in input and writing r, each B reading r and writing d_out), under the overlap rule; two kernels
-    per adapted matrix."""
-    done = sum(adapter_forward(spec, w.model_copy(update={"batch": micro_batch})).values())
+def _adapters_time(spec: ModelSpec, w: Workload, st: StepTime, tm: TimeModel, micro_batch: int) -> dict[int, float]:
+    """Seconds of one forward of one layer's LoRA adapters over a micro-batch, by layer group (its index in
+    spec.layer_groups()), on one GPU: each adapted matrix's FLOPs (MAC · tokens · Adaptable.weights_per_token, as
+    flops.py's adapter_forward counts them) at the matmul rate, beside its bytes (its weights, A reading its d_in
+    input and writing r, B reading r and writing d_out), under the overlap rule, split over tp as the matrix it
+    adapts; two kernels per adapted matrix."""
     a, width, r = dtype_bytes(w.act_dtype), dtype_bytes(train_dtype(spec, w)), w.lora_rank
-    tokens, moved, launched = micro_batch * w.seq, 0, 0
-    for count, _, ad in adapters(spec, w):
-        moved += count * (ad.params(r) * width + tokens * ad.used * (ad.d_in + 2 * r + ad.d_out) * a)
-        launched += 2 * count
-    return tm.overlapped(done / st.flops, moved / st.bytes) + launched * tm.kernel_s
+    tokens, tp, out = micro_batch * w.seq, w.layout.tp, {}
+    for gi, g in enumerate(spec.layer_groups()):
+        mats = layer_adapters(spec, g, w.lora)
+        if not mats:
+            continue
+        done = sum(MAC * tokens * ad.weights_per_token(r) for _, ad in mats) / tp
+        moved = sum(ad.params(r) * width + tokens * ad.used * (ad.d_in + 2 * r + ad.d_out) * a for _, ad in mats) / tp
+        out[gi] = tm.overlapped(done / st.flops, moved / st.bytes) + 2 * len(mats) * tm.kernel_s
+    return out
 
 
 def _dequantised(spec: ModelSpec, gpu: GPU, w: Workload, st: StepTime, costs: Form) -> dict:
@@ -450,8 +459,8 @@ def _formula(spec: ModelSpec, w: Workload) -> str:
     if L.vpp > 1:
         more.append("vpp: step = (m + (pp − 1)/vpp)·slot, 2·vpp·send per slot")
     if w.lora:
-        more.append("LoRA: backward of frozen matmuls 1× forward, of the core and the adapters 2×; D and O of the "
-                    "adapters only")
+        more.append("LoRA: backward of frozen matmuls 1× forward, of the adapters 2×, of the core its kernel's; D and "
+                    "O of the GPU's adapters only")
     return "; ".join([FORMULA, *more])
 
 
