@@ -16,6 +16,7 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.time_model import ROOFLINE
 from llmcalc.workload import Layout, Workload
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).parents[1]
 
@@ -160,3 +161,26 @@ def test_when_no_micro_batch_fits_the_refusal_names_the_next_change_that_does():
                           text=True, cwd=ROOT, timeout=900)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert "no micro-batch fits" in done.stderr and "--zero 1 with micro-batch 2 fits" in done.stderr
+
+
+def test_sequence_parallelism_splits_the_activations_not_the_time():
+    """`train --sp`: the memory check takes `memory --train --sp`'s figure (the activations tp keeps whole split
+    over the tp GPUs), the step time is the same; a step that fits only with it says so, and --sp without --tp is
+    one line, exit 2."""
+    args = ("-p", "llama3.1-70b", "--gpu", "h100-sxm", "--tp", "8", "--dp", "4", "--batch", "64", "--seq", "8192",
+            "--micro-batch", "1", "--zero", "2")
+    refused = run_cli("train", *args)
+    assert refused.returncode == 2 and "--sp with micro-batch 1 fits" in refused.stderr
+    run = run_cli("train", *args, "--sp", "--time-model", "roofline", "--format", "json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    memory = json.loads(run_cli("memory", "-p", "llama3.1-70b", "--train", "--tp", "8", "--dp", "4", "--batch", "64",
+                                "--seq", "8192", "--micro-batch", "1", "--zero", "2", "--sp", "--format",
+                                "json").stdout)
+    assert report["peak_memory_bytes"] == memory["total_bytes"]
+    spec = load_preset("llama3.1-70b")
+    w = Workload(train=True, batch=64, seq=8192, micro_batch=1, zero=2, layout=Layout(tp=8, dp=4))
+    plain = training_step(spec, load_gpu("h100-sxm"), w, check_memory=False)
+    assert report["step_s"] == pytest.approx(plain.step_s, rel=1e-12)
+    bad = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--sp")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--sp" in bad.stderr

@@ -39,6 +39,7 @@ class TrainLayout(groups.Group):
     dp: DPOpt = 1
     ep: EPOpt = 1
     cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=GPUS)] = 1
+    sp: Annotated[bool, _opt("--sp", help="Sequence parallelism over --tp.", panel=GPUS)] = False
     vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU.", panel=GPUS)] = 1
     first_stage_layers: Annotated[Optional[int], _count_opt(
         "--first-stage-layers", help="First pipeline stage's layers.", panel=GPUS)] = None
@@ -78,8 +79,8 @@ def train(
     zero: ZeroOpt = 0,
     attention: AttentionOpt = "causal",
     attention_impl: Annotated[str, _opt(
-        "--attention-impl", help="Attention kernel timed: cudnn (Transformer Engine's on Hopper), fa2, fa3, or "
-        "profile (the time model's).", panel=TRAINING, metavar="KERNEL")] = "cudnn",
+        "--attention-impl", help="Attention kernel: cudnn, fa2, fa3 or profile (the time model's).",
+        panel=TRAINING, metavar="KERNEL")] = "cudnn",
     timing: groups.TimeModel,
     reserve: ReserveOpt = 0.10,
     auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",

@@ -175,17 +175,23 @@ def memory_checked(spec: ModelSpec, gpu: GPU, w: Workload, auto: bool) -> tuple[
 
 
 def _other_change(spec: ModelSpec, w: Workload, usable: int) -> str:
-    """The first change beyond the micro-batch that fits, in order of what it costs: recomputation, then ZeRO
-    stages over the data-parallel GPUs, then both."""
+    """The first change beyond the micro-batch that fits, in order of what it costs: sequence parallelism where
+    tp > 1 (Megatron's: the activations tp keeps whole split over the tp GPUs, at no cost in time here), alone
+    and then with each of recomputation, ZeRO stages over the data-parallel GPUs, both."""
     modes = list(RECOMPUTE_MODES)  # none, selective, full: each keeps less
     tries = [{"recompute": r} for r in modes[modes.index(w.recompute) + 1:]]
     if w.layout.dp > 1:
         tries += [{"zero": z} for z in range(w.zero + 1, 4)]
         tries += [{"recompute": "full", "zero": 3}] if w.recompute != "full" and w.zero < 3 else []
+    if w.layout.tp > 1 and not w.layout.sp:
+        tries = [{"sp": True}] + [{"sp": True, **t} for t in tries]
     for change in tries:
-        found = largest_micro_batch(spec, w.model_copy(update=change), usable)
+        update = {k: v for k, v in change.items() if k != "sp"}
+        if "sp" in change:
+            update["layout"] = w.layout.model_copy(update={"sp": True})
+        found = largest_micro_batch(spec, w.model_copy(update=update), usable)
         if found:
-            said = " and ".join(f"`{k}` {v}" for k, v in change.items())
+            said = " and ".join("`sp`" if k == "sp" else f"`{k}` {v}" for k, v in change.items())
             return f"{said} with micro-batch {found[0]} fits ({found[1] / 1e9:,.1f} GB)"
     return "more GPUs (`tp`, `pp`) or a GPU with more memory"
 
@@ -484,6 +490,10 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
              memory_note or "memory is not checked (a study of published runs)"]
     if split := L.split_note(spec.n_layers):
         notes.append(split)
+    if L.sp:
+        notes.append(f"sequence parallel over the {L.tp} tp GPUs: the activations tensor parallelism keeps whole are "
+                     "split over them (memory); its reduce-scatter and all-gather move the all-reduce's bytes, so the "
+                     "time is the same")
     if L.cp > 1:
         notes.append(f"context parallel over {L.cp} GPUs: each runs {w.seq // L.cp:,} tokens of every sequence and "
                      "1/cp of its attention pairs; the K/V blocks go round the ring under the attention core, and "
