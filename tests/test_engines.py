@@ -137,7 +137,8 @@ def test_fit_with_an_engine_sizes_its_pool_as_serve_does(cli_json, cli, engine):
                 "trtllm": int((H100.memory_bytes - held) * share)}[engine]
     assert fit["kv_budget_bytes"] == expected
     text = " ".join(cli("fit", *base, "--engine", engine).stdout.split())
-    assert f"KV cache: {served['kv_tokens']:,} tokens per engine ({engine}); its log says “{served['kv_log']}”" in text
+    line = f"KV cache: {served['kv_tokens']:,} tokens per engine ({engine}); its log says “{served['kv_log']}”"
+    assert line in text
     default = cli_json("fit", *base)
     assert default["engine"] is None and default["reserve"] == 0.1 and default["kv_pool_tokens"] is None
 

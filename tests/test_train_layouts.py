@@ -292,7 +292,8 @@ def test_train_cli_takes_a_layout_string():
     assert plain.returncode == 2 and "--pp-layout" in plain.stderr
     bad = run_cli("train", *args, "--pp-layout", "Et|(tt|)*31mL")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: --pp-layout: 33 model chunks, but pp 8 × vpp 4 = 32; give pp · vpp chunks, or the pp and vpp they fit"]
+        "error: --pp-layout: 33 model chunks, but pp 8 × vpp 4 = 32; give pp · vpp chunks, or the pp and vpp they "
+        "fit"]
 
 
 def test_fp4_training_runs_at_the_fp4_peak_where_the_gpu_has_one():

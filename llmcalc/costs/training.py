@@ -57,8 +57,9 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      frozen matmul, the attention kernel's for the core, 0 for the embedding. The adapters are one more op per
      layer (flops.py's adapter_forward FLOPs beside their weights and r-wide activations, split over tp as the
      matrices they adapt, each layer's on its own stage), forward, 2× backward. D and O cover the GPU's adapters
-     only (its stage's, over tp; ZeRO 3 gathers its stage's base as well). QLoRA's 4-bit base is dequantised before each matmul
-     pass: a kernel of its own writing and reading back 2 × the dense bytes of the weights the op reads.
+     only (its stage's, over tp; ZeRO 3 gathers its stage's base as well). QLoRA's 4-bit base is dequantised
+     before each matmul pass: a kernel of its own writing and reading back 2 × the dense bytes of the weights the
+     op reads.
 
   step = (m + (pp − 1)/vpp) · slot + exposed D + O + step_s of the time model
   MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops`' train_flops (3 × forward
@@ -241,7 +242,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
             comm[op] += t
             continue
         k = back.get(op, 2.0)  # backward passes: input and weight gradients (LoRA: fewer; the core: its kernel's)
-        if key.core:
+        if op == "attention/core":  # the attention kernel's backward runs at its own throughput
             k /= tm.attention_backward
         redo = full and op not in EDGES or w.recompute == "selective" and op == "attention/core"
         n = groups[key.group].count if key.group is not None else 1
@@ -465,8 +466,8 @@ def _formula(spec: ModelSpec, w: Workload) -> str:
     if L.vpp > 1:
         more.append("vpp: step = (m + (pp − 1)/vpp)·slot, 2·vpp·send per slot")
     if w.lora:
-        more.append("LoRA: backward of frozen matmuls 1× forward, of the adapters 2×, of the core its kernel's; D and "
-                    "O of the GPU's adapters only")
+        more.append("LoRA: backward of frozen matmuls 1× forward, of the adapters 2×, of the core its kernel's; "
+                    "D and O of the GPU's adapters only")
     return "; ".join([FORMULA, *more])
 
 
