@@ -47,10 +47,14 @@ class Link:
     """Seconds a small collective takes end to end over this tier (its latency term); 0 where unknown."""
 
 
+Architecture = Literal["ampere", "ada", "hopper", "blackwell", "cdna3"]
+"""A GPU's architecture: which published kernel figures apply to it (presets/kernels/attention.yaml)."""
+
+
 class GPU(Frozen):
     name: str
     description: str
-    architecture: Literal["ampere", "ada", "hopper", "blackwell", "cdna3"] | None = None
+    architecture: Architecture | None = None
     """The GPU's architecture (ampere, ada, hopper, blackwell, cdna3): which published kernel figures apply to it
     (presets/kernels/attention.yaml); null: unknown, none apply."""
     device_names: tuple[str, ...] = ()

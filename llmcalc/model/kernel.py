@@ -6,6 +6,8 @@ attention_backward)."""
 from pydantic import Field
 
 from llmcalc.model.base import Frozen
+from llmcalc.model.gpu import Architecture
+
 
 class KernelFigures(Frozen):
     """One kernel on one architecture."""
@@ -23,16 +25,9 @@ class AttentionKernel(Frozen):
     label: str
     used_by: str
     """The frameworks and engines that run it, as their documentation states."""
-    hopper: KernelFigures | None = None
-    ampere: KernelFigures | None = None
-    ada: KernelFigures | None = None
-    blackwell: KernelFigures | None = None
+    figures: dict[Architecture, KernelFigures]
+    """Its figures on each architecture they are published for."""
 
-    def on(self, architecture: str | None) -> KernelFigures | None:
+    def on(self, architecture: Architecture | None) -> KernelFigures | None:
         """The kernel's figures on `architecture`; None where none is published (or the GPU names none)."""
-        return getattr(self, architecture, None) if architecture in ARCHITECTURES else None
-
-
-ARCHITECTURES = ("ampere", "ada", "hopper", "blackwell")
-"""The architectures a kernel can carry figures for; a GPU preset's `architecture` names one (or cdna3, which no
-kernel here covers)."""
+        return self.figures.get(architecture) if architecture else None
