@@ -258,6 +258,14 @@ def test_calibration_profile_out_of_range_names_the_file_not_a_flag(tmp_path):
             "--compute-efficiency: 2.0 is not in (0, 1]")
 
 
+def test_calibration_profile_comm_overlap_out_of_range_is_refused(tmp_path):
+    text = (ROOT / "presets" / "calibration" / "h100-sxm.yaml").read_text()
+    path = tmp_path / "profile.yaml"
+    path.write_text(text.replace("\noverlap: 0.754\n", "\noverlap: 0.754\ncomm_overlap: 1.5\n"))
+    refused(run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--dp", "8", "--calibration", str(path)),
+            "calibration file", "comm_overlap: 1.5 is not in [0, 1]")
+
+
 @pytest.mark.parametrize("model", ["TimeModel", "GPU", "PeakTflops", "Workload"])
 def test_every_float_of_a_model_refuses_nan(model):
     """Frozen (the base of every model) refuses NaN and ±inf in each float field, whatever builds it."""

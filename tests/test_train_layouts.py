@@ -21,7 +21,7 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.model.spec import ModelSpec
-from llmcalc.model.time_model import ROOFLINE
+from llmcalc.model.time_model import ROOFLINE, overlapped
 from llmcalc.workload import Layout, Workload
 from llmcalc.model.pipeline_layout import parse_layout
 from tests.conftest import run_cli
@@ -46,11 +46,16 @@ def work(r) -> float:
 def test_an_even_split_keeps_the_recorded_figures():
     """Figures recorded from the step model before this layout work (stages taken as equal, no cp, no vpp), the
     attention core's backward since timed as its flash kernel runs it (2.5 × the forward's FLOPs, at the time
-    model's attention_backward); the communication figures are as first recorded."""
+    model's attention_backward); the communication figures are as first recorded. The gradient reduction, recorded
+    exposed at the kernels' `overlap` (0.754) of it, since runs beside the last backward at `comm_overlap`."""
     g = load_gpu("h100-sxm")
     w = Workload(train=True, batch=1024, seq=4096, micro_batch=1, recompute="selective", layout=Layout(tp=8, pp=4, dp=4))
-    r = training_step(load_preset("llama2-70b"), g, w, load_time_model("calibrated", g), check_memory=False)
-    assert r.step_s == pytest.approx(28.477207146543368, rel=1e-12)
+    tm = load_time_model("calibrated", g)
+    r = training_step(load_preset("llama2-70b"), g, w, tm, check_memory=False)
+    window, d = r.backward_s / r.micro_batches, 0.1629542768  # the last micro-batch's backward; the reduction
+    was, now = (overlapped(window, d, k) - window for k in (0.754, tm.comm_overlap))
+    assert tm.overlap == 0.754 and r.dp_comm_s == pytest.approx(now, rel=1e-12)
+    assert r.step_s == pytest.approx(28.477207146543368 - was + now, rel=1e-12)
     assert r.pp_bubble_s == pytest.approx(0.3278576380601545, rel=1e-12)
     assert r.tp_comm_s == pytest.approx(7.119332238222222, rel=1e-12)
     assert r.dp_comm_total_s == pytest.approx(0.1629542768, rel=1e-12)
@@ -380,15 +385,22 @@ def test_cp_cli():
 @pytest.mark.parametrize("pp, vpp, batch", [(2, 2, 8), (4, 2, 8), (4, 4, 16), (8, 2, 16)])
 def test_interleaved_bubble_is_narayanans(pp, vpp, batch):
     """Narayanan et al. 2021, §2.2.2: the interleaved schedule's bubble is (p − 1)/(m · v) of the ideal time;
-    each micro-batch crosses v chunks per pipeline GPU, v × the stage-edge sends."""
-    spec = load_preset("llama2-7b")
+    each micro-batch crosses v chunks per pipeline GPU, v × the stage-edge sends. Megatron overlaps those sends
+    with the next chunk's compute on the interleaved schedule only (megatron/training/arguments.py turns
+    overlap_p2p_comm off otherwise): hidden under the roofline, comm_overlap of them exposed when calibrated,
+    and every send exposed without interleaving."""
+    spec, g = load_preset("llama2-7b"), load_gpu("a100-80gb")
     r = step(spec, gpu="a100-80gb", layout=Layout(pp=pp, vpp=vpp), batch=batch)
     plain = step(spec, gpu="a100-80gb", layout=Layout(pp=pp), batch=batch)
     m = batch
     assert r.bubble_fraction == (pp - 1) / (m * vpp)
     assert r.pp_bubble_s == pytest.approx(work(r) * (pp - 1) / (m * vpp))
-    assert r.pp_comm_s == pytest.approx(vpp * plain.pp_comm_s)
+    assert r.pp_comm_s == 0.0 < plain.pp_comm_s
     assert r.forward_s == pytest.approx(plain.forward_s) and r.step_s < plain.step_s
+    tm = load_time_model("calibrated", g)
+    r = step(spec, gpu="a100-80gb", tm=tm, layout=Layout(pp=pp, vpp=vpp), batch=batch)
+    plain = step(spec, gpu="a100-80gb", tm=tm, layout=Layout(pp=pp), batch=batch)
+    assert r.pp_comm_s == pytest.approx(tm.comm_overlap * vpp * plain.pp_comm_s, rel=1e-9)
 
 
 def test_interleaved_needs_whole_groups_of_pp_micro_batches():

@@ -14,6 +14,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.training import forward_costs, training_step
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.time_models import load_time_model
 from llmcalc.model.time_model import ROOFLINE
 from llmcalc.workload import Layout, Workload
 from tests.conftest import run_cli
@@ -91,6 +92,19 @@ def test_dp_reduction_hides_under_the_last_backward_in_the_roofline():
     r = step(dp=8, batch=64, micro_batch=1)
     window = r.backward_s / r.micro_batches
     assert r.dp_comm_s == pytest.approx(max(0.0, r.dp_comm_total_s - window))
+
+
+@pytest.mark.parametrize("share", [0.0, 0.12, 1.0])
+def test_dp_reduction_runs_beside_the_backward_at_comm_overlap(share):
+    """The reduction runs on its own stream beside the last backward: the compute keeps all but the SMs the
+    communication holds, so comm_overlap of the shorter of the two is exposed (1: none hidden, the sum)."""
+    g = load_gpu("h100-sxm")
+    tm = load_time_model("calibrated", g).model_copy(update={"comm_overlap": share})
+    w = Workload(train=True, batch=64, seq=4096, micro_batch=1, layout=Layout(dp=8))
+    r = training_step(load_preset("llama2-7b"), g, w, tm, check_memory=False)
+    window, d = r.backward_s / r.micro_batches, r.dp_comm_total_s
+    assert 0 < d < window  # the window is the longer here: share · D exposed
+    assert r.dp_comm_s == pytest.approx(share * d, rel=1e-12)
 
 
 def llmcalc(*args: str) -> subprocess.CompletedProcess:

@@ -340,15 +340,16 @@ long sequences. The largest ratios are MoE rows (DeepSeek-V3, Qwen3, gpt-oss: me
 6.7 for Qwen3-30B-A3B at micro-batch 1 on B200s), whose all-to-all dispatch, routing and permutation
 kernels and small per-expert GEMMs run far below the matmul rate the roofline charges, and torchtitan's long
 sequences with context parallelism (Llama 3.1 8B at 32k–256k tokens: 3.2–4.7). Megatron-LM 2021 reaches 44–52% of
-the bf16 peak counting the recomputed forward, 33–39% without it. Interleaved pipelines sit lowest: the model sends
-2·vpp activations and gradients per slot, unhidden, where Megatron overlaps them with compute, and on
-nemo2407-llama2-70b (vpp 20, tp 4) those sends alone are 2.1 s of the 5.3 s predicted, which breaks the bound, as
-they do on Megatron-Bridge's H100 rows of Llama 3.1 405B (vpp 8) and Qwen3-235B (vpp 4): ratios 0.80–1.00. The
-calibrated profiles were fitted to inference: h100-sxm's fp8_efficiency 0.402 comes from fp8 serving, and overlap 1
-adds every op's memory time to its compute and leaves the data-parallel reduction unhidden, while NeMo overlaps its
-tensor-parallel communication with the GEMMs (tp-comm-overlap), which the model charges in full: the calibrated step
-is too long (ratio < 1) on the fp8 rows with tensor or pipeline parallelism (NeMo 24.07, and Megatron-Bridge's
-Llama 3 70B on H100s). No factor is fitted per model.
+the bf16 peak counting the recomputed forward, 33–39% without it. The interleaved pipelines' sends run beside the
+next chunk's compute, as Megatron's overlap_p2p_comm runs them (charged unhidden, they had broken the bound on
+nemo2407-llama2-70b, vpp 20, and the H100 rows of Llama 3.1 405B, vpp 8: ratios 0.89–0.99, now 1.31–1.49). The
+bound still breaks on three H100 MoE rows with expert parallelism across nodes (DeepSeek-V3 over ep 64, Qwen3-235B
+over ep 32: 0.81–0.85), whose all-to-alls the model charges in full over the network, where Megatron-Bridge runs
+DeepEP and overlaps them with the other micro-batch's compute. The calibrated profiles were fitted to inference:
+h100-sxm's fp8_efficiency 0.402 comes from fp8 serving, and NeMo overlaps its tensor-parallel communication with
+the GEMMs (tp-comm-overlap), which the model charges in full: the calibrated step is too long (ratio < 1) on the
+fp8 rows with tensor or pipeline parallelism (NeMo 24.07, Megatron-Bridge's Llama 3 70B and 405B on H100s: 0.72–
+0.81). No factor is fitted per model.
 """
 
 NOT_COLLECTED = [

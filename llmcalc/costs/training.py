@@ -32,13 +32,15 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      time over its count, per layer), the embedding on the first stage, the head on the last, and its layers'
      share of C; the slowest stage sets the pace: slot = its F + 2F + R + C + X + 2·send.
      Interleaved (vpp ≥ 2): a micro-batch crosses each pipeline GPU vpp times, so 2·vpp·send per slot and a
-     bubble of (pp − 1) · slot / vpp, a share (pp − 1) / (m · vpp) of the work (Narayanan et al. 2021).
+     bubble of (pp − 1) · slot / vpp, a share (pp − 1) / (m · vpp) of the work (Narayanan et al. 2021). Megatron's
+     interleaved schedule runs those sends beside the next chunk's compute (overlap_p2p_comm; off on the plain
+     schedule, whose 2·send block): the slot's sends add beside(work, 2·vpp·send) − work, TimeModel.beside.
   6. Context parallelism, X: each GPU runs S/cp tokens of every sequence and, with the ring's load-balanced
      causal chunks (2·cp of them, GPU i holding i and 2·cp − 1 − i), exactly 1/cp of its attention pairs. Per
      attention layer it sends its K/V block (b·S/cp tokens of K and V) cp − 1 times forward and, backward, the
      K/V block and its gradient cp − 1 times each, once more forward where the core is recomputed, on the tier
-     its cp GPUs span (tp apart: Megatron's order tp, cp, dp, pp). Each exchange overlaps the core it feeds by
-     the overlap rule; X = overlapped(core, ring) − core per pass, the ring's exposed part.
+     its cp GPUs span (tp apart: Megatron's order tp, cp, dp, pp). Each exchange runs on its own stream beside
+     the core it feeds; X = beside(core, ring) − core per pass, the ring's exposed part.
   7. Gradient reduction, D: ring all-reduce of the GPU's gradient bytes G (its weights' count in the weights
      dtype) over the g = dp · cp GPUs holding the same weights: 2(g − 1)/g · G over the link. ZeRO 1 and 2:
      reduce-scatter the gradients and all-gather the updated weights, (g − 1)/g · G each: the same bytes.
@@ -46,8 +48,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      reduce-scattered: m·(g − 1)/g · (2W + G) (3·m·(g − 1)/g · G when every weight is trained).
      Overlap rule: a gradient is final only in the last micro-batch's backward, so D hides under that backward
      (2F / pp) at most (ZeRO 3: under the whole replica's forward and backward, m · 3F / pp): exposed =
-     max(W, D) + overlap·min(W, D) − W, for the window W. Roofline (overlap 0): full overlap, max(W, D) − W.
-     Calibrated: the profile's overlap (fitted to serving kernels; 1 there, no overlap at all).
+     beside(W, D) − W = max(W, D) + comm_overlap·min(W, D) − W, for the window W: the reduction runs on its own
+     stream. Roofline (comm_overlap 0): max(W, D) − W. Calibrated: 0.12, the SMs NCCL holds (time_model.py).
   8. Optimizer update, O: one pass over the GPU's parameters (÷ dp · cp under ZeRO ≥ 1) reading the master
      weights (or the weights, fp32 training), the gradients and the states (llmcalc/costs/memory.py:
      OPTIMIZER_BYTES) and writing the master weights, the states and the weights: memory-bound, bytes /
@@ -61,7 +63,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      before each matmul pass: a kernel of its own writing and reading back 2 × the dense bytes of the weights the
      op reads.
 
-  step = (m + (pp − 1)/vpp) · slot + exposed D + O + step_s of the time model
+  step = (m + (pp − 1)/vpp) · slot + exposed D + O + step_s of the time model; slot's sends: 2·send (vpp 1),
+  beside(work, 2·vpp·send) − work (vpp ≥ 2)
   MFU = model FLOPs / (step · gpus · peak at the compute dtype); model FLOPs = `flops`' train_flops (3 × forward
   with all logits: 6·N·D plus attention, nothing redone; LoRA: frozen 2×, adapters 3×); HFU the same with
   `flops`' train_hardware_flops (the recomputed ops' forward again, and the attention kernel's backward: flash
@@ -249,7 +252,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         x = [0.0, 0.0, 0.0]  # the ring exchange beyond the core it hides under, per layer: forward, backward, redo
         if key.core and key.group is not None and key.group in ring_s:
             c, r = t / n, ring_s[key.group]
-            x = [tm.overlapped(c, r) - c, tm.overlapped(k * c, 2 * r) - k * c, (tm.overlapped(c, r) - c) * redo]
+            x = [tm.beside(c, r) - c, tm.beside(k * c, 2 * r) - k * c, (tm.beside(c, r) - c) * redo]
         fwd += t
         bwd += k * t
         rec += t * redo
@@ -271,7 +274,9 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     else:  # the slowest stage sets the pipeline's pace
         slowest, div = max(range(L.pp), key=lambda i: sum(stages[i])), 1
         work = stages[slowest]
-    slot = (work[0] + work[1] + work[2] + work[3] + work[4]) / div + 2 * L.vpp * send
+    busy, sends = (work[0] + work[1] + work[2] + work[3] + work[4]) / div, 2 * L.vpp * send
+    exposed_send = tm.beside(busy, sends) - busy if L.vpp > 1 else sends  # interleaved: beside the next chunk
+    slot = busy + exposed_send
     bubble = (L.pp - 1) * slot / L.vpp
 
     group = L.dp * L.cp  # the gradients are reduced over the data- and context-parallel GPUs
@@ -297,7 +302,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     else:
         dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if group > 1 else 0.0
         window = work[1] / div
-    exposed = tm.overlapped(window, dp_total) - window
+    exposed = tm.beside(window, dp_total) - window
 
     if w.zero >= 1:
         params = ceil_div(params, group)
@@ -326,7 +331,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
         mfu=model_flops / (step * L.gpus * peak), hfu=hardware_flops / (step * L.gpus * peak),
         forward_s=m * work[0] / div, backward_s=m * work[1] / div, recompute_s=m * work[2] / div,
-        tp_comm_s=m * work[3] / div, cp_comm_s=m * work[4] / div, pp_comm_s=m * 2 * L.vpp * send, pp_bubble_s=bubble,
+        tp_comm_s=m * work[3] / div, cp_comm_s=m * work[4] / div, pp_comm_s=m * exposed_send, pp_bubble_s=bubble,
         bubble_fraction=(L.pp - 1) / (m * L.vpp), dp_comm_s=exposed, dp_comm_total_s=dp_total,
         optimizer_s=optimizer, overhead_s=tm.step_s, gradient_bytes_per_gpu=grads, cp_comm_bytes_per_gpu=cp_bytes,
         peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
@@ -510,8 +515,11 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
     if L.dp * L.cp > 1:
         notes.append("the gradient reduction hides under the last micro-batch's backward"
                      + (" (ZeRO-3: under the whole forward and backward)" if w.zero == 3 else "")
-                     + (": fully under the roofline" if not tm.overlap else f", `overlap` {tm.overlap} of the "
-                        "shorter not hidden (the profile's figure, fitted to serving kernels)"))
+                     + (": fully under the roofline" if not tm.comm_overlap else f", `comm_overlap` "
+                        f"{tm.comm_overlap} of the shorter not hidden (the SMs the communication holds)"))
+    if L.vpp > 1:
+        notes.append("interleaved pipeline: the stage sends run beside the next chunk's compute (Megatron's "
+                     "overlap_p2p_comm); without interleaving they block")
     if tm.fixed_costs:
         notes.append(f"time model {tm.name}" + (f" ({tm.gpu})" if tm.gpu else "") + ": overlap, kernel, collective "
                      "and host costs as in its profile (fitted to inference; `time_model`)")

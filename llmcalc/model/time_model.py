@@ -6,6 +6,7 @@ m = bytes / (bandwidth · memory_efficiency):
   op time    = max(c, m) + overlap · min(c, m) + kernels · kernel_s
   (a weight matmul's c counts M + matmul_pad_rows rows for its M tokens: small matmuls waste their tiles)
   comm time  = bytes / (one-way link · comm_efficiency) + collectives · collective_s
+  beside     = max(w, x) + comm_overlap · min(w, x): communication x on its own stream beside compute w
   step time  = Σ ops + Σ comm + step_s
   a request  = request_s on the host before its first step (beside the GPU), then its steps
 
@@ -22,7 +23,8 @@ SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "atten
           "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
-                                          "overlap": (0.0, 1.0), "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
+                                          "overlap": (0.0, 1.0), "comm_overlap": (0.0, 1.0),
+                                          "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
                                           "step_s": (0.0, 1.0), "request_s": (0.0, 1.0)}
 """Each figure's range (lo, hi): shares in (lo, hi], seconds in [lo, hi), the rest in [lo, hi]; a fit clips to it."""
 
@@ -86,6 +88,12 @@ class TimeModel(Frozen):
     """Share of the one-way link bandwidth a collective reaches (NCCL bus bandwidth)."""
     overlap: float = 0.0
     """How much of the smaller of an op's compute and memory time is not hidden under the larger, in [0, 1]."""
+    comm_overlap: float = 0.12
+    """How much of the shorter of a computation and a communication running beside it on its own CUDA stream is
+    not hidden, in [0, 1] (training's gradient reduction, context-parallel ring, interleaved pipeline sends): the
+    share of the GPU's SMs the communication holds while both run, since NCCL's thread blocks take whole SMs and
+    the compute runs on the rest. 0.12: NCCL's 16 SMs on an 8-NIC DGX (NVIDIA/nccl issue 689, its maintainer) of
+    an H100's 132. The roofline takes 0: the communication wholly hidden."""
     kernel_s: float = 0.0
     """Seconds each kernel adds beyond its work: launch, ramp-up and tail."""
     collective_s: float = 0.0
@@ -107,8 +115,9 @@ class TimeModel(Frozen):
                 raise ValueError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
         if not BOUNDS["matmul_pad_rows"][0] <= self.matmul_pad_rows <= BOUNDS["matmul_pad_rows"][1]:
             raise ValueError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
-        if not BOUNDS["overlap"][0] <= self.overlap <= BOUNDS["overlap"][1]:
-            raise ValueError(f"`overlap`: {self.overlap} is not in [0, 1]; give a share such as 0.5")
+        for name in ("overlap", "comm_overlap"):
+            if not BOUNDS[name][0] <= getattr(self, name) <= BOUNDS[name][1]:
+                raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1]; give a share such as 0.5")
         for name in ("kernel_s", "collective_s", "step_s", "request_s"):
             if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
                 raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
@@ -117,6 +126,10 @@ class TimeModel(Frozen):
     def overlapped(self, c: float, m: float) -> float:
         """Seconds of work with compute c and memory m under this model's overlap (overlapped)."""
         return overlapped(c, m, self.overlap)
+
+    def beside(self, compute: float, comm: float) -> float:
+        """Seconds of `compute` with `comm` running beside it on its own stream (overlapped, comm_overlap)."""
+        return overlapped(compute, comm, self.comm_overlap)
 
     def matmul_efficiency(self, dtype: str) -> float:
         """The share of `dtype`'s peak a matmul in it reaches."""
@@ -130,7 +143,7 @@ class TimeModel(Frozen):
                     or self.request_s)
 
 
-ROOFLINE = TimeModel(attention_backward=1.0,
+ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0,
                      sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
                               "memory_efficiency": "~3.0 of 3.35 TB/s, device-to-device copy, measured on an H100 SXM",
                               "comm_efficiency": "NCCL bus bandwidth over NVLink, ~80% of the one-way link"})

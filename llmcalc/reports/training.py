@@ -78,7 +78,8 @@ class TrainReport(Placement):
     on one stage; 0 at cp 1."""
     pp_comm_s: float
     """Pipeline sends: one activation forward and one gradient backward per micro-batch and stage edge (vpp per
-    pipeline GPU when interleaved)."""
+    pipeline GPU when interleaved), the part not hidden: all of them on the plain schedule, what runs beyond the
+    slot's compute beside it when interleaved."""
     pp_bubble_s: float
     """The pipeline's fill and drain: (pp − 1) / vpp × the time of one micro-batch on the (slowest) stage."""
     bubble_fraction: float
