@@ -17,6 +17,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.inputs.presets import load_preset
 from llmcalc.model.spec import ModelSpec
 from llmcalc.workload import Workload
+from tests.conftest import run_cli
 
 VOCAB, SEQ = 32_000, 2048
 """Chinchilla's SentencePiece vocabulary (§4.1: 32,000 tokens) and its training sequence length."""
@@ -110,3 +111,12 @@ def test_cli_flags(cli):
     assert rows["embedding"]["prefill"] == 2 * 256 * 50257 * 768
     assert "elementwise/softmax" in rows
     assert "elementwise/positions" not in cli("flops", "-p", "gpt2", "--format", "json").stdout
+
+
+def test_layers_without_an_ffn_add_no_activation():
+    """Nemotron-H 8B: 52 layers, 24 of them with an MLP of 21,504 under squared ReLU (2 FLOPs an element: relu,
+    square), the others Mamba-2 or attention alone: 24 · 1,000 tokens · 2 · 21,504 activation FLOPs."""
+    out = run_cli("flops", "-p", "nemotron-h-8b", "--elementwise", "--batch", "1", "--seq", "1000", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    rows = {b["component"]: b for b in json.loads(out.stdout)["breakdown"]}
+    assert rows["elementwise/activation"]["prefill"] == 24 * 1000 * 2 * 21504

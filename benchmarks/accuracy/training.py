@@ -335,21 +335,22 @@ WHY = """
 Why: the roofline is a bound at 80% of the datasheet peak, so a ratio near 1.25 is a run at the datasheet peak and
 larger ratios are time the bound does not see. Two thirds of the dense fp8 rows reach 30–50% of the fp8 peak on
 H100s and Blackwell GPUs (median 38%; their attention, norms and casts run in bf16 or slower, and fp8 GEMMs reach a
-smaller share of their peak), hence roofline ratios near 2; the rest, below 30%, are small models on many GPUs and
-long sequences. The largest ratios are MoE rows (DeepSeek-V3, Qwen3, gpt-oss: median roofline ratio 2.6, up to
-6.7 for Qwen3-30B-A3B at micro-batch 1 on B200s), whose all-to-all dispatch, routing and permutation
-kernels and small per-expert GEMMs run far below the matmul rate the roofline charges, and torchtitan's long
-sequences with context parallelism (Llama 3.1 8B at 32k–256k tokens: 3.2–4.7). Megatron-LM 2021 reaches 44–52% of
-the bf16 peak counting the recomputed forward, 33–39% without it. The interleaved pipelines' sends run beside the
-next chunk's compute, as Megatron's overlap_p2p_comm runs them (charged unhidden, they had broken the bound on
-nemo2407-llama2-70b, vpp 20, and the H100 rows of Llama 3.1 405B, vpp 8: ratios 0.89–0.99, now 1.31–1.49). The
-bound still breaks on three H100 MoE rows with expert parallelism across nodes (DeepSeek-V3 over ep 64, Qwen3-235B
-over ep 32: 0.81–0.85), whose all-to-alls the model charges in full over the network, where Megatron-Bridge runs
-DeepEP and overlaps them with the other micro-batch's compute. The calibrated profiles were fitted to inference:
-h100-sxm's fp8_efficiency 0.402 comes from fp8 serving, and NeMo overlaps its tensor-parallel communication with
-the GEMMs (tp-comm-overlap), which the model charges in full: the calibrated step is too long (ratio < 1) on the
-fp8 rows with tensor or pipeline parallelism (NeMo 24.07, Megatron-Bridge's Llama 3 70B and 405B on H100s: 0.72–
-0.81). No factor is fitted per model.
+smaller share of their peak), hence roofline ratios near 1.7; the rest, below 30%, are small models on many GPUs and
+long sequences. The largest ratios are MoE rows (DeepSeek-V3, Qwen3, gpt-oss: median roofline ratio 3.1, up to 8.4
+for Qwen3-30B-A3B at micro-batch 1 on B200s), whose all-to-all dispatch, routing and permutation kernels and small
+per-expert GEMMs run far below the matmul rate the roofline charges, and torchtitan's long sequences with context
+parallelism (Llama 3.1 8B at 32k–256k tokens: 2.7–4.2). Megatron-LM 2021 reaches 44–52% of the bf16 peak counting
+the recomputed forward, 33–39% without it. The interleaved pipelines' sends run beside the next chunk's compute, as
+Megatron's overlap_p2p_comm runs them (charged unhidden, they had broken the bound on nemo2407-llama2-70b, vpp 20,
+and the H100 rows of Llama 3.1 405B, vpp 8: ratios 0.89–0.99, now 1.47–1.57). The roofline runs the tensor-parallel
+all-reduces and the expert all-to-alls beside the layers' compute, the best schedule (Megatron's overlap options do
+so); the bound still breaks on two H100 rows of Qwen3-235B with expert parallelism over 32 GPUs across nodes
+(0.97–1.00), whose all-to-alls, every token's eight expert copies over the network as the model counts them, outlast
+the compute beside them. The calibrated profiles were fitted to inference: h100-sxm's fp8_efficiency 0.402 comes
+from fp8 serving, and NeMo overlaps its tensor-parallel communication with the GEMMs (tp-comm-overlap), which the
+model charges in full: the calibrated step is too long (ratio < 1) on the fp8 rows with tensor or pipeline
+parallelism (NeMo 24.07, Megatron-Bridge's Llama 3 70B and 405B on H100s: 0.65– 0.73). No factor is fitted per
+model.
 """
 
 NOT_COLLECTED = [

@@ -33,7 +33,7 @@ from llmcalc.workload import Layout, Workload
 MATMUL, CORE, MEMORY, COLLECTIVE = "matmul", "core", "memory", "collective"
 KINDS = {MATMUL: "compute: weight matmuls, at the matmul peak of the dtype they run in",
          CORE: "compute: a mixer's core (attention scores and values, a recurrent scan), at the attention's peak",
-         MEMORY: "memory: data moved without FLOPs (the embedding's lookup)",
+         MEMORY: "memory: data moved without FLOPs (the embedding's lookup, training's element-wise passes)",
          COLLECTIVE: "communication: bytes over the link tier the collective crosses"}
 """What kind of work an entry is, and the rate a time model charges it at."""
 
@@ -50,8 +50,9 @@ class Op(NamedTuple):
     @classmethod
     def of(cls, group: int | None, name: str) -> Op:
         """The entry `name` of `group`, of the kind its name gives: a collective (parallel.COLLECTIVES), the
-        embedding's lookup (memory), a mixer's core (…/core, as op_name and Stack.time_op name it), else matmuls."""
-        kind = (COLLECTIVE if name in COLLECTIVES else MEMORY if name == "embedding" else
+        embedding's lookup and the element-wise passes (memory), a mixer's core (…/core, as op_name and
+        Stack.time_op name it), else matmuls."""
+        kind = (COLLECTIVE if name in COLLECTIVES else MEMORY if name in ("embedding", "elementwise") else
                 CORE if name.endswith("/core") else MATMUL)
         return cls(group, name, kind)
 

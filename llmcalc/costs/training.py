@@ -9,7 +9,9 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
 
   1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/step.py: step_form; step_time.py: StepTime) on
      T = b·S/cp tokens, with the logits of every position as training computes them (FLOPs: flops.py's
-     forward(all logits), ÷ tp). Each op takes max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
+     forward(all logits), ÷ tp), and each layer's element-wise passes (norms, residual adds, activation,
+     rotation, an MoE layer's routing copies: elementwise_traffic.py) as memory at the bandwidth. Each op takes
+     max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
   2. Backward, B: the gradients of the inputs and of the weights are one matmul each of the forward's shape
      (FWD_BWD = 3 in flops.py), and each reads the weights (or the saved activations) and writes a gradient of
      the size the forward read: twice the forward's FLOPs and bytes, op by op, so twice its time. The attention
@@ -23,6 +25,9 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      forward (after attention and after the FFN) and twice in the backward (the inputs' gradients), and once
      more each per recomputed layer (full); an MoE layer's two all-to-alls are likewise repeated backward.
      C = (2 + [full]) × the forward's collectives (latency's `collectives`, ring all-reduce 2(tp − 1)/tp).
+     Charged in full (Megatron's tp_comm_overlap and MoE all-to-all overlap are options, off by default), or,
+     where the time model hides it (TimeModel.hide_layer_comm: the roofline, the best schedule), run beside the
+     slot's compute: beside(F + 2F + R, C) − (F + 2F + R).
   5. Pipeline 1F1B: a micro-batch crosses one stage in slot = (F + 2F + R + C + X) / pp + 2·send (an activation
      forward, a gradient backward, over each stage edge). A stage runs its m micro-batches and waits for the
      fill and drain: pipeline = (m + pp − 1) · slot; the bubble is (pp − 1) · slot, a share (pp − 1) / m of
@@ -73,8 +78,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
 The gradient reduction runs on the tier its group crosses (llmcalc/costs/parallel.py: collective_link). Not
 modelled: sequence parallelism's own kernels (its reduce-scatter + all-gather move the all-reduce's bytes), the
 extra reads of the K/V blocks a context-parallel ring receives and its shorter rings in sliding-window layers,
-context parallelism of recurrent layers (refused), LoRA across cp or ep (refused), element-wise kernels, the
-optimizer's gradient clipping, data loading.
+context parallelism of recurrent layers (refused), LoRA across cp or ep (refused), the optimizer's gradient
+clipping, data loading.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from llmcalc.costs.capacity import usable_bytes
+from llmcalc.costs.elementwise_traffic import elementwise_costs
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import nbytes
 from llmcalc.costs.lora import layer_adapters, stage_adapter_params
@@ -228,8 +234,10 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     groups, full = spec.layer_groups(), w.recompute == "full"
     back = _backward_passes(spec, w)
     ring_s, ring_bytes = _ring(spec, gpu, w, tm, b)
+    passes, pass_kernels = elementwise_costs(spec, w, b * w.seq // L.cp)
     costs = forward_costs(spec, w, b)
     dequantise = _dequantised(spec, gpu, w, st, costs) if w.lora else {}
+    costs |= passes
     # totals over every op, and per ONE layer of each group / per edge: [forward, backward, recompute, cp exposed]
     fwd = bwd = rec = exposed_cp = send = 0.0
     layer: dict[int, list[float]] = defaultdict(lambda: [0.0] * 4)
@@ -237,7 +245,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     comm: dict[str, float] = defaultdict(float)  # tp all-reduces, ep all-to-alls: seconds per forward
     heads = {"lm_head", *spec.stack.head_matmuls(spec.d_model)}
     for key, cost in costs.items():
-        t, op = st.time(key, cost) + dequantise.get(key, 0.0), key.name
+        t, op = st.time(key, cost) + dequantise.get(key, 0.0) + pass_kernels.get(key, 0) * tm.kernel_s, key.name
         if op == "comm/pp_send":
             send += t / (L.pp - 1)  # the forward's pp − 1 sends, one per stage edge
             continue
@@ -269,12 +277,13 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
                 layer[gi][i] += v
     calls = 2 + full  # each forward collective again in the backward, and in the recomputed forward (full)
     stages = _stages(spec, L, groups, layer, edge, comm, calls)
-    if stages is None:  # the stages taken as equal: each runs 1/pp of the work
-        slowest, work, div = 0, (fwd, bwd, rec, calls * sum(comm.values()), exposed_cp), L.pp
-    else:  # the slowest stage sets the pipeline's pace
-        slowest, div = max(range(L.pp), key=lambda i: sum(stages[i])), 1
-        work = stages[slowest]
-    busy, sends = (work[0] + work[1] + work[2] + work[3] + work[4]) / div, 2 * L.vpp * send
+    even = stages is None
+    if even:  # the stages taken as equal: each runs 1/pp of the work
+        stages = [tuple(x / L.pp for x in (fwd, bwd, rec, calls * sum(comm.values()), exposed_cp))]
+    slowest = max(range(len(stages)), key=lambda i: _slot_work(stages[i], tm)[0])  # it sets the pipeline's pace
+    work = stages[slowest]  # one micro-batch on the stage: forward, backward, recompute, tp/ep comm, cp ring
+    busy, layer_comm = _slot_work(work, tm)
+    sends = 2 * L.vpp * send
     exposed_send = tm.beside(busy, sends) - busy if L.vpp > 1 else sends  # interleaved: beside the next chunk
     slot = busy + exposed_send
     bubble = (L.pp - 1) * slot / L.vpp
@@ -282,7 +291,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     group = L.dp * L.cp  # the gradients are reduced over the data- and context-parallel GPUs
     if w.lora:  # only the adapters are trained (the GPU's: its stage's over tp); ZeRO 3 gathers the frozen base too
         width = dtype_bytes(train_dtype(spec, w))
-        k = slowest if stages is not None else 0
+        k = slowest
         params = ceil_div(stage_adapter_params(spec, w, L.stage_chunks(spec.n_layers)[k]), L.tp)
         grads = nbytes(params, train_dtype(spec, w))
         gathered = stage_weight_bytes(spec, w, k) + grads
@@ -298,10 +307,10 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         gather = (group - 1) * gathered / group
         per_micro = ring / link + call if gathered == grads else (2 * gather + ring) / link / 3 + call
         dp_total = 3 * m * per_micro if group > 1 else 0.0
-        window = m * (work[0] + work[1]) / div
+        window = m * (work[0] + work[1])
     else:
         dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if group > 1 else 0.0
-        window = work[1] / div
+        window = work[1]
     exposed = tm.beside(window, dp_total) - window
 
     if w.zero >= 1:
@@ -322,7 +331,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     cp_bytes = m * sum(n * ring_bytes.get(gi, 0) for gi, n in shares.items()) * rings
     return TrainReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, cp=L.cp, vpp=L.vpp,
-        stage_layers=layers, slowest_stage=slowest if stages is not None else None, batch=w.batch, seq=w.seq,
+        stage_layers=layers, slowest_stage=None if even else slowest, batch=w.batch, seq=w.seq,
         micro_batch=b, micro_batches=m, compute_dtype=w.compute_dtype, attention=w.attention_core,
         recompute=w.recompute, optimizer=w.optimizer, zero=w.zero, lora_rank=w.lora_rank, time_model=tm.name,
         attention_kernel=tm.attention_kernel,
@@ -330,12 +339,12 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         model_flops=model_flops, hardware_flops=hardware_flops,
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
         mfu=model_flops / (step * L.gpus * peak), hfu=hardware_flops / (step * L.gpus * peak),
-        forward_s=m * work[0] / div, backward_s=m * work[1] / div, recompute_s=m * work[2] / div,
-        tp_comm_s=m * work[3] / div, cp_comm_s=m * work[4] / div, pp_comm_s=m * exposed_send, pp_bubble_s=bubble,
+        forward_s=m * work[0], backward_s=m * work[1], recompute_s=m * work[2],
+        tp_comm_s=m * layer_comm, cp_comm_s=m * work[4], pp_comm_s=m * exposed_send, pp_bubble_s=bubble,
         bubble_fraction=(L.pp - 1) / (m * L.vpp), dp_comm_s=exposed, dp_comm_total_s=dp_total,
         optimizer_s=optimizer, overhead_s=tm.step_s, gradient_bytes_per_gpu=grads, cp_comm_bytes_per_gpu=cp_bytes,
         peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
-        notes=_notes(spec, w, tm, b, m, memory_note, slowest if stages is not None else None),
+        notes=_notes(spec, w, tm, b, m, memory_note, None if even else slowest),
     )
 
 
@@ -366,6 +375,15 @@ def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[i
                 share[next(i for i, x in enumerate(groups) if shape(x) == shape(g))] += g.count
         out.append(dict(share))
     return out
+
+
+def _slot_work(work: tuple[float, ...], tm: TimeModel) -> tuple[float, float]:
+    """(seconds, exposed tp/ep communication) of one micro-batch's (forward, backward, recompute, tp/ep
+    communication, exposed cp ring) on a stage: the communication added in full, or beside the compute where the
+    time model hides the layers' communication (hide_layer_comm: the roofline)."""
+    compute, comm = work[0] + work[1] + work[2], work[3]
+    exposed = tm.beside(compute, comm) - compute if tm.hide_layer_comm else comm
+    return compute + exposed + work[4], exposed
 
 
 def _stages(spec: ModelSpec, L: Layout, groups: list[LayerGroup], layer: dict, edge: dict, comm: dict,
@@ -498,8 +516,8 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
         notes.append(split)
     if L.sp:
         notes.append(f"sequence parallel over the {L.tp} tp GPUs: the activations tensor parallelism keeps whole are "
-                     "split over them (memory); its reduce-scatter and all-gather move the all-reduce's bytes, so the "
-                     "time is the same")
+                     "split over them (memory), the norms' and residual adds' passes with them (time); its "
+                     "reduce-scatter and all-gather move the all-reduce's bytes")
     if L.cp > 1:
         notes.append(f"context parallel over {L.cp} GPUs: each runs {w.seq // L.cp:,} tokens of every sequence and "
                      "1/cp of its attention pairs; the K/V blocks go round the ring under the attention core, and "

@@ -82,7 +82,8 @@ class FFN(Variant):
     """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
-    prefill_activation_bytes, saved_elements, activation_flops, and the explain terms explain_parts and explain_saved;
+    prefill_activation_bytes, saved_elements, activation_flops, elementwise_elements, and the explain terms
+    explain_parts and explain_saved;
     the defaults here are an FFN without routed experts whose one width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
@@ -190,6 +191,12 @@ class NoFFN(FFN):
     def prefill_activation_bytes(self, d_model: int, act: int) -> int:
         return 0
 
+    def activation_flops(self, d_model: int) -> int:
+        return 0
+
+    def elementwise_elements(self, d_model: int) -> int:
+        return 0
+
     def saved_elements(self) -> int:
         return 0
 
@@ -257,6 +264,10 @@ class Dense(FFN):
     def activation_flops(self, d_model: int) -> int:
         """Element-wise FLOPs per token: the activation on d_ff elements (ACTIVATION_FLOPS)."""
         return ACTIVATION_FLOPS[self.activation] * self.d_ff
+
+    def elementwise_elements(self, d_model: int) -> int:
+        """Elements per token the activation's kernel reads and writes: d_ff in, d_ff out."""
+        return 2 * self.d_ff
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
@@ -327,6 +338,10 @@ class Gated(FFN):
         """Element-wise FLOPs per token: the activation on the gate's d_ff elements and the gate × up product,
         (ACTIVATION_FLOPS + 1)·d_ff."""
         return (ACTIVATION_FLOPS[self.activation] + 1) * self.d_ff
+
+    def elementwise_elements(self, d_model: int) -> int:
+        """Elements per token the activation-and-product kernel reads and writes: gate and up in, d_ff out."""
+        return 3 * self.d_ff
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""

@@ -153,6 +153,15 @@ class MoE(FFN):
         return (3 * self.router_width + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
                 + 2 * self.routed_slots * d_model)
 
+    def elementwise_elements(self, d_model: int) -> int:
+        """Elements per token the layer's element-wise kernels read and write: the activation (and gate × up) in
+        each of its top_k experts and the shared experts ((2 + gated)·d_ff each), and the routing's copies: the
+        token permuted into its slots (d read, slots·d written) and the slots' outputs weighted and summed back
+        (slots·d read, d written), 2·(slots + 1)·d. The router's softmax over E is not counted."""
+        per = 2 + self.gated
+        return (per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+                + 2 * (self.routed_slots + 1) * d_model)
+
     def matmuls(self, d_model: int) -> Parts:
         """Weights one token is multiplied by: router d·(E + Z), its top_k experts, the shared experts."""
         one = weights(mlp_params(d_model, self.d_ff, gated=self.gated, bias=False))

@@ -66,6 +66,12 @@ class Norm(Frozen):
         qk = q + k if self.qk_norm != "none" else 0
         return self.flops_per_element * (self.per_layer * d_model + qk + own)
 
+    def traffic_elements(self, d_model: int, q: int, k: int, own: int = 0) -> int:
+        """Elements per token one layer's norms read and write, each norm one kernel reading its input and
+        writing its output once: 2 × the elements layer_flops normalises."""
+        qk = q + k if self.qk_norm != "none" else 0
+        return 2 * (self.per_layer * d_model + qk + own)
+
     def explain_params(self, n: str) -> str:
         """params as text, over n features."""
         return terms.prod("2", n) if self.bias else n

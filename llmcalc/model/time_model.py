@@ -94,6 +94,11 @@ class TimeModel(Frozen):
     share of the GPU's SMs the communication holds while both run, since NCCL's thread blocks take whole SMs and
     the compute runs on the rest. 0.12: NCCL's 16 SMs on an 8-NIC DGX (NVIDIA/nccl issue 689, its maintainer) of
     an H100's 132. The roofline takes 0: the communication wholly hidden."""
+    hide_layer_comm: bool = False
+    """Whether training's tensor- and expert-parallel communication runs beside its layers' compute (beside, at
+    comm_overlap), as Megatron's tp_comm_overlap and its MoE all-to-all overlap run it: both are options, off by
+    default, so False charges that communication in full. The roofline takes True: the least time any schedule
+    reaches."""
     kernel_s: float = 0.0
     """Seconds each kernel adds beyond its work: launch, ramp-up and tail."""
     collective_s: float = 0.0
@@ -143,7 +148,7 @@ class TimeModel(Frozen):
                     or self.request_s)
 
 
-ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0,
+ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0, hide_layer_comm=True,
                      sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
                               "memory_efficiency": "~3.0 of 3.35 TB/s, device-to-device copy, measured on an H100 SXM",
                               "comm_efficiency": "NCCL bus bandwidth over NVLink, ~80% of the one-way link"})

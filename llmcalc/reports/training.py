@@ -72,7 +72,8 @@ class TrainReport(Placement):
     """Forward work redone in the backward: every layer (full) or the attention core (selective)."""
     tp_comm_s: float
     """Tensor-parallel all-reduces (2 per layer forward, 2 backward, 2 more per recomputed layer) and expert
-    all-to-alls (2 per MoE layer each way), for the m micro-batches on one stage."""
+    all-to-alls (2 per MoE layer each way), for the m micro-batches on one stage: all of them, or what runs beyond
+    the layers' compute where the time model hides them (the roofline)."""
     cp_comm_s: float = 0.0
     """Context parallelism's K/V ring exchange beyond what hides under the attention core, for the m micro-batches
     on one stage; 0 at cp 1."""
