@@ -472,9 +472,9 @@ def moe(model, *, batch: int = 1, seq: int = 4096, capacity_factor: float | None
 @_public
 def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: int | None = None,
           gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, cp: int = 1,
-          sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None, last_stage_layers: int | None = None,
-          embedding_in_split: bool = False, loss_in_split: bool = False, pp_layout: str | None = None,
-          lora_rank: int | None = None,
+          sp: bool = False, tp_comm_overlap: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
+          last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
+          pp_layout: str | None = None, lora_rank: int | None = None,
           lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
           attention: str = "causal", attention_impl: str = "cudnn", time_model: str | None = None, calibration=None,
@@ -498,7 +498,8 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
         from llmcalc.model.lora import QLORA_FORMATS
 
         qlora_format = {"weights_format": WeightFormats.parse(QLORA_FORMATS)}
-    parallel = {"layout": Layout.of(gpus, tp, pp, dp, ep, cp, sp=sp, vpp=vpp, first_stage_layers=first_stage_layers,
+    parallel = {"layout": Layout.of(gpus, tp, pp, dp, ep, cp, sp=sp, tp_comm_overlap=tp_comm_overlap, vpp=vpp,
+                                    first_stage_layers=first_stage_layers,
                                     last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
                                     loss_in_split=loss_in_split, pp_layout=pp_layout)}
     w = workload({"batch": batch, "seq": seq}, parallel, lora(lora_rank, lora_targets), train=True,

@@ -59,7 +59,8 @@ class Layout(Frozen):
     """GPUs and how the model splits over them: gpus = tp · pp · dp · cp; ep spreads whole routed experts over
     ep GPUs of the tp · dp · cp group (docs/roofline.md#parallel-layouts). cp, vpp and uneven stages
     (first_stage_layers, last_stage_layers) are read by training only (docs/formulas.md#training-memory-per-gpu,
-    docs/roofline.md#training-step-time), sp by training memory only; every default leaves a layout as it was."""
+    docs/roofline.md#training-step-time), sp and tp_comm_overlap by training only; every default leaves a layout
+    as it was."""
 
     tp: Whole = 1
     """Tensor parallel: every layer's heads and FFN width split over tp GPUs."""
@@ -74,6 +75,9 @@ class Layout(Frozen):
     sp: bool = False
     """Sequence parallel (Megatron): the activations tensor parallelism keeps whole are split over the tp GPUs
     along the sequence instead."""
+    tp_comm_overlap: bool = False
+    """Training: Megatron's tp_comm_overlap, the tensor-parallel all-gathers and reduce-scatters run beside the
+    layers' GEMMs (Transformer Engine's userbuffers); it needs sequence parallelism (`sp`)."""
     vpp: Whole = 1
     """Virtual pipeline stages per pipeline GPU: 1 runs the 1F1B schedule, 2 or more Megatron's interleaved
     1F1B over pp · vpp model chunks."""
@@ -117,6 +121,9 @@ class Layout(Frozen):
         if self.sp and self.tp == 1:
             raise UserError("`sp`: sequence parallelism splits activations over the tensor-parallel GPUs; "
                             "give `tp` > 1 or drop `sp`")
+        if self.tp_comm_overlap and not self.sp:
+            raise UserError("`tp_comm_overlap`: Megatron overlaps tensor-parallel communication with the GEMMs under "
+                            "sequence parallelism only; add `sp` (and `tp` > 1)")
         if self.vpp > 1 and self.pp == 1:
             raise UserError(f"`vpp`: {self.vpp} virtual stages interleave a pipeline; give `pp` > 1 or drop `vpp`")
         return self

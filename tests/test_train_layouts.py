@@ -532,3 +532,32 @@ def test_lora_over_tp_runs_each_gpus_share_of_the_flops():
     assert r.tp_comm_s == 0 and r.gradient_bytes_per_gpu == 2 * (256 // 16) * ADAPTERS // 2  # roofline: hidden
     tm = load_time_model("calibrated", load_gpu("a100-80gb"))  # Megatron's default: the all-reduces in full
     assert step(spec, gpu="a100-80gb", tm=tm, batch=8, lora_rank=256, layout=Layout(tp=2)).tp_comm_s > 0
+
+
+# ---- Megatron's tp_comm_overlap -----------------------------------------------------------------------------
+
+def test_tp_comm_overlap_runs_the_all_reduces_beside_the_gemms():
+    """`--tp-comm-overlap` (with `--sp`, as Megatron requires): the tensor-parallel all-gathers and
+    reduce-scatters run beside the layers' GEMMs, so only comm_overlap of them stays exposed while they are the
+    shorter; off, they are charged in full (calibrated) and the roofline hides them either way."""
+    spec, gpu = load_preset("llama3.1-70b"), load_gpu("h100-sxm")
+    tm = load_time_model("calibrated", gpu)
+    kw = dict(batch=8, seq=8192)
+    plain = step(spec, tm=tm, layout=Layout(tp=8, sp=True), **kw)
+    hidden = step(spec, tm=tm, layout=Layout(tp=8, sp=True, tp_comm_overlap=True), **kw)
+    assert 0 < hidden.tp_comm_s == pytest.approx(tm.comm_overlap * plain.tp_comm_s, rel=1e-12)
+    assert hidden.step_s == pytest.approx(plain.step_s - (1 - tm.comm_overlap) * plain.tp_comm_s, rel=1e-12)
+    roof = [step(spec, layout=Layout(tp=8, sp=True, tp_comm_overlap=on), **kw) for on in (False, True)]
+    assert roof[0].step_s == roof[1].step_s and roof[0].tp_comm_s == 0.0
+
+
+def test_tp_comm_overlap_needs_sequence_parallelism():
+    with pytest.raises(UserError, match="`tp_comm_overlap`.*`sp`"):
+        Layout(tp=4, tp_comm_overlap=True)
+    bad = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--tp", "4", "--tp-comm-overlap")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--tp-comm-overlap" in bad.stderr and "--sp" in bad.stderr
+    ok = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--tp", "4", "--sp", "--tp-comm-overlap",
+                 "--batch", "8", "--format", "json")
+    assert ok.returncode == 0, ok.stderr
+    assert any("tp_comm_overlap" in n for n in json.loads(ok.stdout)["notes"])

@@ -40,6 +40,8 @@ class TrainLayout(groups.Group):
     ep: EPOpt = 1
     cp: Annotated[int, _count_opt("--cp", help="Context-parallel GPUs.", panel=GPUS)] = 1
     sp: Annotated[bool, _opt("--sp", help="Sequence parallelism over --tp.", panel=GPUS)] = False
+    tp_comm_overlap: Annotated[bool, _opt(
+        "--tp-comm-overlap", help="tp communication beside the GEMMs (with --sp).", panel=GPUS)] = False
     vpp: Annotated[int, _count_opt("--vpp", help="Virtual stages per pipeline GPU.", panel=GPUS)] = 1
     first_stage_layers: Annotated[Optional[int], _count_opt(
         "--first-stage-layers", help="First pipeline stage's layers.", panel=GPUS)] = None
@@ -61,7 +63,7 @@ def train(
     batch: StepBatchOpt = 512,
     shape: groups.Batch,
     micro_batch: Annotated[Optional[int], _count_opt(
-        "--micro-batch", help="Sequences per replica at a time (default: batch / dp).",
+        "--micro-batch", help="Sequences per micro-batch (default batch/dp).",
         panel=TRAINING)] = None,
     gpu: GPUOpt = None,
     gpus: Annotated[Optional[int], _count_opt(

@@ -25,7 +25,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
      forward (after attention and after the FFN) and twice in the backward (the inputs' gradients), and once
      more each per recomputed layer (full); an MoE layer's two all-to-alls are likewise repeated backward.
      C = (2 + [full]) × the forward's collectives (latency's `collectives`, ring all-reduce 2(tp − 1)/tp).
-     Charged in full (Megatron's tp_comm_overlap and MoE all-to-all overlap are options, off by default), or,
+     Charged in full (Megatron's tp_comm_overlap and MoE all-to-all overlap are options, off by default); under
+     Layout.tp_comm_overlap the all-reduces run beside the layers' weight matmuls G: beside(G, C_tp) − G; or,
      where the time model hides it (TimeModel.hide_layer_comm: the roofline, the best schedule), run beside the
      slot's compute: beside(F + 2F + R, C) − (F + 2F + R).
   5. Pipeline 1F1B: a micro-batch crosses one stage in slot = (F + 2F + R + C + X) / pp + 2·send (an activation
@@ -85,6 +86,7 @@ clipping, data loading.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from llmcalc.costs.capacity import usable_bytes
 from llmcalc.costs.elementwise_traffic import elementwise_costs
@@ -238,10 +240,11 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     costs = forward_costs(spec, w, b)
     dequantise = _dequantised(spec, gpu, w, st, costs) if w.lora else {}
     costs |= passes
-    # totals over every op, and per ONE layer of each group / per edge: [forward, backward, recompute, cp exposed]
-    fwd = bwd = rec = exposed_cp = send = 0.0
-    layer: dict[int, list[float]] = defaultdict(lambda: [0.0] * 4)
-    edge = {"first": [0.0] * 4, "last": [0.0] * 4}
+    # totals over every op, and per ONE layer of each group / per edge: [forward, backward, recompute, cp exposed,
+    # weight matmuls forward + backward + recompute (the window Megatron's tp_comm_overlap hides under)]
+    fwd = bwd = rec = exposed_cp = gemm = send = 0.0
+    layer: dict[int, list[float]] = defaultdict(lambda: [0.0] * 5)
+    edge = {"first": [0.0] * 5, "last": [0.0] * 5}
     comm: dict[str, float] = defaultdict(float)  # tp all-reduces, ep all-to-alls: seconds per forward
     heads = {"lm_head", *spec.stack.head_matmuls(spec.d_model)}
     for key, cost in costs.items():
@@ -261,11 +264,13 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         if key.core and key.group is not None and key.group in ring_s:
             c, r = t / n, ring_s[key.group]
             x = [tm.beside(c, r) - c, tm.beside(k * c, 2 * r) - k * c, (tm.beside(c, r) - c) * redo]
+        g = t * (1 + k + redo) if key.group is not None and not (key.core or key.memory) else 0.0
         fwd += t
         bwd += k * t
         rec += t * redo
         exposed_cp += n * sum(x)
-        parts = (t / n, k * t / n, t * redo / n, sum(x))
+        gemm += g
+        parts = (t / n, k * t / n, t * redo / n, sum(x), g / n)
         into = layer[key.group] if key.group is not None else edge["last" if op in heads else "first"]
         for i, v in enumerate(parts):
             into[i] += v
@@ -279,10 +284,11 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     stages = _stages(spec, L, groups, layer, edge, comm, calls)
     even = stages is None
     if even:  # the stages taken as equal: each runs 1/pp of the work
-        stages = [tuple(x / L.pp for x in (fwd, bwd, rec, calls * sum(comm.values()), exposed_cp))]
-    slowest = max(range(len(stages)), key=lambda i: _slot_work(stages[i], tm)[0])  # it sets the pipeline's pace
-    work = stages[slowest]  # one micro-batch on the stage: forward, backward, recompute, tp/ep comm, cp ring
-    busy, layer_comm = _slot_work(work, tm)
+        tp_comm, ep_comm = (calls * comm.get(op, 0.0) for op in ("comm/tp_all_reduce", "comm/ep_all_to_all"))
+        stages = [Slot(*(x / L.pp for x in (fwd, bwd, rec, tp_comm, ep_comm, exposed_cp, gemm)))]
+    slowest = max(range(len(stages)), key=lambda i: _slot_work(stages[i], tm, L)[0])  # it sets the pipeline's pace
+    work = stages[slowest]  # one micro-batch on the stage
+    busy, layer_comm = _slot_work(work, tm, L)
     sends = 2 * L.vpp * send
     exposed_send = tm.beside(busy, sends) - busy if L.vpp > 1 else sends  # interleaved: beside the next chunk
     slot = busy + exposed_send
@@ -307,10 +313,10 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         gather = (group - 1) * gathered / group
         per_micro = ring / link + call if gathered == grads else (2 * gather + ring) / link / 3 + call
         dp_total = 3 * m * per_micro if group > 1 else 0.0
-        window = m * (work[0] + work[1])
+        window = m * (work.forward + work.backward)
     else:
         dp_total = 2 * ring / link + (1 if w.zero == 0 else 2) * call if group > 1 else 0.0
-        window = work[1]
+        window = work.backward
     exposed = tm.beside(window, dp_total) - window
 
     if w.zero >= 1:
@@ -339,8 +345,8 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         model_flops=model_flops, hardware_flops=hardware_flops,
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
         mfu=model_flops / (step * L.gpus * peak), hfu=hardware_flops / (step * L.gpus * peak),
-        forward_s=m * work[0], backward_s=m * work[1], recompute_s=m * work[2],
-        tp_comm_s=m * layer_comm, cp_comm_s=m * work[4], pp_comm_s=m * exposed_send, pp_bubble_s=bubble,
+        forward_s=m * work.forward, backward_s=m * work.backward, recompute_s=m * work.recompute,
+        tp_comm_s=m * layer_comm, cp_comm_s=m * work.cp, pp_comm_s=m * exposed_send, pp_bubble_s=bubble,
         bubble_fraction=(L.pp - 1) / (m * L.vpp), dp_comm_s=exposed, dp_comm_total_s=dp_total,
         optimizer_s=optimizer, overhead_s=tm.step_s, gradient_bytes_per_gpu=grads, cp_comm_bytes_per_gpu=cp_bytes,
         peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
@@ -377,33 +383,50 @@ def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[i
     return out
 
 
-def _slot_work(work: tuple[float, ...], tm: TimeModel) -> tuple[float, float]:
-    """(seconds, exposed tp/ep communication) of one micro-batch's (forward, backward, recompute, tp/ep
-    communication, exposed cp ring) on a stage: the communication added in full, or beside the compute where the
-    time model hides the layers' communication (hide_layer_comm: the roofline)."""
-    compute, comm = work[0] + work[1] + work[2], work[3]
-    exposed = tm.beside(compute, comm) - compute if tm.hide_layer_comm else comm
-    return compute + exposed + work[4], exposed
+class Slot(NamedTuple):
+    """One micro-batch on one pipeline stage, seconds: its forward, backward and recomputation, its tensor-parallel
+    all-reduces and expert all-to-alls, the exposed part of its context-parallel ring, and its layers' weight
+    matmuls (forward, backward and recomputed: the GEMMs tp_comm_overlap runs the all-reduces beside)."""
+
+    forward: float
+    backward: float
+    recompute: float
+    tp: float
+    ep: float
+    cp: float
+    gemm: float
+
+
+def _slot_work(work: Slot, tm: TimeModel, L: Layout) -> tuple[float, float]:
+    """(seconds, exposed tp/ep communication) of one micro-batch's work on a stage. The communication is added in
+    full, except: the tensor-parallel all-reduces beside the layers' GEMMs under Megatron's tp_comm_overlap
+    (Layout.tp_comm_overlap), and all of it beside the compute where the time model hides the layers'
+    communication (hide_layer_comm: the roofline, the best schedule)."""
+    compute = work.forward + work.backward + work.recompute
+    if tm.hide_layer_comm:
+        exposed = tm.beside(compute, work.tp + work.ep) - compute
+    else:
+        exposed = work.ep + (tm.beside(work.gemm, work.tp) - work.gemm if L.tp_comm_overlap else work.tp)
+    return compute + exposed + work.cp, exposed
 
 
 def _stages(spec: ModelSpec, L: Layout, groups: list[LayerGroup], layer: dict, edge: dict, comm: dict,
-            calls: int) -> list[tuple[float, ...]] | None:
-    """Each pipeline stage's (forward, backward, recompute, tp/ep communication, exposed cp ring) seconds per
-    micro-batch, from its own layers, the embedding on the first stage and the head on the last; None when the
-    stages are the default even split (taken as equal)."""
+            calls: int) -> list[Slot] | None:
+    """Each pipeline stage's Slot, one micro-batch's seconds, from its own layers, the embedding on the first
+    stage and the head on the last; None when the stages are the default even split (taken as equal)."""
     if L.pp == 1 or L.balanced and spec.n_layers % L.pp == 0:
         return None
     moe = sum(g.count for g in groups if g.ffn.routed_experts)
     out = []
     for k, share in enumerate(_shares(spec, L, groups)):
-        parts = [sum(n * layer[gi][i] for gi, n in share.items()) for i in range(4)]
+        parts = [sum(n * layer[gi][i] for gi, n in share.items()) for i in range(5)]
         for name, on in (("first", k == 0), ("last", k == L.pp - 1)):
             parts = [a + b * on for a, b in zip(parts, edge[name])]
         layers = sum(share.values())
         routed = sum(n for gi, n in share.items() if groups[gi].ffn.routed_experts)
-        c = calls * (comm.get("comm/tp_all_reduce", 0.0) * layers / spec.n_layers
-                     + (comm.get("comm/ep_all_to_all", 0.0) * routed / moe if moe else 0.0))
-        out.append((parts[0], parts[1], parts[2], c, parts[3]))
+        tp = calls * comm.get("comm/tp_all_reduce", 0.0) * layers / spec.n_layers
+        ep = calls * comm.get("comm/ep_all_to_all", 0.0) * routed / moe if moe else 0.0
+        out.append(Slot(parts[0], parts[1], parts[2], tp, ep, parts[3], parts[4]))
     return out
 
 
@@ -518,6 +541,10 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
         notes.append(f"sequence parallel over the {L.tp} tp GPUs: the activations tensor parallelism keeps whole are "
                      "split over them (memory), the norms' and residual adds' passes with them (time); its "
                      "reduce-scatter and all-gather move the all-reduce's bytes")
+    if L.tp_comm_overlap:
+        notes.append("Megatron's tp_comm_overlap: the tensor-parallel all-gathers and reduce-scatters run beside the "
+                     "layers' GEMMs" + (", hidden under the roofline" if tm.hide_layer_comm else
+                                        f", comm_overlap {tm.comm_overlap} of the shorter not hidden"))
     if L.cp > 1:
         notes.append(f"context parallel over {L.cp} GPUs: each runs {w.seq // L.cp:,} tokens of every sequence and "
                      "1/cp of its attention pairs; the K/V blocks go round the ring under the attention core, and "
