@@ -25,14 +25,10 @@ the loss's softmax, a recurrent mixer's own gates and convolutions.
 from __future__ import annotations
 
 from llmcalc.costs.elementwise import RESIDUAL_ADDS
-from llmcalc.costs.step import Cost, Op
+from llmcalc.costs.step import ELEMENTWISE, Cost, Op
 from llmcalc.model.spec import ModelSpec, dtype_bytes
 from llmcalc.model.units import ceil_div
 from llmcalc.workload import Workload
-
-NAME = "elementwise"
-"""The op the passes of a layer group are timed as (Op.of: a memory entry)."""
-
 
 def layer_elements(spec: ModelSpec, group: int, tp: int, sp: bool) -> tuple[int, int]:
     """(elements read and written per token, kernels) of one layer of layer group `group` on one of `tp` GPUs."""
@@ -55,7 +51,7 @@ def elementwise_costs(spec: ModelSpec, w: Workload, tokens: int) -> tuple[dict[O
     costs, kernels = {}, {}
     for gi, g in enumerate(spec.layer_groups()):
         elements, n = layer_elements(spec, gi, L.tp, L.sp)
-        op = Op.of(gi, NAME)
+        op = Op.of(gi, ELEMENTWISE)
         costs[op] = Cost(0, g.count * tokens * elements * a, 0)
         kernels[op] = g.count * n
     return costs, kernels

@@ -36,6 +36,8 @@ KINDS = {MATMUL: "compute: weight matmuls, at the matmul peak of the dtype they 
          MEMORY: "memory: data moved without FLOPs (the embedding's lookup, training's element-wise passes)",
          COLLECTIVE: "communication: bytes over the link tier the collective crosses"}
 """What kind of work an entry is, and the rate a time model charges it at."""
+ELEMENTWISE = "elementwise"
+"""The memory entry of a layer group's element-wise passes (training: llmcalc/costs/elementwise_traffic.py)."""
 
 
 class Op(NamedTuple):
@@ -52,7 +54,7 @@ class Op(NamedTuple):
         """The entry `name` of `group`, of the kind its name gives: a collective (parallel.COLLECTIVES), the
         embedding's lookup and the element-wise passes (memory), a mixer's core (…/core, as op_name and
         Stack.time_op name it), else matmuls."""
-        kind = (COLLECTIVE if name in COLLECTIVES else MEMORY if name in ("embedding", "elementwise") else
+        kind = (COLLECTIVE if name in COLLECTIVES else MEMORY if name in ("embedding", ELEMENTWISE) else
                 CORE if name.endswith("/core") else MATMUL)
         return cls(group, name, kind)
 
