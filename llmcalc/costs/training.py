@@ -560,7 +560,7 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
     if L.dp * L.cp > 1:
         notes.append("the gradient reduction hides under the last micro-batch's backward"
                      + (" (ZeRO-3: under the whole forward and backward)" if w.zero == 3 else "")
-                     + (": fully under the roofline" if not tm.comm_overlap else f", `comm_overlap` "
+                     + (": fully under the roofline" if not tm.comm_overlap else f", comm_overlap "
                         f"{tm.comm_overlap} of the shorter not hidden (the SMs the communication holds)"))
     if L.vpp > 1:
         notes.append("interleaved pipeline: the stage sends run beside the next chunk's compute (Megatron's "
