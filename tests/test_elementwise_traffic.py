@@ -19,7 +19,8 @@ def test_llama3_8b_moves_188_kb_a_token_and_layer():
     """Llama 3 8B (d 4096, d_ff 14336, 32 query and 8 key/value heads of 128, RoPE on every dimension): two
     RMSNorms (4096 in, 4096 out each), two residual adds (2 × 4096 in, 4096 out), SwiGLU (2 × 14336 in, 14336
     out) and the rotation of q and k ((32 + 8) · 128 in and out): 94,208 elements, 188,416 bytes in bf16."""
-    elements, kernels = layer_elements(load_preset("llama3-8b"), 0, tp=1, sp=False)
+    spec = load_preset("llama3-8b")
+    elements, kernels = layer_elements(spec, spec.layer_groups()[0], tp=1, sp=False)
     assert elements == 2 * 2 * 4096 + 2 * 3 * 4096 + 3 * 14336 + 2 * 40 * 128 == 94_208
     assert kernels == 2 + 1 + 1  # the residual adds, the activation, the rotation (the norms' are the projections')
 
@@ -29,14 +30,14 @@ def test_qwen3_moe_counts_its_experts_and_the_routing_copies():
     copied into its 8 slots and summed back (2 · (8 + 1) · 2048)."""
     spec = load_preset("qwen3-30b-a3b")
     assert spec.layer_groups()[0].ffn.elementwise_elements(2048) == 8 * 3 * 768 + 2 * 9 * 2048
-    assert layer_elements(spec, 0, tp=1, sp=False)[1] == 2 + 1 + 1 + 2
+    assert layer_elements(spec, spec.layer_groups()[0], tp=1, sp=False)[1] == 2 + 1 + 1 + 2
 
 
 def test_tensor_parallel_splits_the_activation_and_sequence_parallel_the_stream():
     spec = load_preset("llama3-8b")
     stream, split = 2 * 2 * 4096 + 2 * 3 * 4096, 3 * 14336 + 2 * 40 * 128
-    assert layer_elements(spec, 0, tp=4, sp=False)[0] == stream + split // 4
-    assert layer_elements(spec, 0, tp=4, sp=True)[0] == stream // 4 + split // 4
+    assert layer_elements(spec, spec.layer_groups()[0], tp=4, sp=False)[0] == stream + split // 4
+    assert layer_elements(spec, spec.layer_groups()[0], tp=4, sp=True)[0] == stream // 4 + split // 4
 
 
 def test_the_training_forward_carries_the_passes_at_the_bandwidth():

@@ -27,6 +27,7 @@ from llmcalc.model.time_model import ROOFLINE, overlapped
 from llmcalc.workload import Layout, Workload
 from llmcalc.model.pipeline_layout import parse_layout
 from tests.conftest import run_cli
+from tests.test_training import LLAMA2_7B_PASSES, passes_s
 
 
 def spec_of(preset: str, **changes) -> ModelSpec:
@@ -45,10 +46,9 @@ def work(r) -> float:
 
 # ---- an even split: the figures recorded before uneven stages, cp and vpp existed -----------------------------
 
-PASSES_S = 3 * 32 * 8 * 4096 * 2 * (2 * 2 * 4096 + 2 * 3 * 4096 + 3 * 11008 + 2 * 64 * 128) / (2039e9 * 0.9)
+PASSES_S = passes_s(8 * 4096)
 """Roofline seconds of llama2-7b's element-wise passes over 8 × 4,096 tokens on an A100 80GB, forward and twice
-backward: per layer and token two RMSNorms and two residual adds (4096 wide), SwiGLU (11008), RoPE (64 heads of
-128), bf16, at 2,039 GB/s · 0.9."""
+backward (tests/test_training.py: LLAMA2_7B_PASSES)."""
 
 
 def test_an_even_split_keeps_the_recorded_figures():
@@ -527,7 +527,7 @@ def test_lora_over_tp_runs_each_gpus_share_of_the_flops():
     r = step(spec, gpu="a100-80gb", batch=8, lora_rank=256, layout=Layout(tp=2))
     counted = flops(spec, Workload(batch=8, seq=4096, lora_rank=256))
     assert r.model_flops == counted.train_flops
-    passes = PASSES_S - 3 * 32 * 8 * 4096 * 2 * (3 * 11008 + 2 * 64 * 128) / 2 / (2039e9 * 0.9)  # tp halves these
+    passes = PASSES_S * (1 - (3 * 11008 + 2 * 64 * 128) / 2 / LLAMA2_7B_PASSES)  # tp halves the activation, RoPE
     assert r.forward_s + r.backward_s == pytest.approx(counted.train_hardware_flops / (2 * peak) + passes, rel=0.03)
     assert r.tp_comm_s == 0 and r.gradient_bytes_per_gpu == 2 * (256 // 16) * ADAPTERS // 2  # roofline: hidden
     tm = load_time_model("calibrated", load_gpu("a100-80gb"))  # Megatron's default: the all-reduces in full

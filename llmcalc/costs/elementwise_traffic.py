@@ -26,14 +26,13 @@ from __future__ import annotations
 
 from llmcalc.costs.elementwise import RESIDUAL_ADDS
 from llmcalc.costs.step import ELEMENTWISE, Cost, Op
-from llmcalc.model.spec import ModelSpec, dtype_bytes
+from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
 from llmcalc.model.units import ceil_div
 from llmcalc.workload import Workload
 
-def layer_elements(spec: ModelSpec, group: int, tp: int, sp: bool) -> tuple[int, int]:
-    """(elements read and written per token, kernels) of one layer of layer group `group` on one of `tp` GPUs."""
-    g, d = spec.layer_groups()[group], spec.d_model
-    mixer = g.mixer
+def layer_elements(spec: ModelSpec, g: LayerGroup, tp: int, sp: bool) -> tuple[int, int]:
+    """(elements read and written per token, kernels) of one layer of the layer group `g` on one of `tp` GPUs."""
+    d, mixer = spec.d_model, g.mixer
     _, q, k = mixer.qk_norm_widths() if mixer is not None else (0, 0, 0)
     own = mixer.normed_elements() if mixer is not None else 0
     rotated = 2 * mixer.rope_elements() if mixer is not None and spec.positions.rotary else 0
@@ -50,7 +49,7 @@ def elementwise_costs(spec: ModelSpec, w: Workload, tokens: int) -> tuple[dict[O
     L, a = w.layout, dtype_bytes(w.act_dtype)
     costs, kernels = {}, {}
     for gi, g in enumerate(spec.layer_groups()):
-        elements, n = layer_elements(spec, gi, L.tp, L.sp)
+        elements, n = layer_elements(spec, g, L.tp, L.sp)
         op = Op.of(gi, ELEMENTWISE)
         costs[op] = Cost(0, g.count * tokens * elements * a, 0)
         kernels[op] = g.count * n
