@@ -301,18 +301,20 @@ def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: in
             compute_dtype: str | None = None, attention_dtype: str | None = None, engine: str | None = None,
             time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
             memory_efficiency: float | None = None, comm_efficiency: float | None = None,
-            mla_decode: str = "absorbed", reserve: float = 0.10, interval: bool = False):
+            mla_decode: str = "absorbed", expert_skew: float | None = None, reserve: float = 0.10,
+            interval: bool = False):
     """Time to first token, time per output token (seconds) and tokens/s, per phase and op, of `batch`
     sequences: a `seq`-token prompt, then `gen` tokens (the first by prefill), on `gpu` (required) with tp·pp·dp
     GPUs (`llmcalc latency`). time_model: calibrated or roofline (default: calibrated where the GPU has a
-    profile, under `engine`); *_efficiency: shares of the peaks in place of the time model's; interval: also
-    the range measured runs fell in. Returns a LatencyReport."""
+    profile, under `engine`); *_efficiency: shares of the peaks in place of the time model's; expert_skew: the
+    experts' load skew under ep (a coefficient of variation; 0 uniform; default 1.64, docs/moe.md); interval:
+    also the range measured runs fell in. Returns a LatencyReport."""
     from llmcalc.costs.latency import latency as estimate
 
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
                  _images(images, image_size), batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen,
                  kv_dtype=kv_dtype, group_size=group_size, compute_dtype=compute_dtype,
-                 attention_dtype=attention_dtype, mla_decode=mla_decode, reserve=reserve)
+                 attention_dtype=attention_dtype, mla_decode=mla_decode, expert_skew=expert_skew, reserve=reserve)
     device = load_gpu(gpu, "latency")
     tm = _time_model(device, time_model, calibration, engine, serving=True, compute_efficiency=compute_efficiency,
                      memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)
@@ -546,7 +548,8 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                   slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
                   spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
                   weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
-                  engine: str | None = None, time_model: str | None = None, calibration=None):
+                  expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
+                  calibration=None):
     """serve's inputs read and checked: a ServeRun, whose run(update) simulates (update(advance=n) as requests
     finish, update(total=n) once a trace is read) and whose curve() sweeps the arrival rate."""
     from llmcalc.views.serve import Load, speculative
@@ -562,7 +565,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     slo = _slo(slo_ttft, slo_tpot)
     lengths = None if trace is not None else _lengths(prompt, output)
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
-                 compute_dtype=compute_dtype)
+                 compute_dtype=compute_dtype, expert_skew=expert_skew)
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
@@ -629,21 +632,22 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
           seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
           mtp: bool = False, spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
           weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
-          engine: str | None = None, time_model: str | None = None, calibration=None, interval: bool = False,
-          progress: Callable[..., None] | None = None):
+          expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
+          calibration=None, interval: bool = False, progress: Callable[..., None] | None = None):
     """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated
     step by step under `requests` requests (`llmcalc serve`): arriving at `rate` per second (default all at
     once) or from `concurrency` clients, or read from a `trace` file; prompt and output lengths an int or the
     command's text (`"uniform:128,2048"`); slo_ttft, slo_tpot: latency targets in seconds; draft (a model) or mtp:
-    speculative decoding. progress(advance=n) is called as requests finish. Returns a ServeReport."""
+    speculative decoding; expert_skew: the experts' load skew under ep (latency's). progress(advance=n) is called
+    as requests finish. Returns a ServeReport."""
     run = prepare_serve(model, gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, rate=rate, concurrency=concurrency,
                         arrivals=arrivals, requests=requests, prompt=prompt, output=output, trace=trace,
                         max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
                         gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
                         slo_ttft=slo_ttft, slo_tpot=slo_tpot, draft=draft, mtp=mtp, spec_tokens=spec_tokens,
                         acceptance=acceptance, weights_dtype=weights_dtype, weights_format=weights_format,
-                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, engine=engine, time_model=time_model,
-                        calibration=calibration)
+                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew, engine=engine,
+                        time_model=time_model, calibration=calibration)
     report = run.run(progress or (lambda **change: None))
     return with_ranges(report, "serve_ranges") if interval else report
 
@@ -653,13 +657,13 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
          slo_ttft: float | None = None, slo_tpot: float | None = None, price=None, disaggregated: bool = False,
          top: int = 5, requests: int = 400, seed: int = 0, engine: str | None = None, time_model: str | None = None,
          timings: bool = False, emit: str | None = None, candidate: int | None = None,
-         progress: Callable[[str, int, int], None] | None = None):
+         expert_skew: float | None = None, progress: Callable[[str, int, int], None] | None = None):
     """The cheapest deployments (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets (slo_ttft,
     slo_tpot, seconds; at least one) at `rate` requests/s (`llmcalc plan`). gpu: a GPU or a list (default
     h100-sxm); price: USD per GPU-hour, a dict {gpu: usd} or a list of "GPU=USD"; requests: each finalist's
     simulation; emit: "vllm", "sglang" or "trtllm" adds that engine's launch and benchmark commands for the
-    deployment ranked `candidate` (1, the best, by default). progress(what, done, total) is called as the search
-    goes. Returns a PlanReport."""
+    deployment ranked `candidate` (1, the best, by default); expert_skew: the experts' load skew under ep
+    (latency's). progress(what, done, total) is called as the search goes. Returns a PlanReport."""
     from llmcalc.inputs.engines import load_engine
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.model.gpu import FIGURE_MAX
@@ -705,7 +709,7 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     args = (load_model(model), devices, tms, max_gpus, rate, *lengths, *(str(x) for x in lengths),
             _slo(slo_ttft, slo_tpot), prices, serving)
     report = search(*args, disaggregated=disaggregated, top=top, requests=requests, seed=seed, timings=timings,
-                    progress=progress or (lambda what, done, total: None))
+                    expert_skew=expert_skew, progress=progress or (lambda what, done, total: None))
     if commands is None:
         return report
     from llmcalc.views.emit import Load, emit_for

@@ -35,6 +35,15 @@ RECOMPUTE_MODES = {"none": (), "selective": ("attention",), "full": tuple(RECOMP
 """The ops each `recompute` mode redoes: selective the attention core (Korthikanti et al. 2022), full every op of
 every layer (the LM head is not recomputed)."""
 
+EXPERT_SKEW = 1.64
+"""The experts' load skew of real serving traffic, as a coefficient of variation of their shares of the routed
+tokens: DeepSeek-R1 served by TensorRT-LLM at expert parallel 32 (256 experts, 8 a rank) puts 2.56 times the mean's
+routed tokens on the busiest rank, averaged over layers and iterations (NVIDIA/TensorRT-LLM,
+examples/wide_ep/ep_load_balancer/README.md: imbalance ratio (max − mean) / mean 1.564 without a load balancer);
+llmcalc/costs/expert_balance.py gives 2.56 there at 1.64 (docs/moe.md#expert-parallel-load)."""
+MAX_SKEW = 10.0
+"""Sanity bound on `expert_skew`: beyond it one expert takes nearly every token."""
+
 Whole = Annotated[int, Field(strict=True)]
 """A whole number; bools and floats are refused, never coerced. Ranges are checked by require_sizes."""
 StorageDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -390,6 +399,10 @@ class Workload(Frozen):
     0.10 matches vLLM's default gpu_memory_utilization of 0.9."""
     prefill_chunk: Whole = 8192
     """Tokens per prefill chunk, which sizes the activation workspace (vLLM: max_num_batched_tokens)."""
+    expert_skew: float | None = None
+    """Routed experts: the coefficient of variation of the experts' shares of the routed tokens in the traffic,
+    which sets how much more the busiest expert-parallel rank computes and receives than the mean
+    (llmcalc/costs/expert_balance.py); 0: uniform routing; None: EXPERT_SKEW for inference, 0 for training."""
 
     @model_validator(mode="before")
     @classmethod
@@ -464,7 +477,18 @@ class Workload(Frozen):
                             "`recompute_layers`) or drop `lora_rank`")
         if not 0 <= self.reserve < 1:
             raise UserError(f"`reserve`: {self.reserve} is not in [0, 1); give a share such as 0.1")
+        if self.expert_skew is not None and not 0 <= self.expert_skew <= MAX_SKEW:
+            raise UserError(f"`expert_skew`: {self.expert_skew} is not in [0, {MAX_SKEW:g}]; give a coefficient of "
+                            f"variation such as {EXPERT_SKEW} (real traffic) or 0 (uniform routing)")
         return self
+
+    @property
+    def routing_skew(self) -> float:
+        """The traffic's expert skew (`expert_skew`): as given, else EXPERT_SKEW for inference and 0 for training,
+        whose router is balanced on the very batches it trains on (no published per-rank figure says otherwise)."""
+        if self.expert_skew is not None:
+            return self.expert_skew
+        return 0.0 if self.train else EXPERT_SKEW
 
     @property
     def recomputed(self) -> frozenset[str]:

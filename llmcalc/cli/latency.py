@@ -10,6 +10,7 @@ from llmcalc.cli.options import (
     ADVANCED,
     PRECISION,
     EncoderSeqOpt,
+    ExpertSkewOpt,
     GPUOpt,
     GroupOpt,
     IntervalOpt,
@@ -51,6 +52,7 @@ def latency(
         "--comm-efficiency", help="Share of link bandwidth reached (default: the time model's).",
         panel=ADVANCED, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",
+    expert_skew: ExpertSkewOpt = None,
     reserve: ReserveOpt = 0.10,
     interval: IntervalOpt = False,
     out: groups.Output,
@@ -62,5 +64,6 @@ def latency(
                          **timing.values(), encoder_seq=encoder_seq, gen=gen, kv_dtype=kv_dtype,
                          group_size=group_size, compute_dtype=compute_dtype, attention_dtype=attention_dtype,
                          compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
-                         comm_efficiency=comm_efficiency, mla_decode=mla_decode, reserve=reserve, interval=interval)
+                         comm_efficiency=comm_efficiency, mla_decode=mla_decode, expert_skew=expert_skew,
+                         reserve=reserve, interval=interval)
     out.emit(report, of=latency)

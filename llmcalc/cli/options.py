@@ -233,6 +233,9 @@ OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
     "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
 ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage (shards over --dp).", panel=TRAINING, metavar="N",
                               min=0, max=3)]
+ExpertSkewOpt = Annotated[Optional[float], _opt(
+    "--expert-skew", help="Experts' load skew (a CV; 0: uniform; default 1.64).", panel=ADVANCED,
+    metavar="CV")]
 ReserveOpt = Annotated[float, _opt(
     "--reserve", help="Share of GPU memory kept for the runtime.", panel=ADVANCED, metavar="SHARE")]
 

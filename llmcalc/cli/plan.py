@@ -11,6 +11,7 @@ from llmcalc.cli.options import (
     OUTPUT,
     SERVING,
     EngineOpt,
+    ExpertSkewOpt,
     RateOpt,
     SeedOpt,
     TimeModelOpt,
@@ -44,6 +45,7 @@ def plan(
     seed: SeedOpt = 0,
     engine: EngineOpt = None,
     time_model: TimeModelOpt = None,
+    expert_skew: ExpertSkewOpt = None,
     timings: Annotated[bool, _opt(
         "--timings", help="Add the search's wall-clock seconds (search_s).", panel=OUTPUT)] = False,
     emit: Annotated[Optional[str], _opt(
@@ -61,7 +63,7 @@ def plan(
         report = api.plan(model.ref(), gpu, **tokens.values(), **targets.values(), max_gpus=max_gpus, rate=rate,
                           price=price, disaggregated=disaggregated, top=top, requests=requests, seed=seed,
                           engine=engine, time_model=time_model, timings=timings, emit=emit,
-                          candidate=candidate,
+                          candidate=candidate, expert_skew=expert_skew,
                           progress=lambda what, done, total: update(description=what, completed=done, total=total))
     out.emit(report, of=plan)
 

@@ -13,6 +13,7 @@ from llmcalc.cli.options import (
     OUTPUT,
     PRECISION,
     SERVING,
+    ExpertSkewOpt,
     GPUOpt,
     IntervalOpt,
     KVDtypeOpt,
@@ -56,6 +57,7 @@ def serve(
         "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
     seed: SeedOpt = 0,
+    expert_skew: ExpertSkewOpt = None,
     targets: groups.Targets,
     draft: Annotated[Optional[str], _opt(
         "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
@@ -94,7 +96,7 @@ def serve(
         max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
         draft=ModelRef(preset=draft) if draft is not None else None, mtp=mtp, spec_tokens=spec_tokens,
-        acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+        acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew)
     if plot is not None and plot_vs == "load" and run.finite_rate is None:
         raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
     with progress_bar("simulating", requests) as update:  # reading a trace or drawing the requests included

@@ -4,7 +4,9 @@ Per op on one GPU: c = FLOPs / (peak at the op's dtype · efficiency), m = bytes
 time = max(c, m) + overlap·min(c, m) + kernels·kernel_s (llmcalc/model/time_model.py; the roofline has no
 overlap term and no fixed cost). Bytes: the weights the op reads (once per forward), its activations in and
 out, and for attention the KV cache (decode reads all of it and writes the new token). An MoE layer reads the
-experts its T routed tokens hit: E·(1 − (1 − k/E)^T) expected under uniform routing. Communication (tensor
+experts its T routed tokens hit: E·(1 − (1 − k/E)^T) expected under uniform routing; under expert parallelism
+the routed experts' FLOPs and the all-to-all's bytes are the busiest rank's (llmcalc/costs/expert_balance.py,
+at the workload's expert skew). Communication (tensor
 all-reduce, expert all-to-all, pipeline sends) takes bytes / (one-way link · comm_eff) + calls·collective_s
 and is not overlapped. A step adds step_s; a phase is the sum of its ops; decode sums its G − 1 steps in
 closed form.
@@ -18,7 +20,7 @@ from llmcalc.costs.capacity import activation_workspace, holds, require_weights_
 from llmcalc.costs.parallel import link_note
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.step import Cost, Form, Op, experts_hit, op_name, step_costs, step_form
-from llmcalc.costs.step_time import StepTime, attention_dtype, matrix_paths, native_types
+from llmcalc.costs.step_time import StepTime, attention_dtype, expert_parallel_note, matrix_paths, native_types
 from llmcalc.costs.vision import image_seconds
 from llmcalc.costs.weights import formats_label
 from llmcalc.model.gpu import GPU
@@ -96,7 +98,9 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         total_s=total,
         tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total,
         decode_tokens_per_s=batch / phases[1].time_s,
-        experts_hit_per_step=hits, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv, fits=fits, phases=phases,
+        experts_hit_per_step=hits, busiest_rank=max(pre_time.busiest.values(), default=1.0) if L.ep > 1 else None,
+        expert_skew=w.routing_skew if L.ep > 1 else None, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv,
+        fits=fits, phases=phases,
         ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],
         formula=FORMULA, notes=_notes(spec, gpu, w, tm, fits),
     )
@@ -197,6 +201,8 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
                      "(docs/roofline.md#recurrent-layers-and-hybrid-layer-patterns)")
     if spec.ffn.routed_experts:
         notes.append("experts read per step assume uniform routing: E·(1 − (1 − k/E)^T) for T routed tokens")
+    if L.ep > 1:
+        notes.append(expert_parallel_note(spec, w, tm))
     formats = w.formats(spec)
     native = native_types(spec, gpu, w)
     if native:

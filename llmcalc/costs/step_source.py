@@ -68,26 +68,28 @@ def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], cou
         n = 1 if key.group is None else counts[key.group]
         comm = key.collective
         rate = 0.0 if comm else st.rate(key)
-        layers[(key.name if comm else None, rate, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
+        busiest = st.busiest.get(key, 1.0)
+        layers[(key.name if comm else None, rate, busiest, per(f, n), per(b, n), per(r, n) if st.pad else 0)] += n
         fixed += st.times(key, Cost(0, 0, 0))[3]
     k = st.overlap
     by_variable: dict[str, list] = defaultdict(list)
     terms, lines = [repr(fixed)] if fixed else [], []
     names = dict(names)  # whole costs (experts hit) that several entries share: computed once, into locals
-    shared = (a for key in layers for x in key[2:] if isinstance(x, Lin) for a in x.terms if isinstance(a, Whole))
+    shared = (a for key in layers for x in key[3:] if isinstance(x, Lin) for a in x.terms if isinstance(a, Whole))
     for x in dict.fromkeys(shared):
         names[x] = f"{label}_w{len(lines)}"
         lines.append(f"    {names[x]} = {x.source(names, namespace)}")
-    for (op, rate, f, b, r), n in layers.items():
+    for (op, rate, busiest, f, b, r), n in layers.items():
         comm = op is not None
         fc, bc = (0.0, n / st.link(op)) if comm else (n / rate, n / st.bytes)
+        ff = fc * busiest  # the FLOPs are the busiest expert-parallel rank's (StepTime.times); its pad rows are not
         alone = _alone(f, b, r)
         if alone is not None:
             (f0, f1), (b0, b1), (r0, r1) = (_affine(x, alone) for x in (f, b, r))
             if comm:
                 by_variable[alone].append((0.0, 0.0, b0 * bc, b1 * bc, True))
                 continue
-            c0, c1, m0, m1 = (f0 + st.pad * r0) * fc, (f1 + st.pad * r1) * fc, b0 * bc, b1 * bc
+            c0, c1, m0, m1 = f0 * ff + st.pad * r0 * fc, f1 * ff + st.pad * r1 * fc, b0 * bc, b1 * bc
             on_max, on_sum = overlap_split(k)
             by_variable[alone].append((on_max * c0, on_max * c1, on_max * m0, on_max * m1, False))
             if on_sum:
@@ -97,7 +99,7 @@ def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], cou
         if comm:
             terms.append(m)
             continue
-        c = _scaled(f, fc, names, namespace)
+        c = _scaled(f, ff, names, namespace)
         if r:
             c = f"{c} + {_scaled(r, st.pad * fc, names, namespace)}"
         c_, m_ = f"{label}_c{len(terms)}", f"{label}_m{len(terms)}"

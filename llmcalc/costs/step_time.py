@@ -8,6 +8,7 @@ the link tier it crosses plus each call's latency. A step adds step_s.
 
 from __future__ import annotations
 
+from llmcalc.costs.expert_balance import busiest_rank
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.step import Cost, Op, collectives, kernels, op_name
 from llmcalc.model.gpu import GPU
@@ -49,12 +50,38 @@ def native_rates(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[
     return {op: gpu.peak(k) * tm.matmul_efficiency(k) for op, k in native_types(spec, gpu, w).items()}
 
 
+def busiest_ranks(spec: ModelSpec, w: Workload, tm: TimeModel) -> dict[Op, float]:
+    """Expert parallelism under the traffic's skew (Workload.routing_skew): op → the busiest rank's routed tokens
+    over the mean rank's (expert_balance.busiest_rank), for each MoE layer group's routed experts and for the
+    expert all-to-all (the most any group gives); none where every rank gets the mean: ep 1, uniform routing, or a
+    time model that balances the ranks (TimeModel.balanced_experts)."""
+    ep, skew = w.layout.ep, w.routing_skew
+    if ep == 1 or not skew or tm.balanced_experts:
+        return {}
+    out = {Op.of(gi, op_name(spec.ffn_prefix(g) + "experts")): busiest_rank(g.ffn.routed_experts, ep, g.ffn.top_k, skew)
+           for gi, g in enumerate(spec.layer_groups()) if g.ffn.routed_experts}
+    return out | {Op.of(None, "comm/ep_all_to_all"): max(out.values())} if out else out
+
+
+def expert_parallel_note(spec: ModelSpec, w: Workload, tm: TimeModel) -> str:
+    """How the expert-parallel ranks' loads were timed: the busiest rank's, at the traffic's skew, or the mean's."""
+    busiest = max(busiest_ranks(spec, w, tm).values(), default=1.0)
+    if busiest > 1:
+        return (f"expert parallel: each MoE layer waits for its busiest rank, which computes and receives "
+                f"×{busiest:.2f} the mean rank's routed tokens at the traffic's expert skew {w.routing_skew:g} "
+                "(`expert_skew`; 0: uniform routing; docs/moe.md#expert-parallel-load)")
+    why = "the roofline balances the ranks" if tm.balanced_experts else "uniform routing (`expert_skew` 0)"
+    return f"expert parallel: every rank gets the mean's routed tokens: {why}"
+
+
 class StepTime:
     """Seconds of a step's entries on one GPU under a time model (llmcalc/model/time_model.py): per op
     max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
     at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth;
     communication bytes over the link tier the collective crosses (collective_link) plus each call's
-    latency (collective_s, and the network's extra latency beyond a node); step_s per forward."""
+    latency (collective_s, and the network's extra latency beyond a node); step_s per forward. Under expert
+    parallelism the routed experts' FLOPs and the all-to-all's bytes are the busiest rank's (busiest_ranks): the
+    mean's times `busiest`."""
 
     def __init__(self, spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, prefill: bool):
         attn = attention_dtype(w)
@@ -65,17 +92,19 @@ class StepTime:
         self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
         launches = kernels(spec, w.absorbed(spec.attention, prefill), prefill)
         self.fixed = {k: n * tm.kernel_s for k, n in launches.items()}
+        self.busiest = busiest_ranks(spec, w, tm)
         self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
         node = gpu.link(1)
         for op, n in collectives(spec, w.layout).items():
             tier = collective_link(op, w.layout, gpu)
-            self.links[op] = tier.bytes_per_s * tm.comm_efficiency
+            self.links[op] = tier.bytes_per_s * tm.comm_efficiency / self.busiest.get(Op.of(None, op), 1.0)
             # a call pays the profile's collective_s (measured within a node) plus the slower tier's extra latency
             extra = max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0
             self.fixed[Op.of(None, op)] = n * (tm.collective_s + extra)
 
     def link(self, op: str) -> float:
-        """One-way bytes/s a communication op reaches: its tier's bandwidth · comm_efficiency."""
+        """One-way bytes/s a communication op reaches: its tier's bandwidth · comm_efficiency (over the busiest
+        rank's load for the expert all-to-all, which that rank's bytes set)."""
         return self.links[op]
 
     def rate(self, op: Op) -> float:
@@ -88,7 +117,8 @@ class StepTime:
         fixed = self.fixed.get(op, 0.0)
         if op.collective:
             return 0.0, 0.0, cost.bytes / self.links[op.name], fixed
-        return (cost.flops + self.pad * cost.row_flops) / self.rate(op), cost.bytes / self.bytes, 0.0, fixed
+        flops = cost.flops * self.busiest.get(op, 1.0) + self.pad * cost.row_flops
+        return flops / self.rate(op), cost.bytes / self.bytes, 0.0, fixed
 
     def time(self, op: Op, cost: Cost) -> float:
         """Seconds of one entry: the overlap rule (TimeModel.overlapped) on its compute and memory, plus its

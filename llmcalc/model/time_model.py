@@ -99,6 +99,10 @@ class TimeModel(Frozen):
     comm_overlap), as Megatron's tp_comm_overlap and its MoE all-to-all overlap run it: both are options, off by
     default, so False charges that communication in full. The roofline takes True: the least time any schedule
     reaches."""
+    balanced_experts: bool = False
+    """Whether every expert-parallel rank gets the mean's routed tokens whatever the traffic's skew (the workload's
+    expert_skew): False times the busiest rank, which each MoE layer waits for. The roofline takes True: the least
+    any placement of the experts reaches."""
     kernel_s: float = 0.0
     """Seconds each kernel adds beyond its work: launch, ramp-up and tail."""
     collective_s: float = 0.0
@@ -148,7 +152,7 @@ class TimeModel(Frozen):
                     or self.request_s)
 
 
-ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0, hide_layer_comm=True,
+ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0, hide_layer_comm=True, balanced_experts=True,
                      sources={"compute_efficiency": "798 of 989 TFLOP/s, bf16 8192³ matmul, measured on an H100 SXM",
                               "memory_efficiency": "~3.0 of 3.35 TB/s, device-to-device copy, measured on an H100 SXM",
                               "comm_efficiency": "NCCL bus bandwidth over NVLink, ~80% of the one-way link"})

@@ -259,7 +259,8 @@ def latency_table(r, units: str) -> list:
         f"{r.time_model} time model: peak {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency} · "
         f"{r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.memory_efficiency} · ridge {r.ridge_point:.0f} FLOP/B "
         f"(effective {r.effective_ridge_point:.0f})"
-        + (f" · experts read per MoE layer per step: {r.experts_hit_per_step:.1f}" if r.experts_hit_per_step else ""),
+        + (f" · experts read per MoE layer per step: {r.experts_hit_per_step:.1f}" if r.experts_hit_per_step else "")
+        + (f" · busiest expert-parallel rank ×{r.busiest_rank:.2f}" if r.busiest_rank else ""),
         f"per GPU: weights {size(r.weights_bytes_per_gpu, units)}, KV at the end {size(r.kv_bytes_per_gpu, units)}"
         + ("" if r.fits else " — [bold red]does not fit[/bold red]"),
         table("Phases (one GPU)", ["phase", "FLOPs", "bytes", "FLOP/B", "bound", *(["comm"] if comm else []), "time"],

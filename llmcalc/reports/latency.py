@@ -98,6 +98,12 @@ class LatencyReport(Placement):
     tokens_per_s_range: list[float] | None = None
     experts_hit_per_step: float | None
     """Expected distinct routed experts one MoE layer reads per decode step, E·(1 − (1 − k/E)^T)."""
+    busiest_rank: float | None = None
+    """Expert parallelism: the busiest rank's routed tokens over the mean rank's, which the routed experts' FLOPs
+    and the all-to-all's bytes are timed at (docs/moe.md#expert-parallel-load; the most of any MoE layer group);
+    None without expert parallelism, 1.0 under uniform routing or the roofline."""
+    expert_skew: float | None = None
+    """Expert parallelism: the traffic's skew it was computed at (the workload's expert_skew); None without it."""
     weights_bytes_per_gpu: int
     kv_bytes_per_gpu: int
     fits: bool

@@ -352,14 +352,15 @@ def _op_step(component: str, op, parts: list[tuple[int, tuple]], row_flops: int,
     type (as `llmcalc latency` sums them). `entry`: one of the op's entries in the step form (its kind)."""
     fixed = " + O" if env["e_o"] or op.overhead_s else ""
     at = env | {"O": op.overhead_s}
+    b = "b · " if "b" in env else ""  # the busiest expert-parallel rank's load over the mean's
     if entry.collective:
-        return step(component, "M / (link · e_x)" + fixed, at | {"M": op.bytes}, "s")
+        return step(component, f"{b}M / (link · e_x)" + fixed, at | {"M": op.bytes}, "s")
     attention = entry.core
     peak, e = ("P_a", "e_a") if attention else ("P", "e_c")
     padded = bool(env["r"] and row_flops) and not attention
 
     def term(i: str) -> str:
-        f = f"(F{i} + r · R{i})" if padded else f"F{i}"
+        f = f"({b}F{i} + r · R{i})" if padded else f"{b}F{i}" if not b else f"({b}F{i})"
         if not env["e_o"]:
             return ROOF.format(F=f, M=f"M{i}", P=peak, e=e)
         return PARTIAL.format(c=f"{f} / ({peak} · {e})", m=f"M{i} / (BW · e_m)")
@@ -376,10 +377,11 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     from llmcalc.costs.latency import latency
     from llmcalc.costs.parallel import collective_link
     from llmcalc.costs.step import step_costs
-    from llmcalc.costs.step_time import attention_dtype
+    from llmcalc.costs.step_time import attention_dtype, busiest_ranks
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
+    busiest = busiest_ranks(spec, w, tm)
     env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth,
            "e_c": tm.matmul_efficiency(w.compute_dtype), "e_a": tm.attention_efficiency or tm.matmul_efficiency(attn),
            "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap, "r": tm.matmul_pad_rows}
@@ -392,6 +394,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
             parts = [(k.group, c) for k, c in entries.items() if k.group is not None]
             rows = sum(c.row_flops for c in entries.values())
             at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if entry.collective else env
+            at = at | ({"b": busiest[entry]} if entry in busiest else {})
             steps.append(_op_step(prefix + op.op, op, parts, rows, at, entry))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
@@ -412,6 +415,10 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     notes = ["F and M are each op's FLOPs and bytes on one GPU as `llmcalc latency` counts them (weights read, "
              "activations in and out, the KV cache; tensor-parallel shares rounded up): see docs/roofline.md",
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
+    if busiest:
+        conventions["expert_skew"] = f"{w.routing_skew:g}"
+        notes.append("b: the busiest expert-parallel rank's routed tokens over the mean rank's, which the routed "
+                     "experts' FLOPs and the all-to-all's bytes are scaled by (docs/moe.md#expert-parallel-load)")
     if tm.fixed_costs:
         notes.append("e_o: the share of the smaller term an op does not overlap; O: its kernels' (or collective "
                      "calls') fixed cost; t_step: the host's cost per step; t_req: its cost per request, before the prefill; r: the rows a weight matmul pays for "

@@ -44,6 +44,7 @@ LEGEND = {
     "e_o": "share of the smaller of an op's compute and memory time it does not overlap (the time model's overlap)",
     "O": "the op's fixed cost: its kernels (or collective calls) × their cost in the time model",
     "t_step": "the host's cost per forward step (the time model's step_s)",
+    "b": "the busiest expert-parallel rank's routed tokens over the mean rank's (docs/moe.md#expert-parallel-load)",
     "t_decode": "the G − 1 decode steps (contexts S … S+G−2) summed in closed form (`llmcalc latency` decode_s)",
 }
 """Symbols of the spec, the workload and the estimators, and those the GQA, MLA and FFN families share; a

@@ -142,10 +142,10 @@ class Pool(NamedTuple):
 
 class _Engines:
     """Engine pools per (GPU, layout without dp unless ep spans replicas, dtype), built once, on `engine`'s
-    settings for each GPU."""
+    settings for each GPU, the experts' load at `expert_skew` (Workload's)."""
 
-    def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], engine: Engine):
-        self.spec, self.tms, self.engine = spec, tms, engine
+    def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], engine: Engine, expert_skew: float | None = None):
+        self.spec, self.tms, self.engine, self.expert_skew = spec, tms, engine, expert_skew
         self.cache: dict[tuple, Pool | None] = {}
 
     def settings(self, gpu: GPU, **given: int | None) -> Settings:
@@ -156,7 +156,8 @@ class _Engines:
         """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
         key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.ep > L.tp else 0, dtype)
         if key not in self.cache:
-            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L)
+            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
+                         expert_skew=self.expert_skew)
             try:
                 pool = engine_pool(self.spec, gpu, w, self.settings(gpu))
             except UserError:
@@ -195,9 +196,10 @@ def check_bounds(max_gpus: int, top: int, requests: int) -> None:
 def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: int, rate: float, prompt: Lengths,
          output: Lengths, prompt_text: str, output_text: str, slo: SLO, prices: dict[str, float | None],
          engine: Engine, disaggregated: bool = False, top: int = 5, requests: int = 400, seed: int = 0,
-         timings: bool = False, progress: Callable[[str, int, int], None] | None = None) -> PlanReport:
+         timings: bool = False, expert_skew: float | None = None,
+         progress: Callable[[str, int, int], None] | None = None) -> PlanReport:
     """Rank the deployments of `spec` on `gpus` (at most max_gpus each) that meet `slo` at `rate` requests/s on
-    `engine` (its settings on each GPU, max_seqs searched).
+    `engine` (its settings on each GPU, max_seqs searched), the experts' load at `expert_skew` (Workload's).
     `timings`: report the closed-form pass's seconds (search_s). `progress(what, done, total)` is told of each
     layout evaluated and each simulation."""
     spec.stack.check_decoding("model")
@@ -213,7 +215,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                         f"smaller `max_gpus`, fewer `gpu`{' or leave out `disaggregated`' * disaggregated}")
     tell = progress or (lambda what, done, total: None)
     in_len, out_len = round(prompt.mean), round(output.mean)
-    engines = _Engines(spec, tms, engine)
+    engines = _Engines(spec, tms, engine, expert_skew)
     t0 = time.perf_counter()
     rows: list[PlanCandidate] = []
     searched = 0
