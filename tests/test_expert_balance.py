@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from llmcalc.costs.expert_balance import busiest_rank, gamma_cdf
+from llmcalc.costs.expert_balance import NORMAL_SHAPE, busiest_rank, gamma_cdf, normal_max
 from llmcalc.costs.latency import latency
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
@@ -67,6 +67,22 @@ def test_default_skew_gives_the_published_busiest_rank():
     assert busiest_rank(256, 32, 8, EXPERT_SKEW) == pytest.approx(2.564, abs=0.01)
 
 
+def test_normal_max_in_closed_form():
+    """The larger of two standard normals has mean 1/√π, the largest of three 3/(2√π); of one, 0."""
+    assert normal_max(1) == pytest.approx(0.0, abs=1e-9)
+    assert normal_max(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-9)
+    assert normal_max(3) == pytest.approx(1.5 / math.sqrt(math.pi), rel=1e-9)
+
+
+@pytest.mark.parametrize("ep", [2, 8, 64])
+def test_nearly_even_ranks_switch_to_the_normal_smoothly(ep):
+    """Either side of NORMAL_SHAPE the excess b − 1 scales as 1/√shape: the Gamma integral and the normal agree."""
+    n = 256 // ep
+    below, above = (busiest_rank(256, ep, 8, math.sqrt(n / shape)) - 1 for shape in (0.99 * NORMAL_SHAPE,
+                                                                                      1.01 * NORMAL_SHAPE))
+    assert above == pytest.approx(below * math.sqrt(0.99 / 1.01), rel=2e-2)
+
+
 def test_busiest_rank_edges():
     assert busiest_rank(256, 1, 8, EXPERT_SKEW) == 1.0
     assert busiest_rank(256, 8, 8, 0.0) == 1.0
@@ -74,6 +90,9 @@ def test_busiest_rank_edges():
     assert by_ep == sorted(by_ep) and by_ep[0] > 1
     # one expert a rank, top-2: a rank takes at most one of each token's two copies, so at most ep / 2
     assert busiest_rank(8, 8, 2, 9.0) == 4.0
+    # the least skews a user can give end at once, at 1 and not below
+    assert [busiest_rank(256, 8, 8, s) for s in (1e-300, 5e-324)] == [1.0, 1.0]
+    assert 1.0 < busiest_rank(256, 8, 8, 1e-3) < 1.001
 
 
 def _latency(skew, tm=None, ep=8, train=False):
