@@ -462,13 +462,16 @@ def sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None
 
 
 @_public
-def moe(model, *, batch: int = 1, seq: int = 4096, capacity_factor: float | None = None):
+def moe(model, *, batch: int = 1, seq: int = 4096, capacity_factor: float | None = None,
+        expert_skew: float | None = None):
     """MoE routing (`llmcalc moe`): expert capacity, expected dropped tokens under uniform random routing, router
-    FLOPs, expert FLOPs dropless vs padded to capacity, for prefill (batch · seq tokens) and one decode step.
-    capacity_factor: default the spec's, else dropless. Returns a MoEReport."""
+    FLOPs, expert FLOPs dropless vs padded to capacity, for prefill (batch · seq tokens) and one decode step, and
+    the busiest expert-parallel rank at expert_skew (latency's). capacity_factor: default the spec's, else
+    dropless. Returns a MoEReport."""
     from llmcalc.costs.moe import moe_report
 
-    return moe_report(load_model(model), workload({"batch": batch, "seq": seq}), capacity_factor)
+    return moe_report(load_model(model), workload({"batch": batch, "seq": seq}, expert_skew=expert_skew),
+                      capacity_factor)
 
 
 @_public

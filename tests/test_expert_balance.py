@@ -161,3 +161,15 @@ def test_serve_and_explain_time_the_busiest_rank(cli_json):
     explained = cli_json("explain", "latency", *args, "--batch", "8", "--seq", "2048")
     assert all(t["matches"] for t in explained["totals"])
     assert any(s["symbols"].get("b") for s in explained["steps"])
+
+
+def test_moe_lists_the_busiest_rank_per_expert_parallel_degree(cli_json):
+    """`llmcalc moe`: each power-of-two ep that divides the experts, at the skew given (0: every rank even)."""
+    out = cli_json("moe", "-p", "mixtral-8x7b")
+    assert out["expert_skew"] == EXPERT_SKEW
+    assert [(r["ep"], r["experts_per_rank"]) for r in out["expert_parallel"]] == [(2, 4), (4, 2), (8, 1)]
+    assert [r["busiest_rank"] for r in out["expert_parallel"]] == pytest.approx(
+        [busiest_rank(8, ep, 2, EXPERT_SKEW) for ep in (2, 4, 8)])
+    even = cli_json("moe", "-p", "deepseek-v3", "--expert-skew", "0")
+    assert [r["ep"] for r in even["expert_parallel"]] == [2, 4, 8, 16, 32, 64, 128, 256]
+    assert {r["busiest_rank"] for r in even["expert_parallel"]} == {1.0}

@@ -7,6 +7,7 @@ expert FLOPs. See docs/moe.md.
   dropped   E · E[max(0, X − C)] assignments per MoE layer (exact binomial sum)
   router    2 · T · d · (E + Z) per MoE layer (Z zero experts, LongCat-Flash; 0 otherwise)
   experts   dropless 2 · T · k · W_e;  padded to capacity 2 · E · C · W_e  (W_e: one expert's matmul weights)
+  ep        the busiest of ep expert-parallel ranks at the traffic's skew (llmcalc/costs/expert_balance.py)
 
 Pure: no I/O, no torch.
 """
@@ -21,7 +22,8 @@ from llmcalc.model.ffn import mlp_params, weights
 from llmcalc.model.moe import MoE
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.units import MAC
-from llmcalc.reports.moe import MoEPhaseRow, MoEReport
+from llmcalc.costs.expert_balance import busiest_rank
+from llmcalc.reports.moe import MoEParallelRow, MoEPhaseRow, MoEReport
 from llmcalc.workload import Workload
 
 SPAN = 40
@@ -29,6 +31,8 @@ SPAN = 40
 the binomial mass outside is far below double precision."""
 EXACT_TERMS = 200_000
 """Above this many terms (σ ≳ 2,500, e.g. T ≳ 5·10⁷ tokens at k/E = 1/8) the normal approximation is used."""
+EP_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256)
+"""The expert-parallel degrees the report lists, those that divide the experts."""
 FORMULA = ("C = min(ceil(cf · T · k / E), T); X ~ Binomial(T, k/E); dropped = E · E[max(0, X − C)]; "
            "router = 2 · T · d · E; experts dropless = 2 · T · k · W_e, padded = 2 · E · C · W_e (per MoE layer)")
 
@@ -163,7 +167,14 @@ def moe_report(spec: ModelSpec, w: Workload, capacity_factor: float | None = Non
         notes.append(f"{moe.shared_experts} shared expert(s) take every token and are never dropped; not counted here")
     if not all(r.exact for r in rows):
         notes.append(f"loads with more than {EXACT_TERMS:,} non-negligible terms use the normal approximation")
+    skew = w.routing_skew
+    parallel = [MoEParallelRow(ep=ep, experts_per_rank=moe.routed_experts // ep,
+                               busiest_rank=busiest_rank(moe.routed_experts, ep, moe.top_k, skew))
+                for ep in EP_DEGREES if ep <= moe.routed_experts and not moe.routed_experts % ep]
+    notes.append(f"expert parallel: the busiest of ep ranks, each holding E/ep experts, at the traffic's expert skew "
+                 f"{skew:g} (`expert_skew`: the experts' popularity as a coefficient of variation; 0: uniform); "
+                 "`latency`, `serve` and `plan` time each MoE layer at it (docs/moe.md#expert-parallel-load)")
     return MoEReport(model=spec.name, batch=batch, seq=seq, capacity_factor=cf,
                      capacity_source="option" if capacity_factor is not None else "spec" if cf is not None else "none",
                      d_model=d, d_ff=moe.d_ff, expert_weights=expert_weights(moe, d), rows=rows,
-                     formula=FORMULA, notes=notes)
+                     expert_skew=skew, expert_parallel=parallel, formula=FORMULA, notes=notes)

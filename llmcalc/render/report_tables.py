@@ -501,6 +501,9 @@ def moe_table(r, units: str) -> list:
         f"[bold]{esc(r.model)}[/bold] MoE: {first.layers} MoE layers × {first.experts} experts, top-{first.top_k}"
         f"{shared}; batch {r.batch:,} × {r.seq:,} tokens; {cf}",
         _wide_table(["", "prefill (T = B·S)", "decode step (T = B)"], rows),
+        table(f"Expert parallel: the busiest rank at expert skew {r.expert_skew:g}", ["ep", "experts a rank",
+              "busiest rank"], [[f"{x.ep:,}", f"{x.experts_per_rank:,}", f"×{x.busiest_rank:.2f}"]
+                                for x in r.expert_parallel]),
         *_footer(r),
     ]
 

@@ -54,6 +54,15 @@ class MoEPhaseRow(Report):
     """2 · (assignments − expected_dropped) · W_e over the MoE layers: the useful part of the padded work."""
 
 
+class MoEParallelRow(Report):
+    """Expert parallelism over `ep` ranks at the report's expert skew (docs/moe.md#expert-parallel-load)."""
+
+    ep: int
+    experts_per_rank: int
+    busiest_rank: float
+    """The busiest rank's routed tokens over the mean rank's: what each MoE layer waits for."""
+
+
 class MoEReport(Report):
     """`llmcalc moe`: expert capacity, expected dropped tokens, router and expert FLOPs of a MoE model.
 
@@ -72,5 +81,9 @@ class MoEReport(Report):
     d_ff: int
     expert_weights: int
     rows: list[MoEPhaseRow]
+    expert_skew: float
+    """The traffic's skew of expert popularity the expert-parallel rows are at (a coefficient of variation)."""
+    expert_parallel: list[MoEParallelRow]
+    """Each power-of-two ep that divides the experts, up to 256: the busiest rank at expert_skew."""
     formula: str
     notes: list[str]
