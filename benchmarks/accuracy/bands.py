@@ -1,5 +1,6 @@
-"""Error bands of llmcalc's times, from the published runs: for each command's time figure, the 10th and 90th
-percentile of measured / predicted over the table subset, and how often that band held on the held-out subset.
+"""Error bands of llmcalc's times, from the published runs: for each command's time figure, the range of measured /
+predicted over the table subset that a new run falls in 80% of the time, and how often it held on the held-out
+subset.
 
 Run: python benchmarks/accuracy/bands.py --write    (presets/bands/intervals.yaml and docs/intervals.md; a few minutes:
                                                     it reruns the three comparisons)
@@ -13,6 +14,12 @@ Where the figures come from:
 
 A band is [low, high] of the time ratio measured / predicted (a throughput's ratio is predicted / measured, so a
 throughput x becomes [x / high, x / low]); with fewer than MIN_ROWS table rows a figure has no band.
+
+Which two of the n table ratios bound it (split conformal prediction): sorted, the i-th smallest and the i-th
+largest, i = max(1, ⌊(1 − COVERAGE)/2 · (n + 1)⌋. A new run whose ratio is exchangeable with the table's falls
+between them with probability (n + 1 − 2i)/(n + 1), at least COVERAGE from n = 9 on (below that, the smallest and
+largest: (n − 1)/(n + 1)); each band states that figure as `expected_coverage`. The 10th and 90th percentiles
+interpolated between order statistics would cover 0.8·(n − 1)/(n + 1) of new runs: 73% at n = 23.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import argparse
 import importlib.util
 import math
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import yaml
@@ -28,7 +36,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "presets" / "bands" / "intervals.yaml"
 PAGE = ROOT / "docs" / "intervals.md"
-LOW, HIGH = 0.1, 0.9
+COVERAGE = 0.8
 MIN_ROWS = 5
 
 
@@ -40,22 +48,18 @@ def module(path: Path, name: str):
     return mod
 
 
-def quantile(values: list[float], q: float) -> float:
-    """The q-quantile by linear interpolation between order statistics."""
-    v = sorted(values)
-    x = q * (len(v) - 1)
-    i = math.floor(x)
-    return v[i] if i + 1 >= len(v) else v[i] + (x - i) * (v[i + 1] - v[i])
-
-
 def band(table: list[float], held: list[float]) -> dict | None:
-    """The band of the table ratios and its coverage of the held-out ones; None with too few table rows."""
-    if len(table) < MIN_ROWS:
+    """The band of the table ratios (module docstring: the i-th smallest and largest) and its coverage of the
+    held-out ones; None with too few table rows."""
+    n = len(table)
+    if n < MIN_ROWS:
         return None
-    low, high = quantile(table, LOW), quantile(table, HIGH)
+    v = sorted(table)
+    i = max(1, math.floor((1 - Fraction(str(COVERAGE))) / 2 * (n + 1)))  # exact: 0.1 · 20 is 2, not 1.999…
+    low, high = v[i - 1], v[n - i]
     inside = sum(low <= r <= high for r in held)
-    return {"low": round(low, 4), "high": round(high, 4), "table_rows": len(table), "held_out_rows": len(held),
-            "held_out_inside": inside}
+    return {"low": round(low, 4), "high": round(high, 4), "expected_coverage": round((n + 1 - 2 * i) / (n + 1), 3),
+            "table_rows": n, "held_out_rows": len(held), "held_out_inside": inside}
 
 
 def latency_ratios() -> dict[str, dict[str, tuple[list, list]]]:
@@ -109,24 +113,29 @@ def section(found: dict) -> str:
            "With `--interval`, "
            "`latency`, `serve` and `train` print each time with the band its command, quantity and engine (or "
            "time model) showed on the published runs, and their JSON carries it as `<figure>_range` [low, high]. "
-           f"A band is the {LOW:.0%}–{HIGH:.0%} range of measured / predicted over the table subset (a throughput's "
-           "band the inverse); it is checked on the held-out subset, which no band or profile saw. Fewer than "
-           f"{MIN_ROWS} table rows: no band.", "",
-           "| command | engine or time model | figure | band (× predicted time) | table rows | held-out rows | "
-           "held out inside |", "|---|---|---|---|---:|---:|---:|"]
+           "A band is a range of measured / predicted over the table subset (a throughput's band the inverse): of "
+           "the n table ratios, sorted, the i-th smallest to the i-th largest, i = max(1, ⌊(n + 1)·"
+           f"{(1 - COVERAGE) / 2:g}⌋), which a new run like the table's falls in with probability (n + 1 − 2i)/(n + 1) "
+           f"(split conformal prediction): at least {COVERAGE:.0%} from 9 table rows on, (n − 1)/(n + 1) below "
+           "(the column `expected`). It is checked on the held-out subset, which no band or profile saw. Fewer "
+           f"than {MIN_ROWS} table rows: no band.", "",
+           "| command | engine or time model | figure | band (× predicted time) | table rows | expected | held-out rows "
+           "| held out inside |", "|---|---|---|---|---:|---:|---:|---:|"]
     for cmd, by in found.items():
         for key, qs in by.items():
             for q, b in qs.items():
                 share = f"{b['held_out_inside'] / b['held_out_rows']:.0%}" if b["held_out_rows"] else "—"
                 out.append(f"| {cmd} | {key} | {q} | {b['low']:.2f}–{b['high']:.2f} | {b['table_rows']} | "
-                           f"{b['held_out_rows']} | {share} |")
+                           f"{b['expected_coverage']:.0%} | {b['held_out_rows']} | {share} |")
     held = [b for by in found.values() for qs in by.values() for b in qs.values() if b["held_out_rows"]]
     inside = sum(b["held_out_inside"] for b in held)
     total = sum(b["held_out_rows"] for b in held)
-    out += ["", f"Over every band: {inside} of {total} held-out figures inside ({inside / total:.0%}); an "
-            f"{HIGH - LOW:.0%} band of a model whose errors on new runs are like those on the table subset would hold "
-           f"about {HIGH - LOW:.0%}. The published runs behind each command: [accuracy.md](accuracy.md) (latency, "
-           "training) and [serving.md](serving.md#against-published-serving-benchmarks) (serve).", ""]
+    expected = sum(b["expected_coverage"] * b["held_out_rows"] for b in held) / total
+    out += ["", f"Over every band: {inside} of {total} held-out figures inside ({inside / total:.0%}), where bands "
+            f"whose table rows are like the held-out ones would hold {expected:.0%} (their expected coverages, "
+            "weighted by held-out rows). A band that holds far less than it should marks a regime whose held-out "
+            "runs differ from its table runs. The published runs behind each command: [accuracy.md](accuracy.md) "
+            "(latency, training) and [serving.md](serving.md#against-published-serving-benchmarks) (serve).", ""]
     return "\n".join(out)
 
 
@@ -141,8 +150,7 @@ def main() -> int:
         return 0
     head = ("# Error bands of llmcalc's times (llmcalc/model/intervals.py names each field); regenerate with\n"
             "# python benchmarks/accuracy/bands.py --write. docs/intervals.md says how they held.\n")
-    OUT.write_text(head + yaml.safe_dump({"low_quantile": LOW, "high_quantile": HIGH, "bands": found},
-                                         sort_keys=False))
+    OUT.write_text(head + yaml.safe_dump({"coverage": COVERAGE, "bands": found}, sort_keys=False))
     PAGE.write_text(text)
     sys.stdout.write(f"wrote {OUT.relative_to(ROOT)} and {PAGE.relative_to(ROOT)}\n")
     return 0

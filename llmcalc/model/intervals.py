@@ -16,6 +16,9 @@ class Band(Frozen):
 
     low: Ratio
     high: Ratio
+    expected_coverage: Annotated[float, Field(gt=0, le=1)]
+    """The chance a new run like the table's falls in the band: (n + 1 − 2i)/(n + 1) for the i-th smallest and
+    largest of n table ratios (benchmarks/accuracy/bands.py)."""
     table_rows: NonNegInt
     held_out_rows: NonNegInt
     held_out_inside: NonNegInt
@@ -32,14 +35,15 @@ class Band(Frozen):
         """How often the band held on the held-out runs, in words."""
         if not self.held_out_rows:
             return "no held-out run to check it on"
-        return f"held on {self.held_out_inside} of {self.held_out_rows} held-out runs"
+        return (f"held on {self.held_out_inside} of {self.held_out_rows} held-out runs, built to hold "
+                f"{self.expected_coverage:.0%}")
 
 
 class Bands(Frozen):
     """Every band: bands[command][engine or time model][figure]."""
 
-    low_quantile: Annotated[float, Field(ge=0, le=1)]
-    high_quantile: Annotated[float, Field(ge=0, le=1)]
+    coverage: Annotated[float, Field(gt=0, lt=1)]
+    """The share of new runs a band is built to hold (split conformal prediction over the table subset)."""
     bands: dict[str, dict[str, dict[str, Band]]]
 
     def find(self, command: str, key: str, figure: str, fallback: str | None = None) -> Band | None:
@@ -49,4 +53,4 @@ class Bands(Frozen):
 
     @property
     def label(self) -> str:
-        return f"{self.low_quantile:.0%}–{self.high_quantile:.0%}"
+        return f"{self.coverage:.0%}"
