@@ -8,7 +8,9 @@ Run: python benchmarks/serving/evaluate.py             (the table on stdout)
 Each point -> one `serve` run on the point's engine (presets/engines/<engine>.yaml: its scheduler, CUDA graphs, KV
 pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
 - model, gpu, tp, pp, ep as published (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
-  expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU); dtypes: the first word of
+  expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU, but the busiest of tp ranks
+  at the default expert skew rather than of ep, which overstates the skew's cost: 1.45 × for DeepSeek at 8 ranks,
+  1.22 × at 4); dtypes: the first word of
   the field (fp8, fp16, bf16); an fp8 checkpoint computes in fp8. A KV dtype "not stated" is the engine's
   default: the weights' dtype for the fp8 engine builds of TensorRT-LLM's own tables (their notes say the KV
   cache is quantised too), else bf16 ("auto": the model's dtype; a block-fp8 checkpoint declares no KV scheme).
