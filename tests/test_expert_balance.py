@@ -157,6 +157,9 @@ def test_serve_and_explain_time_the_busiest_rank(cli_json):
     uniform = cli_json("serve", *args, "-n", "64", "--concurrency", "16", "--prompt", "1000", "--output", "50",
                        "--expert-skew", "0")
     assert served["ttft_s"]["mean"] > uniform["ttft_s"]["mean"]
+    assert served["busiest_rank"] == pytest.approx(busiest_rank(256, 8, 8, EXPERT_SKEW)) and uniform["busiest_rank"] == 1
+    tensor_parallel = cli_json("serve", *args[:6], "--weights-dtype", "fp8", "-n", "16")
+    assert tensor_parallel["busiest_rank"] is None and tensor_parallel["expert_skew"] is None
     assert any("busiest rank" in n for n in served["notes"])
     explained = cli_json("explain", "latency", *args, "--batch", "8", "--seq", "2048")
     assert all(t["matches"] for t in explained["totals"])

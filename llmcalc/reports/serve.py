@@ -88,6 +88,11 @@ class ServeReport(Placement):
     to check against one's own log."""
     kv_log: str
     """kv_tokens as the engine's start-up log line words it (vLLM: "GPU KV cache size: N tokens")."""
+    busiest_rank: float | None = None
+    """Expert parallelism: the busiest rank's routed tokens over the mean rank's, which every step's routed experts
+    and all-to-alls are timed at (as latency's); None without expert parallelism."""
+    expert_skew: float | None = None
+    """Expert parallelism: the traffic's skew it was computed at; None without it."""
     requests_per_s: float
     output_tokens_per_s: float
     requests_per_s_per_gpu: float
