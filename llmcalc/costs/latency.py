@@ -20,7 +20,14 @@ from llmcalc.costs.capacity import activation_workspace, holds, require_weights_
 from llmcalc.costs.parallel import link_note
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.step import Cost, Form, Op, experts_hit, op_name, step_costs, step_form
-from llmcalc.costs.step_time import StepTime, attention_dtype, expert_parallel_note, matrix_paths, native_types
+from llmcalc.costs.step_time import (
+    StepTime,
+    attention_dtype,
+    busiest_of,
+    expert_parallel_note,
+    matrix_paths,
+    native_types,
+)
 from llmcalc.costs.vision import image_seconds
 from llmcalc.costs.weights import formats_label
 from llmcalc.model.gpu import GPU
@@ -98,7 +105,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         total_s=total,
         tokens_per_s=batch * gen / total, tokens_per_s_per_seq=gen / total,
         decode_tokens_per_s=batch / phases[1].time_s,
-        experts_hit_per_step=hits, busiest_rank=max(pre_time.busiest.values(), default=1.0) if L.ep > 1 else None,
+        experts_hit_per_step=hits, busiest_rank=busiest_of(spec, w, tm),
         expert_skew=w.routing_skew if L.ep > 1 else None, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv,
         fits=fits, phases=phases,
         ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],

@@ -63,9 +63,15 @@ def busiest_ranks(spec: ModelSpec, w: Workload, tm: TimeModel) -> dict[Op, float
     return out | {Op.of(None, "comm/ep_all_to_all"): max(out.values())} if out else out
 
 
+def busiest_of(spec: ModelSpec, w: Workload, tm: TimeModel) -> float | None:
+    """The report's figure: the most busiest_ranks gives (1.0 where the ranks are even); None without expert
+    parallelism."""
+    return max(busiest_ranks(spec, w, tm).values(), default=1.0) if w.layout.ep > 1 else None
+
+
 def expert_parallel_note(spec: ModelSpec, w: Workload, tm: TimeModel) -> str:
     """How the expert-parallel ranks' loads were timed: the busiest rank's, at the traffic's skew, or the mean's."""
-    busiest = max(busiest_ranks(spec, w, tm).values(), default=1.0)
+    busiest = busiest_of(spec, w, tm) or 1.0
     if busiest > 1:
         return (f"expert parallel: each MoE layer waits for its busiest rank, which computes and receives "
                 f"×{busiest:.2f} the mean rank's routed tokens at the traffic's expert skew {w.routing_skew:g} "

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from llmcalc.costs.capacity import engine_pool
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import kv_per_gpu
-from llmcalc.costs.step_time import busiest_ranks, expert_parallel_note
+from llmcalc.costs.step_time import busiest_of, expert_parallel_note
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import MAX_ARRIVAL_S, Lengths, check_requests
 from llmcalc.model.engine import Settings
@@ -484,7 +484,7 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
         prefix_hit=prefix_hit, speculative=spec_dec.label if spec_dec else None,
         kv_blocks=budget // block, kv_bytes_per_block=block, kv_tokens=budget // block * engine.block_size,
         kv_log=engine.kv_log(budget // block * engine.block_size),
-        busiest_rank=max(busiest_ranks(spec, w, tm).values(), default=1.0) if L.ep > 1 else None,
+        busiest_rank=busiest_of(spec, w, tm),
         expert_skew=w.routing_skew if L.ep > 1 else None,
         requests_per_s=n / duration, output_tokens_per_s=out_tokens / duration,
         requests_per_s_per_gpu=n / duration / L.gpus, output_tokens_per_s_per_gpu=out_tokens / duration / L.gpus,
