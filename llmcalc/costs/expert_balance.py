@@ -78,7 +78,7 @@ def busiest_rank(experts: int, ep: int, top_k: int, skew: float) -> float:
     if shape > NORMAL_SHAPE:
         return min(cap, 1 + normal_max(ep) / math.sqrt(shape))
     spread = 40 * math.sqrt(shape)
-    low = max(0.0, shape - spread)  # below it every rank's load lies with probability 1 − 1e-12 and more
+    low = max(0.0, shape - spread)  # a rank's load falls below it with probability under 1e-12: there 1 − P^ep = 1
     top = shape + spread + 40  # above it the busiest rank's tail is below 1e-12
     h = (top - low) / INTERVALS
 
