@@ -7,7 +7,8 @@ Run: python benchmarks/serving/evaluate.py             (the table on stdout)
 
 Each point -> one `serve` run on the point's engine (presets/engines/<engine>.yaml: its scheduler, CUDA graphs, KV
 pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
-- model, gpu, tp, pp, ep as published (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
+- model, gpu, tp, pp, ep as published; `attention_dp` (SGLang's --enable-dp-attention) as tp 1, dp = the GPUs
+  and ep as published, each GPU an attention replica with its own scheduler (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
   expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU, but the busiest of tp ranks
   at the default expert skew rather than of ep, which overstates the skew's cost: 1.45 × for DeepSeek at 8 ranks,
   1.22 × at 4); dtypes: the first word of
@@ -21,8 +22,11 @@ pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
 - requests: the published prompt count (`num_prompts`) where given, else 500 (TensorRT-LLM's online table says 500);
   under a fixed concurrency C at most max(4·C, 64) of them, the steady state of identical requests being reached
   within a few rounds of the clients.
-- lengths: fixed input_tokens and output_tokens (for the points with lengths drawn up to a maximum, the published
-  totals over the requests give the mean, used as a fixed length).
+- lengths: a point's `length_distribution` where it has one (each side a `serve` length: SGLang's random dataset
+  with random_range_ratio 0 draws uniformly from 1 to the maximum; a ShareGPT run's prompts and outputs, whose
+  spread no source publishes, are taken as uniform from 1 to twice the published mean, so that the clients of a
+  fixed concurrency do not finish in lockstep as identical requests would); else fixed input_tokens and
+  output_tokens, the means of the published totals where there are totals.
 
 Compared quantities, each a ratio measured / predicted for a time, predicted / measured for a throughput, so that
 ratio > 1 always means llmcalc is optimistic: output tokens/s, TTFT and TPOT, each the published median where there
@@ -49,7 +53,7 @@ from llmcalc.errors import UserError
 from llmcalc.inputs.engines import engine_names, load_engine
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset, preset_names
-from llmcalc.inputs.requests import Constant
+from llmcalc.inputs.requests import Constant, Lengths, parse_lengths
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.views.serve import Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
@@ -89,12 +93,17 @@ def kind(p: dict) -> str:
     return "concurrency" if isinstance(p.get("concurrency"), int) else "offline"
 
 
-def lengths(p: dict) -> tuple[int, int]:
-    """(prompt, output) tokens per request: the fixed lengths, or the means of the published totals."""
+def lengths(p: dict) -> tuple[Lengths, Lengths]:
+    """(prompt, output) lengths of a point's requests: its `length_distribution` (each side a `serve` length, e.g.
+    uniform:1,1024), else fixed lengths, the means of the published totals where it has them."""
+    if dist := p.get("length_distribution"):
+        return (parse_lengths(dist["input"], f"{p['id']}: length_distribution.input"),
+                parse_lengths(dist["output"], f"{p['id']}: length_distribution.output"))
     m = p["measured"]
     if "total_input_tokens" in m and "total_output_tokens" in m and m.get("completed"):
-        return round(m["total_input_tokens"] / m["completed"]), round(m["total_output_tokens"] / m["completed"])
-    return p["input_tokens"], p["output_tokens"]
+        return (Constant(round(m["total_input_tokens"] / m["completed"])),
+                Constant(round(m["total_output_tokens"] / m["completed"])))
+    return Constant(p["input_tokens"]), Constant(p["output_tokens"])
 
 
 def setup(p: dict) -> tuple | str:
@@ -114,10 +123,12 @@ def setup(p: dict) -> tuple | str:
         kv = weights if weights == "fp8" and p["id"].startswith("trt") else "bf16"
     kv = {"fp8_e5m2": "fp8", "fp8_e4m3": "fp8"}.get(kv, kv)
     compute = "fp8" if weights == "fp8" else "bf16"
-    tp, ep = p.get("tp", 1), p.get("ep", 1)
+    tp, ep, dp = p.get("tp", 1), p.get("ep", 1), 1
     if 1 < ep < tp:  # experts over ep groups, each expert split over tp / ep: every GPU holds 1/tp of them
         ep = tp
-    layout = Layout(tp=tp, pp=p.get("pp", 1), ep=ep)
+    if p.get("attention_dp"):  # data-parallel attention: a replica per GPU, the MoE layers over all of them
+        tp, dp = 1, p["gpus"]
+    layout = Layout(tp=tp, pp=p.get("pp", 1), dp=dp, ep=ep)
     w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
     gpu = load_gpu(p["gpu"])
     settings = load_engine(p["engine_name"]).settings(gpu)
@@ -187,7 +198,7 @@ def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offli
             continue
         spec, gpu, w, load, settings, n = got
         prompt, output = lengths(p)
-        reqs = make_requests(n, Constant(prompt), Constant(output), load, 0)
+        reqs = make_requests(n, prompt, output, load, 0)
         try:
             tm = load_time_model(None, gpu, engine=settings.engine)
             r = serve(spec, gpu, w, tm, reqs, settings, load, "", "")
