@@ -394,13 +394,14 @@ DEFAULT_GEN = {"flops": 1, "latency": 256}
 def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | None = None, kv_dtype: str = "bf16",
             weights_dtype: str | None = None, weights_format: str | None = None, attention: str = "causal",
             logits: str = "last", mla_decode: str = "absorbed", train: bool = False, optimizer: str = "adamw",
-            gpu=None, time_model: str | None = None, calibration=None, gpus: int | None = None,
-            tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, images: int = 0,
+            gpu=None, engine: str | None = None, time_model: str | None = None, calibration=None,
+            gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, images: int = 0,
             image_size: str | None = None):
     """A command's figures worked out (`llmcalc explain`): `topic` (params, kv, flops, memory or latency; latency
     needs `gpu`) as formula, symbols, arithmetic and result, checked against the command's own figure: the
     report's `matches` is False when a total does not match (the command then exits 1). gen: default 1 for
-    flops, 256 for latency. Returns an ExplainReport."""
+    flops, 256 for latency; engine: latency's serving engine (its profile and host costs, as `latency` takes
+    them). Returns an ExplainReport."""
     from llmcalc.views.explain import explain as work_out
 
     if topic not in EXPLAIN_TOPICS:
@@ -412,7 +413,7 @@ def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | No
                  kv_dtype=kv_dtype, attention_core=attention, logits=logits, mla_decode=mla_decode, train=train,
                  optimizer=optimizer)
     device = load_gpu(gpu)
-    tm = _time_model(device, time_model, calibration)  # no GPU: no time
+    tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
     return work_out(topic, load_model(model), w, device, tm)
 
 

@@ -228,4 +228,23 @@ def test_an_engine_states_its_host_time_per_request():
     """An engine file's request_s replaces the profile's, as its step_s does."""
     e = load_engine("vllm").model_copy(update={"request_s": 0.02})
     assert load_time_model(None, H100, engine=e).request_s == 0.02
-    assert load_time_model(None, H100, engine=load_engine("vllm")).request_s == TM.request_s == 0.0
+    assert load_time_model(None, H100, engine=e.model_copy(update={"request_s": None})).request_s == TM.request_s == 0.0
+    assert load_time_model("roofline", H100, engine=e).request_s == 0.0  # the lower bound has no fixed costs
+
+
+def test_a_calibration_file_keeps_its_own_host_time(tmp_path):
+    """A profile file that sets request_s (one's own, fitted to one's runs) keeps it under any engine; one that
+    sets none takes the engine's, as the bundled profile does."""
+    import yaml
+
+    from llmcalc.inputs.time_models import CALIBRATION_DIR
+
+    vllm = load_engine("vllm")
+    assert vllm.request_s is not None and vllm.request_s > 0
+    bundled = yaml.safe_load((CALIBRATION_DIR / "h100-sxm.yaml").read_text(encoding="utf-8"))
+    plain, own = tmp_path / "plain.yaml", tmp_path / "own.yaml"
+    plain.write_text(yaml.safe_dump(bundled), encoding="utf-8")
+    own.write_text(yaml.safe_dump(bundled | {"request_s": 0.0123}), encoding="utf-8")
+    assert load_time_model(None, H100, plain, engine=vllm).request_s == vllm.request_s
+    assert load_time_model(None, H100, own, engine=vllm).request_s == 0.0123
+    assert load_time_model(None, H100, engine=vllm).request_s == vllm.request_s

@@ -35,7 +35,7 @@ is one, else the mean (the ITL where no TPOT is published; the two are equal up 
 Split: the points are grouped by engine and load kind; within a group, ordered by a hash of their id, the first 40%
 form the table subset, the rest the held-out subset. The split of every point is written to
 benchmarks/serving/split.yaml the first time the point is seen and never changes after (a new point does not move
-another); nothing in presets/ is fitted on the held-out points.
+another); nothing in presets/ is fitted on the held-out points (vLLM's request_s was read off table points).
 """
 
 from __future__ import annotations
@@ -264,8 +264,9 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
-           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; the held-out subset "
-           "(benchmarks/serving/split.yaml) is never to be.", ""]
+           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; one engine figure, vLLM's "
+           "host time per request (presets/engines/vllm.yaml), was read off table-subset points; the held-out subset "
+           "(benchmarks/serving/split.yaml) is never to be fitted on.", ""]
     out += ["By engine:", ""] + summary_lines(rows, "engine")
     out += ["", "By load (rate: a Poisson request rate; rate INF: all at once; concurrency: that many clients; "
             f"offline: every request queued at once, {OFFLINE_REQUESTS:,} requests, the engine's own batch limit):",

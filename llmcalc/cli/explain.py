@@ -43,7 +43,7 @@ def explain(
         metavar="NAME")] = "adamw",
     gpu: Annotated[Optional[str], _opt("--gpu", help="latency: GPU preset or GPU YAML file (required).",
                                        panel="GPUs and layout", metavar="NAME")] = None,
-    timing: groups.TimeModel,
+    timing: groups.EngineTime,
     layout: groups.Layout,
     image: groups.Images,
     out: groups.Output,

@@ -36,13 +36,16 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     """The time model `name` for `gpu` (calibrated: its bundled profile under `engine` (profile_path), or the
     profile file `calibration`; None: calibrated where there is a profile, else the roofline), with each
     efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s and request_s,
-    where it states them, in place of the profile's."""
+    where it states them, in place of a bundled profile's, and of a `calibration` file's where the file sets none
+    (a file of one's own, fitted to one's runs, keeps its host figures)."""
     if name is None:
         profiled = calibration is not None or profile_path(gpu, engine).exists()
         name = "calibrated" if profiled else "roofline"
+    own: set[str] = set()  # the host figures a calibration file sets itself
     if calibration is not None:
-        tm = validated(TimeModel, read_yaml(calibration, "calibration file"), f"calibration file {calibration}",
-                       "presets/calibration/h100-sxm.yaml")
+        raw = read_yaml(calibration, "calibration file")
+        own = {k for k in ("step_s", "request_s") if isinstance(raw, dict) and raw.get(k) is not None}
+        tm = validated(TimeModel, raw, f"calibration file {calibration}", "presets/calibration/h100-sxm.yaml")
         if tm.gpu == SMOKE_GPU:
             raise UserError(f"`calibration` {calibration}: a CPU smoke run's profile, whose figures are no GPU's; "
                             f"measure the {gpu.name} with `llmcalc calibrate` on it")
@@ -64,7 +67,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     if engine is not None and tm.fixed_costs:
         stated = {"step_s": engine.step_s, "request_s": engine.request_s}
-        given = {k: v for k, v in stated.items() if v is not None} | given
+        given = {k: v for k, v in stated.items() if v is not None and k not in own} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
 
 

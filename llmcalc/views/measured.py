@@ -353,10 +353,11 @@ def refit_runs(files: list[Path], model=None, gpu: str | None = None, served_by:
     lines = [f"{f.name}: {f.before:.6g} -> {f.after:.6g} ({f.note})" for f in fits]
     lines += [f"{name}: {getattr(tm, name)} kept ({why})" for name, why in LEFT.items()
               if getattr(tm, name) is not None]
-    stated = cases[0].serving_engine().step_s
-    if stated is not None:
-        lines.append(f"note: {engine} states its own step_s ({stated:g} s), which replaces the profile's wherever "
-                     "the profile is used with it")
+    served = cases[0].serving_engine()
+    for name in ("step_s", "request_s"):
+        if (stated := getattr(served, name)) is not None:
+            lines.append(f"note: {engine} states its own {name} ({stated:g} s), the fit's start; the profile's "
+                         f"{name} stands wherever the profile is given (--calibration)")
     if held:
         for h in held:
             lines.append(f"held out {h.name}: predicted / measured " + ", ".join(
