@@ -22,6 +22,7 @@ from llmcalc.costs.calibration import (
     gemm_bytes,
     gemm_flops,
     gemm_shapes,
+    kernel_fixed_s,
     op_time,
     plan,
 )
@@ -92,6 +93,44 @@ def test_kernel_cost_inside_a_cuda_graph_is_the_profiles_and_the_isolated_call_i
     assert "CUDA graph" in tm.sources["kernel_s"] and "6.0 µs" in tm.sources["kernel_s"]
     assert tm.compute_efficiency == pytest.approx(TRUTH["compute_efficiency"], rel=2e-3)
     assert tm.attention_efficiency == pytest.approx(TRUTH["attention"], rel=2e-3)
+
+
+def _graph_curves(truth: dict, overlap: float, fixed: float, gpu=H100) -> list[dict]:
+    """Weight matmuls of M = 1 … 64 replayed from a CUDA graph, their times the op form's at `truth` plus a fixed
+    `fixed` seconds each, as the GPU campaign's kernel curves record them; and one eager run that must not count."""
+    bw = gpu.bandwidth * truth["memory_efficiency"]
+    out = []
+    for g in gemm_shapes(LLAMA3):
+        for m in (1, 2, 4, 8, 16, 32, 64):
+            for dtype, eff, operand in (("bf16", truth["compute_efficiency"], BF16), ("fp8", truth["fp8"], FP8)):
+                t = op_time(gemm_flops(m, g.n, g.k, truth["matmul_pad_rows"]), gemm_bytes(m, g.n, g.k, operand),
+                            gpu.peak(dtype) * eff, bw, fixed, overlap)
+                out.append({"name": g.name, "dtype": dtype, "m": m, "n": g.n, "k": g.k, "seconds": t, "how": "graph"})
+    return out + [dict(out[0], seconds=1.0, how="eager")]
+
+
+def test_kernel_cost_is_a_real_kernels_where_the_run_timed_matmuls_from_a_graph():
+    """Where the run's kernel curves hold weight matmuls replayed from a CUDA graph, kernel_s is the fixed part of
+    the small ones (M ≤ 16) under the profile's own op form, not a tiny add's: the fixed cost that generated them,
+    whatever the add took; eager runs and larger M do not count."""
+    graph = {"elements": 16, "kernels": 1000, "seconds_per_kernel": 0.9e-6}
+    raw = synthetic(TRUTH, 0.5) | {"graph_tiny": graph, "curves": {"gemm": _graph_curves(TRUTH, 0.5, 3.2e-6)}}
+    tm, _ = fit(raw, H100, TimeModel(overlap=0.5), "a base")
+    assert tm.kernel_s == pytest.approx(3.2e-6, rel=2e-3)
+    assert "replayed from a CUDA graph" in tm.sources["kernel_s"] and "0.9 µs" in tm.sources["kernel_s"]
+    assert tm.compute_efficiency == pytest.approx(TRUTH["compute_efficiency"], rel=2e-3)
+    assert kernel_fixed_s([], H100, tm) is None
+    assert kernel_fixed_s(raw["curves"]["gemm"], H100, tm)[1] == 2 * len(gemm_shapes(LLAMA3)) * 5
+
+
+def test_the_bundled_h200_kernel_cost_is_the_one_its_campaign_curves_give():
+    """presets/calibration/h200.yaml's kernel_s is what kernel_fixed_s reads off the H200 campaign's kernel curves
+    (benchmarks/gpu/h200-2026-11-28-curves.json) at the profile's other figures, to its 3 significant digits."""
+    h200 = load_gpu("h200")
+    tm = load_time_model("calibrated", h200)
+    curves = json.loads((ROOT_PROFILES.parents[1] / "benchmarks" / "gpu" / "h200-2026-11-28-curves.json").read_text())
+    seconds, runs = kernel_fixed_s(curves["curves"]["gemm"], h200, tm)
+    assert runs == 275 and tm.kernel_s == pytest.approx(seconds, rel=5e-3)
 
 
 def test_an_isolated_add_slower_than_every_measured_call_is_capped_at_the_fastest_call():

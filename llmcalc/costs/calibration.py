@@ -7,9 +7,13 @@ c = FLOPs / (peak · efficiency) and m = bytes / (bandwidth · memory_efficiency
   t(op) = max(c, m) + overlap · min(c, m) + kernel_s,   a weight matmul's FLOPs 2 · (M + matmul_pad_rows) · N · K
 
   memory_efficiency    = copy bytes (read + written) / seconds / datasheet bandwidth
-  kernel_s             = seconds per kernel of tiny kernels (an add on a few elements) replayed from a CUDA graph;
-                         the fits below subtract an isolated call's time instead (its host launch included), as
-                         each GEMM and attention run is timed as one isolated call
+  kernel_s             = the fixed seconds of a real kernel replayed from a CUDA graph, as serving stacks replay a
+                         decode step: where the run timed weight matmuls of M ≤ SMALL_M rows from a graph (its
+                         kernel curves), the median of their time less max(c, m) + overlap · min(c, m) at the
+                         fitted figures below (kernel_fixed_s); else the time per kernel of tiny adds replayed from
+                         a graph, which no kernel that reads its operands reaches. The fits below subtract an
+                         isolated call's time instead (its host launch included), as each GEMM and attention run
+                         is timed as one isolated call
   compute_efficiency   = at each pad p: the best, over the large-M bf16 GEMMs, of the efficiency at which t(op)
                          is the measured time; matmul_pad_rows = the p whose t(op) fits every M of every shape best
                          (least squares of the relative error: a 1-D search over [0, 4096])
@@ -48,6 +52,9 @@ HOST_EXTRA = ("qwen3-8b", "olmo2-7b", "qwen1.5-moe-a2.7b")
 """Families beyond the calibrated ones whose tiny copies also time the reference's host cost per call."""
 KEPT = ("overlap", "step_s")
 """Figures no microbenchmark measures: always kept from the bundled profile."""
+SMALL_M = 16
+"""The most rows of the graph-replayed weight matmuls kernel_s is read from: memory-bound at every shape, so that
+their time is the op form's memory time, a small compute share and the kernel's fixed cost."""
 
 
 @dataclass(frozen=True)
@@ -256,6 +263,25 @@ def gemm_bytes(m: int, n: int, k: int, operand: int = BF16, out: int = BF16) -> 
     return (n * k + m * k) * operand + m * n * out
 
 
+def kernel_fixed_s(gemms: list[dict], gpu: GPU, tm: TimeModel) -> tuple[float, int] | None:
+    """(seconds, runs): the fixed time of a real kernel under `tm`'s op form, the median over the weight matmuls of
+    `gemms` ({m, n, k, dtype, seconds, how}) replayed from a CUDA graph (`how` graph) with M ≤ SMALL_M rows, of the
+    measured time less max(c, m) + overlap · min(c, m) at tm's efficiencies and pad (the kernel_s that makes the
+    median run exact); None without such runs."""
+    residuals = []
+    for x in gemms:
+        fp8 = x["dtype"] == "fp8"
+        if x.get("how") != "graph" or x["m"] > SMALL_M or x["dtype"] not in ("bf16", "fp8"):
+            continue
+        if fp8 and not (gpu.peak_tflops.fp8 and tm.fp8_efficiency):
+            continue
+        rate = gpu.peak("fp8") * tm.fp8_efficiency if fp8 else gpu.peak("bf16") * tm.compute_efficiency
+        c = gemm_flops(x["m"], x["n"], x["k"], tm.matmul_pad_rows) / rate
+        m = gemm_bytes(x["m"], x["n"], x["k"], FP8 if fp8 else BF16) / (gpu.bandwidth * tm.memory_efficiency)
+        residuals.append(x["seconds"] - overlapped(c, m, tm.overlap))
+    return (statistics.median(residuals), len(residuals)) if residuals else None
+
+
 def largest(points: list[dict], key: str, by: tuple[str, ...] = ()) -> list[dict]:
     """The LARGE points with the largest `key`, within each series of equal `by` fields (a GEMM shape)."""
     groups: dict = {}
@@ -450,4 +476,12 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
     tm = TimeModel(name="calibrated", gpu=SMOKE_GPU if raw["smoke"] else gpu.name,
                    **{k: figures[k] for k in order if k in figures},
                    sources={k: sources[k] for k in order if k in sources})
+    fixed = kernel_fixed_s(raw.get("curves", {}).get("gemm", []), gpu, tm) if not raw["smoke"] else None
+    if fixed is not None and fixed[0] > 0:
+        tiny = figures["kernel_s"]
+        put("kernel_s", fixed[0], f"median, over {fixed[1]} bf16 and fp8 weight matmuls of M = 1 … {SMALL_M} rows "
+            "replayed from a CUDA graph (the run's kernel curves), of the time less max(c, m) + overlap·min(c, m) "
+            f"at this profile's figures: a real kernel's fixed cost (a tiny add replayed so took {tiny * 1e6:.3g} µs)")
+        tm = tm.model_copy(update={"kernel_s": figures["kernel_s"], "sources": tm.sources | {
+            "kernel_s": sources["kernel_s"]}})
     return tm, notes
