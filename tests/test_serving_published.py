@@ -13,8 +13,13 @@ ROOT = Path(__file__).parents[1]
 
 
 @functools.cache
+def evaluation():
+    return benchmark_script("benchmarks/serving/evaluate.py", "serving_evaluate")
+
+
+@functools.cache
 def rows():
-    module = benchmark_script("benchmarks/serving/evaluate.py", "serving_evaluate")
+    module = evaluation()
     return module, module.evaluate(("rate", "concurrency"))[0]
 
 
@@ -48,3 +53,28 @@ def test_the_split_is_written_once_and_both_subsets_hold_each_engine():
     assert {r["id"] for r in got} <= set(split)
     for engine in {r["engine"] for r in got}:
         assert {split[r["id"]] for r in got if r["engine"] == engine} == {"table", "heldout"}, engine
+
+
+def test_length_distributions_agree_with_the_published_totals():
+    """A point's length_distribution parses as a `serve` length whose mean is the published totals' mean per
+    request within three standard errors of the mean of that many draws, plus a token (SGLang's random_range_ratio
+    0: uniform 1 … max, the totals a sample of it; ShareGPT: uniform 1 … 2·mean − 1, the mean by construction)."""
+    module = evaluation()
+    points = [p for p in module.points() if "length_distribution" in p]
+    assert len(points) >= 10
+    for p in points:
+        prompt, output = module.lengths(p)
+        m, n = p["measured"], p["measured"]["completed"]
+        for side, total in ((prompt, m["total_input_tokens"]), (output, m["total_output_tokens"])):
+            sd = ((side.hi - side.lo + 1) ** 2 - 1) ** 0.5 / 12**0.5  # a discrete uniform's
+            assert abs(side.mean - total / n) <= 3 * sd / n**0.5 + 1, (p["id"], str(side), total / n)
+
+
+def test_attention_dp_points_run_as_one_replica_per_gpu():
+    """SGLang's --enable-dp-attention points run as tp 1, dp = their GPUs, the experts over ep of them."""
+    module = evaluation()
+    points = [p for p in module.points() if p.get("attention_dp")]
+    assert points
+    for p in points:
+        spec, gpu, w, load, settings, n = module.setup(p)
+        assert (w.layout.tp, w.layout.dp, w.layout.ep) == (1, p["gpus"], p["ep"]), p["id"]
