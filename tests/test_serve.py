@@ -70,6 +70,62 @@ def test_littles_law(load):
         assert r.mean_concurrency <= load.concurrency + 1e-9
 
 
+@pytest.mark.parametrize("load", [Load(rate=25.0), Load(concurrency=48)])
+def test_littles_law_counts_the_hosts_time_per_request(load):
+    """With a host time per request (request_s), a request is in the system from its arrival: on the host, then
+    waiting and running; the time-average still equals throughput × mean latency."""
+    spec, rows = load_preset("llama3-8b"), make_requests(300, parse_lengths("1024", "p"), parse_lengths("128", "o"),
+                                                         load, 0)
+    tm = TM.model_copy(update={"request_s": 0.05})
+    r = serve(spec, H100, Workload(), tm, rows, settings(), load, "1024", "128")
+    assert r.mean_concurrency == pytest.approx(r.little_concurrency, rel=1e-6)
+    assert min(x.ttft_s for x in r.timeline) > 0.05
+
+
+def test_lockstep_ends_every_step_with_the_slowest_engines():
+    """drive: loops on their own clocks each move at their own pace; in lock-step every clock moves to the
+    latest step end of the engines that step, an idle one waiting it out, and with none stepping to the
+    earliest ready time."""
+    from llmcalc.views.serve import drive
+
+    def loop(steps, log):
+        """A step of dt (True, dt), or idle until a request is ready at t (False, t), as _Sim.run proposes."""
+        now = 0.0
+        for runs, x in steps:
+            if runs:
+                now = yield (True, now + x)
+                log.append(now)
+            while not runs and now < x:
+                now = yield (False, x)
+                log.append(now)
+
+    a, b, c = [], [], []
+    drive([loop([(True, 1.0)] * 3, a), loop([(True, 3.0)], b), loop([(False, 10.0), (True, 1.0)], c)], lockstep=False)
+    assert (a, b, c) == ([1.0, 2.0, 3.0], [3.0], [10.0, 11.0])
+    a, b, c = [], [], []
+    drive([loop([(True, 1.0)] * 3, a), loop([(True, 3.0)], b), loop([(False, 10.0), (True, 1.0)], c)], lockstep=True)
+    assert (a, b, c) == ([3.0, 4.0, 5.0], [3.0], [3.0, 4.0, 5.0, 10.0, 11.0])
+
+
+def test_replicas_whose_experts_span_them_step_together():
+    """Attention data-parallel replicas with the experts over all of them (dp 2, ep 2, tp 1) step together: a
+    replica's steps last as long as the slowest one's, so with its prompts twice as long as the other's, the other
+    replica's decodes slow down; the report says so. Replicas that each hold all experts (ep 1) do not."""
+    spec = load_preset("qwen3-30b-a3b")
+    rows = [(0.0, 4096 if k % 2 == 0 else 64, 64) for k in range(16)]
+
+    def tpots(ep):
+        w = Workload(layout=Layout(dp=2, ep=ep), weights_dtype="bf16")
+        r = serve(spec, H100, w, TM, rows, settings(), Load(rate=float("inf")), "mixed", "64")
+        short = [x.tpot_s for x in r.timeline if x.prompt == 64]
+        return sum(short) / len(short), r
+
+    alone, r1 = tpots(1)
+    together, r2 = tpots(2)
+    assert together > 1.5 * alone
+    assert any("step together" in n for n in r2.notes) and not any("step together" in n for n in r1.notes)
+
+
 def test_low_rate_is_latency_at_batch_1():
     """Requests far apart meet an idle engine: TTFT is latency's prefill at batch 1, TPOT its mean decode step."""
     r = run(n=20, prompt="2048", output="64", load=Load(rate=0.05, constant=True))

@@ -8,7 +8,8 @@ Run: python benchmarks/serving/evaluate.py             (the table on stdout)
 Each point -> one `serve` run on the point's engine (presets/engines/<engine>.yaml: its scheduler, CUDA graphs, KV
 pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
 - model, gpu, tp, pp, ep as published; `attention_dp` (SGLang's --enable-dp-attention) as tp 1, dp = the GPUs
-  and ep as published, each GPU an attention replica with its own scheduler (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
+  and ep as published, each GPU an attention replica with its own scheduler, the replicas stepping together
+  (TensorRT-LLM's expert parallelism ep inside tensor parallelism tp, each
   expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU, but the busiest of tp ranks
   at the default expert skew rather than of ep, which overstates the skew's cost: 1.45 × for DeepSeek at 8 ranks,
   1.22 × at 4); dtypes: the first word of

@@ -3,7 +3,9 @@ stream of requests. See docs/serving.md.
 
 An engine is one replica of the layout (tp · pp · ep GPUs); pp stages run pp micro-batches at once, so a replica
 is pp virtual engines, each with 1/pp of the KV memory; dp replicas are dp × pp engines in all, and requests go to
-them in turn (round robin, in arrival order). Each engine loops over steps, as vLLM's scheduler does:
+them in turn (round robin, in arrival order). Where the experts span the replicas (ep > tp: attention
+data-parallel, the MoE layers over all the GPUs), the engines step together (drive): each step ends with the
+slowest one's, an idle engine waiting in its idle forward. Each engine loops over steps, as vLLM's scheduler does:
 
   1. running requests first, oldest first: a decoding one schedules its next token (1 + k draft tokens under
      speculative decoding), one still in its prompt the rest of it, up to the step's token budget
@@ -284,10 +286,12 @@ class _Sim:
             budget -= n
         return chunks, decodes, verify, scheduled, preempted
 
-    def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None) -> None:
-        """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free). A request
-        reaches the scheduler the host's request_s after it arrives (its `ready` time), the GPU stepping the
-        others meanwhile."""
+    def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None):
+        """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free), one step
+        at a time: a generator that proposes the clock's next value (its step's end, or the next ready request's
+        time when it has nothing to run) and is sent the clock's next value (drive: its own proposal, or under
+        lock-step the engines' latest step end). A request reaches the scheduler the host's request_s after it
+        arrives (its `ready` time), the GPU stepping the others meanwhile."""
         e, spec_dec, host = self.engine, self.spec_dec, self.step.request_s
         pending = deque(arrivals)
         entering: deque[Request] = deque()  # released by a client, on the host until `ready`
@@ -311,7 +315,7 @@ class _Sim:
             for queue in (pending if pending_arrivals else (), entering):
                 while queue and queue[0].ready <= self.now:
                     r = queue.popleft()
-                    self.area += self.now - r.ready  # it became ready during the last step (or idle gap)
+                    self.area += self.now - r.arrival  # in the system from its arrival (the host, then the last step)
                     waiting.append(r)
                     in_system += 1
             if not running and not waiting:
@@ -320,7 +324,9 @@ class _Sim:
                     break
                 if not min(upcoming) > self.now:  # each pass admits, runs a step or moves the clock on
                     raise RuntimeError(f"serve: arrival {min(upcoming)!r} does not follow the clock {self.now!r}")
-                self.now = min(upcoming)  # idle until the next request is ready
+                nxt = yield (False, min(upcoming))  # idle until the next request is ready (or the others' step ends)
+                self.area += in_system * (nxt - self.now)
+                self.now = nxt
                 continue
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
@@ -336,15 +342,17 @@ class _Sim:
             dt = self.step.time(chunks, decodes, verify, pad)
             if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
                 dt += draft_k * spec_dec.draft.time([], decodes + [c for _, c in verify])
+            if not self.now < self.now + dt < float("inf"):  # a step moves the clock on, or the run stops
+                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
+                                "in seconds from the start")
+            end = yield (True, self.now + dt)  # under lock-step, the slowest engine's step end
+            dt = end - self.now
             self.area += in_system * dt
             self.running_area += len(scheduled) * dt
             share = self.used / self.budget
             self.kv_area += share * dt
             self.kv_peak = max(self.kv_peak, share)
-            if not self.now < self.now + dt < float("inf"):  # a step moves the clock on, or the run stops
-                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
-                                "in seconds from the start")
-            self.now += dt
+            self.now = end
             self.steps += 1
             if self.steps > limit:
                 raise UserError(f"`gpu_memory_utilization`: the engine ran {limit:,} steps without serving its "
@@ -380,6 +388,32 @@ class _Sim:
                         nxt = pending.popleft()
                         nxt.arrival, nxt.ready = self.now, self.now + host
                         entering.append(nxt)
+
+
+def drive(loops: list, lockstep: bool) -> None:
+    """Run engine loops (_Sim.run generators) to their end: each on its own clock, or under `lockstep` on one,
+    as data-parallel attention replicas whose MoE layers span them run: every step ends when the slowest
+    engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
+    the clock moves to the earliest ready request."""
+    if not lockstep:
+        for loop in loops:
+            proposal = next(loop, None)
+            while proposal is not None:
+                proposal = _send(loop, proposal[1])
+        return
+    proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
+    while live := {k: p for k, p in proposals.items() if p is not None}:
+        stepping = [t for runs, t in live.values() if runs]
+        clock = max(stepping) if stepping else min(t for _, t in live.values())
+        proposals = {k: _send(loops[k], clock) for k in live}
+
+
+def _send(loop, clock: float):
+    """The loop's next proposal after the clock moves to `clock`; None when it has served its requests."""
+    try:
+        return loop.send(clock)
+    except StopIteration:
+        return None
 
 
 def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tuple[float, int, int]],
@@ -421,13 +455,19 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
     # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly
     active = engines if load.concurrency is None else min(engines, load.concurrency)
-    sims = []
+    sims, loops = [], []
     for k in range(active):
         sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))
         sim.kv_of = lambda blocks: kv_per_gpu(spec, 1, blocks * engine.block_size, w)
         clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
-        sim.run([reqs[i] for i in order[k::active]], clients, progress)
+        loops.append(sim.run([reqs[i] for i in order[k::active]], clients, progress))
         sims.append(sim)
+    lockstep = L.dp > 1 and L.ep > L.tp  # experts over more GPUs than a replica has (ep > 1: a MoE, Layout.check)
+    drive(loops, lockstep)
+    if lockstep:
+        notes.append(f"the {L.dp} data-parallel replicas step together: their MoE layers span them (ep {L.ep} over "
+                     f"tp {L.tp}), so every step lasts as long as the slowest replica's, a replica with nothing to "
+                     "run waiting in its idle forward")
     return _report(spec, gpu, w, tm, reqs, sims, engine, load_label or str(load), prompt, output, slo, spec_dec,
                    block, budget, notes, engines, None if load_label else load.finite_rate, prefix_hit)
 
