@@ -109,8 +109,9 @@ def test_lockstep_ends_every_step_with_the_slowest_engines():
 
 def test_replicas_whose_experts_span_them_step_together():
     """Attention data-parallel replicas with the experts over all of them (dp 2, ep 2, tp 1) step together: a
-    replica's steps last as long as the slowest one's, so with its prompts twice as long as the other's, the other
-    replica's decodes slow down; the report says so. Replicas that each hold all experts (ep 1) do not."""
+    replica's steps last as long as the slowest one's, so with 4,096-token prompts on one replica and 64-token
+    ones on the other, the short requests' decodes wait out the long prompts' steps (more than a half-size expert
+    shard saves them); the report says so. Replicas that each hold all experts (ep 1) do not."""
     spec = load_preset("qwen3-30b-a3b")
     rows = [(0.0, 4096 if k % 2 == 0 else 64, 64) for k in range(16)]
 

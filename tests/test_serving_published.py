@@ -57,8 +57,9 @@ def test_the_split_is_written_once_and_both_subsets_hold_each_engine():
 
 def test_length_distributions_agree_with_the_published_totals():
     """A point's length_distribution parses as a `serve` length whose mean is the published totals' mean per
-    request within three standard errors of the mean of that many draws, plus a token (SGLang's random_range_ratio
-    0: uniform 1 … max, the totals a sample of it; ShareGPT: uniform 1 … 2·mean − 1, the mean by construction)."""
+    request within three standard errors of the mean of that many draws, plus a token (SGLang's
+    random_range_ratio 0: uniform 1 … max, the totals a sample of it; ShareGPT: uniform 1 … 2·mean − 1, the mean
+    by construction)."""
     module = evaluation()
     points = [p for p in module.points() if "length_distribution" in p]
     assert len(points) >= 10

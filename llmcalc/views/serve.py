@@ -324,9 +324,7 @@ class _Sim:
                     break
                 if not min(upcoming) > self.now:  # each pass admits, runs a step or moves the clock on
                     raise RuntimeError(f"serve: arrival {min(upcoming)!r} does not follow the clock {self.now!r}")
-                nxt = yield (False, min(upcoming))  # idle until the next request is ready (or the others' step ends)
-                self.area += in_system * (nxt - self.now)
-                self.now = nxt
+                self.now = yield (False, min(upcoming))  # idle until the next request is ready (or the others' step)
                 continue
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
