@@ -123,6 +123,17 @@ def test_kernel_cost_is_a_real_kernels_where_the_run_timed_matmuls_from_a_graph(
     assert kernel_fixed_s(raw["curves"]["gemm"], H100, tm)[1] == 2 * len(gemm_shapes(LLAMA3)) * 5
 
 
+def test_kernel_cost_of_a_gpu_without_a_bf16_peak_measures_its_16_bit_matmuls_at_the_fp16_one():
+    """A GPU file with no bf16 peak (tensor cores of fp16 only) is fitted as `fit` fits it, at its fp16 peak: the
+    fixed cost is the same one the same timings give under a bf16 peak of that value, not a refusal."""
+    raw = synthetic(TRUTH, 0.5) | {"curves": {"gemm": _graph_curves(TRUTH, 0.5, 3.2e-6)}}
+    tm, _ = fit(raw, H100, TimeModel(overlap=0.5), "a base")
+    bf16 = [x for x in raw["curves"]["gemm"] if x["dtype"] == "bf16"]
+    fp16_only = H100.model_copy(update={"peak_tflops": H100.peak_tflops.model_copy(
+        update={"bf16": None, "fp16": H100.peak_tflops.bf16, "fp8": None})})
+    assert kernel_fixed_s(bf16, fp16_only, tm)[0] == pytest.approx(kernel_fixed_s(bf16, H100, tm)[0], rel=1e-12)
+
+
 def test_the_bundled_h200_kernel_cost_is_the_one_its_campaign_curves_give():
     """presets/calibration/h200.yaml's kernel_s is what kernel_fixed_s reads off the H200 campaign's kernel curves
     (benchmarks/gpu/h200-2026-11-28-curves.json) at the profile's other figures, to its 3 significant digits."""

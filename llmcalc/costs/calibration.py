@@ -263,6 +263,12 @@ def gemm_bytes(m: int, n: int, k: int, operand: int = BF16, out: int = BF16) -> 
     return (n * k + m * k) * operand + m * n * out
 
 
+def half_peak(gpu: GPU) -> float:
+    """The peak the bf16 GEMMs are measured against: the GPU's bf16 peak, else its fp16 one (a GPU without bf16
+    tensor cores runs them at its 16-bit rate)."""
+    return gpu.peak("bf16" if gpu.peak_tflops.bf16 else "fp16")
+
+
 def kernel_fixed_s(gemms: list[dict], gpu: GPU, tm: TimeModel) -> tuple[float, int] | None:
     """(seconds, runs): the fixed time of a real kernel under `tm`'s op form, the median over the weight matmuls of
     `gemms` ({m, n, k, dtype, seconds, how}) replayed from a CUDA graph (`how` graph) with M ≤ SMALL_M rows, of the
@@ -275,7 +281,7 @@ def kernel_fixed_s(gemms: list[dict], gpu: GPU, tm: TimeModel) -> tuple[float, i
             continue
         if fp8 and not (gpu.peak_tflops.fp8 and tm.fp8_efficiency):
             continue
-        rate = gpu.peak("fp8") * tm.fp8_efficiency if fp8 else gpu.peak("bf16") * tm.compute_efficiency
+        rate = gpu.peak("fp8") * tm.fp8_efficiency if fp8 else half_peak(gpu) * tm.compute_efficiency
         c = gemm_flops(x["m"], x["n"], x["k"], tm.matmul_pad_rows) / rate
         m = gemm_bytes(x["m"], x["n"], x["k"], FP8 if fp8 else BF16) / (gpu.bandwidth * tm.memory_efficiency)
         residuals.append(x["seconds"] - overlapped(c, m, tm.overlap))
@@ -406,7 +412,7 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
     stream = bandwidth * figures["memory_efficiency"]
 
     bf16 = [x for x in raw["gemm"] if x["dtype"] == "bf16"]
-    peak = gpu.peak("bf16" if gpu.peak_tflops.bf16 else "fp16")
+    peak = half_peak(gpu)
     try:
         e, pad, err = gemm_fit(bf16, peak, stream, kernel_s, overlap)
     except UserError:  # every GEMM within its fixed cost of the fastest call (a loaded CPU): no fixed cost then
