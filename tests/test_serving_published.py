@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import pytest
 from conftest import benchmark_script
 
 ROOT = Path(__file__).parents[1]
@@ -79,3 +80,41 @@ def test_attention_dp_points_run_as_one_replica_per_gpu():
     for p in points:
         spec, gpu, w, load, settings, n = module.setup(p)
         assert (w.layout.tp, w.layout.dp, w.layout.ep) == (1, p["gpus"], p["ep"]), p["id"]
+
+
+def test_vllms_host_time_per_request_is_what_its_table_runs_leave_beside_the_gpu():
+    """presets/engines/vllm.yaml's request_s is read off the two table-subset runs of vLLM's OpenAI server on
+    Qwen3-8B (4 and 8 clients): each one's measured TTFT p50 less `serve`'s with no host time, their mean, to the
+    millisecond; and both runs are in the table subset, which calibration may use."""
+    from llmcalc.inputs.time_models import load_time_model
+    from llmcalc.views.serve import make_requests, serve
+
+    module = evaluation()
+    split = module.splits(module.points())
+    ids = ("gpustack-qwen3-8b-h100-vllm-sharegpt-c4", "gpustack-qwen3-8b-h100-vllm-sharegpt-c8")
+    gaps = []
+    for p in (p for p in module.points() if p["id"] in ids):
+        assert split[p["id"]] == "table"
+        spec, gpu, w, load, settings, n = module.setup(p)
+        tm = load_time_model(None, gpu, engine=settings.engine).model_copy(update={"request_s": 0.0})
+        reqs = make_requests(n, *module.lengths(p), load, 0)
+        ttft = serve(spec, gpu, w, tm, reqs, settings, load, "", "").ttft_s.p50
+        gaps.append(p["measured"]["ttft_ms_p50"] / 1e3 - ttft)
+    assert len(gaps) == 2
+    assert settings.engine.request_s == pytest.approx(sum(gaps) / 2, abs=1e-3)
+
+
+def test_deepseek_fp8_points_serve_the_checkpoints_block_scaled_format():
+    """A DeepSeek run in fp8 serves deepseek-ai's checkpoint: fp8 codes with a scale per 128 × 128 block, its
+    matmuls in fp8 (the weights' own type); other fp8 points keep plain fp8 weights."""
+    module = evaluation()
+    seen = set()
+    for p in module.points():
+        got = module.setup(p)
+        if isinstance(got, str) or module.dtype(p["weights_dtype"]) != "fp8":
+            continue
+        spec, gpu, w, *_ = got
+        blockwise = w.formats(spec).of("ffn/experts" if spec.ffn.routed_experts else "ffn/up").blockwise
+        assert blockwise == (p["model"] in module.BLOCK_FP8), p["id"]
+        seen.add(blockwise)
+    assert seen == {True, False}

@@ -13,7 +13,9 @@ pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
   expert split tp / ep ways, as ep = tp: the same expert bytes and FLOPs on each GPU, but the busiest of tp ranks
   at the default expert skew rather than of ep, which overstates the skew's cost: 1.45 × for DeepSeek at 8 ranks,
   1.22 × at 4); dtypes: the first word of
-  the field (fp8, fp16, bf16); an fp8 checkpoint computes in fp8. A KV dtype "not stated" is the engine's
+  the field (fp8, fp16, bf16); an fp8 checkpoint computes in fp8, in its own format where its scales are part of
+  it (BLOCK_FP8: DeepSeek's fp8 checkpoints scale each 128 × 128 block, which an engine's block-scaled kernels
+  apply: presets/engines/<engine>.yaml `block_fp8`). A KV dtype "not stated" is the engine's
   default: the weights' dtype for the fp8 engine builds of TensorRT-LLM's own tables (their notes say the KV
   cache is quantised too), else bf16 ("auto": the model's dtype; a block-fp8 checkpoint declares no KV scheme).
   fp4 and other weights, points on no preset, speculative decoding and engines with no
@@ -56,6 +58,7 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.inputs.requests import Constant, Lengths, parse_lengths
 from llmcalc.inputs.time_models import load_time_model
+from llmcalc.model.formats import WeightFormats
 from llmcalc.views.serve import Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
@@ -67,6 +70,9 @@ OFFLINE_REQUESTS, RATE_REQUESTS = 4096, 500
 TABLE_SHARE = 0.4
 QUANTITIES = {"output_tps": "output tokens/s", "ttft": "TTFT", "tpot": "TPOT"}
 ENGINE_WORDS = {"tensorrt-llm": "trtllm", "vllm": "vllm", "sglang": "sglang", "lmdeploy": "lmdeploy"}
+BLOCK_FP8 = ("deepseek-v3", "deepseek-v3.2-exp")
+"""Presets whose published fp8 checkpoints (deepseek-ai/DeepSeek-V3, -R1, -V3.2-Exp: quantization_config fmt e4m3,
+weight_block_size [128, 128]) store a scale per 128 × 128 block: an fp8 run of them serves that format."""
 
 
 def points() -> list[dict]:
@@ -130,7 +136,10 @@ def setup(p: dict) -> tuple | str:
     if p.get("attention_dp"):  # data-parallel attention: a replica per GPU, the MoE layers over all of them
         tp, dp = 1, p["gpus"]
     layout = Layout(tp=tp, pp=p.get("pp", 1), dp=dp, ep=ep)
-    w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
+    if weights == "fp8" and p["model"] in BLOCK_FP8:  # the checkpoint's format: its matmuls run in fp8
+        w = Workload(weights_format=WeightFormats.parse("fp8-block"), kv_dtype=kv, layout=layout)
+    else:
+        w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
     gpu = load_gpu(p["gpu"])
     settings = load_engine(p["engine_name"]).settings(gpu)
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
@@ -215,7 +224,8 @@ def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offli
                 predicted = spread.p50 if stat == "p50" else spread.mean
             ratio = predicted / value if q == "output_tps" else value / predicted
             rows.append({"id": p["id"], "kind": kind(p), "load": str(load), "model": p["model"], "gpu": p["gpu"],
-                         "tp": w.layout.tp, "dtype": w.weights_dtype, "lengths": f"{prompt}/{output}",
+                         "tp": w.layout.tp,
+                         "dtype": "fp8-block" if w.weights_format is not None else w.weights_dtype, "lengths": f"{prompt}/{output}",
                          "quantity": q, "stat": stat, "measured": value, "predicted": predicted, "ratio": ratio,
                          "engine": p["engine_name"], "subset": split[p["id"]]})
     return rows, skipped
@@ -266,7 +276,8 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
            "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; one engine figure, vLLM's "
-           "host time per request (presets/engines/vllm.yaml), was read off table-subset points; the held-out subset "
+           "host time per request (presets/engines/vllm.yaml), was read off table-subset points, and the engines' "
+           "shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points; the held-out subset "
            "(benchmarks/serving/split.yaml) is never to be fitted on.", ""]
     out += ["By engine:", ""] + summary_lines(rows, "engine")
     out += ["", "By load (rate: a Poisson request rate; rate INF: all at once; concurrency: that many clients; "

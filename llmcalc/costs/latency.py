@@ -23,6 +23,7 @@ from llmcalc.costs.step import Cost, Form, Op, experts_hit, op_name, step_costs,
 from llmcalc.costs.step_time import (
     StepTime,
     attention_dtype,
+    block_scaled_note,
     busiest_of,
     expert_parallel_note,
     matrix_paths,
@@ -215,6 +216,8 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
     if native:
         notes.append("compute follows the weights' format: " + ", ".join(f"{op} in {k}" for op, k in native.items())
                      + f", the rest in {w.compute_dtype}")
+    if scaled := block_scaled_note(spec, gpu, w, tm):
+        notes.append(scaled)
     dequantized = {op_name(p) for p in matrix_paths(spec) if formats.of(p).quantized} - set(native)
     if dequantized and w.compute_dtype in ("bf16", "fp16"):
         notes.append(f"weights ({formats_label(spec, formats)}): {', '.join(sorted(dequantized))} dequantized to "

@@ -20,8 +20,8 @@ What a run's figures can identify, and so the only terms refitted (the rest stay
                       one of the two, by that rule, never both.
 
   Left as they were: memory_efficiency, kernel_s and overlap (not separable from step_s by these runs, above);
-  matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency and fp8_efficiency (no separate
-  attention or fp8 timing in a client's figures); comm_efficiency and collective_s (identified only by runs of
+  matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency, fp8_efficiency and
+  block_fp8_efficiency (no separate attention or fp8 timing in a client's figures); comm_efficiency and collective_s (identified only by runs of
   several layouts of one model).
 
 The terms are solved together (each moves both metrics: step_s every step, compute_efficiency a decode's small
@@ -48,6 +48,7 @@ LEFT = {"memory_efficiency": "moves a concurrency-1 TPOT together with step_s; o
         "matmul_pad_rows": "needs matmuls of several batch sizes timed apart",
         "attention_efficiency": "no separate attention timing in a client's figures",
         "fp8_efficiency": "no separate fp8 timing in a client's figures",
+        "block_fp8_efficiency": "no separate timing of block-scaled fp8 matmuls in a client's figures",
         "comm_efficiency": "needs runs of several layouts of one model",
         "collective_s": "needs runs of several layouts of one model"}
 """The terms left as they were, and why."""

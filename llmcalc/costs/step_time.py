@@ -45,9 +45,31 @@ def matrix_paths(spec: ModelSpec) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def native_shares(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[str, tuple[str, float]]:
+    """op → (the type it runs in natively, the share of that type's peak it reaches) for the ops of native_types:
+    the time model's block_fp8_efficiency where every component's fp8 weights are scaled per block (the engine's
+    block-scaled kernels), else its efficiency at that type."""
+    if not (kinds := native_types(spec, gpu, w)):
+        return {}
+    formats, blockwise = w.formats(spec), {}
+    for path in matrix_paths(spec):
+        op = op_name(path)
+        blockwise[op] = blockwise.get(op, True) and formats.of(path).blockwise
+    return {op: (k, tm.matmul_efficiency(k, blockwise[op])) for op, k in kinds.items()}
+
+
 def native_rates(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> dict[str, float]:
-    """op → FLOP/s of the ops that run in their format's native type (native_types)."""
-    return {op: gpu.peak(k) * tm.matmul_efficiency(k) for op, k in native_types(spec, gpu, w).items()}
+    """op → FLOP/s of the ops that run in their format's native type (native_shares)."""
+    return {op: gpu.peak(k) * share for op, (k, share) in native_shares(spec, gpu, w, tm).items()}
+
+
+def block_scaled_note(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> str | None:
+    """Which ops run at the time model's block-scaled fp8 share (native_shares), and that share; None if none."""
+    ops = [op for op, (k, share) in native_shares(spec, gpu, w, tm).items() if share != tm.matmul_efficiency(k)]
+    if not ops:
+        return None
+    return (f"{', '.join(ops)}: fp8 weights scaled per 128 × 128 block run at the engine's block-scaled kernels' "
+            f"{tm.block_fp8_efficiency:g} of the fp8 peak (block_fp8_efficiency; docs/roofline.md#block-scaled-fp8)")
 
 
 def busiest_ranks(spec: ModelSpec, w: Workload, tm: TimeModel) -> dict[Op, float]:

@@ -36,15 +36,17 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     """The time model `name` for `gpu` (calibrated: its bundled profile under `engine` (profile_path), or the
     profile file `calibration`; None: calibrated where there is a profile, else the roofline), with each
     efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s and request_s,
-    where it states them, in place of a bundled profile's, and of a `calibration` file's where the file sets none
-    (a file of one's own, fitted to one's runs, keeps its host figures)."""
+    and its block-scaled fp8 efficiency on the GPU's architecture, where it states them, in place of a bundled
+    profile's, and of a `calibration` file's where the file sets none (a file of one's own, fitted to one's runs,
+    keeps its figures)."""
     if name is None:
         profiled = calibration is not None or profile_path(gpu, engine).exists()
         name = "calibrated" if profiled else "roofline"
     own: set[str] = set()  # the host figures a calibration file sets itself
     if calibration is not None:
         raw = read_yaml(calibration, "calibration file")
-        own = {k for k in ("step_s", "request_s") if isinstance(raw, dict) and raw.get(k) is not None}
+        own = {k for k in ("step_s", "request_s", "block_fp8_efficiency") if isinstance(raw, dict)
+               and raw.get(k) is not None}
         tm = validated(TimeModel, raw, f"calibration file {calibration}", "presets/calibration/h100-sxm.yaml")
         if tm.gpu == SMOKE_GPU:
             raise UserError(f"`calibration` {calibration}: a CPU smoke run's profile, whose figures are no GPU's; "
@@ -66,7 +68,8 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
         raise UserError(f"`time_model`: unknown time model {name!r}; use one of {', '.join(NAMES)}")
     given = {k: v for k, v in overrides.items() if v is not None}
     if engine is not None and tm.fixed_costs:
-        stated = {"step_s": engine.step_s, "request_s": engine.request_s}
+        stated = {"step_s": engine.step_s, "request_s": engine.request_s,
+                  "block_fp8_efficiency": engine.block_fp8.get(gpu.architecture) if gpu.architecture else None}
         given = {k: v for k, v in stated.items() if v is not None and k not in own} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
 
@@ -80,9 +83,9 @@ def base_profile(gpu: GPU) -> tuple[TimeModel, str]:
     return ROOFLINE, f"the roofline time model (no bundled profile for {gpu.name})"
 
 
-PROFILE_FIELDS = ("name", "gpu", "compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows",
-                  "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s", "request_s",
-                  "sources")
+PROFILE_FIELDS = ("name", "gpu", "compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency",
+                  "matmul_pad_rows", "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s",
+                  "step_s", "request_s", "sources")
 """A profile file's fields, in the order the bundled profiles write them; request_s only where it is set (no
 microbenchmark measures it: `calibrate --from-runs` fits it)."""
 

@@ -14,6 +14,8 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               of free: utilisation · (memory − weights − activations) (TensorRT-LLM's free_gpu_memory_fraction)
   host        seconds a step adds on the host that the GPU does not hide (scheduling, sampling, detokenising);
               None keeps the time model's step_s
+  block fp8   the share of the fp8 peak its matmuls over 128 × 128 block-scaled fp8 weights reach, per GPU
+              architecture where a kernel benchmark gives it; elsewhere the time model's fp8 efficiency
 """
 
 from typing import Annotated, Literal
@@ -22,7 +24,7 @@ from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen, PosInt
-from llmcalc.model.gpu import GPU
+from llmcalc.model.gpu import GPU, Architecture
 
 Share = Annotated[float, Field(gt=0, le=1)]
 MAX_GRAPH_SIZES = 4096
@@ -102,6 +104,10 @@ class Engine(Frozen):
     request_s: Annotated[float, Field(ge=0, lt=1)] | None = None
     """Host seconds per request before the scheduler sees it (parsing, chat template, tokenising); None: the time
     model's request_s."""
+    block_fp8: dict[Architecture, Share] = {}
+    """Architecture → the share of the fp8 peak the engine's matmuls over fp8 weights with a scale per 128 × 128
+    block reach (the time model's block_fp8_efficiency on a GPU of that architecture); none stated: the time
+    model's fp8_efficiency."""
     fuses: list[str]
     """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
     engine fuses none."""

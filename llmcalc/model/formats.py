@@ -73,6 +73,12 @@ class WeightFormat:
         return self.scale != "none" or self.bits < 16
 
     @property
+    def blockwise(self) -> bool:
+        """Whether a scale covers a 2-D block of weights (DeepSeek-V3's 128 × 128), which a native matmul applies
+        inside its reduction."""
+        return self.scale == "block"
+
+    @property
     def plain_dtype(self) -> str | None:
         """The dtype of a plain (one width, no scales) format, else None."""
         return self.name if self.name in ("fp32", "bf16", "fp16") else None

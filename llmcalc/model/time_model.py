@@ -19,8 +19,8 @@ from pydantic import model_validator
 
 from llmcalc.model.base import Frozen
 
-SHARES = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "attention_backward", "memory_efficiency",
-          "comm_efficiency")
+SHARES = ("compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency", "attention_backward",
+          "memory_efficiency", "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "comm_overlap": (0.0, 1.0),
@@ -68,6 +68,10 @@ class TimeModel(Frozen):
     """Share of the dense 16/32-bit peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
     fp8_efficiency: float | None = None
     """Share of the fp8 / int8 peak an fp8 or int8 matmul reaches; None: compute_efficiency."""
+    block_fp8_efficiency: float | None = None
+    """Share of the fp8 peak a matmul over fp8 weights with a scale per 128 × 128 block (DeepSeek-V3's format,
+    activations scaled per 128 values) reaches in the serving engine's kernels, which apply the scales inside the
+    reduction; None: fp8_efficiency. A named engine states it per GPU architecture (presets/engines/)."""
     attention_efficiency: float | None = None
     """Share of the peak at its dtype the attention core (flash attention) reaches; None: compute_efficiency."""
     attention_backward: float = 0.87
@@ -140,8 +144,10 @@ class TimeModel(Frozen):
         """Seconds of `compute` with `comm` running beside it on its own stream (overlapped, comm_overlap)."""
         return overlapped(compute, comm, self.comm_overlap)
 
-    def matmul_efficiency(self, dtype: str) -> float:
-        """The share of `dtype`'s peak a matmul in it reaches."""
+    def matmul_efficiency(self, dtype: str, blockwise: bool = False) -> float:
+        """The share of `dtype`'s peak a matmul in it reaches; `blockwise`: over fp8 weights scaled per block."""
+        if blockwise and dtype == "fp8" and self.block_fp8_efficiency:
+            return self.block_fp8_efficiency
         low = dtype in ("fp8", "int8", "fp4")
         return self.fp8_efficiency or self.compute_efficiency if low else self.compute_efficiency
 

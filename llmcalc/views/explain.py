@@ -377,7 +377,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     from llmcalc.costs.latency import latency
     from llmcalc.costs.parallel import collective_link
     from llmcalc.costs.step import step_costs
-    from llmcalc.costs.step_time import attention_dtype, busiest_ranks
+    from llmcalc.costs.step_time import attention_dtype, busiest_ranks, native_shares
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
@@ -385,6 +385,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     env = {"P": gpu.peak(w.compute_dtype), "P_a": gpu.peak(attn), "BW": gpu.bandwidth,
            "e_c": tm.matmul_efficiency(w.compute_dtype), "e_a": tm.attention_efficiency or tm.matmul_efficiency(attn),
            "e_m": tm.memory_efficiency, "e_x": tm.comm_efficiency, "e_o": tm.overlap, "r": tm.matmul_pad_rows}
+    native = {op: {"P": gpu.peak(kind), "e_c": share} for op, (kind, share) in native_shares(spec, gpu, w, tm).items()}
     rep, steps = w.batch // L.dp, []
     for phase, costs, prefix in ((r.phases[0].phase, step_costs(spec, w, rep, w.seq, 0), "prefill/"),
                                  (r.phases[1].phase, step_costs(spec, w, rep, 1, w.seq), "decode/")):
@@ -394,7 +395,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
             parts = [(k.group, c) for k, c in entries.items() if k.group is not None]
             rows = sum(c.row_flops for c in entries.values())
             at = env | {"link": collective_link(op.op, L, gpu).bytes_per_s} if entry.collective else env
-            at = at | ({"b": busiest[entry]} if entry in busiest else {})
+            at = at | ({"b": busiest[entry]} if entry in busiest else {}) | native.get(op.op, {})
             steps.append(_op_step(prefix + op.op, op, parts, rows, at, entry))
         if tm.step_s:
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from llmcalc.costs.capacity import engine_pool
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import kv_per_gpu
-from llmcalc.costs.step_time import busiest_of, expert_parallel_note
+from llmcalc.costs.step_time import block_scaled_note, busiest_of, expert_parallel_note
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import MAX_ARRIVAL_S, Lengths, check_requests
 from llmcalc.model.engine import Settings
@@ -513,6 +513,8 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
         notes.append(f"the {load} is split evenly over {len(sims)} of the {engines} engines")
     if L.ep > 1:
         notes.append(expert_parallel_note(spec, w, tm))
+    if scaled := block_scaled_note(spec, gpu, w, tm):
+        notes.append(scaled)
     return ServeReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, time_model=tm.name,
         requests=n, duration_s=duration, steps=sum(s.steps for s in sims), load=load, rate=rate, prompt=prompt,
