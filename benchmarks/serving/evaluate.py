@@ -224,8 +224,8 @@ def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offli
                 predicted = spread.p50 if stat == "p50" else spread.mean
             ratio = predicted / value if q == "output_tps" else value / predicted
             rows.append({"id": p["id"], "kind": kind(p), "load": str(load), "model": p["model"], "gpu": p["gpu"],
-                         "tp": w.layout.tp,
-                         "dtype": "fp8-block" if w.weights_format is not None else w.weights_dtype, "lengths": f"{prompt}/{output}",
+                         "tp": w.layout.tp, "dtype": "fp8-block" if w.weights_format is not None else w.weights_dtype,
+                         "lengths": f"{prompt}/{output}",
                          "quantity": q, "stat": stat, "measured": value, "predicted": predicted, "ratio": ratio,
                          "engine": p["engine_name"], "subset": split[p["id"]]})
     return rows, skipped

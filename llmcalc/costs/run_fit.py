@@ -21,8 +21,8 @@ What a run's figures can identify, and so the only terms refitted (the rest stay
 
   Left as they were: memory_efficiency, kernel_s and overlap (not separable from step_s by these runs, above);
   matmul_pad_rows (small-M waste, one batch shape per run); attention_efficiency, fp8_efficiency and
-  block_fp8_efficiency (no separate attention or fp8 timing in a client's figures); comm_efficiency and collective_s (identified only by runs of
-  several layouts of one model).
+  block_fp8_efficiency (no separate attention or fp8 timing in a client's figures); comm_efficiency and
+  collective_s (identified only by runs of several layouts of one model).
 
 The terms are solved together (each moves both metrics: step_s every step, compute_efficiency a decode's small
 compute too) by Newton's method on each term's mean log ratio predicted / measured over the runs that record its

@@ -69,7 +69,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     if engine is not None and tm.fixed_costs:
         stated = {"step_s": engine.step_s, "request_s": engine.request_s,
-                  "block_fp8_efficiency": engine.block_fp8.get(gpu.architecture) if gpu.architecture else None}
+                  "block_fp8_efficiency": engine.block_fp8.get(gpu.architecture)}
         given = {k: v for k, v in stated.items() if v is not None and k not in own} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm
 
