@@ -314,3 +314,14 @@ def test_a_line_break_of_any_kind_in_a_field_stays_on_one_line(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
     refused(run_cli("params", "--config", str(path)), "norm.a")
+
+
+@pytest.mark.parametrize("value, words", [(".nan", "finite"), ("2", "is not in (0, 1]")])
+def test_calibration_profile_block_scaled_share_is_bounded(tmp_path, value, words):
+    """A profile's own block_fp8_efficiency (a field the bundled profiles leave to the engine) is refused when not
+    a finite share, in one line naming it."""
+    text = (ROOT / "presets" / "calibration" / "h100-sxm.yaml").read_text()
+    path = tmp_path / "profile.yaml"
+    path.write_text(text + f"block_fp8_efficiency: {value}\n")
+    refused(run_cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(path)),
+            "calibration file", "block_fp8_efficiency", words)
