@@ -187,7 +187,11 @@ class Layout(Frozen):
         middle = pp - (first is not None) - (last is not None)
         rest = n_layers - given
         name = "first_stage_layers" if first is not None else "last_stage_layers"
-        if rest < middle or (middle == 0 and rest != 0) or (middle and rest % middle):
+        if middle and rest < middle:
+            raise UserError(f"`{name}`: the given stages hold {given} of the model's {n_layers} layers, leaving "
+                            f"{max(rest, 0)} for the other {middle} stage(s); give at most {n_layers - middle} "
+                            "layers to the given stages")
+        if (middle == 0 and rest != 0) or (middle and rest % middle):
             what = (f"the first and last stages' {given} layers are not the {n_layers} layers" if middle == 0 else
                     f"the {rest} layers left do not split evenly over the other {middle} stage(s)")
             fix = (f"give first and last stages that sum to {n_layers}" if middle == 0 else

@@ -103,6 +103,14 @@ def test_a_split_that_cannot_be_made_names_its_field(layout, field):
         Workload(train=True, layout=Layout(**layout)).check(load_preset("llama2-7b"))
 
 
+def test_given_stages_with_more_layers_than_the_model_say_so():
+    """40 layers asked of a 32-layer model: the message names the model's layers and the most the given stages
+    may hold, not a negative remainder."""
+    with pytest.raises(UserError, match="hold 40 of the model's 32 layers.*at most 31") as e:
+        Workload(train=True, layout=Layout(pp=2, first_stage_layers=40)).check(load_preset("llama2-7b"))
+    assert "-" not in str(e.value).split(";")[0]
+
+
 def test_inference_keeps_refusing_stages_that_do_not_divide_the_layers():
     spec = load_preset("llama2-7b")
     with pytest.raises(UserError, match="`pp`"):
