@@ -152,6 +152,13 @@ class Layout(Frozen):
         return cls(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, **rest)
 
     @property
+    def attention_dp(self) -> bool:
+        """Whether the replicas are data-parallel attention over shared experts: dp > 1 and the experts span more
+        GPUs than a replica has (ep > tp; ep > 1 is a MoE, Layout.check), so every MoE layer is a collective over
+        all of them and the replicas step together (SGLang's --enable-dp-attention)."""
+        return self.dp > 1 and self.ep > self.tp
+
+    @property
     def stages_given(self) -> bool:
         """Whether the first or last stage's layers are given."""
         return self.first_stage_layers is not None or self.last_stage_layers is not None

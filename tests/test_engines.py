@@ -15,7 +15,7 @@ from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.requests import parse_lengths
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.views.serve import Load, make_requests, serve
-from llmcalc.workload import Workload
+from llmcalc.workload import Layout, Workload
 
 H100 = load_gpu("h100-sxm")
 TM = load_time_model(None, H100)
@@ -319,3 +319,29 @@ def test_a_calibration_file_keeps_its_own_block_scaled_share(tmp_path):
     own.write_text(yaml.safe_dump(bundled | {"block_fp8_efficiency": 1.5}), encoding="utf-8")
     with pytest.raises(UserError, match="block_fp8_efficiency"):
         load_time_model(None, H100, own)
+
+
+def test_sglang_divides_its_step_budget_over_data_parallel_attention_replicas():
+    """Under data-parallel attention (dp 2 replicas whose experts span them: ep 2, tp 1) SGLang's
+    chunked_prefill_size is the deployment's, each replica's scheduler taking budget // dp (its server_args.py):
+    one 16,384-token prompt runs in 16,384 / (8,192 / 2) = 4 chunks there and in 2 under vLLM, whose replicas each
+    take the whole budget; then one decode step. Neither divides without shared experts (ep 1)."""
+    spec, rows = load_preset("qwen3-30b-a3b"), [(0.0, 16384, 2)]
+    got = {}
+    for name in ("sglang", "vllm"):
+        for ep in (1, 2):
+            s = settings(name, max_batched_tokens=8192)
+            w = Workload(layout=Layout(dp=2, ep=ep), weights_dtype="bf16")
+            got[name, ep] = serve(spec, H100, w, TM, rows, s, Load(rate=float("inf")), "16384", "2")
+    assert got["sglang", 2].steps == 4 + 1 and got["vllm", 2].steps == 2 + 1
+    assert got["sglang", 2].max_batched_tokens == 4096 and got["vllm", 2].max_batched_tokens == 8192
+    assert any("divides its 8,192 tokens per step over the 2" in n for n in got["sglang", 2].notes)
+    assert got["sglang", 1].steps == got["vllm", 1].steps == 2 + 1
+    assert not any("divides" in n for r in (got["sglang", 1], got["vllm", 2]) for n in r.notes)
+
+
+def test_the_divided_budget_is_the_flag_the_user_gives(cli_json):
+    """SGLang divides --chunked-prefill-size as given, so serve divides --max-batched-tokens too."""
+    r = cli_json("serve", "-p", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--tp", "1",
+                 "--engine", "sglang", "--max-batched-tokens", "2048", "-n", "8", "--prompt", "512", "--output", "8")
+    assert r["max_batched_tokens"] == 1024

@@ -16,6 +16,8 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               None keeps the time model's step_s
   block fp8   the share of the fp8 peak its matmuls over 128 × 128 block-scaled fp8 weights reach, per GPU
               architecture where a kernel benchmark gives it; elsewhere the time model's fp8 efficiency
+  attention DP  whether its token budget per step is each replica's or the deployment's, divided over the
+              replicas (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention)
 """
 
 from typing import Annotated, Literal
@@ -108,6 +110,10 @@ class Engine(Frozen):
     """Architecture → the share of the fp8 peak the engine's matmuls over fp8 weights with a scale per 128 × 128
     block reach (the time model's block_fp8_efficiency on a GPU of that architecture); none stated: the time
     model's fp8_efficiency."""
+    dp_attention_budget: Literal["per_replica", "divided"] = "per_replica"
+    """Under data-parallel attention (Layout.attention_dp: replicas whose MoE layers span them), whether each
+    replica's scheduler takes the whole max_batched_tokens a step, or that budget divided over the dp replicas
+    (SGLang: the whole deployment's)."""
     fuses: list[str]
     """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
     engine fuses none."""
@@ -160,6 +166,14 @@ class Settings(Frozen):
     gpu_memory_utilization: Share
     graphs: tuple[int, ...]
     """The decode batch sizes captured in CUDA graphs, ascending."""
+
+    def per_replica(self, layout) -> "Settings":
+        """The settings each replica's scheduler runs with under `layout` (a Layout): these, but under data-parallel
+        attention an engine that divides its token budget over the replicas gives each max_batched_tokens // dp
+        (at least 1)."""
+        if not (layout.attention_dp and self.engine.dp_attention_budget == "divided"):
+            return self
+        return self.model_copy(update={"max_batched_tokens": max(1, self.max_batched_tokens // layout.dp)})
 
     def graph_batch(self, batch: int) -> int:
         """The batch a decode step of `batch` sequences runs as: the smallest captured size ≥ batch where the engine

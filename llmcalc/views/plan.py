@@ -154,7 +154,7 @@ class _Engines:
 
     def get(self, gpu: GPU, L: Layout, dtype: str) -> Pool | None:
         """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
-        key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.ep > L.tp else 0, dtype)
+        key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.attention_dp else 0, dtype)
         if key not in self.cache:
             w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
                          expert_skew=self.expert_skew)

@@ -426,6 +426,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     spec.stack.check_decoding("model")
     L = w.layout
     L.check(spec, L.dp)
+    whole, engine = engine, engine.per_replica(L)  # each replica's scheduler's settings
     w, free, budget, block, _ = engine_pool(spec, gpu, w, engine)  # a pipeline's engines split the GPU's pool
     engines = L.dp * L.pp
     if budget < block:
@@ -442,11 +443,14 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         raise UserError(f"`max_batched_tokens`: {engine.max_batched_tokens:,} tokens per step is less than the "
                         f"longest prompt ({prompt_max:,} tokens) and {engine.engine.label} does not chunk prompts "
                         "by default; raise it above the longest prompt")
+    notes = []
     if spec.max_seq_len < longest:
-        notes = [f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: an "
-                 "extrapolation"]
-    else:
-        notes = []
+        notes.append(f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: "
+                     "an extrapolation")
+    if engine is not whole:
+        notes.append(f"{engine.engine.label} divides its {whole.max_batched_tokens:,} tokens per step over the "
+                     f"{L.dp} data-parallel attention replicas: each schedules {engine.max_batched_tokens:,} a step "
+                     "(docs/serving.md#engines)")
     step = EngineStep(spec, gpu, w, tm)
     block_bytes: dict[int, int] = {}
     reqs = [Request(a, p, o, int(prefix_hit * p)) for a, p, o in rows]
@@ -460,9 +464,8 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
         loops.append(sim.run([reqs[i] for i in order[k::active]], clients, progress))
         sims.append(sim)
-    lockstep = L.dp > 1 and L.ep > L.tp  # experts over more GPUs than a replica has (ep > 1: a MoE, Layout.check)
-    drive(loops, lockstep)
-    if lockstep:
+    drive(loops, L.attention_dp)
+    if L.attention_dp:
         notes.append(f"the {L.dp} data-parallel replicas step together: their MoE layers span them (ep {L.ep} over "
                      f"tp {L.tp}), so every step lasts as long as the slowest replica's, a replica with nothing to "
                      "run waiting in its idle forward")
