@@ -82,6 +82,32 @@ def test_attention_dp_points_run_as_one_replica_per_gpu():
         assert (w.layout.tp, w.layout.dp, w.layout.ep) == (1, p["gpus"], p["ep"]), p["id"]
 
 
+def test_every_single_node_sglang_point_with_dp_attention_runs_it():
+    """A launch command with --enable-dp-attention on one node ran data-parallel attention in every SGLang release
+    these points name (0.4.x sets dp_size = tp_size; 0.5 takes --dp-size), so each such point says attention_dp."""
+    module = evaluation()
+    flagged = [p for p in module.points() if p["engine_name"] == "sglang" and "--enable-dp-attention" in
+               str(p.get("engine", "")) and "--nnodes" not in str(p.get("engine", ""))]
+    assert len(flagged) >= 20
+    assert [p["id"] for p in flagged if not p.get("attention_dp")] == []
+
+
+def test_launch_flags_set_the_engines_limits():
+    """A scheduler or pool limit the launch command states replaces the engine's default: dstack's TensorRT-LLM
+    runs (--max_batch_size 512 --max_num_tokens 16384), the vLLM recipe on MI300X (--max-num-seqs 1024
+    --max-num-batched-tokens 32768 --block-size 1), DataCrunch's SGLang runs without CUDA graphs."""
+    module = evaluation()
+    by_id = {p["id"]: p for p in module.points()}
+    trt = module.setup(by_id["dstack-dsr1-h200-trtllm-tp8-3200-800-c4"])[4]
+    assert (trt.max_seqs, trt.max_batched_tokens) == (512, 16384)
+    vllm = module.setup(by_id["vllm-recipe-dsr1-mi300x-tp8-3200-800-c256"])[4]
+    assert (vllm.max_seqs, vllm.max_batched_tokens, vllm.block_size) == (1024, 32768, 1)
+    eager = [p for p in by_id.values() if "--disable-cuda-graph" in str(p.get("engine", ""))]
+    assert eager and all(module.setup(p)[4].graphs == () for p in eager if not isinstance(module.setup(p), str))
+    plain = module.setup(by_id["gpustack-qwen3-8b-h100-vllm-sharegpt-c1"])[4]
+    assert plain.graphs and plain.max_batched_tokens == 8192
+
+
 def test_vllms_host_time_per_request_is_what_its_table_runs_leave_beside_the_gpu():
     """presets/engines/vllm.yaml's request_s is read off the two table-subset runs of vLLM's OpenAI server on
     Qwen3-8B (4 and 8 clients): each one's measured TTFT p50 less `serve`'s with no host time, their mean, to the

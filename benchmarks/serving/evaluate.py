@@ -20,6 +20,9 @@ pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
   cache is quantised too), else bf16 ("auto": the model's dtype; a block-fp8 checkpoint declares no KV scheme).
   fp4 and other weights, points on no preset, speculative decoding and engines with no
   preset (LMDeploy) are skipped, each counted with its reason.
+- engine settings: the engine's defaults on that GPU, but each scheduler or pool limit the point's launch command
+  states (`engine`: FLAGS, e.g. TensorRT-LLM's --max_batch_size and --max_num_tokens, SGLang's --mem-fraction-static)
+  in its place, and no CUDA graphs where it turns them off (GRAPHS_OFF).
 - load: `request_rate` (Poisson; INF: all at once) or an integer `concurrency` (that many clients); `concurrency:
   unbounded` (offline, max-load) is all at once with 4,096 requests and the engine's own batch limit.
 - requests: the published prompt count (`num_prompts`) where given, else 500 (TensorRT-LLM's online table says 500);
@@ -46,6 +49,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -113,6 +117,29 @@ def lengths(p: dict) -> tuple[Lengths, Lengths]:
     return Constant(p["input_tokens"]), Constant(p["output_tokens"])
 
 
+FLAGS = {"vllm": {"--max-num-seqs": "max_seqs", "--max-num-batched-tokens": "max_batched_tokens",
+                  "--block-size": "block_size", "--gpu-memory-utilization": "gpu_memory_utilization"},
+         "sglang": {"--max-running-requests": "max_seqs", "--chunked-prefill-size": "max_batched_tokens",
+                    "--page-size": "block_size", "--mem-fraction-static": "gpu_memory_utilization"},
+         "trtllm": {"--max_batch_size": "max_seqs", "--max_num_tokens": "max_batched_tokens",
+                    "--tokens_per_block": "block_size", "--kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization"}}
+"""Each engine's launch flags that set what Settings holds (llmcalc/model/engine.py), by the engine's own names."""
+GRAPHS_OFF = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
+"""The flag that turns an engine's CUDA graphs off."""
+
+
+def launch_settings(p: dict) -> dict:
+    """Settings values the point's launch command (`engine`) states: FLAGS' values, and graphs () under
+    GRAPHS_OFF's flag."""
+    command, name = str(p.get("engine", "")), p["engine_name"]
+    given = {key: float(m.group(1)) if key == "gpu_memory_utilization" else int(m.group(1))
+             for flag, key in FLAGS.get(name, {}).items()
+             if (m := re.search(rf"{re.escape(flag)}[ =]([0-9.]+)", command))}
+    if (off := GRAPHS_OFF.get(name)) and re.search(rf"{re.escape(off)}(?![-\w])", command):
+        given["graphs"] = ()
+    return given
+
+
 def setup(p: dict) -> tuple | str:
     """(spec, gpu, workload, load, settings, n) for a point, or why it is skipped."""
     weights = dtype(p["weights_dtype"])
@@ -141,7 +168,11 @@ def setup(p: dict) -> tuple | str:
     else:
         w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
     gpu = load_gpu(p["gpu"])
-    settings = load_engine(p["engine_name"]).settings(gpu)
+    given = launch_settings(p)
+    graphs = given.pop("graphs", None)
+    settings = load_engine(p["engine_name"]).settings(gpu, **given)
+    if graphs is not None:
+        settings = settings.model_copy(update={"graphs": graphs})
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
     rate, conc = p.get("request_rate"), p.get("concurrency")
     if rate is not None:
