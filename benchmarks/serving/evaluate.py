@@ -122,7 +122,8 @@ FLAGS = {"vllm": {"--max-num-seqs": "max_seqs", "--max-num-batched-tokens": "max
          "sglang": {"--max-running-requests": "max_seqs", "--chunked-prefill-size": "max_batched_tokens",
                     "--page-size": "block_size", "--mem-fraction-static": "gpu_memory_utilization"},
          "trtllm": {"--max_batch_size": "max_seqs", "--max_num_tokens": "max_batched_tokens",
-                    "--tokens_per_block": "block_size", "--kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization"}}
+                    "--tokens_per_block": "block_size",
+                    "--kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization"}}
 """Each engine's launch flags that set what Settings holds (llmcalc/model/engine.py), by the engine's own names."""
 GRAPHS_OFF = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
 """The flag that turns an engine's CUDA graphs off."""
