@@ -167,7 +167,8 @@ def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
                                            "memory_utilization": 0.9, "graph_max": 0}], "min_gib 0"),
                                ("block_fp8", {"hopper": 1.5}, "block_fp8.hopper"),
                                ("block_fp8", {"hopper": float("nan")}, "finite"),
-                               ("block_fp8", {"volta": 0.5}, "'hopper'")):
+                               ("block_fp8", {"volta": 0.5}, "'hopper'"),
+                               ("dp_attention_budget", "halves", "'divided'")):
         bad.write_text(yaml.safe_dump(data | {field: value}))
         r = cli(*base, "--engine", str(bad))
         assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, (field, r.stderr)

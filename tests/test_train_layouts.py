@@ -109,6 +109,9 @@ def test_given_stages_with_more_layers_than_the_model_say_so():
     with pytest.raises(UserError, match="hold 40 of the model's 32 layers.*at most 31") as e:
         Workload(train=True, layout=Layout(pp=2, first_stage_layers=40)).check(load_preset("llama2-7b"))
     assert "-" not in str(e.value).split(";")[0]
+    r = run_cli("train", "-p", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "2", "--pp", "2",
+                "--first-stage-layers", "40")
+    assert r.returncode == 2 and "--first-stage-layers" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_inference_keeps_refusing_stages_that_do_not_divide_the_layers():
