@@ -483,12 +483,14 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
           pp_layout: str | None = None, lora_rank: int | None = None,
           lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
-          attention: str = "causal", attention_impl: str = "cudnn", time_model: str | None = None, calibration=None,
-          reserve: float = 0.10, auto: bool = False, interval: bool = False):
+          attention: str = "causal", attention_impl: str = "cudnn", fusion: str = "fused",
+          time_model: str | None = None, calibration=None, reserve: float = 0.10, auto: bool = False,
+          interval: bool = False):
     """Time (seconds), tokens/s and MFU of one training step of `batch` sequences of `seq` tokens on `gpu`
     (required) (`llmcalc train`): gpus alone spreads over data-parallel replicas (tp 1); a step that does not
     fit is refused (auto: the largest micro-batch that fits). `attention_impl`: the attention kernel whose
     published figures time the core (presets/kernels/attention.yaml), or "profile" (the time model's own).
+    `fusion`: the element-wise passes fused (one kernel each) or eager (each PyTorch op a kernel).
     Returns a TrainReport."""
     from llmcalc.costs.training import training_step
     from llmcalc.inputs.kernels import with_attention_kernel
@@ -511,7 +513,7 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
     w = workload({"batch": batch, "seq": seq}, parallel, lora(lora_rank, lora_targets), train=True,
                  micro_batch=micro_batch, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
                  recompute=recompute, optimizer=optimizer, zero=zero, attention_core=attention, logits="all",
-                 reserve=reserve, **qlora_format)
+                 fusion=fusion, reserve=reserve, **qlora_format)
     device = load_gpu(gpu, "train")
     tm = with_attention_kernel(_time_model(device, time_model, calibration), attention_impl, device)
     report = training_step(load_model(model), device, w, tm, auto=auto)

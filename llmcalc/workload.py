@@ -382,6 +382,9 @@ class Workload(Frozen):
     attention_kernel: Literal["flash", "eager"] = "flash"
     """Training's hardware FLOPs: flash recomputes the attention scores in its backward (2.5 × the core's forward),
     eager keeps them (2 ×)."""
+    fusion: Literal["fused", "eager"] = "fused"
+    """Training's element-wise passes (norms, activation, rotation): fused, one kernel each (Megatron, Transformer
+    Engine, torch.compile), or eager, each PyTorch op its own kernel (llmcalc/costs/elementwise_traffic.py)."""
     dropout: bool = False
     """Training: dropout masks are kept (1 byte per element)."""
     zero: Literal[0, 1, 2, 3] = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.costs.elementwise_traffic import elementwise_costs, layer_elements
+from llmcalc.costs.elementwise_traffic import elementwise_costs, layer_traffic
 from llmcalc.costs.step import Op
 from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.training import forward_costs, training_step
@@ -20,8 +20,8 @@ def test_llama3_8b_moves_188_kb_a_token_and_layer():
     RMSNorms (4096 in, 4096 out each), two residual adds (2 × 4096 in, 4096 out), SwiGLU (2 × 14336 in, 14336
     out) and the rotation of q and k ((32 + 8) · 128 in and out): 94,208 elements, 188,416 bytes in bf16."""
     spec = load_preset("llama3-8b")
-    elements, kernels = layer_elements(spec, spec.layer_groups()[0], tp=1, sp=False)
-    assert elements == 2 * 2 * 4096 + 2 * 3 * 4096 + 3 * 14336 + 2 * 40 * 128 == 94_208
+    nbytes, kernels = layer_traffic(spec, spec.layer_groups()[0], tp=1, sp=False, act=2)
+    assert nbytes == 2 * (2 * 2 * 4096 + 2 * 3 * 4096 + 3 * 14336 + 2 * 40 * 128) == 2 * 94_208
     assert kernels == 2 + 1 + 1  # the residual adds, the activation, the rotation (the norms' are the projections')
 
 
@@ -30,14 +30,14 @@ def test_qwen3_moe_counts_its_experts_and_the_routing_copies():
     copied into its 8 slots and summed back (2 · (8 + 1) · 2048)."""
     spec = load_preset("qwen3-30b-a3b")
     assert spec.layer_groups()[0].ffn.elementwise_elements(2048) == 8 * 3 * 768 + 2 * 9 * 2048
-    assert layer_elements(spec, spec.layer_groups()[0], tp=1, sp=False)[1] == 2 + 1 + 1 + 2
+    assert layer_traffic(spec, spec.layer_groups()[0], tp=1, sp=False, act=2)[1] == 2 + 1 + 1 + 2
 
 
 def test_tensor_parallel_splits_the_activation_and_sequence_parallel_the_stream():
     spec = load_preset("llama3-8b")
     stream, split = 2 * 2 * 4096 + 2 * 3 * 4096, 3 * 14336 + 2 * 40 * 128
-    assert layer_elements(spec, spec.layer_groups()[0], tp=4, sp=False)[0] == stream + split // 4
-    assert layer_elements(spec, spec.layer_groups()[0], tp=4, sp=True)[0] == stream // 4 + split // 4
+    assert layer_traffic(spec, spec.layer_groups()[0], tp=4, sp=False, act=2)[0] == 2 * (stream + split // 4)
+    assert layer_traffic(spec, spec.layer_groups()[0], tp=4, sp=True, act=2)[0] == 2 * (stream // 4 + split // 4)
 
 
 def test_the_training_forward_carries_the_passes_at_the_bandwidth():
@@ -52,3 +52,93 @@ def test_the_training_forward_carries_the_passes_at_the_bandwidth():
     assert r.micro_batches == 1 and r.forward_s == pytest.approx(plain + passes, rel=1e-12)
     costs, _ = elementwise_costs(spec, w, 4096)
     assert costs == {Op.of(0, "elementwise"): (0, 188_416 * 32 * 4096, 0)} and Op.of(0, "elementwise").memory
+
+
+LLAMA3_8B_EAGER = (2 * 4096 * (4 * 2 + 28)  # two RMSNorms in fp32: cast, square, mean, scale, cast back, gain
+                   + 2 * 3 * 4096 * 2  # two residual adds
+                   + 5 * 14336 * 2  # SiLU (gate in, out) and the product (both in, out)
+                   + 40 * 128 * (2 * 2 + 16)  # RoPE in fp32 on q and k: cast up, complex product, cast back
+                   + 2 * (1024 + 4096) * 2)  # K and V read at 8 heads, written at 32
+"""Llama 3 8B's eager passes, bytes a token and layer, written out from the ops of Llama's reference code
+(Meta's llama and torchtitan's model.py): 610,304."""
+
+
+def test_llama3_8b_eager_moves_what_its_reference_code_writes_op_by_op():
+    """Eager: 610,304 bytes a token and layer, 3.2 × the fused 188,416; kernels: the residual adds 2, the
+    activation and the product 2, RoPE's cast, product and cast back on q and k 6, the repeat 2, and RMSNorm's
+    7 beyond the fused one, twice."""
+    spec = load_preset("llama3-8b")
+    nbytes, kernels = layer_traffic(spec, spec.layer_groups()[0], tp=1, sp=False, act=2, eager=True)
+    assert nbytes == LLAMA3_8B_EAGER == 610_304
+    assert kernels == 2 + 2 + 6 + 2 + 2 * 7
+
+
+def test_eager_changes_nothing_where_pytorch_runs_one_native_kernel_a_pass():
+    """LayerNorm and GELU are one native kernel each in eager PyTorch, and MHA copies no keys: GPT-2's passes
+    move the same bytes either way."""
+    spec = load_preset("gpt2")
+    g = spec.layer_groups()[0]
+    assert layer_traffic(spec, g, 1, False, 2, eager=True)[0] == layer_traffic(spec, g, 1, False, 2)[0]
+
+
+def test_torch_dispatches_the_eager_bytes_forward_and_about_twice_them_backward():
+    """Llama 3 8B's block written as torchtitan's model.py writes it (RMSNorm, RoPE as complex fp32, repeat_kv,
+    SwiGLU), run under FakeTensorMode with every aten call's tensors counted (llmcalc/reference/kernel_count.py):
+    the forward moves the hand count and what it leaves out, item by item; the backward about twice the
+    forward, as `train` takes it."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from llmcalc.reference.kernel_count import KernelCount
+
+    d, H, Hkv, hd, f, T = 4096, 32, 8, 128, 14336, 1024
+
+    class Core(torch.autograd.Function):  # the attention kernel: counted by the step form, not here
+        @staticmethod
+        def forward(ctx, q, k, v):
+            return q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3]).transpose(1, 2)
+
+        @staticmethod
+        def backward(ctx, g):
+            return tuple(g.new_empty(g.shape[0], g.shape[2], g.shape[1], g.shape[3]).transpose(1, 2)
+                         for _ in range(3))
+
+    def rms(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x) * w
+
+    def rope(x, angles):
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * angles).flatten(3).type_as(x)
+
+    def repeat(x):
+        return x.unsqueeze(3).expand(1, T, Hkv, H // Hkv, hd).reshape(1, T, H, hd)
+
+    def block(x, p, angles):
+        h = rms(x, p["n1"])
+        q, k, v = ((h @ p[n]).view(1, T, -1, hd) for n in ("wq", "wk", "wv"))
+        q, k, v = rope(q, angles), repeat(rope(k, angles)), repeat(v)
+        o = Core.apply(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        x = x + o.transpose(1, 2).contiguous().view(1, T, -1) @ p["wo"]
+        g = rms(x, p["n2"])
+        return x + (F.silu(g @ p["w1"]) * (g @ p["w3"])) @ p["w2"]
+
+    shapes = dict(n1=(d,), n2=(d,), wq=(d, H * hd), wk=(d, Hkv * hd), wv=(d, Hkv * hd), wo=(H * hd, d),
+                  w1=(d, f), w3=(d, f), w2=(f, d))
+    with FakeTensorMode():
+        p = {n: torch.empty(*s, dtype=torch.bfloat16, requires_grad=True) for n, s in shapes.items()}
+        angles = torch.polar(torch.ones(T, hd // 2), torch.zeros(T, hd // 2)).view(1, T, 1, hd // 2)
+        x = torch.empty(1, T, d, dtype=torch.bfloat16, requires_grad=True)
+        forward, backward = KernelCount(), KernelCount()
+        with forward:
+            y = block(x, p, angles)
+        with backward:
+            y.sum().backward()
+    moved = {name: sum(b for _, b in c.kinds.values()) for name, c in (("forward", forward), ("backward", backward))}
+    left_out = (2 * (4096 - 1024) * 2  # the repeat's copy reads the expanded view, H heads, not H_kv
+                + 2 * 6 * 4  # each norm's per-row scalars: the mean written, + eps and rsqrt, read by the scale
+                + 2 * 64 * 8  # the angle table (64 complex64 a token) read by q's and k's products
+                + 2 * 4096 * 2 // T)  # the two gains, read once per call
+    assert moved["forward"] == T * (LLAMA3_8B_EAGER + left_out)
+    assert moved["backward"] / moved["forward"] == pytest.approx(2, abs=0.15)

@@ -144,6 +144,21 @@ def test_cli_bad_micro_batch_is_exit_2_one_line():
     assert out.stderr.count("\n") == 1 and "--micro-batch" in out.stderr
 
 
+def test_cli_eager_passes_take_longer_and_say_so_and_a_wrong_mode_is_exit_2():
+    """`--fusion eager` times Llama's element-wise passes as PyTorch's own ops (3.2 × the fused bytes): a longer
+    forward and backward, nothing else changed, `fusion` in JSON and a note; an unknown mode is one line, exit 2."""
+    args = ("train", "--preset", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--batch", "16", "--seq", "8192",
+            "--micro-batch", "1", "--zero", "3", "--format", "json")
+    fused, eager = (json.loads(llmcalc(*args, "--fusion", mode).stdout) for mode in ("fused", "eager"))
+    assert (fused["fusion"], eager["fusion"]) == ("fused", "eager")
+    assert eager["forward_s"] > fused["forward_s"] and eager["backward_s"] > fused["backward_s"]
+    assert eager["model_flops"] == fused["model_flops"] and eager["dp_comm_total_s"] == fused["dp_comm_total_s"]
+    assert any("eager element-wise passes" in n for n in eager["notes"])
+    assert not any("eager element-wise passes" in n for n in fused["notes"])
+    bad = llmcalc(*args[:-2], "--fusion", "compiled")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--fusion" in bad.stderr
+
+
 # ---- memory: train refuses a step `memory --train` puts over the GPU, or with --auto lowers the micro-batch -----
 
 TRAIN = ["-p", "llama2-7b", "--gpu", "a100-80gb", "--gpus", "8", "--batch", "512", "--seq", "4096"]

@@ -206,7 +206,7 @@ OptionalGPUOpt = Annotated[Optional[str], _opt(
     "--gpu", help="Also time and fit on this GPU (a preset or YAML file).",
     panel=GPUS, metavar="NAME")]
 GPUsOpt = Annotated[Optional[int], _count_opt("--gpus", help="GPUs in all: tp · pp · dp.", panel=GPUS)]
-TPOpt = Annotated[Optional[int], _count_opt("--tp", help="Tensor-parallel degree (default: gpus / (pp · dp)).",
+TPOpt = Annotated[Optional[int], _count_opt("--tp", help="Tensor-parallel degree (default gpus/(pp·dp)).",
                                             panel=GPUS)]
 PPOpt = Annotated[int, _count_opt("--pp", help="Pipeline-parallel stages.", panel=GPUS)]
 DPOpt = Annotated[int, _count_opt("--dp", help="Data-parallel replicas.", panel=GPUS)]
@@ -222,7 +222,7 @@ EngineOpt = Annotated[Optional[str], _opt(
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="Calibration profile YAML to use.", panel=ADVANCED, metavar="FILE")]
 LoraOpt = Annotated[Optional[int], _count_opt(
-    "--lora", help="Train LoRA adapters of rank N on the frozen base.",
+    "--lora", help="LoRA adapters of rank N on the frozen base.",
     panel=TRAINING)]
 LoraTargetsOpt = Annotated[Optional[str], _opt(
     "--lora-targets", help="LoRA matrices (default: q,k,v,o,gate,up,down).",

@@ -83,6 +83,9 @@ def train(
     attention_impl: Annotated[str, _opt(
         "--attention-impl", help="Attention kernel: cudnn, fa2, fa3 or profile (the time model's).",
         panel=TRAINING, metavar="KERNEL")] = "cudnn",
+    fusion: Annotated[Literal["fused", "eager"], _opt(
+        "--fusion", help="Element-wise passes: fused or eager.",
+        panel=TRAINING, metavar="MODE")] = "fused",
     timing: groups.TimeModel,
     reserve: ReserveOpt = 0.10,
     auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",
@@ -97,6 +100,6 @@ def train(
     report = api.train(model.ref(), gpu, **shape.values(), **layout.values(), **lora.values(), **timing.values(),
                        micro_batch=micro_batch, qlora=qlora, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
                        recompute=recompute, optimizer=optimizer, zero=zero, attention=attention, reserve=reserve,
-                       attention_impl=attention_impl,
+                       attention_impl=attention_impl, fusion=fusion,
                        auto=auto, interval=interval)
     out.emit(report, of=train)

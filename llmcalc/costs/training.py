@@ -10,8 +10,8 @@ lower bound; on an uneven split each stage is timed from its own layers (5).
   1. Forward of one micro-batch, F: the prefill step's ops (llmcalc/costs/step.py: step_form; step_time.py: StepTime) on
      T = b·S/cp tokens, with the logits of every position as training computes them (FLOPs: flops.py's
      forward(all logits), ÷ tp), and each layer's element-wise passes (norms, residual adds, activation,
-     rotation, an MoE layer's routing copies: elementwise_traffic.py) as memory at the bandwidth. Each op takes
-     max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
+     rotation, an MoE layer's routing copies; fused or eager, `fusion`: elementwise_traffic.py) as memory at the
+     bandwidth. Each op takes max(c, m) + overlap·min(c, m) + its kernels' fixed cost.
   2. Backward, B: the gradients of the inputs and of the weights are one matmul each of the forward's shape
      (FWD_BWD = 3 in flops.py), and each reads the weights (or the saved activations) and writes a gradient of
      the size the forward read: twice the forward's FLOPs and bytes, op by op, so twice its time. The attention
@@ -340,7 +340,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         stage_layers=layers, slowest_stage=None if even else slowest, batch=w.batch, seq=w.seq,
         micro_batch=b, micro_batches=m, compute_dtype=w.compute_dtype, attention=w.attention_core,
         recompute=w.recompute, optimizer=w.optimizer, zero=w.zero, lora_rank=w.lora_rank, time_model=tm.name,
-        attention_kernel=tm.attention_kernel,
+        attention_kernel=tm.attention_kernel, fusion=w.fusion,
         peak_flops=peak, step_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / L.gpus,
         model_flops=model_flops, hardware_flops=hardware_flops,
         model_tflops_per_gpu=model_flops / (step * L.gpus) / 1e12,
@@ -537,6 +537,10 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
              memory_note or "memory is not checked (a study of published runs)"]
     if split := L.split_note(spec.n_layers):
         notes.append(split)
+    if w.fusion == "eager":
+        notes.append("eager element-wise passes (`fusion`): each PyTorch op its own kernel, as Llama's reference code "
+                     "writes them (RMSNorm and RoPE in fp32, the activation and the product apart, K and V copied to "
+                     "every query head); fused moves about a third of these bytes (docs/roofline.md)")
     if L.sp:
         notes.append(f"sequence parallel over the {L.tp} tp GPUs: the activations tensor parallelism keeps whole are "
                      "split over them (memory), the norms' and residual adds' passes with them (time); its "

@@ -118,6 +118,11 @@ class Attention(Variant):
         """Elements per token the attention's own norms normalise, besides the QK norms (MLA: its latents); 0."""
         return 0
 
+    def repeated_kv_elements(self) -> int:
+        """Elements per token eager PyTorch's copy of the keys and values to every query head reads and writes
+        (Llama's reference code: repeat_kv before the attention kernel); 0: none is copied."""
+        return 0
+
     def softmax_per_pair(self) -> int:
         """Element-wise FLOPs of the softmax per (query, key) pair: 3 per head (exp, sum, divide; Hoffmann et al.
         2022, Appendix F: 3·H per score)."""
@@ -394,6 +399,9 @@ class FixedState:
     def rope_elements(self) -> int:
         return 0
 
+    def repeated_kv_elements(self) -> int:
+        return 0
+
     def qk_norm_widths(self) -> tuple[int, int, int]:
         return 0, 0, 0
 
@@ -524,6 +532,11 @@ class GQA(Attention):
     def qk_norm_widths(self) -> tuple[int, int, int]:
         """Widths a QK norm spans: one head (h), all query heads (H·h), all key heads (H_kv·h)."""
         return self.head_dim, self.q_width, self.kv_width
+
+    def repeated_kv_elements(self) -> int:
+        """K and V each read at H_kv heads and written at H (Llama's repeat_kv), 2·(H_kv + H)·h; 0 when every
+        query head has its own key head (MHA)."""
+        return 2 * (self.kv_width + self.q_width) if self.kv_heads < self.heads else 0
 
     def saved_elements(self, d_model: int) -> int:
         """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input

@@ -194,7 +194,10 @@ class NoFFN(FFN):
     def activation_flops(self, d_model: int) -> int:
         return 0
 
-    def elementwise_elements(self, d_model: int) -> int:
+    def elementwise_elements(self, d_model: int, eager: bool = False) -> int:
+        return 0
+
+    def elementwise_kernels(self, eager: bool = False) -> int:
         return 0
 
     def saved_elements(self) -> int:
@@ -265,9 +268,14 @@ class Dense(FFN):
         """Element-wise FLOPs per token: the activation on d_ff elements (ACTIVATION_FLOPS)."""
         return ACTIVATION_FLOPS[self.activation] * self.d_ff
 
-    def elementwise_elements(self, d_model: int) -> int:
-        """Elements per token the activation's kernel reads and writes: d_ff in, d_ff out."""
+    def elementwise_elements(self, d_model: int, eager: bool = False) -> int:
+        """Elements per token the activation's kernel reads and writes: d_ff in, d_ff out, fused or eager (one
+        native kernel either way; an activation eager PyTorch composes of several ops, xIELU, moves more)."""
         return 2 * self.d_ff
+
+    def elementwise_kernels(self, eager: bool = False) -> int:
+        """The activation's kernel: 1."""
+        return 1
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
@@ -339,9 +347,15 @@ class Gated(FFN):
         (ACTIVATION_FLOPS + 1)·d_ff."""
         return (ACTIVATION_FLOPS[self.activation] + 1) * self.d_ff
 
-    def elementwise_elements(self, d_model: int) -> int:
-        """Elements per token the activation-and-product kernel reads and writes: gate and up in, d_ff out."""
-        return 3 * self.d_ff
+    def elementwise_elements(self, d_model: int, eager: bool = False) -> int:
+        """Elements per token the activation-and-product kernel reads and writes: gate and up in, d_ff out
+        (3·d_ff); eager, two kernels: the activation (gate in, d_ff out) and the product (both in, d_ff out),
+        5·d_ff."""
+        return (5 if eager else 3) * self.d_ff
+
+    def elementwise_kernels(self, eager: bool = False) -> int:
+        """One fused activation-and-product kernel; eager two."""
+        return 1 + int(eager)
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""

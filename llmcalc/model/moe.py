@@ -153,14 +153,20 @@ class MoE(FFN):
         return (3 * self.router_width + per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
                 + 2 * self.routed_slots * d_model)
 
-    def elementwise_elements(self, d_model: int) -> int:
+    def elementwise_elements(self, d_model: int, eager: bool = False) -> int:
         """Elements per token the layer's element-wise kernels read and write: the activation (and gate × up) in
-        each of its top_k experts and the shared experts ((2 + gated)·d_ff each), and the routing's copies: the
-        token permuted into its slots (d read, slots·d written) and the slots' outputs weighted and summed back
-        (slots·d read, d written), 2·(slots + 1)·d. The router's softmax over E is not counted."""
-        per = 2 + self.gated
+        each of its top_k experts and the shared experts ((2 + gated)·d_ff each; eager, the activation and the
+        product as two kernels, (2 + 3·gated)·d_ff), and the routing's copies: the token permuted into its slots
+        (d read, slots·d written) and the slots' outputs weighted and summed back (slots·d read, d written),
+        2·(slots + 1)·d. The router's softmax over E is not counted."""
+        per = 2 + (3 if eager else 1) * self.gated
         return (per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
                 + 2 * (self.routed_slots + 1) * d_model)
+
+    def elementwise_kernels(self, eager: bool = False) -> int:
+        """The experts' activation (eager and gated: and the product, a second kernel) and the routing's two
+        copies, the permutation and its inverse."""
+        return 1 + int(eager and self.gated) + 2
 
     def matmuls(self, d_model: int) -> Parts:
         """Weights one token is multiplied by: router d·(E + Z), its top_k experts, the shared experts."""

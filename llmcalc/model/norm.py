@@ -11,6 +11,9 @@ from pydantic import model_validator
 from llmcalc.model import terms
 from llmcalc.model.base import Frozen, NonNegInt
 
+FP32_BYTES = 4
+"""Bytes of an fp32 element: eager RMSNorm computes in fp32."""
+
 
 class Norm(Frozen):
     """How the model normalises.
@@ -63,14 +66,30 @@ class Norm(Frozen):
         """Element-wise FLOPs of one layer's norms per token: per_layer norms of d_model, the QK norms over the q
         and k elements (q = H·h, k = H_kv·h: a per-head norm covers every head) and the attention's `own` normed
         elements (MLA's latents)."""
-        qk = q + k if self.qk_norm != "none" else 0
-        return self.flops_per_element * (self.per_layer * d_model + qk + own)
+        return self.flops_per_element * self.normed_elements(d_model, q, k, own)
 
-    def traffic_elements(self, d_model: int, q: int, k: int, own: int = 0) -> int:
-        """Elements per token one layer's norms read and write, each norm one kernel reading its input and
-        writing its output once: 2 × the elements layer_flops normalises."""
-        qk = q + k if self.qk_norm != "none" else 0
-        return 2 * (self.per_layer * d_model + qk + own)
+    def normed_elements(self, d_model: int, q: int, k: int, own: int = 0) -> int:
+        """Elements per token one layer's norms normalise: per_layer norms of d_model, the QK norms over the q and
+        k elements, the attention's `own` (MLA's latents)."""
+        return self.per_layer * d_model + (q + k if self.qk_norm != "none" else 0) + own
+
+    def traffic_bytes(self, act: int, eager: bool = False) -> int:
+        """Bytes a norm moves per element it normalises, activations of `act` bytes. Fused: one kernel reading
+        its input and writing its output, 2·act. Eager, as Llama's reference code writes RMSNorm (Meta's llama,
+        torchtitan, Hugging Face's LlamaRMSNorm), each op a kernel: the input cast to fp32 (act read, 4
+        written), squared (4, 4), averaged (4 read), scaled by the row's 1/rms (4, 4), cast back (4, act) and
+        multiplied by the gain (act, act), 4·act + 28; the per-row mean, + eps and rsqrt are not counted.
+        LayerNorm is one native kernel in eager PyTorch too: 2·act."""
+        return 4 * act + 7 * FP32_BYTES if eager and self.kind == "rmsnorm" else 2 * act
+
+    def kernels(self, q: int, own: int = 0, eager: bool = False) -> int:
+        """Kernels one layer's norms launch beyond the one each fused norm is counted as (with the projections
+        it feeds): 0 fused; eager, RMSNorm's eight (the six passes above, + eps and rsqrt on the rows) less
+        that one, per norm: the per_layer norms, the QK norms (one for q, one for k) and an attention's own
+        (MLA's latents, counted as one). LayerNorm: 0."""
+        if not eager or self.kind != "rmsnorm":
+            return 0
+        return 7 * (self.per_layer + 2 * (self.qk_norm != "none" and q > 0) + (own > 0))
 
     def explain_params(self, n: str) -> str:
         """params as text, over n features."""

@@ -42,6 +42,8 @@ class TrainReport(Placement):
     attention_kernel: str | None = None
     """The attention kernel whose published figures time the attention core (presets/kernels/attention.yaml:
     cudnn, fa2, fa3); None: the time model's own figures."""
+    fusion: str = "fused"
+    """The element-wise passes: fused (one kernel each) or eager (each PyTorch op a kernel)."""
     peak_flops: float
     """The GPU's dense peak FLOP/s at the compute dtype: the denominator of mfu and hfu."""
     step_s: float
