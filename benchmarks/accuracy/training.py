@@ -13,7 +13,7 @@ less time than was measured, which the roofline (a lower bound) must.
 
 A row maps onto a Workload field by field: tp, pp, cp, vpp, ep, first_stage_layers / last_stage_layers (uneven
 pipeline stages), pp_layout (every model chunk's layers, Megatron's layout string), zero, lora {rank, targets,
-qlora}, mtp; dp = gpus / (tp · pp · cp). A row with `skip` (a reason) is collected but not evaluated; a row llmcalc refuses (a UserError) is listed with the refusal. The split into a
+qlora}, mtp, fusion; dp = gpus / (tp · pp · cp). A row with `skip` (a reason) is collected but not evaluated; a row llmcalc refuses (a UserError) is listed with the refusal. The split into a
 "table" and a "held-out" subset is subset_of(): fixed by the rows' ids and sources, before any comparison.
 """
 
@@ -151,7 +151,7 @@ def workload_of(row: dict, **update) -> Workload:
     rest = {k: row[k] for k in ("sp", "tp_comm_overlap", "vpp", "first_stage_layers", "last_stage_layers",
                                 "embedding_in_split", "loss_in_split", "pp_layout") if k in row}
     layout = Layout.of(row["gpus"], tp, pp, row["gpus"] // (tp * pp * cp), ep=row.get("ep", 1), cp=cp, **rest)
-    extra = {k: row[k] for k in ("zero", "mtp") if k in row}
+    extra = {k: row[k] for k in ("zero", "mtp", "fusion") if k in row}
     lora = row.get("lora")
     if lora:
         extra["lora_rank"] = lora["rank"]
