@@ -82,9 +82,9 @@ class FFN(Variant):
     """A layer's feed-forward block. Subclassing registers a new `kind` (llmcalc/model/base.py).
 
     A variant gives d_ff, label, kind_label, params, matmuls, matrices, io, transient_elements,
-    prefill_activation_bytes, saved_elements, activation_flops, elementwise_elements, and the explain terms
-    explain_parts and explain_saved;
-    the defaults here are an FFN without routed experts whose one width is d_ff."""
+    prefill_activation_bytes, saved_elements, activation_flops, elementwise_elements, elementwise_kernels, and the
+    explain terms explain_parts and explain_saved; the defaults here are an FFN without routed experts whose one
+    width is d_ff."""
 
     kinds: ClassVar[dict[str, type[Variant]]] = {}
     variant_modules: ClassVar[dict[str, str]] = {
