@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from conftest import run_cli, strict_json
+from llmcalc.errors import UserError
 from llmcalc.inputs.engines import load_engine, load_engine_commands
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.requests import parse_lengths
+from llmcalc.model.engine_commands import EngineCommands
 from llmcalc.reports.plan import PlanCandidate, PrefillPool
 from llmcalc.views.emit import Load, emit_commands
 from llmcalc.views.plan import layouts, weight_dtypes
@@ -175,6 +177,29 @@ def test_trtllm_commands_read_back_and_fp8_is_said_unsupported():
     if fp8 is not None:
         e = plan_json(*args, "--candidate", str(fp8))["emit"]
         assert e["launch"] is None and e["benchmark"] is None and "pre-quantised" in e["unsupported"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_setting_is_written_by_the_flag_the_commands_file_names(engine):
+    """The running sequences, the step's token budget and the memory share go out under the flags the engine's
+    commands file lists for them (`settings`), which its parser accepts; the flag that turns graphs off is never
+    written."""
+    commands, spec = load_engine_commands(engine), load_preset("llama3-8b")
+    settings = load_engine(engine).settings(load_gpu("h100-sxm"), max_seqs=96)
+    launch = emit_commands(spec, candidate("h100-sxm", max_seqs=96), 1, commands, settings, LOADS[0]).launch.argv
+    named = commands.launch.settings
+    for key, value in (("max_seqs", "96"), ("max_batched_tokens", str(settings.max_batched_tokens))):
+        assert launch[launch.index(named[key]) + 1] == value
+    assert float(launch[launch.index(named["gpu_memory_utilization"]) + 1]) == pytest.approx(
+        settings.gpu_memory_utilization, abs=5e-5)
+    assert set(named.values()) <= set(commands.launch.flags) and commands.launch.graphs_off not in launch
+
+
+def test_a_settings_flag_outside_the_accepted_list_is_refused():
+    data = yaml.safe_load((COMMANDS / "vllm.yaml").read_text(encoding="utf-8"))
+    data["launch"]["settings"]["max_seqs"] = "--max-seqs"
+    with pytest.raises(UserError, match="`settings`: --max-seqs is not among `flags`"):
+        EngineCommands.model_validate(data)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -21,8 +21,9 @@ pool and step budget on that GPU) and the (GPU, engine) calibrated time model:
   fp4 and other weights, points on no preset, speculative decoding and engines with no
   preset (LMDeploy) are skipped, each counted with its reason.
 - engine settings: the engine's defaults on that GPU, but each scheduler or pool limit the point's launch command
-  states (`engine`: FLAGS, e.g. TensorRT-LLM's --max_batch_size and --max_num_tokens, SGLang's --mem-fraction-static)
-  in its place, and no CUDA graphs where it turns them off (GRAPHS_OFF).
+  states (`engine`, by the flags presets/engines/commands/<engine>.yaml names under `settings`, e.g.
+  TensorRT-LLM's --max_batch_size and --max_num_tokens, SGLang's --mem-fraction-static) in its place, and no CUDA
+  graphs where it turns them off (its `graphs_off` flag).
 - load: `request_rate` (Poisson; INF: all at once) or an integer `concurrency` (that many clients); `concurrency:
   unbounded` (offline, max-load) is all at once with 4,096 requests and the engine's own batch limit.
 - requests: the published prompt count (`num_prompts`) where given, else 500 (TensorRT-LLM's online table says 500);
@@ -57,7 +58,7 @@ from pathlib import Path
 import yaml
 
 from llmcalc.errors import UserError
-from llmcalc.inputs.engines import engine_names, load_engine
+from llmcalc.inputs.engines import engine_names, load_engine, load_engine_commands
 from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.inputs.requests import Constant, Lengths, parse_lengths
@@ -117,26 +118,14 @@ def lengths(p: dict) -> tuple[Lengths, Lengths]:
     return Constant(p["input_tokens"]), Constant(p["output_tokens"])
 
 
-FLAGS = {"vllm": {"--max-num-seqs": "max_seqs", "--max-num-batched-tokens": "max_batched_tokens",
-                  "--block-size": "block_size", "--gpu-memory-utilization": "gpu_memory_utilization"},
-         "sglang": {"--max-running-requests": "max_seqs", "--chunked-prefill-size": "max_batched_tokens",
-                    "--page-size": "block_size", "--mem-fraction-static": "gpu_memory_utilization"},
-         "trtllm": {"--max_batch_size": "max_seqs", "--max_num_tokens": "max_batched_tokens",
-                    "--tokens_per_block": "block_size",
-                    "--kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization"}}
-"""Each engine's launch flags that set what Settings holds (llmcalc/model/engine.py), by the engine's own names."""
-GRAPHS_OFF = {"vllm": "--enforce-eager", "sglang": "--disable-cuda-graph"}
-"""The flag that turns an engine's CUDA graphs off."""
-
-
 def launch_settings(p: dict) -> dict:
-    """Settings values the point's launch command (`engine`) states: FLAGS' values, and graphs () under
-    GRAPHS_OFF's flag."""
-    command, name = str(p.get("engine", "")), p["engine_name"]
+    """Settings values the point's launch command (`engine`) states, by the flags the engine's commands file names
+    for them (presets/engines/commands/<engine>.yaml: `settings`), and graphs () under its `graphs_off` flag."""
+    command, launch = str(p.get("engine", "")), load_engine_commands(p["engine_name"]).launch
     given = {key: float(m.group(1)) if key == "gpu_memory_utilization" else int(m.group(1))
-             for flag, key in FLAGS.get(name, {}).items()
+             for key, flag in launch.settings.items()
              if (m := re.search(rf"{re.escape(flag)}[ =]([0-9.]+)", command))}
-    if (off := GRAPHS_OFF.get(name)) and re.search(rf"{re.escape(off)}(?![-\w])", command):
+    if launch.graphs_off and re.search(rf"{re.escape(launch.graphs_off)}(?![-\w])", command):
         given["graphs"] = ()
     return given
 

@@ -16,13 +16,12 @@ What each engine is given (the plan's figure → the engine's flag):
                         + --quantization fp8      + --quantization fp8      pre-quantised checkpoint)
   KV in the weights'    --kv-cache-dtype auto /   --kv-cache-dtype auto /   (the model's dtype)
   dtype                 fp8                       fp8_e4m3
-  max_seqs              --max-num-seqs            --max-running-requests    --max_batch_size
-  step token budget     --max-num-batched-tokens  --chunked-prefill-size    --max_num_tokens
-  memory share          --gpu-memory-utilization  --mem-fraction-static     --kv_cache_free_gpu_memory_fraction
   longest request       --max-model-len           --context-length          --max_seq_len
 
-The step budget and the memory share are the engine preset's for the deployment's GPU (presets/engines/), which
-the plan ran with; the longest request is the prompt's and the output's bound (inputs/requests.py: Lengths.bound).
+and the settings the plan ran with, each by the flag its commands file names for it (`settings`: vLLM's
+--max-num-seqs, SGLang's --max-running-requests, TensorRT-LLM's --max_batch_size for max_seqs; likewise the step
+token budget and the memory share). The step budget and the memory share are the engine preset's for the
+deployment's GPU (presets/engines/); the longest request is the prompt's and the output's bound (inputs/requests.py: Lengths.bound).
 The benchmark sends `requests` prompts of random tokens at the plan's rate (Poisson), its lengths fixed at the
 plan's (at their means where the plan drew them from a distribution, said in a note), ignoring end-of-sequence so
 that every request generates its full output.
@@ -75,6 +74,10 @@ class Argv:
             raise RuntimeError(f"{flag} is not among the flags read for {' '.join(self.command.program)} "
                                f"({self.command.source.path})")
         self.words += [flag, *(_word(v) for v in values)]
+
+    def setting(self, name: str, value: object) -> None:
+        """The flag that sets the Settings value `name` (the command's `settings`), with `value`."""
+        self.add(self.command.settings[name], value)
 
     def done(self) -> ShellCommand:
         return ShellCommand(argv=self.words, line=shlex.join(self.words))
@@ -142,6 +145,14 @@ def emit_commands(spec: ModelSpec, c: PlanCandidate, rank: int, commands: Engine
                            notes=notes)
 
 
+def _settings(a: Argv, c: PlanCandidate, s: Settings) -> None:
+    """The plan's settings by the engine's own flags: the candidate's sequences, the step's token budget, the
+    memory share."""
+    a.setting("max_seqs", c.max_seqs)
+    a.setting("max_batched_tokens", s.max_batched_tokens)
+    a.setting("gpu_memory_utilization", _share(s))
+
+
 def _share(settings: Settings) -> float:
     """The memory share as a flag writes it: four decimals (SGLang's is 1 − its reserve / the GPU's memory)."""
     return round(settings.gpu_memory_utilization, 4)
@@ -189,9 +200,7 @@ def _vllm(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: int)
         a.add("--quantization", "fp8")
     a.add("--kv-cache-dtype", "fp8" if c.weights_dtype == "fp8" else "auto")
     a.add("--max-model-len", max_len)
-    a.add("--max-num-seqs", c.max_seqs)
-    a.add("--max-num-batched-tokens", s.max_batched_tokens)
-    a.add("--gpu-memory-utilization", _share(s))
+    _settings(a, c, s)
 
 
 def _sglang(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: int) -> None:
@@ -207,9 +216,7 @@ def _sglang(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: in
         a.add("--quantization", "fp8")
     a.add("--kv-cache-dtype", "fp8_e4m3" if c.weights_dtype == "fp8" else "auto")
     a.add("--context-length", max_len)
-    a.add("--max-running-requests", c.max_seqs)
-    a.add("--chunked-prefill-size", s.max_batched_tokens)
-    a.add("--mem-fraction-static", _share(s))
+    _settings(a, c, s)
 
 
 def _trtllm(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: int) -> None:
@@ -219,10 +226,8 @@ def _trtllm(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: in
     a.add("--pp_size", c.pp)
     if spec.ffn.routed_experts:
         a.add("--ep_size", c.ep)
-    a.add("--max_batch_size", c.max_seqs)
-    a.add("--max_num_tokens", s.max_batched_tokens)
     a.add("--max_seq_len", max_len)
-    a.add("--kv_cache_free_gpu_memory_fraction", _share(s))
+    _settings(a, c, s)
 
 
 def _goodput(a: Argv, slo: SLO) -> None:
