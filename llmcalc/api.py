@@ -261,11 +261,12 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
            ep: int = 1, cp: int = 1, sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
            last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
            pp_layout: str | None = None, dropout: bool = False, grad_dtype: str | None = None,
-           prefill_chunk: int | None = None, images: int = 0, image_size: str | None = None):
+           fusion: str = "fused", prefill_chunk: int | None = None, images: int = 0,
+           image_size: str | None = None):
     """Memory per GPU, in bytes: weights, KV cache, activations and, with train=True, gradients and optimizer
     states (`llmcalc memory`). batch: sequences (training: the global batch); tp, pp, dp, ep, cp, sp, vpp: the
-    training layout; prefill_chunk: inference activations of chunks of that many tokens. Returns a
-    MemoryReport; bytes are ints."""
+    training layout; fusion: training's element-wise passes fused or eager (eager keeps more for the backward);
+    prefill_chunk: inference activations of chunks of that many tokens. Returns a MemoryReport; bytes are ints."""
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout
 
@@ -286,7 +287,10 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
                  lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq,
                  kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer, recompute=recompute,
                  flash=flash, zero=zero, dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
+                 fusion=fusion, **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
+    if fusion != "fused" and not train:
+        raise UserError(f"`fusion` {fusion} is how a training step runs its element-wise passes; add `train`, or "
+                        "drop `fusion`")
     if prefill_chunk and train:
         raise UserError("`prefill_chunk` sizes a server's prefill; a training step keeps every layer's activations: "
                         "drop `prefill_chunk` or `train`")

@@ -384,7 +384,8 @@ class Workload(Frozen):
     eager keeps them (2 ×)."""
     fusion: Literal["fused", "eager"] = "fused"
     """Training's element-wise passes (norms, activation, rotation): fused, one kernel each (Megatron, Transformer
-    Engine, torch.compile), or eager, each PyTorch op its own kernel (llmcalc/costs/elementwise_traffic.py)."""
+    Engine, torch.compile), or eager, each PyTorch op its own kernel, moving more (llmcalc/costs/elementwise_traffic.py)
+    and keeping more for the backward (llmcalc/costs/train_memory.py)."""
     dropout: bool = False
     """Training: dropout masks are kept (1 byte per element)."""
     zero: Literal[0, 1, 2, 3] = 0

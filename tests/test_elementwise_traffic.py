@@ -1,11 +1,13 @@
-"""The element-wise passes' memory traffic that `train` times (llmcalc/costs/elementwise_traffic.py), checked
-against the element counts written out by hand from each model's published shape."""
+"""The element-wise passes' memory traffic that `train` times (llmcalc/costs/elementwise_traffic.py), fused and
+eager, and what eager passes keep for the backward (llmcalc/costs/train_memory.py), checked against the counts
+written out by hand from each model's published shape and against torch's own dispatch and saved tensors."""
 
 from __future__ import annotations
 
 import pytest
 
 from llmcalc.costs.elementwise_traffic import elementwise_costs, layer_traffic
+from llmcalc.costs.memory import layer_activation_bytes, memory
 from llmcalc.costs.step import Op
 from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.training import forward_costs, training_step
@@ -81,23 +83,28 @@ def test_eager_changes_nothing_where_pytorch_runs_one_native_kernel_a_pass():
     assert layer_traffic(spec, g, 1, False, 2, eager=True)[0] == layer_traffic(spec, g, 1, False, 2)[0]
 
 
-def test_torch_dispatches_the_eager_bytes_forward_and_about_twice_them_backward():
-    """Llama 3 8B's block written as torchtitan's model.py writes it (RMSNorm, RoPE as complex fp32, repeat_kv,
-    SwiGLU), run under FakeTensorMode with every aten call's tensors counted (llmcalc/reference/kernel_count.py):
-    the forward moves the hand count and what it leaves out, item by item; the backward about twice the
-    forward, as `train` takes it."""
-    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+T = 1024
+"""Tokens of the eager block run under FakeTensorMode (one sequence)."""
+
+
+def run_eager_block(torch):
+    """Llama 3 8B's block as torchtitan's model.py writes it (RMSNorm in fp32 ops, RoPE as complex fp32,
+    repeat_kv, SwiGLU), on T tokens under FakeTensorMode, its attention core one opaque kernel that keeps what a
+    flash kernel keeps (q, k, v, the output and the fp32 log-sum-exp): (forward's KernelCount, backward's,
+    {storage: bytes} of every tensor autograd keeps for the backward)."""
     import torch.nn.functional as F
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from llmcalc.reference.kernel_count import KernelCount
 
-    d, H, Hkv, hd, f, T = 4096, 32, 8, 128, 14336, 1024
+    d, H, Hkv, hd, f = 4096, 32, 8, 128, 14336
 
     class Core(torch.autograd.Function):  # the attention kernel: counted by the step form, not here
         @staticmethod
         def forward(ctx, q, k, v):
-            return q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3]).transpose(1, 2)
+            out = q.new_empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3]).transpose(1, 2)
+            ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:3], dtype=torch.float32))
+            return out
 
         @staticmethod
         def backward(ctx, g):
@@ -126,15 +133,31 @@ def test_torch_dispatches_the_eager_bytes_forward_and_about_twice_them_backward(
 
     shapes = dict(n1=(d,), n2=(d,), wq=(d, H * hd), wk=(d, Hkv * hd), wv=(d, Hkv * hd), wo=(H * hd, d),
                   w1=(d, f), w3=(d, f), w2=(f, d))
+    kept: dict[int, int] = {}
+
+    def keep(t):
+        kept[id(t.untyped_storage())] = t.untyped_storage().nbytes()
+        return t
+
     with FakeTensorMode():
         p = {n: torch.empty(*s, dtype=torch.bfloat16, requires_grad=True) for n, s in shapes.items()}
         angles = torch.polar(torch.ones(T, hd // 2), torch.zeros(T, hd // 2)).view(1, T, 1, hd // 2)
         x = torch.empty(1, T, d, dtype=torch.bfloat16, requires_grad=True)
         forward, backward = KernelCount(), KernelCount()
-        with forward:
+        with forward, torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
             y = block(x, p, angles)
         with backward:
             y.sum().backward()
+        weights = {id(t.untyped_storage()) for t in p.values()}
+    return forward, backward, {k: v for k, v in kept.items() if k not in weights}
+
+
+def test_torch_dispatches_the_eager_bytes_forward_and_about_twice_them_backward():
+    """The eager block (run_eager_block) with every aten call's tensors counted (llmcalc/reference/kernel_count.py):
+    the forward moves the hand count and what it leaves out, item by item; the backward about twice the
+    forward, as `train` takes it."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    forward, backward, _ = run_eager_block(torch)
     moved = {name: sum(b for _, b in c.kinds.values()) for name, c in (("forward", forward), ("backward", backward))}
     left_out = (2 * (4096 - 1024) * 2  # the repeat's copy reads the expanded view, H heads, not H_kv
                 + 2 * 6 * 4  # each norm's per-row scalars: the mean written, + eps and rsqrt, read by the scale
@@ -142,3 +165,36 @@ def test_torch_dispatches_the_eager_bytes_forward_and_about_twice_them_backward(
                 + 2 * 4096 * 2 // T)  # the two gains, read once per call
     assert moved["forward"] == T * (LLAMA3_8B_EAGER + left_out)
     assert moved["backward"] / moved["forward"] == pytest.approx(2, abs=0.15)
+
+
+def test_torch_keeps_for_the_backward_what_eager_memory_counts():
+    """Every tensor autograd keeps in the eager block's forward (saved-tensor hooks, each storage once), against
+    `memory --train --fusion eager`'s layer: the fused layer's 139,264 bytes a token (the matmuls' inputs, Q, K, V,
+    the FFN's gate, up and product, the norms' inputs) plus eager's own, 73,728 (each RMSNorm's fp32 copy, 4 bytes
+    an element; the activation's output, which the product keeps; K and V kept at 32 heads, not 8), plus the
+    core's log-sum-exp (128); and what llmcalc leaves out, fused or eager: each norm's fp32 1/rms per token and
+    the angle table (64 complex64 a token, one buffer shared by every layer)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed: pip install torch")
+    _, _, kept = run_eager_block(torch)
+    spec = load_preset("llama3-8b")
+    g = spec.layer_groups()[0]
+    parts = {fusion: layer_activation_bytes(spec, g, 1, T, Workload(train=True, fusion=fusion))
+             for fusion in ("fused", "eager")}
+    assert parts["fused"] == (T * 139_264, T * 128)
+    assert parts["eager"] == (T * (139_264 + 2 * 4096 * 4 + 14336 * 2 + 2 * (4096 - 1024) * 2), T * 128)
+    assert sum(kept.values()) == sum(parts["eager"]) + 2 * T * 4 + T * 64 * 8
+
+
+def test_eager_memory_keeps_more_unless_every_layer_is_recomputed():
+    """Llama 3 8B, 8,192 tokens a GPU: eager keeps 73,728 bytes a token and layer more without recompute and with
+    selective recompute (the core's part is not eager's); full recompute keeps each layer's input either way, and
+    eager's more only in the one layer rebuilt for its backward."""
+    spec = load_preset("llama3-8b")
+
+    def acts(fusion: str, recompute: str) -> int:
+        w = Workload(train=True, batch=1, seq=8192, micro_batch=1, recompute=recompute, fusion=fusion)
+        return memory(spec, w).activation_bytes
+
+    for recompute in ("none", "selective"):
+        assert acts("eager", recompute) - acts("fused", recompute) == 32 * 8192 * 73_728
+    assert acts("eager", "full") - acts("fused", "full") == 8192 * 73_728

@@ -67,10 +67,13 @@ def memory(
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences per GPU at a time (default: batch / dp).", panel=TRAINING)] = None,
     lora: groups.Lora,
-    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
+    qlora: Annotated[bool, _opt("--qlora", help="With --lora: a 4-bit nf4-dq base.", panel=TRAINING)] = False,
     layout: TrainingLayout,
     dropout: Annotated[bool, _opt("--dropout/--no-dropout", help="Keep dropout masks (1 byte each).",
                                   panel=ADVANCED)] = False,
+    fusion: Annotated[Literal["fused", "eager"], _opt(
+        "--fusion", help="Training's element-wise passes: fused or eager.", panel=ADVANCED,
+        metavar="MODE")] = "fused",
     grad_dtype: Annotated[Optional[Literal["fp32", "bf16", "fp16"]], _opt(
         "--grad-dtype", help="Gradients' type (default: the weights').", panel=ADVANCED, metavar="DTYPE")] = None,
     prefill_chunk: Annotated[Optional[int], _count_opt(
@@ -85,5 +88,6 @@ def memory(
     report = api.memory(model.ref(), **shape.values(), **weights.values(), **layout.values(), **lora.values(),
                         **image.values(), encoder_seq=encoder_seq, kv_dtype=kv_dtype, group_size=group_size,
                         train=train, optimizer=optimizer, recompute=recompute, flash=flash, zero=zero, dropout=dropout,
-                        grad_dtype=grad_dtype, micro_batch=micro_batch, qlora=qlora, prefill_chunk=prefill_chunk)
+                        grad_dtype=grad_dtype, micro_batch=micro_batch, qlora=qlora, fusion=fusion,
+                        prefill_chunk=prefill_chunk)
     out.emit(report, of=memory)

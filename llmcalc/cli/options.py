@@ -222,7 +222,7 @@ EngineOpt = Annotated[Optional[str], _opt(
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="Calibration profile YAML to use.", panel=ADVANCED, metavar="FILE")]
 LoraOpt = Annotated[Optional[int], _count_opt(
-    "--lora", help="LoRA adapters of rank N on the frozen base.",
+    "--lora", help="Rank-N LoRA adapters, base frozen.",
     panel=TRAINING)]
 LoraTargetsOpt = Annotated[Optional[str], _opt(
     "--lora-targets", help="LoRA matrices (default: q,k,v,o,gate,up,down).",

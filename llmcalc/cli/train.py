@@ -71,7 +71,7 @@ def train(
         panel=GPUS)] = None,
     layout: TrainLayout,
     lora: groups.Lora,
-    qlora: Annotated[bool, _opt("--qlora", help="With --lora: QLoRA's 4-bit base (nf4-dq).", panel=TRAINING)] = False,
+    qlora: Annotated[bool, _opt("--qlora", help="With --lora: a 4-bit nf4-dq base.", panel=TRAINING)] = False,
     weights_dtype: WeightsDtypeOpt = "bf16",
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"], _opt(
         "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16, fp8 or fp4.", panel=PRECISION,

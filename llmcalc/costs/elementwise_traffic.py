@@ -22,7 +22,8 @@ with the projections (step.kernels); here one per residual add, one for the acti
 for an MoE layer's permutation and its inverse; eager adds RMSNorm's seven more per norm, the product's, the
 rotation's three per tensor and the repeat's two. Eager, as counted from its ops, moves 3.2 × the fused bytes on
 Llama 3 8B (610,304 against 188,416 a token and layer). Not counted: dropout, the casts of fp8 training, the loss's
-softmax, a recurrent mixer's own gates and convolutions, the fp32 copies eager keeps for its backward (memory).
+softmax, a recurrent mixer's own gates and convolutions. What eager keeps for the backward is memory
+(llmcalc/costs/train_memory.py).
 """
 
 from __future__ import annotations

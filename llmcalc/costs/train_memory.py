@@ -80,6 +80,11 @@ def layer_activation_parts(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     linear = a * sb * (saved + norms) + (2 * sb * d if w.dropout else 0)
     unsplit = a * sb * ((attn.tp_saved_elements(d, 1) if attn else 0) + g.ffn.tp_saved_elements(1))
     split = a * sb * ((attn.tp_saved_elements(d, tp) if attn else 0) + g.ffn.tp_saved_elements(tp))
+    if w.fusion == "eager":  # PyTorch's own ops keep more (Norm, FFN and Attention: eager_saved_*)
+        heads = (attn.eager_saved_elements() if attn else 0) + g.ffn.eager_saved_elements()  # split as the heads
+        linear += sb * (norms * spec.norm.eager_saved_bytes() + a * heads)
+        unsplit += a * sb * heads
+        split += a * sb * ceil_div(heads, tp)
     core = attn.saved_core_bytes(batch, seq, g.window, tp, a, w.flash, w.dropout) if attn else 0
     return linear - unsplit, split, core
 
@@ -293,6 +298,7 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         held += (f" × {r.passes[0]} micro-batches in flight" if layout.vpp == 1 else
                  f" in {layout.vpp} chunks × {'+'.join(map(str, r.passes))} passes in flight")
     act_note = (held + f", recompute {w.recompute}, {kernel}" + (", sequence parallel" if layout.sp else "")
+                + (", eager element-wise ops" if w.fusion == "eager" else "")
                 + (", + fp32 logits" if r.stage == layout.pp - 1 and spec.stack.lm_head else ""))
     of = " of the adapters" if w.lora else ""
     rows = [MemoryRow(component="weights", bytes=r.weights, note=n_note + split(3))]

@@ -123,6 +123,11 @@ class Attention(Variant):
         (Llama's reference code: repeat_kv before the attention kernel); 0: none is copied."""
         return 0
 
+    def eager_saved_elements(self) -> int:
+        """Elements per token an eager layer keeps for its backward beyond a fused one (the copied keys and values
+        the attention kernel keeps); 0."""
+        return 0
+
     def softmax_per_pair(self) -> int:
         """Element-wise FLOPs of the softmax per (query, key) pair: 3 per head (exp, sum, divide; Hoffmann et al.
         2022, Appendix F: 3·H per score)."""
@@ -402,6 +407,9 @@ class FixedState:
     def repeated_kv_elements(self) -> int:
         return 0
 
+    def eager_saved_elements(self) -> int:
+        return 0
+
     def qk_norm_widths(self) -> tuple[int, int, int]:
         return 0, 0, 0
 
@@ -537,6 +545,11 @@ class GQA(Attention):
         """K and V each read at H_kv heads and written at H (Llama's repeat_kv), 2·(H_kv + H)·h; 0 when every
         query head has its own key head (MHA)."""
         return 2 * (self.kv_width + self.q_width) if self.kv_heads < self.heads else 0
+
+    def eager_saved_elements(self) -> int:
+        """The attention kernel keeps the copied K and V at every query head, 2·(H − H_kv)·h more than the H_kv
+        heads a fused layer keeps."""
+        return 2 * (self.q_width - self.kv_width)
 
     def saved_elements(self, d_model: int) -> int:
         """Elements per token a training layer keeps for the backward pass: the q/k/v input (d), the o input

@@ -200,6 +200,9 @@ class NoFFN(FFN):
     def elementwise_kernels(self, eager: bool = False) -> int:
         return 0
 
+    def eager_saved_elements(self) -> int:
+        return 0
+
     def saved_elements(self) -> int:
         return 0
 
@@ -276,6 +279,11 @@ class Dense(FFN):
     def elementwise_kernels(self, eager: bool = False) -> int:
         """The activation's kernel: 1."""
         return 1
+
+    def eager_saved_elements(self) -> int:
+        """Elements per token an eager activation keeps beyond a fused one: none (one native kernel keeps its
+        input either way)."""
+        return 0
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: the d_ff activation."""
@@ -356,6 +364,11 @@ class Gated(FFN):
     def elementwise_kernels(self, eager: bool = False) -> int:
         """One fused activation-and-product kernel; eager two."""
         return 1 + int(eager)
+
+    def eager_saved_elements(self) -> int:
+        """Elements per token eager keeps beyond the fused kernel's gate and up: the activation's output, which the
+        product keeps for up's gradient, d_ff."""
+        return self.d_ff
 
     def transient_elements(self) -> int:
         """Widest intermediate per token: gate and up outputs, 2·d_ff."""

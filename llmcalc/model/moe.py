@@ -163,6 +163,11 @@ class MoE(FFN):
         return (per * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
                 + 2 * (self.routed_slots + 1) * d_model)
 
+    def eager_saved_elements(self) -> int:
+        """Elements per token eager keeps beyond fused kernels: gated, each of the top_k and shared experts' gate
+        activation output, which the product keeps (as Gated)."""
+        return self.gated * (self.top_k * self.d_ff + self.shared_experts * self.shared_d_ff)
+
     def elementwise_kernels(self, eager: bool = False) -> int:
         """The experts' activation (eager and gated: and the product, a second kernel) and the routing's two
         copies, the permutation and its inverse."""

@@ -82,6 +82,13 @@ class Norm(Frozen):
         LayerNorm is one native kernel in eager PyTorch too: 2·act."""
         return 4 * act + 7 * FP32_BYTES if eager and self.kind == "rmsnorm" else 2 * act
 
+    def eager_saved_bytes(self) -> int:
+        """Bytes an eager norm keeps for its backward per element it normalises beyond a fused norm's input: eager
+        RMSNorm keeps its fp32 copy of the input (for the square and the scale) and the scaled result (for the
+        gain's gradient) instead of the input, FP32_BYTES more; LayerNorm's native kernel keeps what a fused one
+        does, 0."""
+        return FP32_BYTES if self.kind == "rmsnorm" else 0
+
     def kernels(self, q: int, own: int = 0, eager: bool = False) -> int:
         """Kernels one layer's norms launch beyond the one each fused norm is counted as (with the projections
         it feeds): 0 fused; eager, RMSNorm's eight (the six passes above, + eps and rsqrt on the rows) less
