@@ -4,7 +4,10 @@ written out by hand from each model's published shape and against torch's own di
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from conftest import run_cli
 
 from llmcalc.costs.elementwise_traffic import elementwise_costs, layer_traffic
 from llmcalc.costs.memory import layer_activation_bytes, memory
@@ -198,3 +201,14 @@ def test_eager_memory_keeps_more_unless_every_layer_is_recomputed():
     for recompute in ("none", "selective"):
         assert acts("eager", recompute) - acts("fused", recompute) == 32 * 8192 * 73_728
     assert acts("eager", "full") - acts("fused", "full") == 8192 * 73_728
+
+
+def test_eager_without_a_training_step_is_exit_2_in_one_line():
+    """`memory --fusion eager` names how a training step runs its passes: without --train it is refused."""
+    r = run_cli("memory", "-p", "llama3-8b", "--fusion", "eager")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--fusion" in r.stderr and "--train" in r.stderr
+    ok = run_cli("memory", "-p", "llama3-8b", "--train", "--batch", "8", "--seq", "2048", "--fusion", "eager",
+                 "--format", "json")
+    assert ok.returncode == 0
+    rows = {row["component"]: row for row in json.loads(ok.stdout)["breakdown"]}
+    assert "eager element-wise ops" in rows["activations"]["note"]
