@@ -68,7 +68,10 @@ def layer_activation_parts(spec: ModelSpec, g: LayerGroup, batch: int, seq: int,
     every matmul, Q/K/V, the FFN intermediates, the norms' inputs, the dropout masks (1 byte each) and, without
     flash attention, the softmax output (and its dropout mask and output) over S×S per head. Whole: the norms'
     inputs, the attention's and the FFN's inputs, the dropout masks and what a variant keeps unsplit (MLA's
-    latents, an MoE's router logits): 10·s·b·h for GPT. Split: the rest (24·s·b·h for GPT) and the core."""
+    latents, an MoE's router logits): 10·s·b·h for GPT. Split: the rest (24·s·b·h for GPT) and the core. That is
+    what fused kernels keep; eager PyTorch ops (`fusion`) keep more: the norms' own (Norm.eager_saved_bytes,
+    whole) and the activation's and the copied K/V's (eager_saved_elements of the FFN and the attention, split as
+    the heads)."""
     a, d, attn, sb = dtype_bytes(w.act_dtype), spec.d_model, g.mixer, seq * batch
     # a hybrid's layer without a mixer (Nemotron-H's MLP layers) keeps its FFN's alone
     if w.lora is not None:  # frozen matmuls keep no input; each adapter keeps its r-wide x·A (docs/formulas.md#lora)

@@ -540,7 +540,8 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
     if w.fusion == "eager":
         notes.append("eager element-wise passes (`fusion`): each PyTorch op its own kernel, as Llama's reference code "
                      "writes them (RMSNorm and RoPE in fp32, the activation and the product apart, K and V copied to "
-                     "every query head); fused moves about a third of these bytes (docs/roofline.md)")
+                     "every query head), their bytes timed and what they keep for the backward counted "
+                     "(docs/roofline.md, docs/formulas.md)")
     if L.sp:
         notes.append(f"sequence parallel over the {L.tp} tp GPUs: the activations tensor parallelism keeps whole are "
                      "split over them (memory), the norms' and residual adds' passes with them (time); its "
