@@ -348,12 +348,13 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
         raise UserError(f"`reserve`: {reserve} is not in [0, 1); give a share such as 0.1")
     if prefill_chunk is not None and prefill_chunk < 1:
         raise UserError(f"`prefill_chunk`: {prefill_chunk} tokens; give at least 1 (8192 is vLLM's step on an H100)")
-    pool = None
+    pool, layout = None, _layout(gpus, tp, pp, dp, ep)
     if engine is not None:
-        pool = _engine(engine).settings(device, gpu_memory_utilization=None if reserve is None else 1 - reserve,
+        pool = _engine(engine).settings(device, layout["layout"],
+                                        gpu_memory_utilization=None if reserve is None else 1 - reserve,
                                         max_batched_tokens=prefill_chunk)
         reserve, prefill_chunk = pool.reserve, pool.max_batched_tokens
-    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
+    w = workload(_weights(weights_dtype, weights_format), layout,
                  _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size,
                  reserve=0.10 if reserve is None else reserve, prefill_chunk=prefill_chunk or 8192)
     tm = _time_model(device, time_model, calibration, engine, serving=True)
@@ -579,7 +580,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
-    settings = _engine(engine).settings(device, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
+    settings = _engine(engine).settings(device, w.layout, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
                                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:

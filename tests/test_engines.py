@@ -57,6 +57,35 @@ def test_sglang_keeps_its_reserve_back_from_the_whole_gpu():
     assert settings("sglang", "h200").gpu_memory_utilization == pytest.approx(0.907, abs=0.002)
 
 
+@pytest.mark.parametrize(("gpu", "layout", "given", "reserved", "graph_max"), [
+    # 512 + 8192 · 1.5 + 512 · 2 + 8 / 8 · 1024 (tp ≥ 4 captures up to 512 on a GPU of 60–160 GiB)
+    ("h100-sxm", dict(tp=8), {}, 14848, 512),
+    # 14,848 + 512 · 8 · 3 + 512 · 8 · 1.5 under data-parallel attention over 8 replicas (their 8 GPUs the tp_size)
+    ("h200", dict(tp=1, dp=8, ep=8), {}, 33280, 512),
+    ("h200", dict(tp=2, dp=4, ep=8), {}, 512 + 12288 + 1024 + 1024 + 512 * 4 * 3 + 512 * 4 * 1.5, 512),
+    # 512 + 2048 · 1.5 + 32 · 2 + 1024: a 35–60 GiB GPU at tp 1 …
+    ("a100-40gb", dict(tp=1), {}, 512 + 4096 * 1.5 + 32 * 2 + 128, 32),
+    # … and at tp 4, 160 graphs
+    ("a100-40gb", dict(tp=4), {}, 512 + 4096 * 1.5 + 160 * 2 + 512, 160),
+    # a step budget of 2,048 tokens: 512 + 3,072 + 512 + 128 = 4,224, at least 10,240 MiB above 60 GiB
+    ("h100-sxm", dict(tp=1), dict(max_batched_tokens=2048), 10240, 256),
+])
+def test_sglang_reserve_follows_its_tensor_parallel_gpus_attention_replicas_and_step_budget(gpu, layout, given,
+                                                                                           reserved, graph_max):
+    """SGLang's _handle_gpu_memory_settings (server_args.py, 0.5.3 to 0.5.9): the reserve grows with the instance's
+    tp_size, its CUDA graphs (up to 512 from tp 4 on an H100 or H200) and, under --enable-dp-attention, with
+    cuda_graph_max_bs · dp_size; it is computed from the whole instance's chunk before the division over dp."""
+    from llmcalc.workload import Layout
+
+    g = load_gpu(gpu)
+    s = load_engine("sglang").settings(g, Layout(**layout), **given)
+    assert s.gpu_memory_utilization == pytest.approx(1 - reserved * 2**20 / g.memory_bytes, rel=1e-12)
+    assert s.graphs[-1] == min(graph_max, s.max_batched_tokens)
+    if "max_batched_tokens" not in given:
+        assert s.max_batched_tokens == (4096 if gpu == "a100-40gb" else 8192)  # the whole instance's
+    assert load_engine("vllm").settings(g, Layout(**layout)) == load_engine("vllm").settings(g)  # vLLM's: a share
+
+
 def test_a_decode_batch_is_padded_to_the_next_captured_size_where_the_engine_pads():
     vllm, trt = settings("vllm"), settings("trtllm")
     assert [vllm.graph_batch(b) for b in (1, 3, 9, 250, 257, 512, 513)] == [1, 4, 16, 256, 272, 512, 513]
@@ -168,7 +197,11 @@ def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
                                ("block_fp8", {"hopper": 1.5}, "block_fp8.hopper"),
                                ("block_fp8", {"hopper": float("nan")}, "finite"),
                                ("block_fp8", {"volta": 0.5}, "'hopper'"),
-                               ("dp_attention_budget", "halves", "'divided'")):
+                               ("dp_attention_budget", "halves", "'divided'"),
+                               ("tiers", [{"min_gib": 0, "max_num_seqs": 1, "max_num_batched_tokens": 1,
+                                           "graph_max": 0}], "reserve rule"),
+                               ("reserve", {"base_mib": -1, "per_step_token_mib": 1, "min_step_tokens": 1,
+                                            "per_graph_batch_mib": 1, "per_gpu_mib": 1}, "base_mib")):
         bad.write_text(yaml.safe_dump(data | {field: value}))
         r = cli(*base, "--engine", str(bad))
         assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, (field, r.stderr)

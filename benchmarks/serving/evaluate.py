@@ -160,7 +160,7 @@ def setup(p: dict) -> tuple | str:
     gpu = load_gpu(p["gpu"])
     given = launch_settings(p)
     graphs = given.pop("graphs", None)
-    settings = load_engine(p["engine_name"]).settings(gpu, **given)
+    settings = load_engine(p["engine_name"]).settings(gpu, layout, **given)
     if graphs is not None:
         settings = settings.model_copy(update={"graphs": graphs})
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS

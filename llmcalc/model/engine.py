@@ -11,7 +11,9 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               timed as that many sequences (the padding rows cost matmul rows and a little attention); above the
               largest size the step runs eagerly
   KV pool     of total: utilisation · memory − weights − the activations of one step's tokens (vLLM, SGLang);
-              of free: utilisation · (memory − weights − activations) (TensorRT-LLM's free_gpu_memory_fraction)
+              of free: utilisation · (memory − weights − activations) (TensorRT-LLM's free_gpu_memory_fraction);
+              the utilisation a tier's share, or 1 − a reserve rule of the step budget, the CUDA graphs, the
+              instance's GPUs and attention replicas over the memory (SGLang's mem_fraction_static)
   host        seconds a step adds on the host that the GPU does not hide (scheduling, sampling, detokenising);
               None keeps the time model's step_s
   block fp8   the share of the fp8 peak its matmuls over 128 × 128 block-scaled fp8 weights reach, per GPU
@@ -47,24 +49,52 @@ class Tier(Frozen):
     """Most tokens in a step (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM
     max_num_tokens)."""
     memory_utilization: Share | None = None
-    """vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction."""
-    reserved_mib: Annotated[float, Field(ge=0, le=2**30)] | None = None
-    """Instead of a share: MiB the engine keeps back from the GPU's memory for activations and CUDA graphs (SGLang's
-    mem_fraction_static = 1 − reserved / memory)."""
+    """vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction; None: the engine's reserve rule."""
     graph_max: Annotated[int, Field(ge=0, le=2**20, strict=True)]
     """The largest decode batch captured in a CUDA graph (0: none)."""
+    graph_max_from_tp: dict[PosInt, Annotated[int, Field(ge=0, le=2**20, strict=True)]] = {}
+    """Tensor-parallel degree → the largest captured decode batch from that degree on (SGLang captures more at
+    tp ≥ 4); below every key, graph_max."""
 
-    @model_validator(mode="after")
-    def _share(self) -> "Tier":
-        if (self.memory_utilization is None) == (self.reserved_mib is None):
-            raise UserError("`tiers`: give each tier memory_utilization or reserved_mib, one of them")
-        return self
+    def graph_max_at(self, tp: int) -> int:
+        """The largest captured decode batch of an engine instance over `tp` tensor-parallel GPUs."""
+        wide = [n for t, n in sorted(self.graph_max_from_tp.items()) if tp >= t]
+        return wide[-1] if wide else self.graph_max
 
-    def utilization(self, memory_bytes: int) -> float:
-        """The share of a GPU of `memory_bytes` the engine takes for weights and KV (or of what is free)."""
-        if self.memory_utilization is not None:
-            return self.memory_utilization
-        return 1 - self.reserved_mib * 2**20 / memory_bytes
+
+class Reserve(Frozen):
+    """MiB an engine keeps back from each GPU's memory for activations and CUDA graphs, as a rule of its settings
+    and layout (SGLang's mem_fraction_static = 1 − reserve / memory, server_args.py _handle_gpu_memory_settings):
+    base + per_step_token · max(max_batched_tokens, min_step_tokens) + per_graph_batch · graph_max + per_gpu ·
+    tp · pp, and under data-parallel attention dp_attention · graph_max · dp (plus dp_attention_large · graph_max
+    · dp where graph_max > large_graph); at least floor on a GPU of more than floor_above_gib. tp is the engine
+    instance's tensor-parallel GPUs (its attention replicas' included), max_batched_tokens the whole instance's
+    step budget."""
+
+    base_mib: Annotated[float, Field(ge=0, le=2**30)]
+    per_step_token_mib: Annotated[float, Field(ge=0, le=2**20)]
+    min_step_tokens: Annotated[int, Field(ge=0, le=2**40, strict=True)]
+    per_graph_batch_mib: Annotated[float, Field(ge=0, le=2**20)]
+    per_gpu_mib: Annotated[float, Field(ge=0, le=2**30)]
+    dp_attention_mib: Annotated[float, Field(ge=0, le=2**20)] = 0.0
+    dp_attention_large_mib: Annotated[float, Field(ge=0, le=2**20)] = 0.0
+    large_graph: Annotated[int, Field(ge=0, le=2**20, strict=True)] = 0
+    floor_mib: Annotated[float, Field(ge=0, le=2**30)] = 0.0
+    floor_above_gib: Annotated[float, Field(ge=0, le=1e6)] = 0.0
+
+    def mib(self, memory_bytes: int, max_batched_tokens: int, graph_max: int, tp: int, pp: int,
+            attention_dp: int) -> float:
+        """The MiB kept back on a GPU of `memory_bytes`, the instance over tp · pp GPUs with `attention_dp` attention
+        replicas (0: no data-parallel attention)."""
+        mib = (self.base_mib + self.per_step_token_mib * max(max_batched_tokens, self.min_step_tokens)
+               + self.per_graph_batch_mib * graph_max + self.per_gpu_mib * tp * pp)
+        if attention_dp:
+            mib += self.dp_attention_mib * graph_max * attention_dp
+            if graph_max > self.large_graph:
+                mib += self.dp_attention_large_mib * graph_max * attention_dp
+        if memory_bytes > self.floor_above_gib * 2**30:
+            mib = max(mib, self.floor_mib)
+        return mib
 
 
 class Engine(Frozen):
@@ -84,6 +114,8 @@ class Engine(Frozen):
     """Defaults by GPU memory, largest min_gib first; the last has min_gib 0."""
     graph_sizes: list[PosInt]
     """Decode batch sizes the engine may capture, ascending; those up to the tier's graph_max are captured."""
+    reserve: Reserve | None = None
+    """The rule of the memory the engine keeps back (SGLang's), where its tiers give no memory_utilization."""
     memory_of: Literal["total", "free"]
     """The memory share is of the GPU's memory (weights inside it), or of what weights and activations leave."""
     profiles_activations: bool
@@ -133,26 +165,42 @@ class Engine(Frozen):
             raise UserError("`tiers`: end with a tier of min_gib 0, the defaults of any GPU")
         if any(b.min_gib > a.min_gib for a, b in zip(self.tiers, self.tiers[1:])):
             raise UserError("`tiers`: give them largest min_gib first")
+        if any((t.memory_utilization is None) == (self.reserve is None) for t in self.tiers):
+            raise UserError("`tiers`: give each tier a memory_utilization, or the engine a `reserve` rule and no "
+                            "tier one")
         fields = self.kv_log.replace("{tokens:,}", "{tokens}")
         if fields.count("{tokens}") != 1 or fields.replace("{tokens}", "").count("{") + fields.count("}") != 1:
             raise UserError("`kv_log`: give the engine's log line with {tokens} (or {tokens:,} for thousands "
                             "separators) where the token count stands, and no other braces")
         return self
 
-    def settings(self, gpu: GPU, **given: float | int | None) -> "Settings":
+    def settings(self, gpu: GPU, layout=None, **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
-        engine's."""
+        engine's. `layout` (a Layout; None: one GPU) is the deployment an engine instance serves: its
+        tensor-parallel GPUs (an attention-DP instance's replicas included) and stages set the CUDA graphs and
+        reserve of an engine whose defaults depend on them."""
         tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
+        tp, pp, replicas = 1, 1, 0
+        if layout is not None:
+            replicas = layout.dp if layout.attention_dp else 0
+            tp, pp = layout.tp * max(replicas, 1), layout.pp
         values = dict(max_seqs=tier.max_num_seqs, max_batched_tokens=tier.max_num_batched_tokens,
-                      block_size=self.block_size, gpu_memory_utilization=tier.utilization(gpu.memory_bytes))
+                      block_size=self.block_size)
         values |= {k: v for k, v in given.items() if v is not None}
-        if not 0 < values["gpu_memory_utilization"] <= 1:
-            raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']:g} is not in (0, 1]; give "
-                            "a share such as 0.9")
         for name in ("max_seqs", "max_batched_tokens", "block_size"):
             if not 1 <= values[name] <= 2**40:
                 raise UserError(f"`{name}`: {values[name]:,} is out of range; give at least 1")
-        graph_max = min(tier.graph_max, values["max_batched_tokens"])
+        graph_max = tier.graph_max_at(tp)
+        if "gpu_memory_utilization" not in values:
+            if tier.memory_utilization is not None:
+                values["gpu_memory_utilization"] = tier.memory_utilization
+            else:
+                kept = self.reserve.mib(gpu.memory_bytes, values["max_batched_tokens"], graph_max, tp, pp, replicas)
+                values["gpu_memory_utilization"] = round(1 - kept * 2**20 / gpu.memory_bytes, 12)
+        if not 0 < values["gpu_memory_utilization"] <= 1:
+            raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']:g} is not in (0, 1]; give "
+                            "a share such as 0.9")
+        graph_max = min(graph_max, values["max_batched_tokens"])
         return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max), **values)
 
 

@@ -42,6 +42,7 @@ from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.plan import EmittedCommands, PlanCandidate, PlanReport, ShellCommand
 from llmcalc.views.serve import SLO
+from llmcalc.workload import Layout
 
 HF_REPO = re.compile(r"huggingface\.co/(?!datasets/|spaces/)([A-Za-z0-9][\w.-]*/[\w.-]+)")
 """A model's repo id in the URL of its config on the Hugging Face Hub (https://huggingface.co/ORG/NAME/...)."""
@@ -108,7 +109,8 @@ def emit_for(report: PlanReport, spec: ModelSpec, gpus: list[GPU], engine: Engin
         raise UserError(f"`candidate`: {rank} is past the list ({got}); give a rank from the list, or relax the "
                         "targets")
     c = listed[rank - 1]
-    settings = engine.settings(next(g for g in gpus if g.name == c.gpu), max_seqs=c.max_seqs)
+    L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
+    settings = engine.settings(next(g for g in gpus if g.name == c.gpu), L, max_seqs=c.max_seqs)
     return report.model_copy(update={"emit": emit_commands(spec, c, rank, commands, settings, load)})
 
 

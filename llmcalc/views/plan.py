@@ -148,9 +148,9 @@ class _Engines:
         self.spec, self.tms, self.engine, self.expert_skew = spec, tms, engine, expert_skew
         self.cache: dict[tuple, Pool | None] = {}
 
-    def settings(self, gpu: GPU, **given: int | None) -> Settings:
-        """The engine's settings on `gpu`, `given` in place of its own."""
-        return self.engine.settings(gpu, **given)
+    def settings(self, gpu: GPU, L: Layout, **given: int | None) -> Settings:
+        """The engine's settings on `gpu` for an instance of layout `L`, `given` in place of its own."""
+        return self.engine.settings(gpu, L, **given)
 
     def get(self, gpu: GPU, L: Layout, dtype: str) -> Pool | None:
         """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
@@ -159,7 +159,7 @@ class _Engines:
             w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
                          expert_skew=self.expert_skew)
             try:
-                pool = engine_pool(self.spec, gpu, w, self.settings(gpu))
+                pool = engine_pool(self.spec, gpu, w, self.settings(gpu, L))
             except UserError:
                 self.cache[key] = None
             else:
@@ -374,7 +374,7 @@ def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engine
     rows = make_requests(n, prompt, output, load, seed)
     L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
     w = engines.get(gpu, L, c.weights_dtype).w.model_copy(update={"layout": L})  # the cached one may differ in dp
-    engine = engines.settings(gpu, max_seqs=c.max_seqs)
+    engine = engines.settings(gpu, L, max_seqs=c.max_seqs)
     if c.prefill is None:
         r = serve(spec, gpu, w, tm, rows, engine, load, prompt_text, output_text, slo, seed)
         ttft, tpot = r.ttft_s.p99, r.tpot_s.p99
@@ -382,7 +382,7 @@ def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engine
         pool = c.prefill
         Lp = Layout(tp=pool.tp, dp=pool.dp)
         wp = engines.get(gpu, Lp, c.weights_dtype).w.model_copy(update={"layout": Lp})
-        first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], engines.settings(gpu), load, prompt_text,
+        first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], engines.settings(gpu, Lp), load, prompt_text,
                       "1", slo, seed)
         ready = [(x.arrival_s + x.ttft_s + pool.kv_transfer_s, x.prompt, o) for x, (_, _, o) in
                  zip(first.timeline, sorted(rows))]
