@@ -287,11 +287,11 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
                  lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq,
                  kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer, recompute=recompute,
                  flash=flash, zero=zero, dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 fusion=fusion, **({"prefill_chunk": prefill_chunk} if prefill_chunk else {}))
+                 fusion=fusion, **({"prefill_chunk": prefill_chunk} if prefill_chunk is not None else {}))
     if fusion != "fused" and not train:
         raise UserError(f"`fusion` {fusion} is how a training step runs its element-wise passes; add `train`, or "
                         "drop `fusion`")
-    if prefill_chunk and train:
+    if prefill_chunk is not None and train:
         raise UserError("`prefill_chunk` sizes a server's prefill; a training step keeps every layer's activations: "
                         "drop `prefill_chunk` or `train`")
     return estimate(load_model(model), w, chunked=prefill_chunk is not None)
@@ -584,11 +584,20 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
-        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, load_model(draft) if draft else None)
+        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, _draft(draft) if draft else None)
     from pathlib import Path
 
     return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,
                     dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit))
+
+
+
+def _draft(draft):
+    """The draft model `draft` names; where it names no preset, the error names `draft`, not `preset`."""
+    try:
+        return load_model(draft)
+    except UserError as e:
+        raise UserError(str(e).replace("`preset`: unknown preset", "`draft`: unknown preset", 1)) from None
 
 
 _engine = engine

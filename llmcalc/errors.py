@@ -81,6 +81,9 @@ def validation_message(exc: Any, where: str | None = None) -> str:
     loc = _path(err, marked)
     extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
     fix = _FIXES.get(err["type"], "correct it")
+    bound = (err.get("ctx") or {}).get("ge")
+    if err["type"] == "greater_than_equal" and isinstance(bound, (int, float)):
+        fix = f"give a positive number, at least {bound:g}" if 0 < bound < 1 else f"give {bound:g} or more"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{lead}{loc or 'spec'}: {msg}{extra}; {fix}{more}"
 

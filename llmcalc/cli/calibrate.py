@@ -105,24 +105,16 @@ def _no_gpu(named: str | None) -> str:
 
 def read_raw(path: Path) -> dict:
     """A raw-timings JSON file, size-checked and strict (no NaN or Infinity)."""
-    import json
+    from llmcalc.inputs.files import check_finite, json_loads
 
     if not path.is_file():
         raise UserError(f"`from_raw` {path}: no such file; give a file `llmcalc calibrate --raw` wrote")
     if path.stat().st_size > RAW_LIMIT:
         raise UserError(f"`from_raw` {path}: over {RAW_LIMIT >> 20} MiB; give a raw-timings file")
 
-    def refuse(token: str):
-        raise ValueError(f"{token} is not a number JSON allows")
-
-    def finite(token: str) -> float:
-        value = float(token)
-        if value in (float("inf"), float("-inf")):
-            refuse(token)
-        return value
-
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse, parse_float=finite)
+        data = json_loads(path.read_text(encoding="utf-8"))
+        check_finite(data, f"`from_raw` {path}")  # 1e999 reads as inf
     except (ValueError, UnicodeDecodeError) as e:
         raise UserError(f"`from_raw` {path}: not valid JSON ({str(e).splitlines()[0][:80]}); give a raw-timings "
                         "file") from None

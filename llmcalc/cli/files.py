@@ -5,7 +5,9 @@ through here."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +19,8 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
     """Before any work: each target given (field name ↦ path; None: not given) can be written as asked, else a
     UserError naming its field. Refused: a folder, a missing folder, an existing file without `force`, something
     that is not a regular file (a device such as /dev/full, a pipe) even with `force`, a folder this process
-    cannot create a file in (a temporary file is made there and removed), and two targets that are one file."""
+    cannot create a file in (a temporary file is made there and removed), two targets that are one file, and a
+    target that the command line names as an input too (a spec, a raw file), even with `force`."""
     seen: dict[str, str] = {}
     for name, path in targets.items():
         if path is None:
@@ -44,6 +47,16 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
         if real in seen:
             raise UserError(f"`{seen[real]}` and `{name}`: both name {real}; give two different files")
         seen[real] = name
+    named = Counter(os.path.realpath(t) for t in _argv_values() if os.path.isfile(t))
+    for real, name in seen.items():
+        if named[real] > 1:  # the target's own value, and the file as an input too
+            raise UserError(f"`{name}` {real}: it is also an input of this command and is left as it is, `force` or "
+                            "not; write elsewhere")
+
+
+def _argv_values() -> list[str]:
+    """The command line's values: each argument, and the value of each --flag=value."""
+    return [a.split("=", 1)[1] if a.startswith("--") and "=" in a else a for a in sys.argv[1:]]
 
 
 @contextmanager

@@ -17,6 +17,7 @@ those contexts; a step of whole prompts, its prefill.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -162,7 +163,7 @@ def prefill_ceiling(step: EngineStep, prompt: int, engines: int = 1) -> float:
 
 def _compiled(name: str, form: Form, st: StepTime, layers: list[int]) -> Callable[[dict], float]:
     """The step's time under `st` as a function of its variables (a dict), compiled once (time_source)."""
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"inf": math.inf, "nan": math.nan}  # a constant that overflowed reads inf
     variables = set().union(*(c.variables for cost in form.values() for c in cost if isinstance(c, Lin)))
     names = {v: f"env[{v!r}]" for v in variables}
     lines = ["def step(env):", *time_source("t", form, st, names, layers, namespace), "    return t"]

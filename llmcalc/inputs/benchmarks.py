@@ -35,13 +35,13 @@ Latencies are read into seconds, throughputs into per second; a figure that is n
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmcalc.errors import UserError
+from llmcalc.inputs.files import json_loads
 
 MAX_RESULT_BYTES = 64 << 20
 """Largest result file read (a vLLM file saved with --save-detailed holds every request's text)."""
@@ -135,13 +135,14 @@ def read_runs(path: Path) -> list[BenchmarkRun]:
 
 
 def _loads(text: str) -> Any:
-    """JSON whose only non-standard token allowed is Infinity (SGLang's infinite request rate)."""
+    """JSON whose only non-standard token allowed is Infinity (SGLang's infinite request rate); nesting too deep or a
+    key given twice is a ValueError (inputs/files.py: json_loads)."""
     def constant(token: str) -> float:
         if token == "Infinity":
             return math.inf
         raise ValueError(f"{token} is not a number")
 
-    return json.loads(text, parse_constant=constant)
+    return json_loads(text, constant)
 
 
 def detect(doc: Any) -> str | None:

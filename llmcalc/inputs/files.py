@@ -113,6 +113,29 @@ def _read_text(path: Path, what: str) -> str:
         raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
 
 
+def json_loads(text: str, constant=None) -> Any:
+    """JSON text parsed strictly, every refusal a ValueError (JSONDecodeError, a subclass, where the syntax is
+    wrong): a key given twice in one object (json keeps the last; YAML input refuses it too), nesting past
+    Python's recursion limit, and NaN or ±Infinity unless `constant(token)` returns a value for them."""
+    import json
+
+    def refuse(token: str):
+        raise ValueError(f"{token} is not a number JSON allows")
+
+    def pairs(items: list) -> dict:
+        out: dict = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"key {key!r} is given twice in one object")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, parse_constant=constant or refuse, object_pairs_hook=pairs)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None:
     """Every number in a parsed file finite: YAML's .inf and .nan, JSON's NaN and Infinity (Python's json reads
     them) and a literal too large for a float (1e999 reads as inf) are refused, naming the field by its dotted

@@ -19,6 +19,7 @@ from itertools import islice
 from pathlib import Path
 
 from llmcalc.errors import UserError
+from llmcalc.inputs.files import json_loads
 from llmcalc.model.base import MAX_SIZE
 
 FIELDS = ("arrival", "prompt", "output")
@@ -205,8 +206,8 @@ def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
                             "short object per line")
         if line.strip():
             try:
-                yield i, json.loads(line, parse_constant=constant)
-            except (ValueError, RecursionError) as e:
+                yield i, json_loads(line, constant)
+            except ValueError as e:
                 why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)[:60] or "nested too deep"
                 raise UserError(f"`trace`: {path} line {i} is not JSON ({why}); write one object per line with "
                                 "arrival, prompt and output") from None

@@ -19,8 +19,8 @@ from pydantic import Field, model_validator
 from llmcalc.errors import UserError
 from llmcalc.model.base import Frozen
 
-Share = Annotated[float, Field(gt=0, le=2.0)]
-"""A share of a datasheet figure; above 1 only where a cache serves part of the traffic."""
+Share = Annotated[float, Field(ge=1e-6, le=2.0)]
+"""A share of a datasheet figure, at least a millionth; above 1 only where a cache serves part of the traffic."""
 Seconds = Annotated[float, Field(ge=0, lt=1.0)]
 """A fixed cost, under a second. Every float of a profile is finite: Frozen refuses NaN and ±inf."""
 

@@ -18,9 +18,10 @@ from llmcalc.model.base import Frozen, PosInt
 
 
 FIGURE_MAX = 1e6
-Figure = Annotated[float, Field(gt=0, le=FIGURE_MAX)]
-"""A datasheet figure (TFLOP/s, GB/s, GiB, µs, USD/h): positive, finite (Frozen refuses NaN and inf) and at most a
-million, a thousand times any GPU's, so every product of figures and a workload's sizes stays a finite float."""
+FIGURE_MIN = 1e-6
+Figure = Annotated[float, Field(ge=FIGURE_MIN, le=FIGURE_MAX)]
+"""A datasheet figure (TFLOP/s, GB/s, GiB, µs, USD/h): finite (Frozen refuses NaN and inf), at least a millionth and
+at most a million, so every product and quotient of figures and a workload's sizes stays a finite float."""
 
 
 class PeakTflops(Frozen):

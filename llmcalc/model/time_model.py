@@ -22,6 +22,9 @@ from llmcalc.model.base import Frozen
 SHARES = ("compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency", "attention_backward",
           "memory_efficiency", "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
+SHARE_MIN = 1e-6
+"""The smallest share accepted (a millionth of a peak): a time divides by its share, and one below a normal float's
+range (1e-320) would divide to infinity."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "comm_overlap": (0.0, 1.0),
                                           "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
@@ -126,6 +129,8 @@ class TimeModel(Frozen):
             v = getattr(self, name)
             if v is not None and not BOUNDS[name][0] < v <= BOUNDS[name][1]:
                 raise ValueError(f"`{name}`: {v} is not in (0, 1]; give a share such as 0.8")
+            if v is not None and v < SHARE_MIN:
+                raise ValueError(f"`{name}`: {v:g} is below a millionth of the peak; give a share such as 0.8")
         if not BOUNDS["matmul_pad_rows"][0] <= self.matmul_pad_rows <= BOUNDS["matmul_pad_rows"][1]:
             raise ValueError(f"`matmul_pad_rows`: {self.matmul_pad_rows} is not in [0, 4096]; give rows such as 64")
         for name in ("overlap", "comm_overlap"):

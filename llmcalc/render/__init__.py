@@ -19,7 +19,9 @@ def emit(report: BaseModel | Sequence[BaseModel], fmt: Format, units: Units = "b
     terminal's width; `view` holds renderer switches (sweep's bars)."""
     if fmt == "table":
         from llmcalc.render.console import print_report
+        from llmcalc.render.formats import report_data, require_finite
 
+        require_finite(report_data(report))  # a table shows what JSON would: no inf or NaN with exit 0
         print_report(report, units, **view)
     elif fmt == "csv":
         from llmcalc.render.formats import write_csv

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from llmcalc.costs.calibration import Plan, fit
 from llmcalc.errors import UserError
@@ -61,12 +62,16 @@ def curve_model(name: str, layers: int | None, scale: int) -> ModelSpec:
 def fit_serving_profile(raw: dict, gpu: GPU) -> tuple[TimeModel, list[str], str]:
     """The time-model profile of raw timings (a calibrate --raw file) on `gpu`, figures it lacks kept from the
     bundled profile; notes; the device that measured them."""
+    from llmcalc.inputs.files import validated
+    from llmcalc.inputs.raw_timings import RawTimings
     from llmcalc.inputs.time_models import base_profile
 
     if "gemm" not in raw:
         raise UserError("`from_raw`: these are kernel curves alone (no serving-profile timings); use `engine` "
                         "reference")
-    tm, notes = fit(raw, gpu, *base_profile(gpu))
+    validated(RawTimings, raw, "`from_raw`", "the raw file a calibration run wrote")
+    with _as_written():
+        tm, notes = fit(raw, gpu, *base_profile(gpu))
     return tm, notes, f"{raw.get('device_name', '?')}, {raw.get('date', '?')}"
 
 
@@ -92,6 +97,19 @@ def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]
             "driver": str(raw.get("driver") or "?")}
         stamp = (f"measured by llmcalc calibrate --engine reference on {env['device_name']}, {env['date']}, torch "
                  f"{env['torch']}, CUDA {env['cuda']}")
-    scan = next((p.get("preset") for p in curves.get("mamba", []) if p.get("preset")), None)
-    return fit_reference(curves, {k: str(v) for k, v in env.items()}, gpu, load_preset(scan) if scan else None,
-                         stamp)
+    with _as_written():
+        scan = next((p.get("preset") for p in curves.get("mamba", []) if p.get("preset")), None)
+        return fit_reference(curves, {k: str(v) for k, v in env.items()}, gpu, load_preset(scan) if scan else None,
+                             stamp)
+
+
+@contextmanager
+def _as_written():
+    """A fit over raw timings whose points (the kernel curves are free-form, read where each fit reads them) are not
+    as `llmcalc calibrate --raw` writes them: a one-line UserError, not the traceback of the fit that tripped."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError) as e:
+        why = f"a point lacks {e.args[0]!r}" if isinstance(e, KeyError) else f"{type(e).__name__}: {str(e)[:60]}"
+        raise UserError(f"`from_raw`: the timings are not as a calibration run writes them ({why}); give the raw "
+                        "file it wrote, unedited") from None

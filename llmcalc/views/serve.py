@@ -455,8 +455,9 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     block_bytes: dict[int, int] = {}
     reqs = [Request(a, p, o, int(prefix_hit * p)) for a, p, o in rows]
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
-    # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly
-    active = engines if load.concurrency is None else min(engines, load.concurrency)
+    # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly;
+    # an engine that would get no request is not built (a million replicas of ten requests are ten engines)
+    active = min(engines if load.concurrency is None else min(engines, load.concurrency), len(reqs))
     sims, loops = [], []
     for k in range(active):
         sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))

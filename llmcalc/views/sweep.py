@@ -19,6 +19,7 @@ each window's cache, for GQA and MLA), so it is computed once per key.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from llmcalc.costs.capacity import (
@@ -82,7 +83,7 @@ class Sweeper:
         self.workspace = activation_workspace(spec, work)
         self.usable = usable_bytes(gpu, work.reserve) if gpu else 0
         self.peaks: dict[Any, int] = {}  # layer peak bytes per token, by peak_key
-        self.namespace: dict[str, Any] = {}
+        self.namespace: dict[str, Any] = {"inf": math.inf, "nan": math.nan}  # a constant that overflowed reads inf
         self.source = self._source()
         exec(compile(self.source, f"<sweep of {spec.name}>", "exec"), self.namespace)  # noqa: S102 - built above
         self.point = self.namespace["point"]

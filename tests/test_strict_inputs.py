@@ -1,0 +1,119 @@
+"""Inputs refused before they reach a cost, each in one line with exit 2: a figure below a normal float's range
+(1e-320, which divides to infinity) in a GPU or calibration file or a flag; JSON nested past Python's recursion
+limit or with a key given twice; raw timings missing a field the fit reads; an output that is also an input,
+`--force` or not. And what they would have led to: no table shows inf or NaN with exit 0."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmcalc.errors import UserError
+
+ROOT = Path(__file__).parents[1]
+TIMEOUT = 300
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def one_line(r: subprocess.CompletedProcess, *needles: str) -> str:
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr[-600:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(n in lines[0] for n in needles), r.stderr
+    return lines[0]
+
+
+def test_a_subnormal_figure_in_a_gpu_file_is_refused_by_its_field(tmp_path):
+    gpu = yaml.safe_load((ROOT / "presets/gpus/h100-sxm.yaml").read_text())
+    gpu["peak_tflops"]["bf16"] = 1e-320
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(gpu))
+    for command in (["serve", "-n", "10"], ["sweep", "-s", "1,2"], ["latency"]):
+        one_line(run(command[0], "-p", "llama2-7b", "--gpu", str(path), *command[1:]), "peak_tflops.bf16",
+                 "positive")
+
+
+def test_a_subnormal_share_in_a_calibration_file_or_flag_is_refused(tmp_path):
+    profile = yaml.safe_load((ROOT / "presets/calibration/h100-sxm.yaml").read_text())
+    profile["compute_efficiency"] = 1e-320
+    path = tmp_path / "calibration.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in profile.items() if k != "sources"}))
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--calibration", str(path), "-n", "10"),
+             "compute_efficiency", "millionth")
+    one_line(run("latency", "-p", "llama2-7b", "--gpu", "h100-sxm", "--memory-efficiency", "1e-320"),
+             "--memory-efficiency", "millionth")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "1e-320", "-n", "5"),
+             "--gpu-memory-utilization")
+
+
+def test_a_table_refuses_a_non_finite_result_as_json_does(capsys):
+    from pydantic import BaseModel
+
+    from llmcalc.render import emit
+
+    class Leaky(BaseModel):
+        model: str = "m"
+        ttft_s: float = float("inf")
+
+    with pytest.raises(UserError, match="ttft_s is inf"):
+        emit(Leaky(), "table")
+    assert capsys.readouterr().out == ""
+
+
+def test_json_nested_past_the_recursion_limit_or_with_a_key_twice_is_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 5000 + "]" * 5000)
+    one_line(run("measured", str(deep), "-p", "llama2-7b"), "not JSON")
+    one_line(run("calibrate", "--from-raw", str(deep), "--gpu", "h100-sxm"), "--from-raw", "nested too deeply")
+    twice = tmp_path / "config.json"
+    twice.write_text('{"model_type": "llama", "hidden_size": 8192, "hidden_size": 4096}')
+    one_line(run("params", "--hf-config", str(twice)), "'hidden_size' is given twice")
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"arrival": 0, "prompt": 100, "prompt": 5000000, "output": 10}\n')
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(trace)), "--trace", "line 1",
+             "given twice")
+
+
+def test_raw_timings_missing_or_out_of_range_fields_name_them(tmp_path):
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps({"gemm": [1], "attention": []}))
+    one_line(run("calibrate", "--from-raw", str(raw), "--gpu", "h100-sxm"), "--from-raw", "missing fields",
+             "device_name")
+    whole = {"device_name": "d", "date": "2026-01-01", "torch": "x", "cuda": "y", "model": "llama3-8b",
+             "smoke": False, "copy": {"bytes": 1024, "seconds": 0}, "tiny": {"elements": 1, "seconds": 1e-5},
+             "gemm": [{"dtype": "bf16", "m": 1, "n": 8, "k": 8, "seconds": 1e-5}], "attention": [],
+             "collectives": [{"op": "all_reduce", "bytes": 8, "world": 0, "seconds": 1e-5}]}
+    raw.write_text(json.dumps(whole))
+    one_line(run("calibrate", "--from-raw", str(raw), "--gpu", "h100-sxm"), "copy.seconds")
+    whole["copy"]["seconds"] = 1e-4
+    raw.write_text(json.dumps(whole))
+    one_line(run("calibrate", "--from-raw", str(raw), "--gpu", "h100-sxm"), "collectives.0.world", "2 or more")
+
+
+def test_an_output_that_is_also_an_input_is_left_as_it_is_even_with_force(tmp_path):
+    spec = tmp_path / "model.svg"
+    spec.write_text((ROOT / "presets/llama2-7b.yaml").read_text())
+    before = spec.read_bytes()
+    one_line(run("sweep", "-c", str(spec), "-s", "1,2", "--plot", str(spec), "--force"), "--plot", "also an input")
+    one_line(run("sweep", "-c", str(spec), "-s", "1,2", f"--plot={spec}", "--force"), "--plot", "also an input")
+    assert spec.read_bytes() == before
+
+
+def test_other_inputs_name_their_own_field():
+    one_line(run("memory", "-p", "llama2-7b", "--prefill-chunk", "0"), "--prefill-chunk")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--draft", "tinyllama", "-n", "4"), "--draft",
+             "unknown preset")
+
+
+def test_a_million_replicas_of_ten_requests_build_ten_engines():
+    from llmcalc import api
+
+    r = api.serve("llama2-7b", "h100-sxm", dp=1_000_000, requests=10, prompt=128, output=8)
+    assert r.dp == 1_000_000 and any(n.startswith("10 engine(s): dp=1000000 replicas") for n in r.notes), r.notes
