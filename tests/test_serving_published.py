@@ -82,14 +82,26 @@ def test_attention_dp_points_run_as_one_replica_per_gpu():
         assert (w.layout.tp, w.layout.dp, w.layout.ep) == (1, p["gpus"], p["ep"]), p["id"]
 
 
-def test_every_single_node_sglang_point_with_dp_attention_runs_it():
-    """A launch command with --enable-dp-attention on one node ran data-parallel attention in every SGLang release
-    these points name (0.4.x sets dp_size = tp_size; 0.5 takes --dp-size), so each such point says attention_dp."""
+def test_every_single_node_sglang_point_with_dp_attention_runs_it_as_its_release_did():
+    """A launch command with --enable-dp-attention on one node runs data-parallel attention in SGLang 0.4.x, which
+    sets dp_size = tp_size; from 0.5 only with --dp-size above 1: at dp_size 1 server_args.py
+    _handle_data_parallelism turns it off (sgl-project/sglang pull 4390), so such a point is tensor parallel."""
+    import re
+
     module = evaluation()
     flagged = [p for p in module.points() if p["engine_name"] == "sglang" and "--enable-dp-attention" in
                str(p.get("engine", "")) and "--nnodes" not in str(p.get("engine", ""))]
     assert len(flagged) >= 20
-    assert [p["id"] for p in flagged if not p.get("attention_dp")] == []
+
+    def ran_it(p: dict) -> bool:
+        command, version = str(p["engine"]), str(p.get("engine_version", ""))
+        if re.search(r"(?:^|\D)0\.4\.", version) or not re.match(r"v?0\.5", version.strip()):
+            return True
+        size = re.search(r"--dp(?:-size)?[ =](\d+)", command)
+        return size is not None and int(size.group(1)) > 1
+
+    assert [p["id"] for p in flagged if bool(p.get("attention_dp")) != ran_it(p)] == []
+    assert sum(not ran_it(p) for p in flagged) == 4  # gpustack's DeepSeek-R1 runs on SGLang 0.5.3, --tp 8 alone
 
 
 def test_launch_flags_set_the_engines_limits():

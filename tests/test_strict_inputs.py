@@ -1,7 +1,7 @@
 """Inputs refused before they reach a cost, each in one line with exit 2: a figure below a normal float's range
 (1e-320, which divides to infinity) in a GPU or calibration file or a flag; JSON nested past Python's recursion
-limit or with a key given twice; raw timings missing a field the fit reads; an output that is also an input,
-`--force` or not. And what they would have led to: no table shows inf or NaN with exit 0."""
+limit or with a key given twice; raw timings missing a field the fit reads; a config of 0 kv heads; an output
+that is also an input, `--force` or not. And what they would have led to: no table shows inf or NaN with exit 0."""
 
 from __future__ import annotations
 
@@ -104,6 +104,18 @@ def test_an_output_that_is_also_an_input_is_left_as_it_is_even_with_force(tmp_pa
     one_line(run("sweep", "-c", str(spec), "-s", "1,2", "--plot", str(spec), "--force"), "--plot", "also an input")
     one_line(run("sweep", "-c", str(spec), "-s", "1,2", f"--plot={spec}", "--force"), "--plot", "also an input")
     assert spec.read_bytes() == before
+
+
+@pytest.mark.parametrize("field", ["num_key_value_heads", "head_dim"])
+def test_a_config_with_no_kv_heads_or_a_head_of_width_0_is_refused(tmp_path, field):
+    """transformers takes either as given unless it is null: 0 builds no model, so it is not read as unset."""
+    config = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "max_position_embeddings": 4096, field: 0}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    one_line(run("params", "--hf-config", str(path)), field, "> 0 or null")
+    path.write_text(json.dumps(config | {field: None}))
+    assert run("params", "--hf-config", str(path)).returncode == 0
 
 
 def test_other_inputs_name_their_own_field():

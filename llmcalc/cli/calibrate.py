@@ -107,6 +107,8 @@ def read_raw(path: Path) -> dict:
     """A raw-timings JSON file, size-checked and strict (no NaN or Infinity)."""
     from llmcalc.inputs.files import check_finite, json_loads
 
+    if path.is_dir():
+        raise UserError(f"`from_raw` {path}: a folder; give the file `llmcalc calibrate --raw` wrote in it")
     if not path.is_file():
         raise UserError(f"`from_raw` {path}: no such file; give a file `llmcalc calibrate --raw` wrote")
     if path.stat().st_size > RAW_LIMIT:

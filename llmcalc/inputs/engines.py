@@ -26,6 +26,8 @@ def load_engine(name: str | None) -> Engine:
         path, where = Path(name), f"engine file {name}"
     else:
         names = engine_names()
+        if name not in names and Path(name).is_dir():
+            raise UserError(f"`engine`: {name} is a folder; give an engine's name or an engine YAML file")
         if name not in names:
             near = difflib.get_close_matches(name.lower(), names, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""

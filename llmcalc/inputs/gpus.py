@@ -28,6 +28,8 @@ def load_gpu(name: str) -> GPU:
         path, where = Path(name), f"gpu file {name}"
     else:
         names = gpu_names()
+        if name not in names and Path(name).is_dir():
+            raise UserError(f"`gpu`: {name} is a folder; give a GPU preset's name or a GPU YAML file")
         if name not in names:
             near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
             hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""

@@ -854,6 +854,9 @@ _COUNTS = _POSITIVE + (
     "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
     "moe_num_shared_experts", "moe_layer_start_index", "attention_chunk_size", "intermediate_size_mlp")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
+_SIZES = ("num_key_value_heads", "num_kv_heads", "head_dim")
+"""Of _COUNTS, the ones transformers takes as given unless null (0 kv heads or a head of width 0 builds no model):
+whole numbers > 0, or null (derived from the other fields)."""
 
 
 def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None:
@@ -887,6 +890,8 @@ def _rule(key: str, positive: tuple[str, ...]) -> tuple[str, Callable[[Any], boo
     """What the field `key` (one the tables name) must be: in words, and its test."""
     if key in _POSITIVE or key in positive:
         return "a whole number > 0", lambda v: type(v) is int and v > 0
+    if key in _SIZES:
+        return "a whole number > 0 or null", lambda v: type(v) is int and v > 0
     if key in _COUNTS:
         return "a whole number ≥ 0" + ("" if key in _NOT_NULL else " or null"), lambda v: type(v) is int and v >= 0
     if key in _LISTS:

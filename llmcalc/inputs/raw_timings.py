@@ -69,9 +69,9 @@ class RawTimings(_Part):
     tiny: Tiny
     gemm: Annotated[list[Gemm], Field(min_length=1)]
     attention: list[AttentionTime]
-    attention_backend: str = ""
+    attention_backend: str | None = None
     collectives: list[Collective] = []
-    comm: str = ""
+    comm: str | None = None
     graph_tiny: GraphTiny | None = None
     curves: dict[str, list[dict]] = {}
     notes: list[str] = []

@@ -59,7 +59,7 @@ def _unknown(key: object, known: tuple[str, ...], where: str) -> UserError:
     import difflib
 
     near = difflib.get_close_matches(str(key), known, n=1)
-    hint = f"did you mean {near[0]}? Rename it" if near else f"a {where} holds only {', '.join(known)}; remove it"
+    hint = f"did you mean {near[0]}? Rename it" if near else f"it holds only {', '.join(known)}; remove it"
     return UserError(f"{where}: unknown field {str(key)[:40]!r}; {hint}")
 
 

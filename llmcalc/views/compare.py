@@ -129,7 +129,7 @@ def attention_variant(spec: ModelSpec, variant: str, o: SwapRule = SwapRule()) -
                               "value_head_dim": dh, "conv_kernel": 4})
         _every_layer(data, spec, None)
     else:
-        raise UserError(f"unknown attention variant {variant!r}; use any of {', '.join(VARIANTS)}")
+        raise UserError(f"`attention`: unknown variant {variant!r}; use any of {', '.join(VARIANTS)}")
     data["name"] = f"{spec.name} [{variant}]"
     from llmcalc.inputs.presets import spec_from_data
 
