@@ -713,8 +713,12 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     devices = [load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])]
     prices = {d.name: d.price_per_hour for d in devices}
     items = [f"{k}={v}" for k, v in price.items()] if isinstance(price, dict) else price
+    priced: set[str] = set()
     for item in items or []:
         name, _, usd = item.partition("=")
+        if name in priced:
+            raise UserError(f"`price`: {name} is priced twice; give each GPU's price once")
+        priced.add(name)
         try:
             value = float(usd)
         except ValueError:

@@ -118,10 +118,18 @@ def test_a_config_with_no_kv_heads_or_a_head_of_width_0_is_refused(tmp_path, fie
     assert run("params", "--hf-config", str(path)).returncode == 0
 
 
-def test_other_inputs_name_their_own_field():
+def test_other_inputs_name_their_own_field(tmp_path):
     one_line(run("memory", "-p", "llama2-7b", "--prefill-chunk", "0"), "--prefill-chunk")
     one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--draft", "tinyllama", "-n", "4"), "--draft",
              "unknown preset")
+    one_line(run("memory", "-p", "mixtral-8x7b", "--weights-format", "experts=mxfp4,experts=int4"),
+             "--weights-format", "experts is given twice")
+    one_line(run("plan", "-p", "llama2-7b", "--gpu", "h100-sxm", "--rate", "1", "--slo-ttft", "2", "--price",
+                 "h100-sxm=1", "--price", "h100-sxm=2"), "--price", "priced twice")
+    one_line(run("latency", "-p", "llama2-7b", "--gpu", str(tmp_path)), "--gpu", "a folder")
+    bad = tmp_path / "run.json"
+    bad.write_text('{"not": "a benchmark"}')
+    one_line(run("calibrate", "--from-runs", str(bad), "-p", "llama2-7b", "--gpu", "h100-sxm"), "--from-runs")
 
 
 def test_a_million_replicas_of_ten_requests_build_ten_engines():

@@ -157,9 +157,11 @@ def _emit(text: str, out: Path | None, write_atomic) -> None:
     sys.stderr.write(f"wrote the profile to {out}\n")
 
 
-RUN_FLAGS = {"config": "--config", "hf_config": "--hf-config", "hf_model": "--hf-model", "requests": "--requests",
-             "concurrency": "--concurrency", "rate": "--rate", "prompt": "--prompt", "output": "--output"}
-"""The fields a run's resolution names that are not calibrate's options, written as `llmcalc measured`'s flags."""
+RUN_FLAGS = {"files": "--from-runs", "config": "--config", "hf_config": "--hf-config", "hf_model": "--hf-model",
+             "requests": "--requests", "concurrency": "--concurrency", "rate": "--rate", "prompt": "--prompt",
+             "output": "--output"}
+"""The fields a run's resolution names that are not calibrate's options, written as `llmcalc measured`'s flags (the
+run files themselves as calibrate's --from-runs)."""
 
 
 def refit_runs(files: list[Path], preset: str | None, gpu: str | None, served_by: str | None) -> str:

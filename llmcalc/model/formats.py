@@ -285,15 +285,19 @@ class WeightFormats(Frozen):
     @classmethod
     def parse(cls, text: str, dense: str = "bf16") -> "WeightFormats":
         """`experts=mxfp4,default=bf16` (or one format name for every matrix)."""
-        default, comps = "bf16", {}
+        default, comps, seen = "bf16", {}, set()
         for item in filter(None, (p.strip() for p in text.split(","))):
             comp, eq, name = item.partition("=")
             if not eq:
                 comp, name = "default", comp
-            if comp.strip() == "default":
+            comp = comp.strip()
+            if comp in comps or (comp == "default" and "default" in seen):
+                raise UserError(f"`weights_format`: {comp} is given twice in {text!r}; give each component once")
+            seen.add(comp)
+            if comp == "default":
                 default = name.strip()
             else:
-                comps[comp.strip()] = name.strip()
+                comps[comp] = name.strip()
         return cls(default=default, components=comps, dense=dense)
 
     @classmethod
