@@ -113,10 +113,11 @@ def _read_text(path: Path, what: str) -> str:
         raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
 
 
-def json_loads(text: str, constant=None) -> Any:
+def json_loads(text: str, constant=None, number=None) -> Any:
     """JSON text parsed strictly, every refusal a ValueError (JSONDecodeError, a subclass, where the syntax is
     wrong): a key given twice in one object (json keeps the last; YAML input refuses it too), nesting past
-    Python's recursion limit, and NaN or ±Infinity unless `constant(token)` returns a value for them."""
+    Python's recursion limit, and NaN or ±Infinity unless `constant(token)` returns a value for them. `number`:
+    what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
     import json
 
     def refuse(token: str):
@@ -131,7 +132,7 @@ def json_loads(text: str, constant=None) -> Any:
         return out
 
     try:
-        return json.loads(text, parse_constant=constant or refuse, object_pairs_hook=pairs)
+        return json.loads(text, parse_constant=constant or refuse, object_pairs_hook=pairs, parse_float=number)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
