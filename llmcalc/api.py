@@ -597,7 +597,7 @@ def _draft(draft):
     try:
         return load_model(draft)
     except UserError as e:
-        raise UserError(str(e).replace("`preset`: unknown preset", "`draft`: unknown preset", 1)) from None
+        raise UserError(e.worded(lambda field: "`draft`" if field == "preset" else f"`{field}`")) from None
 
 
 _engine = engine

@@ -17,6 +17,9 @@ from pydantic_core import CoreSchema, PydanticKnownError, core_schema
 MAX_SIZE = 2**40
 """Sanity bound on every size and count of a model or workload (≈1.1·10^12: no vocabulary, width,
 context or batch comes near it); larger ones are refused, not computed."""
+SHARE_MIN = 1e-6
+"""The smallest share of a peak or of a GPU's memory accepted (a millionth): a time divides by its share, and one
+below a normal float's range (1e-320) would divide to infinity."""
 PosInt = Annotated[int, Field(gt=0, le=MAX_SIZE, strict=True)]
 """A positive int up to MAX_SIZE; bools and floats are refused, never coerced."""
 NonNegInt = Annotated[int, Field(ge=0, le=MAX_SIZE, strict=True)]

@@ -27,10 +27,10 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.base import SHARE_MIN, Frozen, PosInt
 from llmcalc.model.gpu import GPU, Architecture
 
-Share = Annotated[float, Field(ge=1e-6, le=1)]
+Share = Annotated[float, Field(ge=SHARE_MIN, le=1)]
 """A share of a GPU's memory or peak: at least a millionth (a quotient by it stays finite), at most all of it."""
 MAX_GRAPH_SIZES = 4096
 """The most CUDA-graph batch sizes an engine file may list."""
@@ -198,7 +198,7 @@ class Engine(Frozen):
             else:
                 kept = self.reserve.mib(gpu.memory_bytes, values["max_batched_tokens"], graph_max, tp, pp, replicas)
                 values["gpu_memory_utilization"] = round(1 - kept * 2**20 / gpu.memory_bytes, 12)
-        if not 1e-6 <= values["gpu_memory_utilization"] <= 1:
+        if not SHARE_MIN <= values["gpu_memory_utilization"] <= 1:
             raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']:g} is not in (0, 1] (at "
                             "least a millionth); give a share such as 0.9")
         graph_max = min(graph_max, values["max_batched_tokens"])

@@ -17,9 +17,9 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import SHARE_MIN, Frozen
 
-Share = Annotated[float, Field(ge=1e-6, le=2.0)]
+Share = Annotated[float, Field(ge=SHARE_MIN, le=2.0)]
 """A share of a datasheet figure, at least a millionth; above 1 only where a cache serves part of the traffic."""
 Seconds = Annotated[float, Field(ge=0, lt=1.0)]
 """A fixed cost, under a second. Every float of a profile is finite: Frozen refuses NaN and ±inf."""

@@ -17,14 +17,11 @@ and every fixed cost to 0: it is the physical lower bound. Figures belong to a G
 
 from pydantic import model_validator
 
-from llmcalc.model.base import Frozen
+from llmcalc.model.base import SHARE_MIN, Frozen
 
 SHARES = ("compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency", "attention_backward",
           "memory_efficiency", "comm_efficiency")
 """The fields that are shares of a datasheet peak, in (0, 1]."""
-SHARE_MIN = 1e-6
-"""The smallest share accepted (a millionth of a peak): a time divides by its share, and one below a normal float's
-range (1e-320) would divide to infinity."""
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "comm_overlap": (0.0, 1.0),
                                           "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
