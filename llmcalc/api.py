@@ -584,7 +584,8 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
-        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, _draft(draft) if draft else None)
+        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, _draft(draft) if draft else None,
+                               settings.max_batched_tokens)
     from pathlib import Path
 
     return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,

@@ -1,7 +1,8 @@
 """Inputs refused before they reach a cost, each in one line with exit 2: a figure below a normal float's range
 (1e-320, which divides to infinity) in a GPU or calibration file or a flag; JSON nested past Python's recursion
 limit or with a key given twice; raw timings missing a field the fit reads; a config of 0 kv heads; an output
-that is also an input, `--force` or not. And what they would have led to: no table shows inf or NaN with exit 0."""
+that is also an input, `--force` or not; a measured throughput above the GPUs' peak; more draft tokens than a step
+holds; a JSON trace's numbers written as strings. And what they would have led to: no table shows inf or NaN with exit 0."""
 
 from __future__ import annotations
 
@@ -130,6 +131,31 @@ def test_other_inputs_name_their_own_field(tmp_path):
     bad = tmp_path / "run.json"
     bad.write_text('{"not": "a benchmark"}')
     one_line(run("calibrate", "--from-runs", str(bad), "-p", "llama2-7b", "--gpu", "h100-sxm"), "--from-runs")
+
+
+def test_a_throughput_beyond_the_peak_is_refused_and_a_model_given_twice_is_named(tmp_path):
+    """llama2-7b trains at 6 · 6.7e9 ≈ 4.3e10 FLOPs a token: 1e5 tokens/s is 4.3 PFLOP/s, over 4 × an H100's dense
+    bf16 peak (989 TFLOP/s); 1e4 tokens/s on 8 GPUs is 5%."""
+    line = one_line(run("mfu", "-p", "llama2-7b", "--gpu", "h100-sxm", "--tokens-per-s", "1e5"), "--tokens-per-s",
+                    "no run beats its peak")
+    assert "4.332 ×" in line, line
+    one_line(run("mfu", "-p", "llama2-7b", "--gpu", "h100-sxm", "--step-time", "1e-3"), "--step-time")
+    assert run("mfu", "-p", "llama2-7b", "--gpu", "h100-sxm", "--gpus", "8", "--tokens-per-s", "1e4").returncode == 0
+    spec = tmp_path / "llama.yaml"
+    spec.write_text(yaml.safe_dump(yaml.safe_load((ROOT / "presets/llama2-7b.yaml").read_text())))
+    one_line(run("compare", "-p", "llama2-7b", "-c", str(spec)), "'llama2-7b' is given twice", "--config")
+
+
+def test_draft_tokens_beyond_a_step_and_a_trace_of_strings_are_refused(tmp_path):
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--draft", "llama2-7b", "--spec-tokens",
+                 "1000000", "-n", "4"), "--spec-tokens", "8,192 tokens a step")
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt": "100", "output": 10}\n')
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(trace)), "--trace",
+             "a JSON number, not a string")
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival,prompt,output\n0,100,10\n")
+    assert run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(csv)).returncode == 0
 
 
 def test_a_million_replicas_of_ten_requests_build_ten_engines():

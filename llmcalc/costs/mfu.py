@@ -53,6 +53,10 @@ def utilisation(spec: ModelSpec, w: Workload, *, gpus: int, peak_flops: float, t
     if not math.isfinite(per_s * r.train_hardware_flops / capacity):  # the peak is sane: the throughput is not
         raise UserError(f"`{given}`: {value:g} on {gpus:,} × {peak_flops:g} FLOP/s puts MFU beyond any float; give "
                         "the measured figure")
+    if per_s * r.train_flops > capacity:  # no run does more useful work than its GPUs' peak
+        raise UserError(f"`{given}`: {value:g} puts MFU at {per_s * r.train_flops / capacity:.4g} × the peak of "
+                        f"{gpus:,} × {peak_flops / 1e12:g} TFLOP/s, and no run beats its peak; check the figure, "
+                        "`gpus` and the peak's `compute_dtype`")
     return MfuReport(
         model=spec.name, batch=w.batch, seq=w.seq, gpus=gpus, gpu=gpu, compute_dtype=w.compute_dtype,
         peak_flops_per_gpu=peak_flops, tokens_per_s=tokens_per_s, step_s=tokens / tokens_per_s,

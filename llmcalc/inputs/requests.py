@@ -168,7 +168,7 @@ def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, 
         with path.open(encoding="utf-8-sig", newline="") as f:
             jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")
             records = _json_records(f, path) if jsonl else _csv_records(f, path)
-            rows = [_row(rec, path, i) for i, rec in islice(records, limit)]
+            rows = [_row(rec, path, i, text=not jsonl) for i, rec in islice(records, limit)]
     except FileNotFoundError:
         raise UserError(f"`trace`: {path}: no such file; give {kind}") from None
     except UnicodeDecodeError:
@@ -213,10 +213,10 @@ def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
                                 "arrival, prompt and output") from None
 
 
-def _row(rec: object, path: Path, line: int) -> tuple[float, int, int]:
+def _row(rec: object, path: Path, line: int, text: bool) -> tuple[float, int, int]:
     """One trace row's (arrival, prompt, output), checked: arrival finite seconds 0 … MAX_ARRIVAL_S, prompt and
-    output whole token counts 1 … MAX_SIZE (a CSV cell as text, a JSON value as a number; a bool or a fraction
-    is refused, never truncated)."""
+    output whole token counts 1 … MAX_SIZE (a CSV cell as text (`text`), a JSON value as a number, never a
+    string; a bool or a fraction is refused, never truncated)."""
     where = f"`trace`: {path} line {line}"
     if not isinstance(rec, dict):
         raise UserError(f"{where} is not an object; give arrival, prompt and output")
@@ -224,11 +224,12 @@ def _row(rec: object, path: Path, line: int) -> tuple[float, int, int]:
     if missing:
         raise UserError(f"{where} lacks {', '.join(missing)}; every row needs arrival (s), prompt and output (tokens)")
     try:
-        arrival, prompt, output = _seconds(rec["arrival"]), _tokens(rec["prompt"]), _tokens(rec["output"])
+        arrival, prompt, output = (_seconds(rec["arrival"], text), _tokens(rec["prompt"], text),
+                                    _tokens(rec["output"], text))
     except (TypeError, ValueError, OverflowError):
         got = ", ".join(repr(rec[k])[:24] for k in FIELDS)
-        raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts "
-                        f"(got {got})") from None
+        raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts"
+                        f"{'' if text else ', each a JSON number, not a string'} (got {got})") from None
     if not 0 <= arrival <= MAX_ARRIVAL_S:
         raise UserError(f"{where}: arrival {arrival:g} is not 0 to {MAX_ARRIVAL_S:g}; give finite seconds from the "
                         "start")
@@ -238,19 +239,19 @@ def _row(rec: object, path: Path, line: int) -> tuple[float, int, int]:
     return arrival, prompt, output
 
 
-def _seconds(value: object) -> float:
-    """A time read from a trace: CSV text or a JSON number (a bool is refused); range checks are _row's."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+def _seconds(value: object, text: bool) -> float:
+    """A time read from a trace: CSV text (`text`) or a JSON number (a bool is refused); range checks are _row's."""
+    if isinstance(value, bool) or not isinstance(value, str if text else (int, float)):
         raise TypeError(value)
     return float(value)
 
 
-def _tokens(value: object) -> int:
-    """A token count read from a trace: CSV text of digits (parse_count's: 512, 4k) or a JSON integer; a
-    fraction, a bool or anything else is refused."""
+def _tokens(value: object, text: bool) -> int:
+    """A token count read from a trace: CSV text (`text`) of digits (parse_count's: 512, 4k) or a JSON integer;
+    a fraction, a bool, a JSON string or anything else is refused."""
     from llmcalc.inputs.grid import parse_count
 
-    if isinstance(value, str):
+    if text:
         return parse_count(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(value)

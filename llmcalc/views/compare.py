@@ -283,8 +283,10 @@ def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None,
                    tm: TimeModel = ROOFLINE) -> CompareReport:
     """Several models on one workload; ratios to the first; latency rows on `gpu` under the time model `tm`."""
     names = [s.name for s in specs]
-    if len(set(names)) < len(names):
-        raise UserError("`preset`: the same model is named twice; give each model once")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise UserError(f"compare: the model {twice!r} is given twice (`preset`, `config`, `hf_config` and `hf_model` "
+                        "each name a model here); give each model once")
     for spec in specs:
         spec.stack.check_decoding("model")
     notes: list[str] = []

@@ -60,20 +60,18 @@ class Speculative:
     draft: EngineStep
     label: str
 
-    @property
-    def expected_tokens(self) -> float:
-        """Tokens a step yields on average: Σ_{i=0}^{k} a^i = (1 − a^(k+1)) / (1 − a)."""
-        return sum(self.acceptance ** i for i in range(self.tokens + 1))
-
 
 def speculative(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, tokens: int, acceptance: float,
-                draft: ModelSpec | None) -> Speculative:
+                draft: ModelSpec | None, step_tokens: int) -> Speculative:
     """Speculative decoding of `spec` with the `draft` model on the same GPUs and layout, or (None) with the
-    model's own MTP modules."""
+    model's own MTP modules; a sequence verifies its 1 + `tokens` in one step of at most `step_tokens`."""
     if not 0 <= acceptance < 1:
         raise UserError(f"`acceptance`: {acceptance:g} is not in [0, 1); give a chance such as 0.7")
     if tokens < 1:
         raise UserError("`spec_tokens`: give at least 1 draft token per step")
+    if tokens + 1 > step_tokens:
+        raise UserError(f"`spec_tokens`: a sequence verifies its {tokens:,} draft tokens and one more in one step, "
+                        f"beyond the engine's {step_tokens:,} tokens a step (`max_batched_tokens`); give fewer")
     if draft is None:
         if not spec.mtp_modules:
             raise UserError(f"`mtp`: {spec.name} has no MTP modules (mtp_modules 0); give a draft model with `draft`")
