@@ -113,11 +113,19 @@ def _read_text(path: Path, what: str) -> str:
         raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
 
 
+class KeyTwice(ValueError):
+    """A JSON object gives one key twice."""
+
+
+class NestedTooDeep(ValueError):
+    """JSON nested past Python's recursion limit."""
+
+
 def json_loads(text: str, constant=None, number=None) -> Any:
     """JSON text parsed strictly, every refusal a ValueError (JSONDecodeError, a subclass, where the syntax is
-    wrong): a key given twice in one object (json keeps the last; YAML input refuses it too), nesting past
-    Python's recursion limit, and NaN or ±Infinity unless `constant(token)` returns a value for them. `number`:
-    what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
+    wrong): a key given twice in one object (KeyTwice: json keeps the last; YAML input refuses it too), nesting
+    past Python's recursion limit (NestedTooDeep), and NaN or ±Infinity unless `constant(token)` returns a value
+    for them. `number`: what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
     import json
 
     def refuse(token: str):
@@ -127,14 +135,14 @@ def json_loads(text: str, constant=None, number=None) -> Any:
         out: dict = {}
         for key, value in items:
             if key in out:
-                raise ValueError(f"key {key!r} is given twice in one object")
+                raise KeyTwice(f"key {key!r} is given twice in one object")
             out[key] = value
         return out
 
     try:
         return json.loads(text, parse_constant=constant or refuse, object_pairs_hook=pairs, parse_float=number)
     except RecursionError:
-        raise ValueError("nested too deeply") from None
+        raise NestedTooDeep("nested too deeply") from None
 
 
 def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None:

@@ -336,19 +336,18 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
 
 def parse_json(text: str, p: Path) -> Any:
     """The JSON `text` of the file `p` names, with one-line errors naming it."""
-    from llmcalc.inputs.files import json_loads
+    from llmcalc.inputs.files import KeyTwice, NestedTooDeep, json_loads
 
     try:
         return json_loads(text, constant=float)  # NaN and Infinity read, then refused by the field they are in
     except json.JSONDecodeError as e:
         raise UserError(f"{p}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}; fix the file") from None
-    except ValueError as e:  # nested too deeply, a key twice, an int of thousands of digits
-        why = str(e)
-        if why == "nested too deeply":
-            raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face {p.name}") from None
-        if "given twice" in why:
-            raise UserError(f"{p}: {why}; keep one") from None
-        raise UserError(f"{p}: a value cannot be read ({why[:50]}…); write plain numbers") from None
+    except NestedTooDeep:
+        raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face {p.name}") from None
+    except KeyTwice as e:
+        raise UserError(f"{p}: {e}; keep one") from None
+    except ValueError as e:  # an int of thousands of digits
+        raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
 
 
 def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,

@@ -208,7 +208,7 @@ def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
             try:
                 yield i, json_loads(line, constant)
             except ValueError as e:
-                why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)[:60] or "nested too deep"
+                why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)[:60]
                 raise UserError(f"`trace`: {path} line {i} is not JSON ({why}); write one object per line with "
                                 "arrival, prompt and output") from None
 
