@@ -129,6 +129,29 @@ def test_whole_request_admission_never_preempts():
     assert vllm.preemptions > 0 and trt.preemptions == 0 and trt.kv_peak_utilization <= 1
 
 
+def test_sglang_admits_a_prompt_with_room_for_its_output_beside_what_the_running_ones_will_write():
+    """SGLang's PrefillAdder (schedule_policy.py add_one_req): a prompt starts while its input + output (at most
+    4,096) is below the free tokens less what the step already added (input + output each) and the running
+    requests' remaining output × new_token_ratio (0.7, decaying). Every prompt sent at once to an empty pool of F
+    tokens: the first step admits k requests of P + O tokens, the most with P + O < F − j · (P + O) for each
+    j < k; without the rule, as many prompts as the pool holds now (F // P). Under a tight pool the rule preempts
+    less than admission by the pool's present room does."""
+    P, O = 1000, 2000
+    given = dict(max_seqs=1024, max_batched_tokens=65536, gpu_memory_utilization=0.25)
+    sglang = load_engine("sglang").model_copy(update={"graph_sizes": []})
+    ruled = run(sglang.settings(H100, **given), n=60, prompt=str(P), output=str(O))
+    plain = run(sglang.model_copy(update={"admission": None}).settings(H100, **given), n=60, prompt=str(P),
+                output=str(O))
+    F = ruled.kv_tokens
+    k = 0
+    while P + O < F - k * (P + O):
+        k += 1
+    first = [min(r.ttft_s for r in x.timeline) for x in (ruled, plain)]
+    started = [sum(r.ttft_s == t for r in x.timeline) for x, t in zip((ruled, plain), first)]
+    assert 3 <= k < F // P < 60 and started == [k, F // P], (F, k, started)
+    assert ruled.preemptions < plain.preemptions
+
+
 def test_an_engine_that_does_not_chunk_refuses_a_prompt_over_its_budget():
     with pytest.raises(UserError, match="max_batched_tokens"):
         run(settings("trtllm"), n=5, prompt="9000")

@@ -2,7 +2,9 @@
 (1e-320, which divides to infinity) in a GPU or calibration file or a flag; JSON nested past Python's recursion
 limit or with a key given twice; raw timings missing a field the fit reads; a config of 0 kv heads; an output
 that is also an input, `--force` or not; a measured throughput above the GPUs' peak; more draft tokens than a step
-holds; a JSON trace's numbers written as strings. And what they would have led to: no table shows inf or NaN with exit 0."""
+holds; a JSON trace's numbers written as strings; a recursive YAML alias; a closed standard output; more experts
+than any model has; simulations past their work bounds; a KV pool emptied by a setting the error names. And
+what they would have led to: no table shows inf or NaN with exit 0."""
 
 from __future__ import annotations
 
@@ -163,3 +165,66 @@ def test_a_million_replicas_of_ten_requests_build_ten_engines():
 
     r = api.serve("llama2-7b", "h100-sxm", dp=1_000_000, requests=10, prompt=128, output=8)
     assert r.dp == 1_000_000 and any(n.startswith("10 engine(s): dp=1000000 replicas") for n in r.notes), r.notes
+
+
+def test_a_recursive_yaml_alias_is_refused_in_every_file_it_may_be(tmp_path):
+    """`a: &a [*a]` builds a list that holds itself: a reader walking it would never end."""
+    path = tmp_path / "rec.yaml"
+    path.write_text("a: &a [*a]\nname: x\n")
+    one_line(run("params", "-c", str(path)), "recursive alias")
+    one_line(run("latency", "-p", "llama2-7b", "--gpu", str(path)), "recursive alias")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--engine", str(path), "-n", "4"), "recursive alias")
+    path.write_text("a: &a {b: *a}\nname: x\n")
+    one_line(run("run", str(path)), "recursive alias")
+
+
+def test_a_closed_standard_output_is_one_line_on_stderr():
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "kv", "-p", "llama2-7b"], stdout=subprocess.DEVNULL,
+                       capture_output=False, stderr=subprocess.PIPE, text=True, timeout=TIMEOUT,
+                       preexec_fn=lambda: __import__("os").close(1))
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: standard output is closed; give the command somewhere to write (a file or a pipe)"], r.stderr
+
+
+def test_more_experts_than_any_model_has_are_refused(tmp_path):
+    config = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+              "num_local_experts": 2 ** 40, "num_experts_per_tok": 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    for command in (["serve", "--gpu", "h100-sxm", "--gpus", "8", "-n", "4"], ["memory"], ["params"]):
+        one_line(run(command[0], "--hf-config", str(path), *command[1:]), "65536")
+
+
+def test_a_simulation_past_its_work_bounds_is_refused_before_it_starts(tmp_path):
+    """serve's bounds (llmcalc/views/serve.py): output tokens to simulate, and the steps the run needs at the least;
+    plan's and measured's over all their simulations."""
+    base = ("serve", "-p", "llama2-7b", "--gpu", "h100-sxm")
+    one_line(run(*base, "-n", "100000", "--prompt", "4000", "--output", "4000"), "--requests", "output tokens")
+    one_line(run(*base, "-n", "1000", "--max-batched-tokens", "1", "--prompt", "100000", "--output", "1"),
+             "--max-batched-tokens", "engine steps")
+    one_line(run(*base, "-n", "100000", "--concurrency", "1"), "--concurrency", "engine steps")
+    one_line(run(*base, "-n", "200", "--max-seqs", "1", "--prompt", "1", "--output", "100000"), "--max-seqs")
+    one_line(run("plan", "-p", "llama2-7b", "--gpu", "h100-sxm", "--max-gpus", "64", "--rate", "20", "--prompt",
+                 "1", "--output", "4000", "--slo-ttft", "1e9", "--slo-tpot", "1e9", "--top", "33", "-n", "1000"),
+             "--requests", "finalists")
+    record = {"backend": "sglang", "dataset_name": "random", "request_rate": float("inf"), "max_concurrency": 2000,
+              "sharegpt_output_len": None, "random_input_len": 512, "random_output_len": 3000,
+              "random_range_ratio": 1.0, "duration": 20.5, "completed": 2000, "total_input_tokens": 1024000,
+              "total_output_tokens": 6000000, "request_throughput": 4.878, "input_throughput": 2497.6,
+              "output_throughput": 312.2, "mean_e2e_latency_ms": 812.3, "median_e2e_latency_ms": 805.1,
+              "mean_ttft_ms": 95.4, "median_ttft_ms": 90.3, "mean_tpot_ms": 11.4, "median_tpot_ms": 11.3,
+              "mean_itl_ms": 11.4, "median_itl_ms": 11.1, "concurrency": 3.96}
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text("\n".join([json.dumps(record)] * 6) + "\n")
+    one_line(run("measured", str(runs), "-p", "llama2-7b", "--gpu", "h100-sxm"), "6 runs", "fewer runs")
+
+
+def test_a_pool_left_empty_names_the_setting_that_emptied_it():
+    base = ("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "-n", "4")
+    one_line(run(*base, "--max-batched-tokens", "10000000"), "--max-batched-tokens", "activations")
+    one_line(run(*base, "--block-size", str(2 ** 40)), "--block-size")
+    one_line(run(*base, "--engine", "sglang", "--max-batched-tokens", "10000000"), "--max-batched-tokens",
+             "reserve rule")
+    one_line(run(*base, "--gpu-memory-utilization", "1.0000001"), "1.0000001 is not in (0, 1]")
+    one_line(run("memory", "--train", "--lora", str(2 ** 40), "-p", "llama2-7b"), "--lora", "11,008")

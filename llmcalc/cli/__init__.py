@@ -103,6 +103,11 @@ def _without_pydantic_plugins() -> None:
 
 def _run() -> None:
     """Run the command named in sys.argv and exit with its code (see main)."""
+    if sys.stdout is None:  # started with its standard output closed (>&-): nowhere to write the answer
+        if sys.stderr is not None:
+            sys.stderr.write("error: standard output is closed; give the command somewhere to write (a file or a "
+                             "pipe)\n")
+        sys.exit(2)
     app = None
     try:
         app = load_commands(sys.argv[1:])

@@ -34,6 +34,10 @@ def adapters(spec: ModelSpec, w: Workload) -> list[tuple[int, str, Adaptable]]:
     if not out:
         raise UserError(f"`lora_targets`: {','.join(w.lora_targets)} adapt no matrix of {spec.name}; use some of "
                         f"{', '.join(TARGETS)}")
+    full = max(max(a.d_in, a.d_out) for _, _, a in out)
+    if w.lora_rank > full:  # past every adapted matrix's full rank: more parameters, nothing more it can express
+        raise UserError(f"`lora_rank`: {w.lora_rank:,} is above the rank of every adapted matrix of {spec.name} "
+                        f"(at most {full:,}); give a rank such as 16")
     return out
 
 

@@ -133,7 +133,7 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     if gpus is not None and gpus < 1:
         raise UserError(f"`gpus`: {gpus} is not a positive count; give 1 or more")
     if mfu is not None and not 0 < mfu <= 1:
-        raise UserError(f"`mfu`: {mfu:g} is not in (0, 1]; give a share such as 0.4")
+        raise UserError(f"`mfu`: {mfu!r} is not in (0, 1]; give a share such as 0.4")
     if price is not None and not 0 < price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
         raise UserError(f"`price`: {price:g} is not a price in (0, {FIGURE_MAX:,.0f}]; give USD per GPU-hour such as "
                         "2.5")

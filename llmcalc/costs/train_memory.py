@@ -35,6 +35,7 @@ vocabulary padding, the allocator, MTP modules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from llmcalc.costs.kv import nbytes
 from llmcalc.costs.lora import adapter_params, adapter_saved_elements, stage_adapter_params
@@ -119,7 +120,14 @@ def chunk_layers(spec: ModelSpec, layout: Layout, stage: int) -> list[tuple[int,
     """The layer ranges [start, stop) of the model chunks pipeline stage `stage` holds (Layout.stage_chunks): its
     one range under 1F1B (L / pp layers, or the uneven split), or its vpp chunks stage, stage + pp, ...
     (interleaved)."""
-    return layout.stage_chunks(spec.n_layers)[stage]
+    return list(_stage_chunks(layout, spec.n_layers)[stage])
+
+
+@lru_cache(maxsize=16)
+def _stage_chunks(layout: Layout, n_layers: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Layout.stage_chunks, worked out once per layout and depth: every stage's chunks, asked of each stage in turn,
+    would otherwise cost pp² (0.1 s at pp 512)."""
+    return tuple(tuple(chunks) for chunks in layout.stage_chunks(n_layers))
 
 
 def passes_in_flight(layout: Layout, stage: int, micro_batches: int) -> list[int]:

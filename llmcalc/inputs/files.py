@@ -48,8 +48,8 @@ class _Bound(ValueError):
 
 
 def _check_events(text: str) -> None:
-    """Walk the YAML events (no objects built): nesting depth, values with aliases expanded, and
-    duplicate keys in a mapping. Raises _Bound naming the problem; yaml.YAMLError on bad syntax."""
+    """Walk the YAML events (no objects built): nesting depth, values with aliases expanded, an alias inside the
+    collection it names (a cycle no reader of the data would leave), and duplicate keys in a mapping. Raises _Bound naming the problem; yaml.YAMLError on bad syntax."""
     nodes, sizes, stack = 0, {}, []  # stack: [start count, anchor, keys seen or None, expecting a key]
     for ev in yaml.parse(text, Loader=_Loader):
         if isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
@@ -60,6 +60,9 @@ def _check_events(text: str) -> None:
                         raise _Bound(f"key {ev.value[:40]!r} appears twice in one mapping; keep one")
                     frame[2].add(ev.value)
                 frame[3] = not frame[3]
+            if isinstance(ev, yaml.AliasEvent) and any(frame[1] == ev.anchor for frame in stack):
+                raise _Bound(f"alias *{ev.anchor[:40]} is inside the collection it names (a recursive alias); "
+                             "write the values out")
             nodes += sizes.get(ev.anchor, 1) if isinstance(ev, yaml.AliasEvent) else 1
             if nodes > MAX_NODES:
                 raise _Bound(f"more than {MAX_NODES:,} values (aliases expanded); write the spec plainly")

@@ -24,8 +24,9 @@ from llmcalc.model.base import MAX_SIZE
 
 FIELDS = ("arrival", "prompt", "output")
 MAX_REQUESTS = 100_000
-"""Most requests one simulation runs (`llmcalc serve -n`, `plan -n`): ~10^4 requests/s simulated, so a
-minute or two and some hundred MB at most; a trace is read no further than its first MAX_REQUESTS rows."""
+"""Most requests one simulation runs (`llmcalc serve -n`, `plan -n`): some hundred MB at most; their tokens and
+steps are bounded too (llmcalc/views/serve.py MAX_OUTPUT_TOKENS, MAX_STEPS), so a run stays within a minute or
+two; a trace is read no further than its first MAX_REQUESTS rows."""
 MAX_ARRIVAL_S = 1e9
 """Latest arrival, in seconds from the start (~32 years): a clock past it no longer resolves a step's time."""
 MAX_TRACE_BYTES = 1 << 28

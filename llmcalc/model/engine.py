@@ -20,6 +20,8 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               architecture where a kernel benchmark gives it; elsewhere the time model's fp8 efficiency
   attention DP  whether its token budget per step is each replica's or the deployment's, divided over the
               replicas (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention)
+  admission   a prompt starts when the pool could hold it and its output less what the running requests are
+              expected to still write, at a ratio that decays as decodes run (SGLang's new_token_ratio)
 """
 
 from typing import Annotated, Literal
@@ -98,6 +100,28 @@ class Reserve(Frozen):
         return mib
 
 
+class Admission(Frozen):
+    """How a scheduler admits a prompt against its KV pool by expected use (SGLang's PrefillAdder): a waiting request
+    starts only if its input (still to compute) plus its output still to write, at most clip_tokens of it, is below
+    the pool's free tokens less a reserve: each running request's output still to write (at most clip_tokens) ×
+    the ratio, and each request this step already admitted in whole, its input and output (at most clip_tokens).
+    The ratio starts at init_ratio (× dp_attention_factor under data-parallel attention, at most 1), falls by
+    (init − init · min_factor) / decay_steps each decode step to init · min_factor, returns to init when the
+    engine is idle, and after a preemption is re-estimated from the running requests as (tokens they decoded +
+    retract_steps · their number) / (their outputs + 1), at most 1."""
+
+    init_ratio: Share
+    min_factor: Share
+    decay_steps: PosInt
+    clip_tokens: PosInt
+    retract_steps: Annotated[int, Field(ge=0, le=2**20, strict=True)]
+    dp_attention_factor: Share = 1.0
+
+    def initial(self, attention_dp: bool) -> float:
+        """The ratio an engine starts with, and returns to when idle."""
+        return min(1.0, self.init_ratio * (self.dp_attention_factor if attention_dp else 1.0))
+
+
 class Engine(Frozen):
     """A serving engine: its scheduler, CUDA graphs, KV pool, host cost, kernels and fusions, each sourced."""
 
@@ -128,6 +152,9 @@ class Engine(Frozen):
     reserves_whole_request: bool
     """Whether a request is admitted only when the blocks of its whole length (prompt and every output token) can
     be reserved, so that none is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)."""
+    admission: Admission | None = None
+    """The rule by which a prompt is admitted against the pool's expected use (SGLang's); None: by what the pool
+    holds now (and admits_whole_prompt, reserves_whole_request)."""
     graph_padding: bool
     """Whether a decode batch is padded up to the next captured size; if not, a size not captured runs eagerly."""
     block_size: PosInt
@@ -198,8 +225,12 @@ class Engine(Frozen):
             else:
                 kept = self.reserve.mib(gpu.memory_bytes, values["max_batched_tokens"], graph_max, tp, pp, replicas)
                 values["gpu_memory_utilization"] = round(1 - kept * 2**20 / gpu.memory_bytes, 12)
+                if values["gpu_memory_utilization"] < SHARE_MIN:
+                    raise UserError(f"`max_batched_tokens`: {self.label} keeps back {kept:,.0f} MiB of each GPU for a "
+                                    f"step of {values['max_batched_tokens']:,} tokens (its reserve rule), more than "
+                                    f"{gpu.name}'s {gpu.memory_bytes / 2**20:,.0f} MiB; give a smaller step budget")
         if not SHARE_MIN <= values["gpu_memory_utilization"] <= 1:
-            raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']:g} is not in (0, 1] (at "
+            raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']!r} is not in (0, 1] (at "
                             "least a millionth); give a share such as 0.9")
         graph_max = min(graph_max, values["max_batched_tokens"])
         return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max), **values)
@@ -215,14 +246,19 @@ class Settings(Frozen):
     gpu_memory_utilization: Share
     graphs: tuple[int, ...]
     """The decode batch sizes captured in CUDA graphs, ascending."""
+    admission_ratio: float | None = None
+    """The engine's admission ratio at the start and when idle (Admission.initial); None: no such rule."""
 
     def per_replica(self, layout) -> "Settings":
         """The settings each replica's scheduler runs with under `layout` (a Layout): these, but under data-parallel
         attention an engine that divides its token budget over the replicas gives each max_batched_tokens // dp
-        (at least 1)."""
-        if not (layout.attention_dp and self.engine.dp_attention_budget == "divided"):
-            return self
-        return self.model_copy(update={"max_batched_tokens": max(1, self.max_batched_tokens // layout.dp)})
+        (at least 1), and an admission rule starts at its ratio for data-parallel attention."""
+        update = {}
+        if self.engine.admission is not None:
+            update["admission_ratio"] = self.engine.admission.initial(bool(layout.attention_dp))
+        if layout.attention_dp and self.engine.dp_attention_budget == "divided":
+            update["max_batched_tokens"] = max(1, self.max_batched_tokens // layout.dp)
+        return self.model_copy(update=update) if update else self
 
     def graph_batch(self, batch: int) -> int:
         """The batch a decode step of `batch` sequences runs as: the smallest captured size ≥ batch where the engine

@@ -28,6 +28,10 @@ from llmcalc.model.ffn import (
 from llmcalc.model.lora import Adaptable
 from llmcalc.model.units import ceil_div
 
+MAX_EXPERTS = 65_536
+"""Most routed experts a layer may have: 170 × DeepSeek-V3's 256 and 128 × the largest published count (512); the
+costs list each expert's weight matrices, so a count past any model's is refused rather than built."""
+
 
 class MoE(FFN):
     """Mixture of experts: top_k of `experts` routed experts per token, plus shared experts.
@@ -41,7 +45,8 @@ class MoE(FFN):
     """
 
     kind: Literal["moe"] = "moe"
-    experts: PosInt
+    experts: Annotated[int, Field(gt=0, le=MAX_EXPERTS, strict=True)]
+    """Routed experts, at most MAX_EXPERTS (the costs list each expert's matrices)."""
     top_k: PosInt
     d_ff: PosInt
     zero_experts: NonNegInt = 0

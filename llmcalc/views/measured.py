@@ -250,12 +250,10 @@ def _load_text(rate, concurrency) -> str:
     return "all at once" if rate == float("inf") else f"{rate:g} requests/s"
 
 
-def measure_run(run, model=None, gpu: str | None = None,
-                **inputs: Any) -> tuple[MeasuredRun, list[MetricRow], list[str]]:
-    """The run and its simulation (`resolve`'s inputs), the rows of its figures measured beside predicted, and the
-    notes of the comparison."""
-    case = resolve(run, model, gpu, **inputs)
-    report = case.simulate()
+def measure_run(case: Case) -> tuple[MeasuredRun, list[MetricRow], list[str]]:
+    """The run of a case and its simulation, the rows of its figures measured beside predicted, and the notes of
+    the comparison."""
+    run, report = case.run, case.simulate()
     metric_rows, notes = compare(run.name, run.metrics, report)
     if not metric_rows:
         raise UserError(f"`files`: {run.name} holds no latency or throughput figure to compare; give a result file "
@@ -276,8 +274,15 @@ def read_all(files: list[Path]) -> list:
 
 def measured(files: list[Path], model=None, gpu: str | None = None, **inputs: Any) -> MeasuredReport:
     """Every run of `files` beside serve's prediction of it (`resolve`'s inputs): `llmcalc measured`."""
+    from llmcalc.views.serve import MAX_OUTPUT_TOKENS
+
     runs = read_all(files)
-    done = [measure_run(run, model, gpu, **inputs) for run in runs]
+    cases = [resolve(run, model, gpu, **inputs) for run in runs]
+    tokens = sum(c.requests * c.lengths[1].mean for c in cases)
+    if tokens > MAX_OUTPUT_TOKENS:  # each run is also bounded on its own, when simulated
+        raise UserError(f"`files`: the {len(runs):,} runs hold about {tokens:,.0f} output tokens to simulate, more "
+                        f"than the {MAX_OUTPUT_TOKENS:,} of one `serve` run; give fewer runs at once")
+    done = [measure_run(c) for c in cases]
     notes = [f"{run.name}: {n}" for run in runs for n in run.notes]
     notes += [n for _, _, extra in done for n in extra]
     return MeasuredReport(rows=[row for _, rows, _ in done for row in rows], files=len(files),

@@ -28,7 +28,8 @@ PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each
 
 Bounds: max_gpus at most MAX_GPUS; the closed-form candidates, counted before any is evaluated (with
 `disaggregated` as if every prefill pool kept up), at most MAX_CANDIDATES; at most max(3 · top, 10) simulations
-of `requests` requests each.
+of `requests` requests each, MAX_SIMULATED requests and (at the output's mean length) MAX_OUTPUT_TOKENS output
+tokens in all, each run within serve's own bounds.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.plan import PlanCandidate, PlanReport, PrefillPool
-from llmcalc.views.serve import SLO, Load, make_requests, serve
+from llmcalc.views.serve import MAX_OUTPUT_TOKENS, SLO, Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
 MAX_GPUS = 1024
@@ -183,14 +184,20 @@ def search_size(grids: dict[str, list[Layout]], gpus: list[GPU], max_gpus: int, 
     return total
 
 
-def check_bounds(max_gpus: int, top: int, requests: int) -> None:
-    """The bounds of the module docstring that the arguments alone decide, checked before any work."""
+def check_bounds(max_gpus: int, top: int, requests: int, output: float) -> None:
+    """The bounds of the module docstring that the arguments alone decide, checked before any work; `output` the
+    output lengths' mean."""
     if max_gpus > MAX_GPUS:
         raise UserError(f"`max_gpus`: {max_gpus:,} is more than the {MAX_GPUS:,} GPUs a deployment may use here; "
                         f"give {MAX_GPUS:,} or fewer")
     if max(3 * top, 10) * requests > MAX_SIMULATED:
         raise UserError(f"`requests`: {requests:,} requests for each of up to {max(3 * top, 10)} finalists is more "
                         f"than {MAX_SIMULATED:,} simulated requests; give fewer `requests` or a smaller `top`")
+    tokens = max(3 * top, 10) * requests * output
+    if tokens > MAX_OUTPUT_TOKENS:
+        raise UserError(f"`requests`: {requests:,} requests of {output:,.0f} output tokens for each of up to "
+                        f"{max(3 * top, 10)} finalists is {tokens:,.0f} tokens to simulate, more than "
+                        f"{MAX_OUTPUT_TOKENS:,}; give fewer `requests`, a smaller `top` or a shorter `output`")
 
 
 def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: int, rate: float, prompt: Lengths,
@@ -206,7 +213,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     if not rate > 0 or rate == float("inf"):
         raise UserError(f"`rate`: {rate:g} is not a finite positive number of requests/s; give e.g. 10")
     check_requests(requests)
-    check_bounds(max_gpus, top, requests)
+    check_bounds(max_gpus, top, requests, output.mean)
     grids = {g.name: list(layouts(spec, g, max_gpus)) for g in gpus}
     total = search_size(grids, gpus, max_gpus, disaggregated)
     if total > MAX_CANDIDATES:

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmcalc.costs.capacity import engine_pool
+from llmcalc.costs.capacity import engine_pool, serving_kv_budget
 from llmcalc.costs.engine_step import EngineStep
 from llmcalc.costs.shard import kv_per_gpu
 from llmcalc.costs.step_time import block_scaled_note, busiest_of, expert_parallel_note
@@ -163,6 +163,39 @@ def make_requests(n: int, prompt: Lengths, output: Lengths, load: Load, seed: in
     return rows
 
 
+MAX_OUTPUT_TOKENS = 1 << 25
+"""Most output tokens a run simulates (33.6 M), a plan's simulations in all: each is a unit of the step loop's
+work, about 400,000 a second on this project's 2-core CI machine (8 M in 19 s), so a run stays within a minute or
+two."""
+MAX_STEPS = 1 << 23
+"""Most steps a run's engines must take at the least (8.4 M): a step is a pass of the loop, about 100,000 a second
+there at one sequence or a one-token budget (2 M in 23 s), so a run that must take more is refused before it
+starts."""
+
+
+def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: int | None, draft_k: int) -> None:
+    """Refuse a run whose work is past the bounds above, before it starts, naming the input that sets it: its
+    output tokens; the steps its engines need at the least, in all (every token within a step's budget, every
+    output token in a step of at most max_seqs sequences or clients, 1 + draft_k each, and the longest output
+    one step after another)."""
+    output = sum(o for _, _, o in rows)
+    if output > MAX_OUTPUT_TOKENS:
+        raise UserError(f"`requests`: {len(rows):,} requests hold {output:,} output tokens, more than the "
+                        f"{MAX_OUTPUT_TOKENS:,} a run simulates; give fewer requests or shorter `output`")
+    per_step = min(engine.max_seqs, engine.max_batched_tokens)
+    seqs = "concurrency" if clients is not None and clients < per_step else "max_seqs"
+    tokens = sum(p + o for _, p, o in rows)
+    need = {"max_batched_tokens": tokens / engine.max_batched_tokens,
+            seqs: output / (min(per_step, clients or per_step) * (1 + draft_k)),
+            "output": max(o for _, _, o in rows) / (1 + draft_k)}
+    field, steps = max(need.items(), key=lambda kv: kv[1])
+    if steps > MAX_STEPS:
+        raise UserError(f"`{field}`: these {len(rows):,} requests need at least {steps:,.0f} engine steps, more than "
+                        f"the {MAX_STEPS:,} a run may take; give a larger `{field}`" if field != "output" else
+                        f"`output`: an output of {steps * (1 + draft_k):,.0f} tokens takes {steps:,.0f} steps, more "
+                        f"than the {MAX_STEPS:,} a run may take; give a shorter one")
+
+
 STEPS_PER_TOKEN = 20
 """The most steps an engine may run per prompt and output token of its requests: a bound on a run's work that a
 cache preempting its requests in turn would otherwise not have (a step makes at least one token's progress unless
@@ -183,6 +216,7 @@ class _Sim:
         self.area = self.running_area = self.kv_area = 0.0  # ∫ requests in system, ∫ running, ∫ KV share
         self.kv_peak = 0.0
         self.accepted = self.verified = 0
+        self.ratio = engine.admission_ratio  # the admission rule's current ratio (Admission), None without one
 
     def blocks_bytes(self, blocks: int) -> int:
         b = self.block_bytes.get(blocks)
@@ -201,6 +235,23 @@ class _Sim:
         self.used += need - r.held
         r.held, r.blocks = need, blocks
         return True
+
+    def free_tokens(self) -> float:
+        """Tokens the cache has room for now, at one block's bytes per block_size tokens."""
+        return (self.budget - self.used) / self.blocks_bytes(1) * self.engine.block_size
+
+    def admitted(self, running: list[Request], decoded: bool, preempted: bool) -> None:
+        """The admission ratio after a step: re-estimated from the running requests after a preemption, else
+        lowered by its decay after a step of decodes (Admission)."""
+        rule, init = self.engine.engine.admission, self.engine.admission_ratio
+        if rule is None:
+            return
+        if preempted:
+            self.ratio = min(1.0, (sum(r.generated for r in running) + rule.retract_steps * len(running))
+                             / (sum(r.output for r in running) + 1))
+        elif decoded:
+            low = init * rule.min_factor
+            self.ratio = max(self.ratio - (init - low) / rule.decay_steps, low)
 
     def fits(self, r: Request, tokens: int) -> bool:
         """Whether the cache could hold `tokens` tokens of `r` now."""
@@ -264,6 +315,10 @@ class _Sim:
             scheduled.append((r, n, decoding))
             budget -= n
             i += 1
+        rule, room = e.engine.admission, 0.0
+        if rule is not None and prompts_only is not False and waiting:
+            room = self.free_tokens() - self.ratio * sum(min(r.output - r.generated, rule.clip_tokens)
+                                                         for r in running)
         while prompts_only is not False and not preempted and waiting and budget > 0 and len(running) < e.max_seqs:
             r = waiting[0]
             start = min(r.hit, r.prompt - 1) if r.preempted == 0 else 0  # a prefix-cache hit is not recomputed
@@ -272,6 +327,10 @@ class _Sim:
                 break  # an engine that does not chunk starts a prompt whole (alone when it fills the budget)
             if e.engine.admits_whole_prompt and not self.fits(r, r.known):
                 break  # the cache must hold the whole prompt, not only its first chunk
+            if rule is not None:  # and its output still to write, beside what the running ones are expected to
+                if r.known - start + min(r.output - r.generated, rule.clip_tokens) >= room:
+                    break
+                room -= n + (min(r.output, rule.clip_tokens) if n == r.known - start else 0)
             if not self.grow(r, r.prompt + r.output if e.engine.reserves_whole_request else start + n):
                 break
             waiting.popleft()
@@ -317,6 +376,7 @@ class _Sim:
                     waiting.append(r)
                     in_system += 1
             if not running and not waiting:
+                self.ratio = e.admission_ratio  # an idle engine's admission starts afresh
                 upcoming = [q[0].ready for q in (pending if pending_arrivals else (), entering) if q]
                 if not upcoming:
                     break
@@ -329,6 +389,8 @@ class _Sim:
                 chunks, decodes, verify, scheduled, preempted = self.schedule(running, waiting, prompts_only)
                 if scheduled or preempted:
                     break
+            if preempted:
+                self.admitted(running, False, True)
             if not scheduled:
                 if preempted:
                     continue
@@ -350,6 +412,8 @@ class _Sim:
             self.kv_peak = max(self.kv_peak, share)
             self.now = end
             self.steps += 1
+            if not preempted:
+                self.admitted(running, bool(decodes or verify), False)
             if self.steps > limit:
                 raise UserError(f"`gpu_memory_utilization`: the engine ran {limit:,} steps without serving its "
                                 f"{len(arrivals):,} requests (its KV cache preempts them in turn); give it more memory "
@@ -428,6 +492,14 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     w, free, budget, block, _ = engine_pool(spec, gpu, w, engine)  # a pipeline's engines split the GPU's pool
     engines = L.dp * L.pp
     if budget < block:
+        _, spare = serving_kv_budget(spec, gpu, w, engine.engine.memory_of == "free", False)
+        if spare < block and spare >= kv_per_gpu(spec, 1, 1, w) * L.pp:  # a block of one token would fit
+            raise UserError(f"`block_size`: a block of {engine.block_size:,} tokens is {block / 1e9:.3g} GB per GPU, "
+                            f"more than the {max(spare, 0) / 1e9:.2f} GB the weights leave; give a smaller one")
+        if spare >= block and engine.engine.profiles_activations:  # the step's activation workspace took the room
+            raise UserError(f"`max_batched_tokens`: the activations of a {engine.max_batched_tokens:,}-token step "
+                            f"leave {max(free, 0) / 1e9:.2f} GB per GPU for the KV cache, less than one block; give a "
+                            "smaller step budget")
         raise UserError(f"`gpu_memory_utilization`: {engine.gpu_memory_utilization:g} leaves "
                         f"{max(free, 0) / 1e9:.2f} GB per GPU for the KV cache after weights and workspace, less "
                         "than one block; raise it or use more GPUs (`tp`)")
@@ -436,6 +508,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         raise UserError(f"`prompt` or `output`: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
+    check_work(rows, engine, load.concurrency, spec_dec.tokens if spec_dec else 0)
     prompt_max = max(p for _, p, _ in rows)
     if not engine.engine.chunked_prefill and prompt_max > engine.max_batched_tokens:
         raise UserError(f"`max_batched_tokens`: {engine.max_batched_tokens:,} tokens per step is less than the "
@@ -445,7 +518,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     if spec.max_seq_len < longest:
         notes.append(f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: "
                      "an extrapolation")
-    if engine is not whole:
+    if engine.max_batched_tokens != whole.max_batched_tokens:
         notes.append(f"{engine.engine.label} divides its {whole.max_batched_tokens:,} tokens per step over the "
                      f"{L.dp} data-parallel attention replicas: each schedules {engine.max_batched_tokens:,} a step "
                      "(docs/serving.md#engines)")
