@@ -221,7 +221,7 @@ def test_lengths_and_trace(tmp_path):
     jsonl.write_text('{"arrival": 0.1, "prompt": 200, "output": 10}\n{"arrival": 0.5, "prompt": 100, "output": 20}\n')
     assert load_trace(csv) == load_trace(jsonl) == [(0.1, 200, 10), (0.5, 100, 20)]
     (tmp_path / "bad.csv").write_text("arrival,prompt\n0,1\n")
-    with pytest.raises(UserError, match="line 2 lacks output"):
+    with pytest.raises(UserError, match=r"header \(line 1\) lacks output"):
         load_trace(tmp_path / "bad.csv")
 
 

@@ -228,3 +228,22 @@ def test_a_pool_left_empty_names_the_setting_that_emptied_it():
              "reserve rule")
     one_line(run(*base, "--gpu-memory-utilization", "1.0000001"), "1.0000001 is not in (0, 1]")
     one_line(run("memory", "--train", "--lora", str(2 ** 40), "-p", "llama2-7b"), "--lora", "11,008")
+
+
+def test_figures_worked_out_past_a_bound_and_files_name_their_own_fault(tmp_path):
+    one_line(run("scale", "--params", "9.99e39", "--method", "chinchilla-3"), "--params", "past 1e+40")
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival,arrival,prompt,output\n0,1,100,10\n")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(csv)), "--trace",
+             "header (line 1) names arrival twice")
+    csv.write_text("arrival;prompt;output\n0;100;10\n")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(csv)), "--trace",
+             "header (line 1) lacks arrival, prompt, output")
+    csv.write_text(f"arrival,prompt,output\n0,100,{2 ** 40}\n")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(csv)), "--trace",
+             "needs more KV memory")
+    gpu = yaml.safe_load((ROOT / "presets/gpus/h100-sxm.yaml").read_text())
+    gpu["peak_tflops"] = {k: 1e-6 for k in gpu["peak_tflops"]}
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(yaml.safe_dump(gpu))
+    one_line(run("mfu", "-p", "llama2-7b", "--gpu", str(slow), "--tokens-per-s", "1"), "--gpu", "peak_tflops")

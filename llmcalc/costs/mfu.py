@@ -38,8 +38,10 @@ def utilisation(spec: ModelSpec, w: Workload, *, gpus: int, peak_flops: float, t
     _positive("tokens_per_s", tokens_per_s)
     _positive("step_time", step_s)
     if not PEAK_FLOPS[0] <= peak_flops <= PEAK_FLOPS[1]:  # NaN fails too
-        raise UserError(f"`peak_tflops`: {peak_flops / 1e12:g} TFLOP/s is not an accelerator's peak (between "
-                        f"{PEAK_FLOPS[0] / 1e12:g} and {PEAK_FLOPS[1] / 1e12:g}); give one such as 989")
+        field = "peak_tflops" if gpu is None else "gpu"  # the user's figure, or the GPU file's at the dtype
+        fix = "give one such as 989" if gpu is None else "fix the GPU file's peak_tflops"
+        raise UserError(f"`{field}`: {peak_flops / 1e12:g} TFLOP/s{'' if gpu is None else f' ({gpu})'} is not an "
+                        f"accelerator's peak (between {PEAK_FLOPS[0] / 1e12:g} and {PEAK_FLOPS[1] / 1e12:g}); {fix}")
     require_sizes(gpus=gpus)
     tokens = w.batch * w.seq
     given, value = ("tokens_per_s", tokens_per_s) if tokens_per_s is not None else ("step_time", step_s)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from llmcalc.errors import UserError
+from llmcalc.model.base import AMOUNT_MAX
 from llmcalc.model.gpu import FIGURE_MAX, GPU
 from llmcalc.reports.scaling import ScaleReport, ScaleRow
 
@@ -148,6 +149,9 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     rows = []
     for law in (LAWS.values() if method == "all" else [LAWS[method]]):
         n, d, c = optimum(law, given, value)
+        if not max(n, d, c) < AMOUNT_MAX:
+            raise UserError(f"`{given}`: {value:g} puts {law.name}'s optimum at {n:.3g} parameters, {d:.3g} tokens and "
+                            f"{c:.3g} FLOPs, past {AMOUNT_MAX:g}; give a smaller `{given}`")
         hours = c / (peak * mfu) / 3600 if peak else None
         if hours is not None and not math.isfinite(hours * (price or 1)):  # a tiny mfu, a huge price
             name, x = ("price", price) if math.isfinite(hours) else ("mfu", mfu)

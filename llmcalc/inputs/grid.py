@@ -9,7 +9,7 @@ result is sorted, without repeats.
 from __future__ import annotations
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import MAX_SIZE
+from llmcalc.model.base import AMOUNT_MAX, MAX_SIZE
 
 MAX_POINTS = 10_000
 """Most (batch, seq) points one sweep evaluates."""
@@ -97,6 +97,6 @@ def parse_amount(text: str) -> float:
         value = float(t[:-1] if scale > 1 else t) * scale
     except ValueError:
         raise ValueError(f"{text!r} is not a number; give e.g. 1e21, 70B or 1.4T (decimal K, M, B, T)") from None
-    if not (value > 0 and value < 1e40):
-        raise ValueError(f"{text!r} is not a positive amount below 1e40; give e.g. 1e21, 70B or 1.4T")
+    if not (value > 0 and value < AMOUNT_MAX):
+        raise ValueError(f"{text!r} is not a positive amount below {AMOUNT_MAX:g}; give e.g. 1e21, 70B or 1.4T")
     return value

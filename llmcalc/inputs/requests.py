@@ -185,6 +185,18 @@ def _csv_records(f, path: Path) -> Iterator[tuple[int, object]]:
     """(line, row as a dict) of a CSV with a header; a malformed line is a UserError."""
     csv.field_size_limit(MAX_FIELD_CHARS)
     reader = csv.DictReader(f)
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as e:
+        raise UserError(f"`trace`: {path} line 1 is not CSV ({e}); write arrival,prompt,output rows under a "
+                        "header") from None
+    named = list(header)
+    twice = [k for k in FIELDS if named.count(k) > 1]
+    missing = [k for k in FIELDS if k not in named]
+    if twice or missing:
+        why = f"names {', '.join(twice)} twice" if twice else f"lacks {', '.join(missing)}"
+        raise UserError(f"`trace`: {path} header (line 1) {why}; give one column each of arrival, prompt and output, "
+                        "comma-separated")
     while True:
         try:
             rec = next(reader)

@@ -17,6 +17,9 @@ from pydantic_core import CoreSchema, PydanticKnownError, core_schema
 MAX_SIZE = 2**40
 """Sanity bound on every size and count of a model or workload (≈1.1·10^12: no vocabulary, width,
 context or batch comes near it); larger ones are refused, not computed."""
+AMOUNT_MAX = 1e40
+"""Largest model size, token count or FLOP budget read or worked out (`scale`), far past any training run's (Llama 3
+405B: 3.8 × 10^25 FLOPs, Dubey et al. 2024)."""
 SHARE_MIN = 1e-6
 """The smallest share of a peak or of a GPU's memory accepted (a millionth): a time divides by its share, and one
 below a normal float's range (1e-320) would divide to infinity."""

@@ -505,7 +505,8 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
                         "than one block; raise it or use more GPUs (`tp`)")
     longest = max(p + o for _, p, o in rows)
     if kv_per_gpu(spec, 1, ceil_div(longest, engine.block_size) * engine.block_size, w) > budget:
-        raise UserError(f"`prompt` or `output`: a request of {longest:,} tokens needs more KV memory than an engine "
+        where = "`trace`" if load_label is not None else "`prompt` or `output`"  # a trace's row, or the lengths
+        raise UserError(f"{where}: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
     check_work(rows, engine, load.concurrency, spec_dec.tokens if spec_dec else 0)
