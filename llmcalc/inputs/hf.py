@@ -385,6 +385,8 @@ def load_hf_config(path: str | Path, *, name: str | None = None, source: str | N
         msg = str(e)
         for ours, theirs in _HF_NAMES.items():
             msg = msg.replace(f": {ours}:", f": {theirs} (llmcalc {ours}):", 1)
+        if msg.startswith("config.json: "):  # the converters name the file as the Hub does: here, by its own name
+            msg = f"{p.name}: {msg.removeprefix('config.json: ')}"
         raise UserError(msg) from None
 
 
