@@ -585,6 +585,10 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
               f"{engine.gpu_memory_utilization:g} of the GPU's {'free ' if engine.engine.memory_of == 'free' else ''}"
               "memory; recompute preemption; prefix-cache hits skip that share of each prompt (their blocks are "
               "still counted per request)"]
+    if engine.admission_ratio is not None:
+        notes.append(f"{engine.engine.label} admits a prompt only with room for it and its output beside the running "
+                     f"requests' remaining output × a ratio from {engine.admission_ratio:g}, falling as decodes run "
+                     "(docs/serving.md#engines); each request's output stands for its max_new_tokens")
     if load.startswith("concurrency") and engines > 1:
         notes.append(f"the {load} is split evenly over {len(sims)} of the {engines} engines")
     if L.ep > 1:
