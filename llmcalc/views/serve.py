@@ -493,7 +493,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     engines = L.dp * L.pp
     if budget < block:
         _, spare = serving_kv_budget(spec, gpu, w, engine.engine.memory_of == "free", False)
-        if spare < block and spare >= kv_per_gpu(spec, 1, 1, w) * L.pp:  # a block of one token would fit
+        if spare < block and spare >= kv_per_gpu(spec, 1, 1, w):  # a block of one token would fit
             raise UserError(f"`block_size`: a block of {engine.block_size:,} tokens is {block / 1e9:.3g} GB per GPU, "
                             f"more than the {max(spare, 0) / 1e9:.2f} GB the weights leave; give a smaller one")
         if spare >= block and engine.engine.profiles_activations:  # the step's activation workspace took the room
