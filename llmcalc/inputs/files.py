@@ -49,7 +49,8 @@ class _Bound(ValueError):
 
 def _check_events(text: str) -> None:
     """Walk the YAML events (no objects built): nesting depth, values with aliases expanded, an alias inside the
-    collection it names (a cycle no reader of the data would leave), and duplicate keys in a mapping. Raises _Bound naming the problem; yaml.YAMLError on bad syntax."""
+    collection it names (a cycle no reader of the data would leave), and duplicate keys in a mapping. Raises
+    _Bound naming the problem; yaml.YAMLError on bad syntax."""
     nodes, sizes, stack = 0, {}, []  # stack: [start count, anchor, keys seen or None, expecting a key]
     for ev in yaml.parse(text, Loader=_Loader):
         if isinstance(ev, (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)):
