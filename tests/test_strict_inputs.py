@@ -3,8 +3,9 @@
 limit or with a key given twice; raw timings missing a field the fit reads; a config of 0 kv heads; an output
 that is also an input, `--force` or not; a measured throughput above the GPUs' peak; more draft tokens than a step
 holds; a JSON trace's numbers written as strings; a recursive YAML alias; a closed standard output; more experts
-than any model has; simulations past their work bounds; a KV pool emptied by a setting the error names. And
-what they would have led to: no table shows inf or NaN with exit 0."""
+than any model has; simulations past their work bounds; a KV pool emptied by a setting the error names; a peak
+past any float; 0 or null positions; a config.json that is no file; an empty --plot. And what they would have led
+to: no table shows inf or NaN with exit 0, nor a figure hundreds of digits long."""
 
 from __future__ import annotations
 
@@ -247,3 +248,23 @@ def test_figures_worked_out_past_a_bound_and_files_name_their_own_fault(tmp_path
     slow = tmp_path / "slow.yaml"
     slow.write_text(yaml.safe_dump(gpu))
     one_line(run("mfu", "-p", "llama2-7b", "--gpu", str(slow), "--tokens-per-s", "1"), "--gpu", "peak_tflops")
+
+
+def test_figures_past_a_float_and_names_that_are_no_file_say_so_in_words(tmp_path):
+    """A peak whose FLOP/s overflow says so (not 'inf TFLOP/s'); a trillion-year step prints in a few characters;
+    0 or null positions are refused as the field the user wrote; a config.json that is no file is named as such;
+    an empty --plot is not '.'."""
+    one_line(run("mfu", "-p", "llama2-7b", "--peak-tflops", "1e308", "--tokens-per-s", "1000"), "--peak-tflops",
+             "beyond any float")
+    r = run("mfu", "-p", "llama2-7b", "--gpu", "h100-sxm", "--tokens-per-s", "1e-300")
+    assert r.returncode == 0 and "e+298 days" in r.stdout and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
+    config = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100}
+    path = tmp_path / "c.json"
+    for field, value in (("n_positions", 0), ("n_positions", None)):
+        path.write_text(json.dumps(config | {field: value}))
+        one_line(run("params", "--hf-config", str(path)), f"{field} is {json.dumps(value)}", "whole number > 0;")
+    folder = tmp_path / "linked"
+    folder.mkdir()
+    (folder / "config.json").symlink_to("/dev/zero")
+    one_line(run("params", "--hf-config", str(folder)), "config.json", "not a regular file")
+    one_line(run("sweep", "-p", "llama2-7b", "--gpu", "h100-sxm", "--plot", ""), "--plot", "names no file")

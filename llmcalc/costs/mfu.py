@@ -40,7 +40,8 @@ def utilisation(spec: ModelSpec, w: Workload, *, gpus: int, peak_flops: float, t
     if not PEAK_FLOPS[0] <= peak_flops <= PEAK_FLOPS[1]:  # NaN fails too
         field = "peak_tflops" if gpu is None else "gpu"  # the user's figure, or the GPU file's at the dtype
         fix = "give one such as 989" if gpu is None else "fix the GPU file's peak_tflops"
-        raise UserError(f"`{field}`: {peak_flops / 1e12:g} TFLOP/s{'' if gpu is None else f' ({gpu})'} is not an "
+        shown = f"{peak_flops / 1e12:g} TFLOP/s" if math.isfinite(peak_flops) else "a peak beyond any float"
+        raise UserError(f"`{field}`: {shown}{'' if gpu is None else f' ({gpu})'} is not an "
                         f"accelerator's peak (between {PEAK_FLOPS[0] / 1e12:g} and {PEAK_FLOPS[1] / 1e12:g}); {fix}")
     require_sizes(gpus=gpus)
     tokens = w.batch * w.seq

@@ -364,7 +364,7 @@ def load_hf_config(path: str | Path, *, name: str | None = None, source: str | N
     if text is not None:
         raw = parse_json(text, p)
     elif p.is_dir():
-        if not (p / "config.json").is_file():
+        if not ((p / "config.json").exists() or (p / "config.json").is_symlink()):  # else read_json says what it is
             raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         folder, p = p, p / "config.json"
     if text is None:
@@ -836,6 +836,7 @@ _LISTS: dict[str, type] = {
     "moe_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
+                                    "max_position_embeddings", "n_positions",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
 """Fields the import computes with before validation (and flags transformers requires as booleans): null is refused
 too."""
@@ -855,9 +856,9 @@ _COUNTS = _POSITIVE + (
     "linear_num_key_heads", "linear_num_value_heads", "index_n_heads", "index_head_dim", "index_topk", "max_seq_len",
     "moe_num_shared_experts", "moe_layer_start_index", "attention_chunk_size", "intermediate_size_mlp")
 """Fields the import does arithmetic with: whole numbers ≥ 0, or null."""
-_SIZES = ("num_key_value_heads", "num_kv_heads", "head_dim")
-"""Of _COUNTS, the ones transformers takes as given unless null (0 kv heads or a head of width 0 builds no model):
-whole numbers > 0, or null (derived from the other fields)."""
+_SIZES = ("num_key_value_heads", "num_kv_heads", "head_dim", "max_position_embeddings", "n_positions")
+"""Of _COUNTS, the ones transformers takes as given unless null (0 kv heads, a head of width 0 or 0 positions builds
+no model): whole numbers > 0, or null (derived from the other fields) where _NOT_NULL does not name them."""
 
 
 def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None:
@@ -872,7 +873,7 @@ def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None
             continue
         want, test = rule
         if not test(v):
-            raise UserError(f"config.json: {at}{key} is {repr(v)[:40]}, not {want}; fix {at}{key}")
+            raise UserError(f"config.json: {at}{key} is {json.dumps(v)[:40]}, not {want}; fix {at}{key}")
         if key in ("num_hidden_layers", "n_layer", "n_layers") and v > MAX_LAYERS:
             raise UserError(f"config.json: {at}{key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
 
@@ -892,7 +893,7 @@ def _rule(key: str, positive: tuple[str, ...]) -> tuple[str, Callable[[Any], boo
     if key in _POSITIVE or key in positive:
         return "a whole number > 0", lambda v: type(v) is int and v > 0
     if key in _SIZES:
-        return "a whole number > 0 or null", lambda v: type(v) is int and v > 0
+        return "a whole number > 0" + ("" if key in _NOT_NULL else " or null"), lambda v: type(v) is int and v > 0
     if key in _COUNTS:
         return "a whole number ≥ 0" + ("" if key in _NOT_NULL else " or null"), lambda v: type(v) is int and v >= 0
     if key in _LISTS:

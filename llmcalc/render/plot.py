@@ -20,6 +20,8 @@ STYLES = ("-", "--", ":", "-.")
 def check_target(path: Path) -> None:
     """Before any work: a .png or .svg, and matplotlib importable (where the file may go: the CLI's
     check_outputs)."""
+    if path.name in ("", ".", ".."):  # an empty --plot '' reaches here as '.'
+        raise UserError(f"`plot`: {str(path)!r} names no file (an empty name or a folder); name a FILE.png or FILE.svg")
     if path.suffix.lower() not in (".png", ".svg"):
         raise UserError(f"`plot`: {path} is neither .png nor .svg; name a FILE.png or FILE.svg")
     try:

@@ -541,8 +541,8 @@ def mfu_table(r, units: str) -> list:
             ["hardware", f"{r.hardware_flops_per_token:,}", f"{r.hardware_flops_per_step:,}", f"{r.hfu:.2%}"]]
     return [
         f"[bold]{esc(r.model)}[/bold] training, batch {r.batch:,} × {r.seq:,} tokens on {peak} ({r.compute_dtype})",
-        f"{r.tokens_per_s:,.1f} tokens/s · step {seconds(r.step_s)} · {r.model_tflops_per_gpu:,.1f} model TFLOP/s "
-        f"per GPU",
+        f"{number(r.tokens_per_s)} tokens/s · step {seconds(r.step_s)} · {number(r.model_tflops_per_gpu)} model "
+        f"TFLOP/s per GPU",
         f"MFU [bold]{r.mfu:.1%}[/bold] · HFU {r.hfu:.1%} (attention {r.attention}, {r.attention_kernel} kernel, "
         f"recompute {r.recompute})",
         table("FLOPs (a multiply-add is 2)", ["count", "per token", "per step", "utilisation"], rows, text=(0,)),

@@ -25,7 +25,9 @@ def weights_words(label: str) -> str:
 
 
 def short(n: int | float, unit: str = "") -> str:
-    """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T, P, E)."""
+    """6738415616 → '6.74 B' (SI prefixes for counts: K, M, B, T, P, E); from 10^21 on, '1.2e+89'."""
+    if abs(n) >= 10**21:
+        return f"{n:.3g} {unit}".rstrip()
     for div, suffix in ((10**18, "E"), (10**15, "P"), (10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")):
         if abs(n) >= div:
             return f"{n / div:,.2f} {suffix}{unit}"
@@ -70,7 +72,10 @@ def size_heads(units: str, label: str = "") -> list[str]:
 
 
 def seconds(t: float) -> str:
-    """0.0051 → '5.10 ms'; 1676.8 → '27.95 min'; 162895.5 → '45.25 h'; from two days on, days."""
+    """0.0051 → '5.10 ms'; 1676.8 → '27.95 min'; 162895.5 → '45.25 h'; from two days on, days (from a
+    million days on, '4.74e+294 days')."""
+    if t >= 86400e6:
+        return f"{t / 86400:.3g} days"
     for above, div, unit in ((172800, 86400, "days"), (7200, 3600, "h"), (120, 60, "min"), (1, 1, "s"),
                              (1e-3, 1e-3, "ms"), (1e-6, 1e-6, "µs")):
         if t >= above:
