@@ -19,8 +19,9 @@ from llmcalc.costs.kv import kv_cache
 from llmcalc.costs.latency import latency
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
+from llmcalc.errors import UserError
 from llmcalc.inputs.gpus import load_gpu
-from llmcalc.inputs.presets import load_preset
+from llmcalc.inputs.presets import load_preset, preset_names
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.views.explain import explain
@@ -107,6 +108,25 @@ def test_every_topic_matches_the_plain_commands(preset):
     if spec.d_model % 128 == 0:
         check("memory", spec, Workload(weights_dtype="int4"))
     check("latency", spec, Workload(batch=4, seq=8192, gen=64), H200)
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_every_preset_explains_each_topic_or_refuses_it_in_one_line(preset):
+    """Each mixer a preset holds (attention beside a Mamba, cross-attention over image tokens, recurrent states)
+    writes its own symbols and terms: every topic's totals are the plain commands' (`matches`), under causal
+    and causal-half alike, or the topic is refused in words."""
+    spec = load_preset(preset)
+    for topic, w, gpu in (("params", Workload(), None), ("kv", Workload(batch=3, seq=700), None),
+                          ("flops", Workload(batch=2, seq=900, gen=3), None),
+                          ("flops", Workload(seq=600, attention_core="causal-half"), None),
+                          ("memory", Workload(batch=2, seq=1024), None),
+                          ("latency", Workload(batch=2, seq=1024, gen=4), H200)):
+        try:
+            r = explain(topic, spec, w, gpu)
+        except UserError as e:
+            assert "\n" not in str(e), (topic, str(e))
+            continue
+        assert r.matches, (topic, [(t.component, t.value, t.check) for t in r.totals])
 
 
 @pytest.mark.parametrize("preset", ["t5-small", "bart-large", "whisper-large-v3"])

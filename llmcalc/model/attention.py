@@ -175,10 +175,13 @@ class Attention(Variant):
              absorbed: bool = False) -> Parts:
         """Attention-core FLOPs of one sequence by component (core_from of its counts). causal-half: core_from of
         the doubled half_counts and 2·new, halved and rounded down per component (exact when the per-pair cost is
-        even, as every matmul's is)."""
+        even, as every matmul's is). A mixer with no (query, key) pairs (a recurrent state) has no mask to halve:
+        its causal core (its counts need not be linear in the tokens: a chunked scan's first chunk is apart)."""
         if attention == "causal-half":
-            return {k: v // 2 for k, v in self.core_from(self.half_counts(new, context, window), 2 * new,
-                                                         absorbed).items()}
+            if "pairs" in self.counts(1, 0, window):
+                return {k: v // 2 for k, v in self.core_from(self.half_counts(new, context, window), 2 * new,
+                                                             absorbed).items()}
+            attention = "causal"
         return self.core_from(self.counts(new, context, window, attention), new, absorbed)
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
@@ -197,9 +200,14 @@ class Attention(Variant):
         return packed_bytes(tokens * self.kv_elements(), bits)
 
     def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
-        """Bytes one layer keeps for `batch` sequences that each keep `kept` tokens (cached_tokens): cache_bytes
-        of batch · kept (a mixer with two caches, Parallel, sums its parts')."""
-        return self.cache_bytes(batch * kept, bits)
+        """Bytes one layer keeps for `batch` sequences that each keep `kept` tokens (cached_tokens)."""
+        return self.held_bytes(batch * kept, batch, bits)
+
+    def held_bytes(self, tokens: Any, seqs: Any, bits: int) -> Any:
+        """Bytes one layer keeps for `seqs` sequences holding `tokens` cached tokens in all (a fixed state: one a
+        sequence): cache_bytes of the tokens (a mixer with two caches, Parallel, sums its parts'). Ints or exact
+        forms alike (sweep writes it over a grid's variables)."""
+        return self.cache_bytes(tokens, bits)
 
     def token_cache_bytes(self, layers: int, bits: int) -> int:
         """Of `layers` layers' cache, the bytes each new token adds: cache_bytes(layers), 0 for a fixed state."""

@@ -19,6 +19,7 @@ every image token (no causal mask: T pairs a query). q and k are RMS-normed per 
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
+from llmcalc.model import terms
 from llmcalc.model.attention import GQA, FixedState
 from llmcalc.model.base import Parts, PosInt
 
@@ -75,7 +76,9 @@ class GatedCrossAttention(FixedState, GQA):
                 "seqs": 1}
 
     def chunk_counts(self, new: int, context: int, window: int | None) -> dict[str, int]:
-        return self.counts(new, context, window)
+        """counts, and keys 1: a prompt chunk reads (or, the first, writes) its sequence's cross cache once,
+        cache_bytes(1) of it, whatever the chunk's length."""
+        return self.counts(new, context, window) | {"keys": 1}
 
     def core_from(self, counts: Mapping[str, Any], new: Any, absorbed: bool = False) -> Parts:
         """QKᵀ and AV, 2·H·h a pair each; k and v of the image tokens, 2·image_width·H_kv·h each an image token."""
@@ -107,6 +110,19 @@ class GatedCrossAttention(FixedState, GQA):
 
     def knee(self, window: int | None) -> int | None:
         return None
+
+    def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
+        """GQA's, and T_x: the image tokens each sequence's cross-attention reads."""
+        return super().explain_symbols(kv_bits) | {"T_x": self.image_tokens}
+
+    def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
+        """Bytes of the cross layers' caches: K and V of each sequence's image tokens, 2 · layers · T_x · H_kv · h ·
+        B · bytes (kv_elements), whatever the text's length."""
+        return terms.cached_bytes(("2", layers, "T_x", "H_kv", "h"), ("2", "T_x", "H_kv", "h"), layers, "1", bits)
+
+    @property
+    def explain_kv_note(self) -> str:
+        return "each cross-attention layer caches K and V of its sequence's image tokens: 2 · T_x · H_kv · h elements"
 
     def explain_cached_tokens(self, sliding: bool) -> str:
         return "1"

@@ -7,6 +7,7 @@ what one sequence's core costs, what it keeps between steps, its roofline inputs
 state's elements per sequence. See docs/mamba.md.
 """
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -468,6 +469,8 @@ class Parallel(Attention):
     attention: GQA
     mamba: Annotated[Mamba2 | Mamba, Field(discriminator="kind")]
     reference_activations: ClassVar[str | None] = RecurrentMixer.reference_activations
+    explain_legend: ClassVar[dict[str, str]] = Mamba2.explain_legend | Mamba.explain_legend | {
+        "H_m": "the Mamba part's heads (H: the attention's)"}
 
     def _parts(self) -> dict[str, Attention]:
         return {"attention": self.attention, "mamba": self.mamba}
@@ -522,10 +525,9 @@ class Parallel(Attention):
         """Bytes of `tokens` cached tokens' K and V (layer_cache_bytes adds the Mamba's state per sequence)."""
         return self.attention.cache_bytes(tokens, bits)
 
-    def layer_cache_bytes(self, batch: int, kept: int, bits: int) -> int:
-        """One layer's cache for `batch` sequences of `kept` tokens: the attention's K and V of every token kept
-        plus one Mamba state per sequence."""
-        return self.attention.cache_bytes(batch * kept, bits) + self.mamba.cache_bytes(batch, bits)
+    def held_bytes(self, tokens: Any, seqs: Any, bits: int) -> Any:
+        """The attention's K and V of every token kept plus one Mamba state per sequence."""
+        return self.attention.cache_bytes(tokens, bits) + self.mamba.cache_bytes(seqs, bits)
 
     def token_cache_bytes(self, layers: int, bits: int) -> int:
         return self.attention.cache_bytes(layers, bits)
@@ -621,21 +623,43 @@ class Parallel(Attention):
 
     # ---- explain terms ----------------------------------------------------------------------------
 
+    def _m(self, text: str) -> str:
+        """A Mamba part's formula with each symbol the attention part also names (H: heads) renamed, H_m."""
+        mine = self.attention.explain_symbols()
+        for k in self.mamba.explain_symbols():
+            if k in mine:
+                text = re.sub(rf"(?<!\w){re.escape(k)}(?!\w)", f"{k}_m", text)
+        return text
+
     def explain_symbols(self, kv_bits: int | None = None) -> dict[str, int]:
-        return self.attention.explain_symbols(kv_bits) | self.mamba.explain_symbols(kv_bits)
+        mine = self.attention.explain_symbols(kv_bits)
+        return mine | {f"{k}_m" if k in mine else k: v for k, v in self.mamba.explain_symbols(kv_bits).items()}
 
     def explain_parts(self) -> dict[str, tuple[str, str | None]]:
-        return {f"{n}/{k}": v for n, p in self._parts().items() for k, v in p.explain_parts().items()}
+        out = {f"attention/{k}": v for k, v in self.attention.explain_parts().items()}
+        return out | {f"mamba/{k}": (self._m(p), w if w is None else self._m(w))
+                      for k, (p, w) in self.mamba.explain_parts().items()}
 
     def explain_kv(self, layers: str, bits: int, sliding: bool) -> str:
-        return f"{self.attention.explain_kv(layers, bits, sliding)} + {self.mamba.explain_kv(layers, bits, sliding)}"
+        return (f"{self.attention.explain_kv(layers, bits, sliding)} + "
+                f"{self._m(self.mamba.explain_kv(layers, bits, sliding))}")
 
     @property
     def explain_kv_note(self) -> str:
         return "each parallel layer keeps its attention's K and V per token and its Mamba's state per sequence"
 
     def explain_extra_core(self, phase: str, attention: str) -> dict[str, str]:
-        return {f"mamba/{k}": v for k, v in self.mamba.explain_extra_core(phase, attention).items()}
+        return {f"mamba/{k}": self._m(v) for k, v in self.mamba.explain_extra_core(phase, attention).items()}
+
+    def explain_pair_costs(self, absorbed: bool) -> dict[str, str]:
+        """The attention part's, under its path (the Mamba has no pairs)."""
+        return {f"attention/{k}": v for k, v in self.attention.explain_pair_costs(absorbed).items()}
+
+    def explain_qk_norm(self) -> tuple[str, str, str]:
+        return self.attention.explain_qk_norm()
+
+    def explain_rotated(self) -> str:
+        return self.attention.explain_rotated()
 
     def explain_saved(self) -> str:
-        return f"{self.attention.explain_saved()} + {self.mamba.explain_saved()} − d"
+        return f"{self.attention.explain_saved()} + {self._m(self.mamba.explain_saved())} − d"

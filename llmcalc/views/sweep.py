@@ -111,12 +111,16 @@ class Sweeper:
                 lines.append(f"        dec{i} = DEC{i} if seq >= {knee} else counts{i}(1, seq, W{i})")
             for phase, names, sample in (("pre", pre_names, (1, 0)), ("dec", dec_names, (1, 1))):
                 for k in attn.counts(*sample, w):  # the names a phase's counts give at every point
-                    per_seq.append((f"{phase}{i}_{k}", f"{phase}{i}[{k!r}]"))
+                    local = f"{phase}{i}_{k.replace('.', '__')}"  # a part's count (Parallel's mamba.keys)
+                    per_seq.append((local, f"{phase}{i}[{k!r}]"))
                     for scale in ("batch", "rep"):
-                        names[scale][f"{k}@{scope}"] = f"{scale} * {phase}{i}_{k}"
+                        names[scale][f"{k}@{scope}"] = f"{scale} * {local}"
+            # the tokens one sequence keeps in one layer after seq tokens, as kv counts them (Attention.cached_tokens)
+            ns[f"KEPT{i}"] = attn.cached_tokens
+            lines.append(f"        kept{i} = KEPT{i}(seq, W{i})")
+            per_seq.append((f"kept{i}", f"kept{i}"))
             for scale in ("batch", "rep"):
-                # the cache after seq tokens: what a decode step at context seq reads, less the one it writes
-                kept_names[scale][f"kept@{scope}"] = f"{scale} * (dec{i}_keys - 1)"
+                kept_names[scale][f"kept@{scope}"] = f"{scale} * kept{i}"
         # an encoder-decoder's encoder length: the workload's, else the prompt's (Stack.encoder_length); its
         # variables (Stack.encoder_vars) per GPU: E = R·S_e, E2 = R·S_e², X = T·S_e
         follows = work.encoder_seq is None and spec.stack.encoder_length(None, 2) == 2  # S_e = seq
@@ -126,7 +130,7 @@ class Sweeper:
             dec_names[scale] |= {"T": scale, "R": scale}
             for names, x in ((pre_names, f"{t} * {se}"), (dec_names, f"{scale} * {se}")):
                 names[scale] |= {"E": f"{scale} * {se}", "E2": f"{scale} * {se} * {se}", "X": x}
-            kept_names[scale]["E"] = f"{scale} * {se}"
+            kept_names[scale] |= {"E": f"{scale} * {se}", "R": scale}
         # one GPU's values, used by several ops: computed once, into locals
         shared = []
         for phase, names in (("pre", pre_names), ("dec", dec_names)):
@@ -138,7 +142,9 @@ class Sweeper:
             names["rep"] |= local
 
         bits = DTYPE_BITS[work.kv_dtype]
-        kv = sum(n * attn.cache_bytes(var(f"kept@{count_scope(g)}"), bits) for g, attn, n in cache_groups(spec))
+        # kv's layer_cache_bytes as a form (its tokens kept and its sequences); an encoder's stack keeps nothing
+        kv = sum((n * attn.held_bytes(var(f"kept@{count_scope(g)}"), var("R"), bits)
+                  for g, attn, n in cache_groups(spec)), Lin()) if spec.stack.decodes else Lin()
         kv = kv + spec.stack.cross_cache_bytes(spec, var("E"), 1, bits)  # an encoder-decoder's cross cache
         lines += ["        key = peak_key(seq)",
                   "        peak = PEAKS.get(key)",
