@@ -76,7 +76,8 @@ def images(images: int = 0, image_size: str | tuple[int, int] | None = None) -> 
         return {"images": images}
     if isinstance(image_size, str):
         parts = image_size.lower().split("x")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9
+                                      for p in parts):  # ASCII digits only, as every count; no 5,000-digit side
             raise UserError(f"`image_size`: {image_size!r} is not HEIGHTxWIDTH; give pixels such as 896x896")
         image_size = (int(parts[0]), int(parts[1]))
     return {"images": images, "image_size": image_size}

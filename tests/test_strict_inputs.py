@@ -4,8 +4,10 @@ limit or with a key given twice; raw timings missing a field the fit reads; a co
 that is also an input, `--force` or not; a measured throughput above the GPUs' peak; more draft tokens than a step
 holds; a JSON trace's numbers written as strings; a recursive YAML alias; a closed standard output; more experts
 than any model has; simulations past their work bounds; a KV pool emptied by a setting the error names; a peak
-past any float; 0 or null positions; a config.json that is no file; an empty --plot. And what they would have led
-to: no table shows inf or NaN with exit 0, nor a figure hundreds of digits long."""
+past any float; 0 or null positions; a config.json that is no file; an empty --plot; a config's null or a
+multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
+in --weights-format. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
 
@@ -268,3 +270,54 @@ def test_figures_past_a_float_and_names_that_are_no_file_say_so_in_words(tmp_pat
     (folder / "config.json").symlink_to("/dev/zero")
     one_line(run("params", "--hf-config", str(folder)), "config.json", "not a regular file")
     one_line(run("sweep", "-p", "llama2-7b", "--gpu", "h100-sxm", "--plot", ""), "--plot", "names no file")
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "bart", "d_model": None}, {"model_type": "whisper", "d_model": None},
+    {"model_type": "dbrx", "d_model": None}, {"model_type": "mamba2", "head_dim": None},
+    {"model_type": "jamba", "num_experts": None}, {"model_type": "ernie4_5_moe", "moe_intermediate_size": None},
+    {"model_type": "ernie4_5_moe", "moe_layer_start_index": None}, {"model_type": "mamba", "expand": 1e308},
+    {"model_type": "jamba", "mamba_expand": 1e308}, {"model_type": "lfm2", "block_ffn_dim_multiplier": 1e308}])
+def test_a_config_field_null_or_past_any_width_is_named(tmp_path, config):
+    """null where transformers' default is a number, or a multiplier that makes a width past any float: the
+    field, in one line (a TypeError or an OverflowError before)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    field = next(k for k in config if k != "model_type")
+    one_line(run("params", "--hf-config", str(path)), field)
+
+
+def test_inputs_that_read_as_other_numbers_are_refused(tmp_path):
+    """YAML 1.1's base-60 numbers (1:30 is 90), digits of other scripts, Python's underscores in a trace's seconds,
+    a stray comma in --weights-format, a variant or an output named twice or not at all: each one line."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text((ROOT / "presets/llama2-7b.yaml").read_text().replace("vocab_size: 32000", "vocab_size: 1:30"))
+    one_line(run("params", "-c", str(spec)), "'1:30'", "base-60")
+    one_line(run("kv", "-p", "llava-1.5-7b", "--images", "1", "--image-size", "١٠x١٠"), "--image-size")
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,prompt,output\n1_0.5,100,10\n")
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(trace)), "--trace", "'1_0.5'")
+    jsonl = tmp_path / "t.jsonl"
+    jsonl.write_text('{"arrival": 0, "prompt": 100.0, "output": 10}\n')
+    line = one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(jsonl)), "without a fraction")
+    assert "not a string" not in line
+    jsonl.write_text('{"arrival": 0, "prompt": 1' + "0" * 47 + ', "output": 10}\n')
+    one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(jsonl)), "10000000000000000000…")
+    for value in (",", "experts=mxfp4,,attention=fp8"):
+        one_line(run("memory", "-p", "mixtral-8x7b", "--weights-format", value), "--weights-format", "empty item")
+    one_line(run("compare", "-p", "llama2-7b", "mla", "mla"), "'mla' is given twice")
+    one_line(run("calibrate", "--from-runs", str(tmp_path / "runs.json"), "--out", "", "-p", "llama2-7b", "--gpu",
+                 "h100-sxm"), "--out", "names no file")
+
+
+def test_presets_that_crashed_run():
+    """A parallel attention-and-Mamba model, a cross-attention VLM and recurrent hybrids under each command that
+    broke on them (a NameError, a KeyError or an AttributeError before)."""
+    for args in (["sweep", "-p", "falcon-h1-7b"], ["sweep", "-p", "llama-3.2-11b-vision", "-s", "1,1k"],
+                 ["flops", "-p", "jamba-v0.1", "-s", "1k", "--attention", "causal-half"],
+                 ["explain", "params", "-p", "falcon-h1-7b"], ["explain", "flops", "-p", "falcon-h1-7b"],
+                 ["serve", "-p", "llama-3.2-11b-vision", "--gpu", "h200", "-n", "5", "--prompt", "100", "--output",
+                  "10"]):
+        r = run(*args)
+        assert r.returncode == 0 and not r.stderr.strip(), (args, r.stderr[-800:])
+    one_line(run("explain", "flops", "-p", "llama-3.2-11b-vision"), "not worked out yet")

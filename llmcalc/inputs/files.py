@@ -4,6 +4,7 @@ depth and aliases; a mapping validated into a Pydantic model with one-line error
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,14 @@ def _check_events(text: str) -> None:
                 sizes[anchor] = nodes - start + 1
         elif isinstance(ev, yaml.ScalarEvent) and ev.anchor:
             sizes[ev.anchor] = 1
+        if isinstance(ev, yaml.ScalarEvent) and ev.implicit[0] and _BASE_60.match(ev.value):
+            line = f" at line {ev.start_mark.line + 1}" if ev.start_mark else ""
+            raise _Bound(f"{ev.value[:40]!r}{line} is a base-60 number in YAML 1.1 (1:30 reads as 90); write the "
+                         "number plainly, or quote it for text")
+
+
+_BASE_60 = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+"""YAML 1.1's sexagesimal ints and floats, which the safe loader reads as numbers (1:30 as 90)."""
 
 
 def read_yaml(path: Path, what: str, text: str | None = None) -> Any:

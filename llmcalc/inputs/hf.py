@@ -14,6 +14,7 @@ from typing import Any
 from llmcalc.errors import UserError
 from llmcalc.inputs.files import check_finite, check_size
 from llmcalc.inputs.presets import spec_from_data
+from llmcalc.model.base import MAX_SIZE
 from llmcalc.model.formats import MAX_GROUP
 from llmcalc.model.units import ceil_div
 
@@ -836,7 +837,8 @@ _LISTS: dict[str, type] = {
     "moe_layers": int}
 """Lists and the type of their items."""
 _NOT_NULL = _POSITIVE + _NUMBERS + ("hidden_size", "n_embd", "max_window_layers", "first_k_dense_replace",
-                                    "max_position_embeddings", "n_positions",
+                                    "max_position_embeddings", "n_positions", "d_model", "num_experts",
+                                    "moe_intermediate_size", "moe_layer_start_index",
                                     "fullatt_block_indexes", "load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant")
 """Fields the import computes with before validation (and flags transformers requires as booleans): null is refused
 too."""
@@ -879,7 +881,7 @@ def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None
 
 
 _RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (
-    (_NUMBERS, "a number > 0", lambda v: type(v) in (int, float) and v > 0),
+    (_NUMBERS, f"a number > 0 and at most {MAX_SIZE:,}", lambda v: type(v) in (int, float) and 0 < v <= MAX_SIZE),
     (_GROUPS, f"a whole number from 1 to {MAX_GROUP:,}, or -1 (one group per row)",
      lambda v: type(v) is int and (0 < v <= MAX_GROUP or v == -1)),
     (_BOOLS, "true or false", lambda v: type(v) is bool),
@@ -1065,6 +1067,8 @@ def _falcon(mt: str, c: dict) -> dict[str, Any]:
 def _mamba2(mt: str, c: dict) -> dict[str, Any]:
     """Mamba-2: every layer an RMSNorm and the SSD mixer, no FFN, no positions; I = expand·d = H·P."""
     d, h, p = c["hidden_size"], c["num_heads"], c["head_dim"]
+    if p is None:  # null means derive it for attention; a Mamba-2 head has no width to derive it from
+        raise UserError("config.json: head_dim is null; give the Mamba-2 heads' width (transformers' default: 64)")
     if d * c["expand"] != h * p:
         raise UserError(f"config.json: hidden_size·expand ({d * c['expand']}) differs from num_heads·head_dim "
                         f"({h * p}); make them equal")
@@ -1250,8 +1254,8 @@ def _lfm2(mt: str, c: dict) -> dict[str, Any]:
         f = int(2 * f / 3)
         mult, multiple = c["block_ffn_dim_multiplier"], c["block_multiple_of"]
         if mult is not None:
-            if type(mult) not in (int, float) or mult <= 0 or type(multiple) is not int or multiple < 1:
-                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 and a "
+            if type(mult) not in (int, float) or not 0 < mult <= MAX_SIZE or type(multiple) is not int or multiple < 1:
+                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 (at most 2^40) and a "
                                 "whole number > 0")
             f = multiple * ceil_div(int(mult * f), multiple)
     tie = c.get("tie_embedding", c["tie_word_embeddings"])

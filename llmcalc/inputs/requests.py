@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -240,22 +241,36 @@ def _row(rec: object, path: Path, line: int, text: bool) -> tuple[float, int, in
         arrival, prompt, output = (_seconds(rec["arrival"], text), _tokens(rec["prompt"], text),
                                     _tokens(rec["output"], text))
     except (TypeError, ValueError, OverflowError):
-        got = ", ".join(repr(rec[k])[:24] for k in FIELDS)
+        got = ", ".join(_clip(repr(rec[k]), 24) for k in FIELDS)
         raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts"
-                        f"{'' if text else ', each a JSON number, not a string'} (got {got})") from None
+                        f"{'' if text else ' (JSON numbers, never strings; prompt and output without a fraction)'}"
+                        f" (got {got})") from None
     if not 0 <= arrival <= MAX_ARRIVAL_S:
         raise UserError(f"{where}: arrival {arrival:g} is not 0 to {MAX_ARRIVAL_S:g}; give finite seconds from the "
                         "start")
     for name, n in (("prompt", prompt), ("output", output)):
         if not 1 <= n <= MAX_SIZE:
-            raise UserError(f"{where}: {name} {str(n)[:20]} is not 1 to {MAX_SIZE:,}; give a whole token count")
+            raise UserError(f"{where}: {name} {_clip(str(n), 20)} is not 1 to {MAX_SIZE:,}; give a whole token count")
     return arrival, prompt, output
 
 
+def _clip(text: str, n: int) -> str:
+    """`text`, or its first n characters and an ellipsis: a value echoed in an error is never cut silently."""
+    return text if len(text) <= n else text[:n] + "…"
+
+
+_DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*$", re.ASCII)
+"""A CSV cell of seconds: ASCII decimal digits, a point and an exponent only (float() would also take 1_0.5,
+nan and Arabic-Indic digits)."""
+
+
 def _seconds(value: object, text: bool) -> float:
-    """A time read from a trace: CSV text (`text`) or a JSON number (a bool is refused); range checks are _row's."""
+    """A time read from a trace: CSV text (`text`) of a plain decimal, or a JSON number (a bool is refused);
+    range checks are _row's."""
     if isinstance(value, bool) or not isinstance(value, str if text else (int, float)):
         raise TypeError(value)
+    if text and not _DECIMAL.match(value):
+        raise ValueError(value)
     return float(value)
 
 

@@ -286,7 +286,11 @@ class WeightFormats(Frozen):
     def parse(cls, text: str, dense: str = "bf16") -> "WeightFormats":
         """`experts=mxfp4,default=bf16` (or one format name for every matrix)."""
         default, comps, seen = "bf16", {}, set()
-        for item in filter(None, (p.strip() for p in text.split(","))):
+        items = [p.strip() for p in text.split(",")]
+        if not all(items):  # an empty item (a stray comma) or nothing at all: a typo, never read as bf16
+            raise UserError(f"`weights_format`: {text!r} has an empty item; give COMPONENT=FORMAT items (or one "
+                            "format) separated by single commas, e.g. experts=mxfp4,attention=fp8")
+        for item in items:
             comp, eq, name = item.partition("=")
             if not eq:
                 comp, name = "default", comp

@@ -252,7 +252,10 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     for every ratio; latency rows on `gpu` under the time model `tm`. A variant the model's other parts refuse
     (relative positions under MLA) is left out with a note."""
     spec.stack.check_decoding("model")
-    wanted = ["mha"] + [v for v in dict.fromkeys(variants) if v != "mha"]
+    twice = next((v for i, v in enumerate(variants) if v in variants[:i]), None)
+    if twice is not None:  # as a model given twice is
+        raise UserError(f"`attention`: the variant {twice!r} is given twice; give each variant once")
+    wanted = ["mha"] + [v for v in variants if v != "mha"]
     specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
     for v in wanted[1:]:
         try:
