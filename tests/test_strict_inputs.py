@@ -157,7 +157,7 @@ def test_draft_tokens_beyond_a_step_and_a_trace_of_strings_are_refused(tmp_path)
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0, "prompt": "100", "output": 10}\n')
     one_line(run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(trace)), "--trace",
-             "a JSON number, not a string")
+             "JSON numbers, never strings")
     csv = tmp_path / "t.csv"
     csv.write_text("arrival,prompt,output\n0,100,10\n")
     assert run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "--trace", str(csv)).returncode == 0

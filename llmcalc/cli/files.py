@@ -27,7 +27,7 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
             continue
         where = f"`{name}` {path}"
         if str(path) == ".":  # what an empty value ('') reaches here as
-            raise UserError(f"`{name}`: an empty name or '.' names no file; give a file path")
+            raise UserError(f"`{name}`: an empty name or the folder '.' names no file; give a file path")
         if path.is_dir():
             raise UserError(f"{where}: a folder; name a file in it")
         if not path.parent.is_dir():
