@@ -94,16 +94,11 @@ def test_fast_path_equals_estimators(case):
     assert_equal(sweeper, w, points(dp, seed=CASES.index(case)))
 
 
-RELATIVE = pytest.mark.xfail(strict=True, reason="the step cost form leaves out a relative position encoding's "
-                             "projection of the distances, which flops counts (Transformer-XL: Gopher, Chinchilla)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=RELATIVE) if load_preset(n).positions.matmul_names else n
-                                  for n in preset_names()])
+@pytest.mark.parametrize("name", preset_names())
 def test_every_preset_sweeps_as_its_estimators(name):
     """Every mixer the presets hold (hybrids of attention beside Mamba, cross-attention over image tokens, recurrent
-    states) writes its counts and its cache into the sweep's forms as kv, memory, flops and latency count them;
-    an encoder is refused as `sweep` refuses it."""
+    states) and a relative position encoding's projection of the distances (Gopher, Chinchilla) enter the sweep's
+    forms as kv, memory, flops and latency count them; an encoder is refused as `sweep` refuses it."""
     spec = load_preset(name)
     w = Workload()
     try:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmcalc.costs.form import Lin, per
-from llmcalc.costs.step import Cost, Form, count_scopes, parts_form
+from llmcalc.costs.step import Cost, Form, count_scopes, distances, parts_form
 from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.step_source import time_source
 from llmcalc.model.gpu import GPU
@@ -45,6 +45,7 @@ class EngineStep:
         self.spec, self.w, self.mtp = spec, w, mtp
         self.request_s = tm.request_s  # the host's seconds per request before its first step (TimeModel)
         self.scopes = list(count_scopes(spec).items())  # (scope, (mixer, window)) of each mixer and window
+        self.relative = bool(spec.positions.matmul_names)  # a relative encoding's D per scope (step.distances)
         self.step_times = {prefill: StepTime(spec, gpu, w, tm, prefill=prefill) for prefill in (True, False)}
         self.layers = [g.count for g in spec.layer_groups()]
         if mtp:
@@ -85,6 +86,8 @@ class EngineStep:
                 for k, v in counts(n, c, w).items():
                     name = f"{k}@{scope}{tag}"
                     env[name] = env.get(name, 0) + v
+            if self.relative:
+                env[f"D@{scope}{tag}"] = max(distances(attn, n, c, w) for n, c in seqs)
         return env
 
     def decode_vars(self, contexts: Sequence[int]) -> dict[str, int]:
@@ -100,6 +103,8 @@ class EngineStep:
                 for k, v in counts.items():
                     sums[k] = sums.get(k, 0) + v
             env |= {f"{k}@{scope}{tag}": v for k, v in sums.items()}
+            if self.relative:
+                env[f"D@{scope}{tag}"] = distances(attn, 1, max(contexts), w)
         return env
 
     def decode_time(self, batch: int, context: int, chunk: int = 0) -> float:
@@ -109,6 +114,8 @@ class EngineStep:
         env = {"T": batch + chunk, "T" + tag: batch, "R" + tag: batch}
         for scope, (attn, w) in self.scopes:
             env |= {f"{k}@{scope}{tag}": batch * v for k, v in attn.counts(1, context, w).items()}
+            if self.relative:
+                env[f"D@{scope}{tag}"] = distances(attn, 1, context, w)
         if not chunk:
             return self.clock(("decode",))(env)
         return self.clock(("chunk", "decode"))(env | self.part_vars("chunk", [(chunk, 0)]))

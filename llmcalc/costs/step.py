@@ -251,7 +251,8 @@ def _part_flops(spec: ModelSpec, w: Workload, parts: dict[str, str], counts: dic
         part = forward_layers(
             spec, tokens=tokens, logits=_logits(w, {phase: tag}), absorbed=w.absorbed(spec.attention, prefill),
             mtp=False, core_of=lambda g: g.mixer.core_from(mine[count_scope(g)], tokens, w.absorbed(g.mixer, prefill)),
-            latents_of=lambda g: _latents(w, g, prefill, tokens, mine.get(count_scope(g), {})))
+            latents_of=lambda g: _latents(w, g, prefill, tokens, mine.get(count_scope(g), {})),
+            pairs_of=lambda g: (mine[count_scope(g)]["pairs"], var(f"D@{count_scope(g)}{tag}")))
         for (gi, comp), f in part.items():
             flops[gi][comp] = flops[gi].get(comp, 0) + ceil_div(f, L.tp)
         # one row of each matmul: the re-projected ones run where latents do
@@ -283,11 +284,22 @@ def count_scopes(spec: ModelSpec) -> dict[str, tuple[Attention, int | None]]:
 
 def step_vars(spec: ModelSpec, batch: int, new: int, context: int) -> dict[str, int]:
     """The variables of step_form at a point: `batch` sequences on one GPU, `new` tokens each after
-    `context` cached ones (T = batch·new, R = batch, and batch × each mixer's count per scope: count_scopes)."""
+    `context` cached ones (T = batch·new, R = batch, and batch × each mixer's count per scope: count_scopes; a
+    relative position encoding's D per scope, distances)."""
     env = {"T": batch * new, "R": batch}
+    relative = bool(spec.positions.matmul_names)
     for scope, (attn, w) in count_scopes(spec).items():
         env |= {f"{k}@{scope}": batch * v for k, v in attn.counts(new, context, w).items()}
+        if relative:
+            env[f"D@{scope}"] = distances(attn, new, context, w)
     return env
+
+
+def distances(attn: Attention, new: int, context: int, window: int | None) -> int:
+    """The distances a relative position encoding projects in one forward of a sequence (the variable D of its
+    scope, shared by a step's sequences: the most any of them attends over): every key it attends to, the cached
+    ones and the new, min(S, W − 1) + n (flops' pairs_of: a prompt's S, a decode step's min(S + 1, W))."""
+    return attn.cached_tokens(context, window) + new
 
 
 def step_costs(spec: ModelSpec, w: Workload, batch: int, new: int, context: int,

@@ -121,6 +121,8 @@ class Sweeper:
             per_seq.append((f"kept{i}", f"kept{i}"))
             for scale in ("batch", "rep"):
                 kept_names[scale][f"kept@{scope}"] = f"{scale} * kept{i}"
+                # a relative encoding's distances, shared by the batch (step.distances): S, or min(S, W − 1) + 1
+                pre_names[scale][f"D@{scope}"], dec_names[scale][f"D@{scope}"] = "seq", f"(kept{i} + 1)"
         # an encoder-decoder's encoder length: the workload's, else the prompt's (Stack.encoder_length); its
         # variables (Stack.encoder_vars) per GPU: E = R·S_e, E2 = R·S_e², X = T·S_e
         follows = work.encoder_seq is None and spec.stack.encoder_length(None, 2) == 2  # S_e = seq
