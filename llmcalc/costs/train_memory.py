@@ -168,11 +168,17 @@ def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
         dense += spec.positions.params(spec.max_seq_len, d, spec.attention)
         dense += sum(spec.stack.embedding_params(d, spec.norm).values())  # an encoder's: every rank whole
         dense += sum(spec.stack.extra_params(spec).values())
+        dense += ceil_div(tower_params(spec), tp)  # a VLM's image encoder and projector, trained with the model
     if stage == layout.pp - 1:
         head = lm_head_params(v, d, tied=spec.tie_embeddings and layout.pp == 1, bias=spec.lm_head_bias)
         dense += ceil_div(head, tp) + (spec.norm.params(d) if spec.norm.final else 0)
         dense += sum(spec.stack.head_params(d).values())
     return dense, expert
+
+
+def tower_params(spec: ModelSpec) -> int:
+    """Parameters of a vision-language model's image encoder and projector (`llmcalc params`' vision); 0 without."""
+    return sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
 
 
 @dataclass(frozen=True)
@@ -214,6 +220,8 @@ def rank_memory(spec: ModelSpec, w: Workload, stage: int, micro: int, micro_batc
     if w.lora:  # the stage's base frozen in its formats, only its adapters trained, split over tp as their matrices
         trained = ceil_div(stage_adapter_params(spec, w, chunk_layers(spec, layout, stage)), layout.tp)
         base = stage_weight_bytes(spec, w, stage)
+        if stage == 0:  # a VLM's tower, frozen in the dense dtype (quantisers leave it as it was)
+            base += ceil_div(nbytes(tower_params(spec), w.formats(spec).dense), layout.tp)
         weights = ceil_div(base, group) if w.zero >= 3 else base
         adapters = ceil_div(nbytes(trained, dtype), group) if w.zero >= 3 else nbytes(trained, dtype)
         groups = {group: trained}
@@ -331,6 +339,10 @@ def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
         notes.append(_layout_note(spec, layout, r, m))
     if split := layout.split_note(spec.n_layers):
         notes.append(split)
+    if spec.vision:
+        notes.append("the vision tower and projector are held on the first stage's GPUs, split over tp as the "
+                     "embedding, and train with the model (under LoRA frozen, in the dense dtype); the activations of "
+                     "images are not counted (a batch of text)")
     if grads != dtype:
         notes.append(f"gradients in {grads}: {_bytes_per_param(w, group)} bytes per parameter in all"
                      + (" (Megatron's convention: fp32 main gradients)" if grads == "fp32" else ""))
