@@ -67,6 +67,16 @@ TRUTH = {"compute_efficiency": 0.78, "matmul_pad_rows": 96.0, "memory_efficiency
          "fp8": 0.55, "attention": 0.6, "comm_efficiency": 0.7, "collective_s": 2.5e-5}
 
 
+def test_a_run_that_measured_kernel_curves_too_fits_its_serving_profile():
+    """calibrate --engine reference records each curve's points and, under `seconds`, the wall time each curve took;
+    the serving fit reads the same file (a refusal of that dict ended the CPU smoke run of the reference engine)."""
+    from llmcalc.views.calibrate import fit_serving_profile
+
+    raw = synthetic(TRUTH, 0.5) | {"curves": {"gemm": [], "seconds": {"gemm": 1.5, "graph": 0.25}}}
+    tm, _, _ = fit_serving_profile(raw, H100)
+    assert tm.gpu == H100.name and 0 < tm.compute_efficiency <= 1
+
+
 @pytest.mark.parametrize("overlap", [0.0, 0.5, 1.0])
 @pytest.mark.parametrize("pad", [0.0, 96.0, 37.25])
 def test_fit_recovers_the_figures_that_generated_the_timings(overlap, pad):

@@ -73,5 +73,6 @@ class RawTimings(_Part):
     collectives: list[Collective] = []
     comm: str | None = None
     graph_tiny: GraphTiny | None = None
-    curves: dict[str, list[dict]] = {}
+    curves: dict[str, list[dict] | dict[str, float]] = {}
+    """Each curve's points, and `seconds`: the wall time each curve took to measure."""
     notes: list[str] = []
