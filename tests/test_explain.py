@@ -114,14 +114,16 @@ def test_every_topic_matches_the_plain_commands(preset):
 def test_every_preset_explains_each_topic_or_refuses_it_in_one_line(preset):
     """Each mixer a preset holds (attention beside a Mamba, cross-attention over image tokens, recurrent states)
     writes its own symbols and terms: every topic's totals are the plain commands' (`matches`), under causal
-    and causal-half alike, a VLM's training memory with its tower, or the topic is refused in words."""
+    and causal-half alike, a VLM's training memory and its latency with images with its tower, or the topic is
+    refused in words."""
     spec = load_preset(preset)
     for topic, w, gpu in (("params", Workload(), None), ("kv", Workload(batch=3, seq=700), None),
                           ("flops", Workload(batch=2, seq=900, gen=3), None),
                           ("flops", Workload(seq=600, attention_core="causal-half"), None),
                           ("memory", Workload(batch=2, seq=1024), None),
                           ("memory", Workload(seq=1024, train=True), None),  # a VLM's tower trains too
-                          ("latency", Workload(batch=2, seq=1024, gen=4), H200)):
+                          ("latency", Workload(batch=2, seq=1024, gen=4), H200),
+                          ("latency", Workload(batch=2, seq=1024, gen=4, images=1), H200)):  # a VLM's tower
         try:
             r = explain(topic, spec, w, gpu)
         except UserError as e:

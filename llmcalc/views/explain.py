@@ -378,6 +378,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     from llmcalc.costs.parallel import collective_link
     from llmcalc.costs.step import step_costs
     from llmcalc.costs.step_time import attention_dtype, busiest_ranks, native_shares
+    from llmcalc.costs.vision import image_seconds
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
@@ -401,6 +402,9 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
             steps.append(step(f"{prefix}host", "t_step", {"t_step": tm.step_s}, "s"))
         if tm.request_s and prefix == "prefill/":
             steps.append(step(f"{prefix}request", "t_req", {"t_req": tm.request_s}, "s"))
+        if w.images and prefix == "prefill/":  # the tower encodes each sequence's images before the prompt's step
+            t_img = image_seconds(w.sized(spec), gpu, w, tm)
+            steps.append(step(f"{prefix}images", "R · I · t_img", {"R": rep, "I": w.images, "t_img": t_img}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")
     totals = [ttft, sum_total("tpot", steps, "decode/", r.tpot_s, "llmcalc latency: tpot_s"),
               checked(step("total", "ttft + t_decode", {"ttft": ttft.value, "t_decode": r.decode_s}, "s"),
@@ -416,6 +420,9 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     notes = ["F and M are each op's FLOPs and bytes on one GPU as `llmcalc latency` counts them (weights read, "
              "activations in and out, the KV cache; tensor-parallel shares rounded up): see docs/roofline.md",
              "prefill/* is the prefill (it emits the first token); decode/* is the first decode step (context S)"]
+    if w.images:
+        notes.append("prefill/images: the vision tower and projector encode each of the R sequences' I images "
+                     "(t_img an image, `llmcalc latency`'s) before the prompt's step")
     if busiest:
         conventions["expert_skew"] = f"{w.routing_skew:g}"
         notes.append("b: the busiest expert-parallel rank's routed tokens over the mean rank's, which the routed "
