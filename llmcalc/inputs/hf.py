@@ -1255,8 +1255,8 @@ def _lfm2(mt: str, c: dict) -> dict[str, Any]:
         mult, multiple = c["block_ffn_dim_multiplier"], c["block_multiple_of"]
         if mult is not None:
             if type(mult) not in (int, float) or not 0 < mult <= MAX_SIZE or type(multiple) is not int or multiple < 1:
-                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 (at most 2^40) and a "
-                                "whole number > 0")
+                raise UserError("config.json: block_ffn_dim_multiplier and block_multiple_of: give a number > 0 (at "
+                                "most 2^40) and a whole number > 0")
             f = multiple * ceil_div(int(mult * f), multiple)
     tie = c.get("tie_embedding", c["tie_word_embeddings"])
     types = c["layer_types"]
