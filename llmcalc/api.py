@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 
 def _public(function: Callable) -> Callable:
     """`function` raising UserError, never pydantic's ValidationError, on a model built from its inputs."""
@@ -726,7 +726,7 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
         except ValueError:
             value = -1.0
         if name not in prices or not 0 < value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
-            raise UserError(f"`price`: {item[:60]!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a `gpu` given "
+            raise UserError(f"`price`: {clip(item, 60)!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a `gpu` given "
                             f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
         prices[name] = value
     lengths = _lengths(prompt, output)

@@ -19,6 +19,11 @@ class UserError(Exception):
         return FIELD.sub(lambda m: word(m[1]) or m[1], str(self))
 
 
+def clip(text: str, n: int = 40) -> str:
+    """`text`, or its first n characters and an ellipsis: a value an error echoes is never cut silently."""
+    return text if len(text) <= n else text[:n] + "…"
+
+
 def plain(text: str) -> str:
     """Text with the field marks dropped: `tp` 4 → tp 4."""
     return FIELD.sub(lambda m: m[1], text)

@@ -10,7 +10,8 @@ import pytest
 from conftest import run_cli
 
 from llmcalc.costs.elementwise_traffic import elementwise_costs, layer_traffic
-from llmcalc.costs.memory import layer_activation_bytes, memory
+from llmcalc.costs.memory import memory
+from llmcalc.costs.train_memory import layer_activation_bytes
 from llmcalc.costs.step import Op
 from llmcalc.costs.step_time import StepTime
 from llmcalc.costs.training import forward_costs, training_step

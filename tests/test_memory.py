@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmcalc.costs.memory import layer_activation_bytes, memory
+from llmcalc.costs.memory import memory
+from llmcalc.costs.train_memory import layer_activation_bytes
 from llmcalc.costs.params import params
 from llmcalc.errors import UserError
 from llmcalc.inputs.presets import load_preset

@@ -18,13 +18,7 @@ from collections.abc import Callable
 from functools import partial
 
 from llmcalc.costs.kv import kv_bytes
-from llmcalc.costs.train_memory import (  # noqa: F401 (layer_activation_bytes, OPTIMIZER_BYTES: used from here)
-    FORMULA,
-    LOGIT_BYTES,
-    OPTIMIZER_BYTES,
-    layer_activation_bytes,
-    training_memory,
-)
+from llmcalc.costs.train_memory import FORMULA, LOGIT_BYTES, training_memory
 from llmcalc.costs.weights import formats_label, weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.spec import DTYPE_BITS, ModelSpec, dtype_bytes

@@ -42,7 +42,7 @@ from llmcalc.costs.lora import adapter_params, adapter_saved_elements, stage_ada
 from llmcalc.costs.params import layer_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.costs.shard import stage_weight_bytes
-from llmcalc.costs.weights import weights_bytes
+from llmcalc.costs.weights import tower_params, weights_bytes
 from llmcalc.errors import UserError
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
 from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
@@ -174,11 +174,6 @@ def rank_params(spec: ModelSpec, layout: Layout, stage: int) -> tuple[int, int]:
         dense += ceil_div(head, tp) + (spec.norm.params(d) if spec.norm.final else 0)
         dense += sum(spec.stack.head_params(d).values())
     return dense, expert
-
-
-def tower_params(spec: ModelSpec) -> int:
-    """Parameters of a vision-language model's image encoder and projector (`llmcalc params`' vision); 0 without."""
-    return sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
 
 
 @dataclass(frozen=True)

@@ -93,12 +93,11 @@ from llmcalc.costs.elementwise_traffic import elementwise_costs
 from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import nbytes
 from llmcalc.costs.lora import layer_adapters, stage_adapter_params
-from llmcalc.costs.memory import OPTIMIZER_BYTES
 from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import stage_weight_bytes, weights_per_gpu
 from llmcalc.costs.step import Form, op_name, step_form, step_vars
 from llmcalc.costs.step_time import StepTime, matrix_paths, native_types
-from llmcalc.costs.train_memory import check_parallel_training, train_dtype, training_memory
+from llmcalc.costs.train_memory import OPTIMIZER_BYTES, check_parallel_training, train_dtype, training_memory
 from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU

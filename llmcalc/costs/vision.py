@@ -10,6 +10,7 @@ the prompt. See docs/vision.md.
 from __future__ import annotations
 
 from llmcalc.costs.kv import nbytes
+from llmcalc.costs.weights import tower_params
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec, dtype_bytes
 from llmcalc.model.time_model import TimeModel
@@ -75,4 +76,4 @@ def tower_weight_bytes(spec: ModelSpec, w: Workload) -> int:
         return 0
     formats = w.formats(spec)
     dtype = formats.dense if formats.quantized else formats.default
-    return nbytes(sum(spec.vision.params(spec.d_model).values()), dtype)
+    return nbytes(tower_params(spec), dtype)

@@ -70,13 +70,18 @@ def layer_weight_bytes(spec: ModelSpec, group: LayerGroup, formats: WeightFormat
     return {k: stored_bytes(n, mats.get(k, []), formats.of(k), formats.dense) for k, n in parts.items()}
 
 
+def tower_params(spec: ModelSpec) -> int:
+    """Parameters of a vision-language model's image encoder and projector (`llmcalc params`' vision); 0 without."""
+    return sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
+
+
 def weights_bytes(spec: ModelSpec, formats: WeightFormats) -> tuple[int, str]:
     """Bytes of the model's weights (as `llmcalc params` counts them) stored in `formats`, and how. A vision tower
     and its projector are stored in the plain format, or, when the language model is quantised, in the dense dtype
     (quantisers of vision-language checkpoints leave the tower as it was)."""
     layers = sum(g.count * sum(layer_weight_bytes(spec, g, formats).values()) for g in spec.layer_groups())
     edges = sum(stored_bytes(n, m, formats.of(k), formats.dense) for k, (n, m) in edge_parts(spec).items())
-    vision = sum(spec.vision.params(spec.d_model).values()) if spec.vision else 0
+    vision = tower_params(spec)
     if not formats.quantized:
         return (layers + edges + nbytes(vision, formats.default),
                 f"{count_params(spec).total:,} params × {dtype_bytes(formats.default)} B")

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from llmcalc.errors import UserError, validation_message
+from llmcalc.errors import UserError, clip, validation_message
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PACKAGED = Path(__file__).resolve().parent.parent / "presets"
@@ -59,11 +59,11 @@ def _check_events(text: str) -> None:
                 frame = stack[-1]
                 if frame[3] and isinstance(ev, yaml.ScalarEvent):
                     if ev.value in frame[2]:
-                        raise _Bound(f"key {ev.value[:40]!r} appears twice in one mapping; keep one")
+                        raise _Bound(f"key {clip(ev.value)!r} appears twice in one mapping; keep one")
                     frame[2].add(ev.value)
                 frame[3] = not frame[3]
             if isinstance(ev, yaml.AliasEvent) and any(frame[1] == ev.anchor for frame in stack):
-                raise _Bound(f"alias *{ev.anchor[:40]} is inside the collection it names (a recursive alias); "
+                raise _Bound(f"alias *{clip(ev.anchor)} is inside the collection it names (a recursive alias); "
                              "write the values out")
             nodes += sizes.get(ev.anchor, 1) if isinstance(ev, yaml.AliasEvent) else 1
             if nodes > MAX_NODES:
@@ -80,7 +80,7 @@ def _check_events(text: str) -> None:
             sizes[ev.anchor] = 1
         if isinstance(ev, yaml.ScalarEvent) and ev.implicit[0] and _BASE_60.match(ev.value):
             line = f" at line {ev.start_mark.line + 1}" if ev.start_mark else ""
-            raise _Bound(f"{ev.value[:40]!r}{line} is a base-60 number in YAML 1.1 (1:30 reads as 90); write the "
+            raise _Bound(f"{clip(ev.value)!r}{line} is a base-60 number in YAML 1.1 (1:30 reads as 90); write the "
                          "number plainly, or quote it for text")
 
 
@@ -99,7 +99,7 @@ def read_yaml(path: Path, what: str, text: str | None = None) -> Any:
     except _Bound as e:
         raise UserError(f"{what} {path}: {e}") from None
     except ValueError as e:  # a value the loader cannot convert, e.g. an int of 5,000 digits
-        raise UserError(f"{what} {path}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+        raise UserError(f"{what} {path}: a value cannot be read ({clip(str(e), 50)}); write plain numbers") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

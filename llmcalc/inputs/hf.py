@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 from llmcalc.inputs.files import check_finite, check_size
 from llmcalc.inputs.presets import spec_from_data
 from llmcalc.model.base import MAX_SIZE
@@ -323,6 +323,11 @@ MAX_INDEX_BYTES = 64 << 20
 """Largest model.safetensors.index.json read: one line per tensor (DeepSeek-V3's lists ~91,000 tensors in ~9 MB)."""
 
 
+def _shown(value: Any) -> str:
+    """A config value as an error quotes it: its JSON spelling (null, true), cut at 40 characters with an ellipsis."""
+    return clip(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def read_json(p: Path, what: str, limit: int | None = None) -> Any:
     """A JSON file, bounded in size, with one-line errors naming the file and `what` (the option) for the fix."""
     check_size(p, what, **({"limit": limit} if limit else {}), kind="a JSON file")
@@ -348,7 +353,7 @@ def parse_json(text: str, p: Path) -> Any:
     except KeyTwice as e:
         raise UserError(f"{p}: {e}; keep one") from None
     except ValueError as e:  # an int of thousands of digits
-        raise UserError(f"{p}: a value cannot be read ({str(e)[:50]}…); write plain numbers") from None
+        raise UserError(f"{p}: a value cannot be read ({clip(str(e), 50)}); write plain numbers") from None
 
 
 def load_hf_config(path: str | Path, *, name: str | None = None, source: str | None = None,
@@ -408,7 +413,7 @@ def _sidecars(folder: Path, raw: Any, what: str) -> tuple[Any, int | None]:
         meta = data.get("metadata") if isinstance(data, dict) else None
         total = meta.get("total_size") if isinstance(meta, dict) else None
         if total is not None and (type(total) is not int or not 0 <= total < 2**62):
-            raise UserError(f"{index}: metadata.total_size is {repr(total)[:40]}, not a byte count; fix or remove "
+            raise UserError(f"{index}: metadata.total_size is {_shown(total)}, not a byte count; fix or remove "
                             "the file")
     quant = folder / "hf_quant_config.json"
     if quant.is_file() and isinstance(raw, dict) and raw.get("quantization_config") is None:
@@ -598,7 +603,7 @@ def _llama4_vision(c: dict) -> dict[str, Any]:
     ratio, d = v["pixel_shuffle_ratio"], v["hidden_size"]
     merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
     if not merge or merge * ratio != 1:
-        raise UserError(f"config.json: vision_config.pixel_shuffle_ratio is {repr(ratio)[:40]}; give 1 / m for a "
+        raise UserError(f"config.json: vision_config.pixel_shuffle_ratio is {_shown(ratio)}; give 1 / m for a "
                         "whole m (0.5)")
     if v["intermediate_size"] != d * merge**2 or len({v[k] for k in ("projector_input_dim", "projector_output_dim",
                                                                       "vision_output_dim")}) != 1:
@@ -607,7 +612,7 @@ def _llama4_vision(c: dict) -> dict[str, Any]:
                         "pixel_shuffle_ratio² and the three projector widths are equal; set them so")
     tiles = (c.get("image_processor_config") or {}).get("max_patches", c["image_processor"]["max_patches"])
     if type(tiles) is not int or tiles < 1:
-        raise UserError(f"config.json: image_processor_config.max_patches is {repr(tiles)[:40]}, not a whole number "
+        raise UserError(f"config.json: image_processor_config.max_patches is {_shown(tiles)}, not a whole number "
                         "> 0; fix it")
     return dict(kind="llama4", image_size=v["image_size"], max_tiles=tiles, patch_size=v["patch_size"],
                 channels=v["num_channels"], patch_bias=False, class_token=True, learned_positions=True,
@@ -627,7 +632,7 @@ def _side(v: dict, key: str) -> Any:
     if isinstance(x, list) and len(x) == 2 and x[0] == x[1]:
         return x[0]
     if isinstance(x, list):
-        raise UserError(f"config.json: vision_config.{key} is {repr(x)[:40]}; only square sizes are modelled, give "
+        raise UserError(f"config.json: vision_config.{key} is {_shown(x)}; only square sizes are modelled, give "
                         "one number")
     return x
 
@@ -646,14 +651,14 @@ def _internvl_vision(c: dict) -> dict[str, Any]:
     for key in ("attention_bias", "use_qk_norm", "use_mask_token", "use_absolute_position_embeddings",
                 "use_mean_pooling"):
         if type(v[key]) is not bool:
-            raise UserError(f"config.json: vision_config.{key} is {repr(v[key])[:40]}, not true or false; fix it")
+            raise UserError(f"config.json: vision_config.{key} is {_shown(v[key])}, not true or false; fix it")
     if v["norm_type"] not in ("layer_norm", "rms_norm"):
-        raise UserError(f"config.json: vision_config.norm_type is {repr(v['norm_type'])[:40]}; give layer_norm or "
+        raise UserError(f"config.json: vision_config.norm_type is {_shown(v['norm_type'])}; give layer_norm or "
                         "rms_norm")
     ratio = c["downsample_ratio"]
     merge = round(1 / ratio) if type(ratio) in (int, float) and 0 < ratio <= 1 else 0
     if not merge or merge * ratio != 1:
-        raise UserError(f"config.json: downsample_ratio is {repr(ratio)[:40]}; give 1 / m for a whole m (0.5)")
+        raise UserError(f"config.json: downsample_ratio is {_shown(ratio)}; give 1 / m for a whole m (0.5)")
     if c["vision_feature_select_strategy"] != "default":
         raise UserError("config.json: vision_feature_select_strategy: InternVL's pixel shuffle needs the class token "
                         'dropped ("default"); set it so')
@@ -777,7 +782,7 @@ def _compressed(q: dict) -> str:
     name, scheme = next(iter((q.get("config_groups") or {}).items()), ("", {}))
     at = f"quantization_config.config_groups.{name}"
     if not isinstance(scheme, dict):
-        raise UserError(f"config.json: {at} is {repr(scheme)[:40]}, not a JSON object; fix {at}")
+        raise UserError(f"config.json: {at} is {_shown(scheme)}, not a JSON object; fix {at}")
     _check_fields(scheme, f"{at}.")
     w = scheme.get("weights") or {}
     _check_fields(w, f"{at}.weights.")
@@ -875,7 +880,7 @@ def _check_fields(d: dict, at: str = "", positive: tuple[str, ...] = ()) -> None
             continue
         want, test = rule
         if not test(v):
-            raise UserError(f"config.json: {at}{key} is {json.dumps(v)[:40]}, not {want}; fix {at}{key}")
+            raise UserError(f"config.json: {at}{key} is {_shown(v)}, not {want}; fix {at}{key}")
         if key in ("num_hidden_layers", "n_layer", "n_layers") and v > MAX_LAYERS:
             raise UserError(f"config.json: {at}{key}: {v} is more than {MAX_LAYERS:,} layers; give a smaller number")
 
@@ -950,7 +955,7 @@ def _t5(mt: str, c: dict) -> dict[str, Any]:
     proj = c["feed_forward_proj"]
     if not isinstance(proj, str) or proj.split("-")[-1] not in ("relu", "gelu", "silu") or proj.count("-") > 1 or (
             "-" in proj and not proj.startswith("gated-")):
-        raise UserError(f"config.json: feed_forward_proj {str(proj)[:40]!r} is not supported; use relu, gated-gelu, "
+        raise UserError(f"config.json: feed_forward_proj {_shown(proj)} is not supported; use relu, gated-gelu, "
                         "gated-relu or gated-silu")
     gated, act = proj.startswith("gated-"), proj.split("-")[-1]
     act = "gelu_tanh" if proj == "gated-gelu" else _act(act)
@@ -1376,7 +1381,7 @@ def _longcat_flash(mt: str, c: dict) -> dict[str, Any]:
     for key in ("num_layers", "n_routed_experts", "moe_topk", "expert_ffn_hidden_size", "ffn_hidden_size",
                 "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
         if type(c[key]) is not int or c[key] < 1:
-            raise UserError(f"config.json: {key} is {repr(c[key])[:40]}, not a whole number > 0; fix {key}")
+            raise UserError(f"config.json: {key} is {_shown(c[key])}, not a whole number > 0; fix {key}")
     from llmcalc.model.spec import MAX_LAYERS
 
     if 2 * c["num_layers"] > MAX_LAYERS:
@@ -1384,10 +1389,10 @@ def _longcat_flash(mt: str, c: dict) -> dict[str, Any]:
                         f"{MAX_LAYERS:,} layers; give a smaller number")
     zero = c["zero_expert_num"] or 0
     if type(zero) is not int or zero < 0:
-        raise UserError(f"config.json: zero_expert_num is {repr(zero)[:40]}, not a whole number ≥ 0; "
+        raise UserError(f"config.json: zero_expert_num is {_shown(zero)}, not a whole number ≥ 0; "
                         "fix zero_expert_num")
     if type(c["router_bias"]) is not bool:
-        raise UserError(f"config.json: router_bias is {repr(c['router_bias'])[:40]}, not true or false; "
+        raise UserError(f"config.json: router_bias is {_shown(c['router_bias'])}, not true or false; "
                         "fix router_bias")
     if c.get("num_hidden_layers") not in (None, 2 * c["num_layers"]):
         raise UserError(f"config.json: num_hidden_layers ({c['num_hidden_layers']}) is not 2 · num_layers "
@@ -1531,7 +1536,7 @@ def _text_2026(mt: str, c: dict) -> dict[str, Any]:
         if isinstance(top_k, list) and top_k and all(type(k) is int for k in top_k) and len(set(top_k)) == 1:
             top_k = top_k[0]
         if type(top_k) is not int or top_k < 1:
-            raise UserError(f"config.json: moe_topk is {repr(c['moe_topk'])[:40]}, not a whole number > 0 (or a list "
+            raise UserError(f"config.json: moe_topk is {_shown(c['moe_topk'])}, not a whole number > 0 (or a list "
                             "of one such value per layer); fix moe_topk")
         if type(c["num_experts"]) is not int or c["num_experts"] < 1:
             raise UserError("config.json: num_experts: give one whole number > 0 (transformers 5.24 builds every "
@@ -1551,7 +1556,7 @@ def _ernie_moe(c: dict, n_layers: int, act: str) -> dict[str, Any]:
                         "its experts, which llmcalc's MoE cannot express; write a llmcalc spec")
     end = c["moe_layer_end_index"]
     if type(end) is not int or end < -1:
-        raise UserError(f"config.json: moe_layer_end_index is {repr(end)[:40]}, not a layer index (or -1 for the "
+        raise UserError(f"config.json: moe_layer_end_index is {_shown(end)}, not a layer index (or -1 for the "
                         "last layer); fix moe_layer_end_index")
     end = n_layers - 1 if end == -1 else end
     start, every = c["moe_layer_start_index"], c["moe_layer_interval"]
@@ -1609,7 +1614,7 @@ def _exaone4_pattern(raw: dict) -> dict:
     if raw.get("layer_types") is not None or not raw.get("sliding_window", 4096):
         return rest
     if type(pattern) is not int or pattern < 1:
-        raise UserError(f"config.json: sliding_window_pattern is {repr(pattern)[:40]}, not a whole number > 0; give "
+        raise UserError(f"config.json: sliding_window_pattern is {_shown(pattern)}, not a whole number > 0; give "
                         "it as one (4: three sliding layers, then a full one) or give layer_types")
     return rest | {"sliding_window_pattern": pattern}
 
@@ -1674,7 +1679,7 @@ def _generic(mt: str, raw: dict) -> tuple[dict[str, Any], list[str]]:
     spec = _decoder("llama", c)
     out_bias = raw.get("attention_out_bias")  # o_proj's own bias flag where a config has one (Seed-OSS)
     if out_bias is not None and type(out_bias) is not bool:
-        raise UserError(f"config.json: attention_out_bias is {repr(out_bias)[:40]}, not true or false; fix it")
+        raise UserError(f"config.json: attention_out_bias is {_shown(out_bias)}, not true or false; fix it")
     if out_bias is not None:
         spec["attention"]["o_bias"] = out_bias
     elif c["attention_bias"]:
@@ -1846,7 +1851,7 @@ def _gemma3n_widths(raw: dict) -> dict:
 def _gemma3n_int(c: dict, key: str, least: int = 1) -> int:
     v = c[key]
     if type(v) is not int or v < least:
-        raise UserError(f"config.json: {key}: {repr(v)[:40]} is not a whole number ≥ {least}; give the "
+        raise UserError(f"config.json: {key}: {_shown(v)} is not a whole number ≥ {least}; give the "
                         "Gemma3nTextConfig value")
     return v
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 from llmcalc.inputs.files import json_loads
 from llmcalc.model.base import MAX_SIZE
 
@@ -222,7 +222,7 @@ def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
             try:
                 yield i, json_loads(line, constant)
             except ValueError as e:
-                why = e.msg if isinstance(e, json.JSONDecodeError) else str(e)[:60]
+                why = e.msg if isinstance(e, json.JSONDecodeError) else clip(str(e), 60)
                 raise UserError(f"`trace`: {path} line {i} is not JSON ({why}); write one object per line with "
                                 "arrival, prompt and output") from None
 
@@ -241,7 +241,7 @@ def _row(rec: object, path: Path, line: int, text: bool) -> tuple[float, int, in
         arrival, prompt, output = (_seconds(rec["arrival"], text), _tokens(rec["prompt"], text),
                                     _tokens(rec["output"], text))
     except (TypeError, ValueError, OverflowError):
-        got = ", ".join(_clip(repr(rec[k]), 24) for k in FIELDS)
+        got = ", ".join(clip(repr(rec[k]), 24) for k in FIELDS)
         raise UserError(f"{where}: arrival must be a number of seconds, prompt and output whole token counts"
                         f"{'' if text else ' (JSON numbers, never strings; prompt and output without a fraction)'}"
                         f" (got {got})") from None
@@ -250,13 +250,8 @@ def _row(rec: object, path: Path, line: int, text: bool) -> tuple[float, int, in
                         "start")
     for name, n in (("prompt", prompt), ("output", output)):
         if not 1 <= n <= MAX_SIZE:
-            raise UserError(f"{where}: {name} {_clip(str(n), 20)} is not 1 to {MAX_SIZE:,}; give a whole token count")
+            raise UserError(f"{where}: {name} {clip(str(n), 20)} is not 1 to {MAX_SIZE:,}; give a whole token count")
     return arrival, prompt, output
-
-
-def _clip(text: str, n: int) -> str:
-    """`text`, or its first n characters and an ellipsis: a value echoed in an error is never cut silently."""
-    return text if len(text) <= n else text[:n] + "…"
 
 
 _DECIMAL = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*$", re.ASCII)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 
 MAX_SCENARIOS = 1_000
 """Most scenarios one file holds (each is one closed-form command: well under a second)."""
@@ -60,7 +60,7 @@ def _unknown(key: object, known: tuple[str, ...], where: str) -> UserError:
 
     near = difflib.get_close_matches(str(key), known, n=1)
     hint = f"did you mean {near[0]}? Rename it" if near else f"it holds only {', '.join(known)}; remove it"
-    return UserError(f"{where}: unknown field {str(key)[:40]!r}; {hint}")
+    return UserError(f"{where}: unknown field {clip(str(key))!r}; {hint}")
 
 
 def _options(value: Any, where: str) -> dict[str, Any]:

@@ -87,6 +87,8 @@ class Attention(Variant):
     """Whether the variant sets which keys each query sees itself, so sliding-window layers do not apply."""
     fixed_state: ClassVar[bool] = False
     """Whether the layer keeps a fixed-size state per sequence (a recurrent mixer) rather than entries per token."""
+    query_key_pairs: ClassVar[bool] = True
+    """Whether the core scores (query, key) pairs under a mask that causal-half halves; a recurrent state has none."""
     reference_activations: ClassVar[str | None] = None
     """Why the reference module's activations differ from the ones the memory model counts (validate then leaves
     the peak-memory row out with this note), or None when they are the same."""
@@ -178,7 +180,7 @@ class Attention(Variant):
         even, as every matmul's is). A mixer with no (query, key) pairs (a recurrent state) has no mask to halve:
         its causal core (its counts need not be linear in the tokens: a chunked scan's first chunk is apart)."""
         if attention == "causal-half":
-            if "pairs" in self.counts(1, 0, window):
+            if self.query_key_pairs:
                 return {k: v // 2 for k, v in self.core_from(self.half_counts(new, context, window), 2 * new,
                                                              absorbed).items()}
             attention = "causal"

@@ -29,7 +29,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 from llmcalc.model.base import MAX_GROUP, Frozen
 from llmcalc.model.units import ceil_div, packed_bytes
 
@@ -248,7 +248,7 @@ def weight_format(name: str) -> WeightFormat:
     names = [f.name for f in _FORMATS]
     near = [n for n in names if n.startswith(key)] or difflib.get_close_matches(key, names, n=3)
     hint = f"did you mean {' or '.join(near[:3])}? " if near else ""
-    raise UserError(f"`weights_format`: unknown format {name[:40]!r}; {hint}docs/formats.md lists the {len(names)} "
+    raise UserError(f"`weights_format`: unknown format {clip(name)!r}; {hint}docs/formats.md lists the {len(names)} "
                     "formats (a grouped one takes -gN or -grow)")
 
 

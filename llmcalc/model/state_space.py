@@ -25,6 +25,8 @@ class RecurrentMixer(FixedState, Attention):
     step. A subclass gives its fields (`chunk_size` among them), `_shapes` (its projections, (d_in, d_out)),
     params, kv_elements, cache_bytes, core_from and its labels and explain terms."""
 
+    query_key_pairs: ClassVar[bool] = False
+
     def core_kernel(self, prefill: bool, absorbed: bool) -> str:
         """A recurrent mixer's core is its scan over a prompt, or one step of its recurrence."""
         return "scan_prefill" if prefill else "scan_decode"

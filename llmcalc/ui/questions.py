@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from llmcalc.errors import clip
+
 MODEL_FILE_OPTIONS = ("--config", "--hf-config")
 """The options that name a model's file: on the page, only the pasted file's name."""
 MAX_WORDS = 200
@@ -118,4 +120,4 @@ def _check_value(flag: str, value: str, file: tuple[str, str] | None) -> None:
         if file is None or value != file[0]:
             raise BadQuestion(f"argv: {flag} names a file; the page reads only the pasted file (file.name)")
     elif flag != "--hf-model" and _PATHLIKE.search(value):
-        raise BadQuestion(f"argv: {flag} {value[:60]!r} looks like a file; the page takes preset names, not paths")
+        raise BadQuestion(f"argv: {flag} {clip(value, 60)!r} looks like a file; the page takes preset names, not paths")

@@ -25,6 +25,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from llmcalc.errors import clip
 from llmcalc.ui.questions import MAX_REQUEST_BYTES, BadQuestion, Question
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -114,7 +115,7 @@ def _policy(local: bool):
         host = request.headers.get("host", "").rsplit(":", 1)[0] if "]" not in request.headers.get("host", "") \
             else request.headers["host"].split("]")[0] + "]"
         if local and host not in LOCAL_NAMES:
-            return _json({"error": f"host {host[:60]!r} refused: the page answers requests to 127.0.0.1 or "
+            return _json({"error": f"host {clip(host, 60)!r} refused: the page answers requests to 127.0.0.1 or "
                                    "localhost"}, 400)
         return _headed(await call_next(request))
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from llmcalc.costs.calibration import Plan, fit
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 from llmcalc.model.engine_profile import EngineProfile
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -110,6 +110,6 @@ def _as_written():
     try:
         yield
     except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError) as e:
-        why = f"a point lacks {e.args[0]!r}" if isinstance(e, KeyError) else f"{type(e).__name__}: {str(e)[:60]}"
+        why = f"a point lacks {e.args[0]!r}" if isinstance(e, KeyError) else f"{type(e).__name__}: {clip(str(e), 60)}"
         raise UserError(f"`from_raw`: the timings are not as a calibration run writes them ({why}); give the raw "
                         "file it wrote, unedited") from None

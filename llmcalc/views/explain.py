@@ -264,7 +264,8 @@ def _positions(spec: ModelSpec, tokens: list[str], pairs, env: dict) -> tuple[st
 # ---- memory -----------------------------------------------------------------------------------
 
 def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
-    from llmcalc.costs.memory import OPTIMIZER_BYTES, layer_peak_per_token, memory
+    from llmcalc.costs.memory import layer_peak_per_token, memory
+    from llmcalc.costs.train_memory import OPTIMIZER_BYTES
     from llmcalc.costs.params import params
     from llmcalc.costs.weights import formats_label, quantized_matrices
 
@@ -378,7 +379,6 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
     from llmcalc.costs.parallel import collective_link
     from llmcalc.costs.step import step_costs
     from llmcalc.costs.step_time import attention_dtype, busiest_ranks, native_shares
-    from llmcalc.costs.vision import image_seconds
 
     L, attn = w.layout, attention_dtype(w)
     r = latency(spec, gpu, w, tm)
@@ -403,8 +403,7 @@ def _latency(spec: ModelSpec, w: Workload, gpu: GPU, tm: TimeModel) -> ExplainRe
         if tm.request_s and prefix == "prefill/":
             steps.append(step(f"{prefix}request", "t_req", {"t_req": tm.request_s}, "s"))
         if w.images and prefix == "prefill/":  # the tower encodes each sequence's images before the prompt's step
-            t_img = image_seconds(w.sized(spec), gpu, w, tm)
-            steps.append(step(f"{prefix}images", "R · I · t_img", {"R": rep, "I": w.images, "t_img": t_img}, "s"))
+            steps.append(step(f"{prefix}images", "R · I · t_img", {"R": rep, "I": w.images, "t_img": r.image_s}, "s"))
     ttft = sum_total("ttft", steps, "prefill/", r.ttft_s, "llmcalc latency: ttft_s")
     totals = [ttft, sum_total("tpot", steps, "decode/", r.tpot_s, "llmcalc latency: tpot_s"),
               checked(step("total", "ttft + t_decode", {"ttft": ttft.value, "t_decode": r.decode_s}, "s"),
