@@ -6,7 +6,8 @@ holds; a JSON trace's numbers written as strings; a recursive YAML alias; a clos
 than any model has; simulations past their work bounds; a KV pool emptied by a setting the error names; a peak
 past any float; 0 or null positions; a config.json that is no file; an empty --plot; a config's null or a
 multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
-in --weights-format. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
+an ellipsis. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -321,3 +322,15 @@ def test_presets_that_crashed_run():
         r = run(*args)
         assert r.returncode == 0 and not r.stderr.strip(), (args, r.stderr[-800:])
     one_line(run("explain", "flops", "-p", "llama-3.2-11b-vision"), "not worked out yet")
+
+
+def test_a_tp_derived_from_gpus_is_named_as_such_and_a_config_value_in_its_json_spelling(tmp_path):
+    line = one_line(run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "3"), "32 attention heads")
+    assert line.startswith("error: tp (from --gpus): 3 ")
+    one_line(run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--tp", "3"), "error: --tp: 3 ")
+    config = {"model_type": "ernie4_5_moe", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 128, "moe_num_experts": 4,
+              "moe_k": 2, "moe_intermediate_size": 32, "moe_layer_end_index": "x" * 60}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    line = one_line(run("params", "--hf-config", str(tmp_path / "config.json")), "moe_layer_end_index")
+    assert f'"{"x" * 39}…' in line  # cut with an ellipsis, in JSON's quotes

@@ -170,6 +170,9 @@ def _flags(app, args: list[str]):
 
     command = getattr(typer.main.get_command(app), "commands", {}).get(args[0]) if app and args else None
     options = {p.name: next((o for o in p.opts if o.startswith("--")), None) for p in getattr(command, "params", [])}
+    given = {a.split("=", 1)[0] for a in args}
+    if options.get("tp") and "--tp" not in given and "--gpus" in given:  # tp derived: gpus / (pp · dp)
+        options["tp"] = "tp (from --gpus)"
     return options.get
 
 
