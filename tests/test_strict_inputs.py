@@ -7,7 +7,7 @@ than any model has; simulations past their work bounds; a KV pool emptied by a s
 past any float; 0 or null positions; a config.json that is no file; an empty --plot; a config's null or a
 multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
 in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
-an ellipsis. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -334,3 +334,17 @@ def test_a_tp_derived_from_gpus_is_named_as_such_and_a_config_value_in_its_json_
     (tmp_path / "config.json").write_text(json.dumps(config))
     line = one_line(run("params", "--hf-config", str(tmp_path / "config.json")), "moe_layer_end_index")
     assert f'"{"x" * 39}…' in line  # cut with an ellipsis, in JSON's quotes
+
+
+def test_an_engine_whose_last_tier_leaves_a_gpu_out_and_a_billion_shared_experts_are_refused(tmp_path):
+    engine = yaml.safe_load((ROOT / "presets/engines/vllm.yaml").read_text())
+    engine["tiers"][-1]["not_gpus"] = ["h100-sxm"]
+    (tmp_path / "e.yaml").write_text(yaml.safe_dump(engine))
+    for command in (["serve", "-n", "30"], ["fit"]):
+        line = one_line(run(*command, "-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", str(tmp_path / "e.yaml")),
+                        "not_gpus")
+        assert str(tmp_path / "e.yaml") in line  # a rule across fields names the file too
+    spec = yaml.safe_load((ROOT / "presets/deepseek-v3.yaml").read_text())
+    spec["ffn"]["shared_experts"] = 10**9
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    one_line(run("memory", "-c", str(tmp_path / "s.yaml")), "ffn.shared_experts", "65536")

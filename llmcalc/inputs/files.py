@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from llmcalc.errors import UserError, clip, validation_message
+from llmcalc.errors import UserError, clip, plain, validation_message
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PACKAGED = Path(__file__).resolve().parent.parent / "presets"
@@ -185,3 +185,5 @@ def validated(cls, data: Any, where: str, example: str):
         return cls.model_validate(data)
     except ValidationError as e:
         raise UserError(validation_message(e, where)) from None
+    except UserError as e:  # a rule across fields (a model validator): the file's fields, named as written there
+        raise UserError(f"{where}: {plain(str(e))}") from None

@@ -189,8 +189,8 @@ class Engine(Frozen):
             raise UserError(f"`graph_sizes`: {len(sizes):,} sizes; give at most {MAX_GRAPH_SIZES:,}")
         if any(b <= a for a, b in zip(sizes, sizes[1:])):
             raise UserError("`graph_sizes`: give the captured batch sizes in ascending order, each once")
-        if not self.tiers or self.tiers[-1].min_gib != 0:
-            raise UserError("`tiers`: end with a tier of min_gib 0, the defaults of any GPU")
+        if not self.tiers or self.tiers[-1].min_gib != 0 or self.tiers[-1].not_gpus:
+            raise UserError("`tiers`: end with a tier of min_gib 0 and no not_gpus, the defaults of any GPU")
         if any(b.min_gib > a.min_gib for a, b in zip(self.tiers, self.tiers[1:])):
             raise UserError("`tiers`: give them largest min_gib first")
         if any((t.memory_utilization is None) == (self.reserve is None) for t in self.tiers):

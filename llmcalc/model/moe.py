@@ -49,7 +49,7 @@ class MoE(FFN):
     """Routed experts, at most MAX_EXPERTS (the costs list each expert's matrices)."""
     top_k: PosInt
     d_ff: PosInt
-    zero_experts: NonNegInt = 0
+    zero_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)] = 0
     """Zero-computation experts in the router's pool beside the `experts` (LongCat-Flash's zero_expert_num): a
     token routed to one passes through unchanged, scaled by its gate, and no FFN runs (docs/longcat.md)."""
     router_top_k: PosInt | None = None
@@ -60,7 +60,8 @@ class MoE(FFN):
     activation: Activation = "silu"
     expert_bias: bool = False
     router_bias: bool = False
-    shared_experts: NonNegInt = 0
+    shared_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)] = 0
+    """Experts every token runs, at most MAX_EXPERTS (the costs list each one's matrices)."""
     shared_d_ff: NonNegInt = 0
     shared_gate: bool = False
     dense_layers: NonNegInt = 0
