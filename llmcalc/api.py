@@ -302,7 +302,7 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
 def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, gen: int = 256,
             images: int = 0, image_size: str | None = None, gpus: int | None = None, tp: int | None = None,
             pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None,
-            weights_format: str | None = None, kv_dtype: str = "bf16", group_size: int = 128,
+            weights_format: str | None = None, kv_dtype: str | None = None, group_size: int = 128,
             compute_dtype: str | None = None, attention_dtype: str | None = None, engine: str | None = None,
             time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
             memory_efficiency: float | None = None, comm_efficiency: float | None = None,
@@ -318,22 +318,41 @@ def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: in
 
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
                  _images(images, image_size), batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen,
-                 kv_dtype=kv_dtype, group_size=group_size, compute_dtype=compute_dtype,
+                 kv_dtype=kv_dtype or "bf16", group_size=group_size, compute_dtype=compute_dtype,
                  attention_dtype=attention_dtype, mla_decode=mla_decode, expert_skew=expert_skew, reserve=reserve)
     device = load_gpu(gpu, "latency")
     tm = _time_model(device, time_model, calibration, engine, serving=True, compute_efficiency=compute_efficiency,
                      memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)
-    report = estimate(load_model(model), device, w, tm)
+    spec = load_model(model)
+    w, notes = _engine_kv(w, kv_dtype, spec, _engine(engine))
+    report = _noted(estimate(spec, device, w, tm), notes)
     return with_ranges(report, "latency_ranges") if interval else report
 
 
 _time_model = time_model
 
 
+def _engine_kv(w, kv_dtype: str | None, spec, serving) -> tuple[Any, list[str]]:
+    """`w` under the KV dtype the engine `serving` runs `spec` with when `kv_dtype` is left out, and the note that
+    says so: the KV quantisation the checkpoint states, where the engine's default cache dtype takes it
+    (Engine.stated_kv_dtype); else `w` as it is (bf16)."""
+    stated = None if kv_dtype is not None else serving.stated_kv_dtype(spec.checkpoint)
+    if stated is None or stated == w.kv_dtype:
+        return w, []
+    return w.model_copy(update={"kv_dtype": stated}), [
+        f"KV cache {stated}: the checkpoint states it and {serving.label}'s default cache dtype takes it; "
+        "`kv_dtype` sets another"]
+
+
+def _noted(report, notes: list[str]):
+    """`report` with `notes` added to its own."""
+    return report.model_copy(update={"notes": [*report.notes, *notes]}) if notes else report
+
+
 @_public
 def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = None, tp: int | None = None,
         pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
-        kv_dtype: str = "bf16", group_size: int = 128, reserve: float | None = None,
+        kv_dtype: str | None = None, group_size: int = 128, reserve: float | None = None,
         prefill_chunk: int | None = None, engine: str | None = None, time_model: str | None = None, calibration=None,
         images: int = 0, image_size: str | None = None):
     """Does it fit on `gpu` (required): weights, KV cache and workspace per GPU in bytes, the largest batch at
@@ -356,10 +375,14 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
                                         max_batched_tokens=prefill_chunk)
         reserve, prefill_chunk = pool.reserve, pool.max_batched_tokens
     w = workload(_weights(weights_dtype, weights_format), layout,
-                 _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype, group_size=group_size,
-                 reserve=0.10 if reserve is None else reserve, prefill_chunk=prefill_chunk or 8192)
+                 _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype or "bf16",
+                 group_size=group_size, reserve=0.10 if reserve is None else reserve,
+                 prefill_chunk=prefill_chunk or 8192)
     tm = _time_model(device, time_model, calibration, engine, serving=True)
-    return check(load_model(model), device, w, tm, pool)
+    spec, notes = load_model(model), []
+    if engine is not None:  # an engine's pool, in the engine's default cache dtype
+        w, notes = _engine_kv(w, kv_dtype, spec, pool.engine)
+    return _noted(check(spec, device, w, tm, pool), notes)
 
 
 @_public
@@ -426,7 +449,7 @@ def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | No
 def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
                   pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
                   calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
-                  kv_dtype: str = "bf16", group_size: int = 128, attention: str | None = None) -> Callable:
+                  kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None) -> Callable:
     """sweep's inputs read and checked, and the work left to do: call the result for the SweepReport."""
     from llmcalc.inputs.grid import check_rows, check_size
     from llmcalc.views.sweep import sweep as run
@@ -437,9 +460,14 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
     if not models:
         raise UserError("give a model: `preset` NAME (repeat for several), `config` FILE.yaml, `hf_config` PATH or "
                         "`hf_model` ORG/NAME")
-    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype or "bf16",
                  group_size=group_size)
     specs = [load_model(m) for m in models]
+    taken = {s.name: _engine_kv(w, kv_dtype, s, _engine(engine)) for s in specs}
+    if len({t.kv_dtype for t, _ in taken.values()}) > 1:
+        raise UserError("`kv_dtype`: the engine runs these models' KV caches in different dtypes, as their "
+                        "checkpoints state; give one `kv_dtype` for the sweep")
+    w, notes = next(iter(taken.values()))
     if attention is not None:
         from llmcalc.views.compare import attention_variant
 
@@ -450,14 +478,14 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
     check_rows(len(specs), len(batches) * len(seqs))
     device = load_gpu(gpu)
     tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
-    return _public(lambda: run(specs, device, batches, seqs, w, tm))
+    return _public(lambda: _noted(run(specs, device, batches, seqs, w, tm), notes))
 
 
 @_public
 def sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
           pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
           calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
-          kv_dtype: str = "bf16", group_size: int = 128, attention: str | None = None):
+          kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None):
     """KV cache, memory, FLOPs and, with `gpu`, time and fit over a grid of batch sizes × context lengths
     (`llmcalc sweep`). model: one model or a list; seq, batch: a list of ints, or the command's grid text
     (`"1,8,64"`, `"1k..128k"` doubling, `"1k..8k:1k"` stepping); attention: variants of each model as separate
@@ -559,7 +587,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                   gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0, seed: int = 0,
                   slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
                   spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
-                  weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
+                  weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
                   expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
                   calibration=None):
     """serve's inputs read and checked: a ServeRun, whose run(update) simulates (update(advance=n) as requests
@@ -576,11 +604,12 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                 concurrency=concurrency)
     slo = _slo(slo_ttft, slo_tpot)
     lengths = None if trace is not None else _lengths(prompt, output)
-    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype,
+    w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype or "bf16",
                  compute_dtype=compute_dtype, expert_skew=expert_skew)
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
+    w, notes = _engine_kv(w, kv_dtype, spec, _engine(engine))
     settings = _engine(engine).settings(device, w.layout, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
                                         block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
@@ -590,7 +619,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     from pathlib import Path
 
     return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,
-                    dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit))
+                    dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit), notes)
 
 
 
@@ -608,10 +637,13 @@ _engine = engine
 class ServeRun:
     """A serving simulation ready to run: the model, GPU, workload, time model, load and requests of serve."""
 
-    def __init__(self, spec, device, w, tm, load, lengths, trace, requests: int, seed: int, args: dict) -> None:
+    def __init__(self, spec, device, w, tm, load, lengths, trace, requests: int, seed: int, args: dict,
+                 notes: list[str]) -> None:
         self.spec, self.device, self.w, self.tm = spec, device, w, tm
         self.load, self.lengths, self.trace, self.requests, self.seed, self.args = (
             load, lengths, trace, requests, seed, args)
+        self.notes = notes
+        """What the inputs decided that the report's own notes do not say (the KV dtype the engine took)."""
 
     @property
     def finite_rate(self) -> float | None:
@@ -635,8 +667,8 @@ class ServeRun:
             prompt_text, output_text = (str(x) for x in self.lengths)
             label = None
         self._texts = dict(prompt=prompt_text, output=output_text, load_label=label)
-        return simulate(self.spec, self.device, self.w, self.tm, rows, load=load,
-                        progress=lambda n: update(advance=n), **self._texts, **self.args)
+        return _noted(simulate(self.spec, self.device, self.w, self.tm, rows, load=load,
+                               progress=lambda n: update(advance=n), **self._texts, **self.args), self.notes)
 
     def curve(self):
         """Goodput and latency over arrival rates up to the load's (after run)."""
@@ -653,7 +685,7 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
           block_size: int | None = None, gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0,
           seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
           mtp: bool = False, spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
-          weights_format: str | None = None, kv_dtype: str = "bf16", compute_dtype: str | None = None,
+          weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
           expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
           calibration=None, interval: bool = False, progress: Callable[..., None] | None = None):
     """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated

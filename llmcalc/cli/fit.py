@@ -8,9 +8,9 @@ from llmcalc.cli import groups
 from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     ADVANCED,
+    EngineKVDtypeOpt,
     GPUOpt,
     GroupOpt,
-    KVDtypeOpt,
     _count_opt,
     _opt,
 )
@@ -28,7 +28,7 @@ def fit(
     gpu: GPUOpt = None,
     layout: groups.Layout,
     weights: groups.Weights,
-    kv_dtype: KVDtypeOpt = "bf16",
+    kv_dtype: EngineKVDtypeOpt = None,
     group_size: GroupOpt = 128,
     reserve: Annotated[Optional[float], _opt(
         "--reserve", help="Share of GPU memory kept for the runtime (default: 0.1; with --engine, 1 − its GPU "

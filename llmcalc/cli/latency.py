@@ -10,11 +10,11 @@ from llmcalc.cli.options import (
     ADVANCED,
     PRECISION,
     EncoderSeqOpt,
+    EngineKVDtypeOpt,
     ExpertSkewOpt,
     GPUOpt,
     GroupOpt,
     IntervalOpt,
-    KVDtypeOpt,
     MLADecodeOpt,
     ReserveOpt,
     _count_opt,
@@ -33,7 +33,7 @@ def latency(
     gpu: GPUOpt = None,
     layout: groups.Layout,
     weights: groups.Weights,
-    kv_dtype: KVDtypeOpt = "bf16",
+    kv_dtype: EngineKVDtypeOpt = None,
     group_size: GroupOpt = 128,
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
         "--compute-dtype", help="Matmul type: fp32, tf32, bf16, fp16, fp8, int8 or fp4 (default: bf16, or the "

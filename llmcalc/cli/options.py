@@ -165,6 +165,9 @@ ImageSizeOpt = Annotated[Optional[str], _opt(
 PlotForceOpt = Annotated[bool, _opt("--force", help="Overwrite the --plot file when it exists.", panel=OUTPUT)]
 KVDtypeOpt = Annotated[Dtype, _opt("--kv-dtype", help=f"KV cache: {DTYPES}.", panel=PRECISION,
                                    metavar="DTYPE")]
+EngineKVDtypeOpt = Annotated[Optional[Dtype], _opt(
+    "--kv-dtype", help=f"KV cache: {DTYPES} (default: the checkpoint's where the engine takes it, else bf16).",
+    panel=PRECISION, metavar="DTYPE")]
 WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(
     "--weights-dtype", help=f"Weights: {DTYPES} (default: the checkpoint's, else bf16).",
     panel=PRECISION, metavar="DTYPE")]

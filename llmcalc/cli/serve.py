@@ -13,10 +13,10 @@ from llmcalc.cli.options import (
     OUTPUT,
     PRECISION,
     SERVING,
+    EngineKVDtypeOpt,
     ExpertSkewOpt,
     GPUOpt,
     IntervalOpt,
-    KVDtypeOpt,
     PlotForceOpt,
     RateOpt,
     RequestsOpt,
@@ -67,7 +67,7 @@ def serve(
     acceptance: Annotated[float, _opt(
         "--acceptance", help="Draft token acceptance chance.", panel=SERVING, metavar="P")] = 0.7,
     weights: groups.Weights,
-    kv_dtype: KVDtypeOpt = "bf16",
+    kv_dtype: EngineKVDtypeOpt = None,
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
         "--compute-dtype", help="Matmul type (default: bf16 or native).", panel=PRECISION,
         metavar="DTYPE")] = None,

@@ -14,8 +14,8 @@ from llmcalc.cli.options import (
     MODEL,
     OUTPUT,
     WORKLOAD,
+    EngineKVDtypeOpt,
     GroupOpt,
-    KVDtypeOpt,
     OptionalGPUOpt,
     PlotForceOpt,
     _opt,
@@ -40,7 +40,7 @@ def sweep(
     layout: groups.Layout,
     timing: groups.EngineTime,
     weights: groups.Weights,
-    kv_dtype: KVDtypeOpt = "bf16",
+    kv_dtype: EngineKVDtypeOpt = None,
     group_size: GroupOpt = 128,
     attention: Annotated[Optional[str], _opt(
         "--attention", help="Attention variants of each model as separate series, e.g. mha,gqa,mla (the swap "

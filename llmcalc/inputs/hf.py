@@ -774,7 +774,20 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
     head_kept = any(m.split(".")[-1] in ("lm_head", "output") for m in kept)
     if head_kept:
         formats["components"]["head"] = dense
-    return out | {"formats": formats | {"dense": dense}, "kept": kept}
+    kv = _stated_kv_dtype(q, method)
+    return out | {"formats": formats | {"dense": dense}, "kept": kept} | ({"kv_dtype": kv} if kv else {})
+
+
+def _stated_kv_dtype(q: dict, method: str) -> str | None:
+    """The KV cache dtype a quantisation config states: ModelOpt's kv_cache_quant_algo (FP8, INT8), or a
+    compressed-tensors kv_cache_scheme of 8 bits (float: fp8, int: int8); None where it states none, or one that
+    no KV dtype here stands for (NVFP4's 4 bits with a scale per 16)."""
+    if method == "modelopt":
+        return {"FP8": "fp8", "INT8": "int8"}.get(str(q.get("kv_cache_quant_algo")).upper())
+    scheme = q.get("kv_cache_scheme") if method == "compressed-tensors" else None
+    if isinstance(scheme, dict) and scheme.get("num_bits") == 8:
+        return {"float": "fp8", "int": "int8"}.get(scheme.get("type"))
+    return None
 
 
 def _compressed(q: dict) -> str:

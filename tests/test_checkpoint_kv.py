@@ -1,0 +1,73 @@
+"""A checkpoint that states its KV cache's quantisation (ModelOpt's kv_cache_quant_algo in hf_quant_config.json,
+compressed-tensors' kv_cache_scheme) is read into the spec, and the engines whose default cache dtype takes it
+(vLLM, TensorRT-LLM: presets/engines/*.yaml `cache_dtype`) run their pool in it when --kv-dtype is left out;
+SGLang and the reference keep the model's dtype; --kv-dtype sets another. The pool of an FP8 cache holds twice
+the tokens of a bf16 one in the same bytes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import llmcalc
+from llmcalc.inputs.hf import load_hf_config
+
+
+def _folder(tmp_path, hf_fixture, quant: dict | None = None, config_quant: dict | None = None):
+    folder = tmp_path / "llama3-8b-quantised"
+    shutil.copytree(hf_fixture("llama3-8b"), folder)
+    if quant is not None:
+        (folder / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"},
+                                                                 "quantization": quant}))
+    if config_quant is not None:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps(config | {"quantization_config": config_quant}))
+    return folder
+
+
+def _compressed(kv_scheme):
+    weights = {"num_bits": 8, "type": "float", "strategy": "channel"}
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": weights}},
+            "kv_cache_scheme": kv_scheme}
+
+
+@pytest.mark.parametrize("quant, config_quant, stated", [
+    ({"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, None, "fp8"),
+    ({"quant_algo": "FP8", "kv_cache_quant_algo": None}, None, None),
+    ({"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}, None, None),  # no KV dtype here stands for it
+    (None, _compressed({"num_bits": 8, "type": "float", "strategy": "tensor"}), "fp8"),
+    (None, _compressed({"num_bits": 8, "type": "int", "strategy": "tensor"}), "int8"),
+    (None, _compressed(None), None),
+])
+def test_the_kv_dtype_a_checkpoint_states_is_read(tmp_path, hf_fixture, quant, config_quant, stated):
+    assert load_hf_config(_folder(tmp_path, hf_fixture, quant, config_quant)).checkpoint.kv_dtype == stated
+
+
+def test_engines_that_take_the_checkpoints_kv_dtype_hold_twice_the_tokens(tmp_path, hf_fixture):
+    folder = str(_folder(tmp_path, hf_fixture, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}))
+    run = dict(gpu="h100-sxm", requests=20, prompt="256", output="16")
+    for engine, taken in (("vllm", "fp8"), ("trtllm", "fp8"), ("sglang", "bf16"), ("reference", "bf16")):
+        default = llmcalc.serve(folder, engine=engine, **run)
+        bf16 = llmcalc.serve(folder, engine=engine, kv_dtype="bf16", **run)
+        noted = [n for n in default.notes if "the checkpoint states it" in n]
+        assert bool(noted) == (taken == "fp8"), (engine, default.notes)
+        ratio = default.kv_tokens / bf16.kv_tokens
+        assert ratio == (pytest.approx(2, rel=1e-3) if taken == "fp8" else 1), engine  # same bytes, half a token's
+    lat = llmcalc.latency(folder, "h100-sxm", batch=4, seq=1024, gen=8)
+    assert lat.kv_dtype == "fp8" and any("the checkpoint states it" in n for n in lat.notes)
+    assert llmcalc.latency(folder, "h100-sxm", batch=4, seq=1024, gen=8, kv_dtype="bf16").kv_dtype == "bf16"
+    assert llmcalc.fit(folder, "h100-sxm").kv_dtype == "bf16"  # no engine: no engine's default
+    assert llmcalc.fit(folder, "h100-sxm", engine="trtllm").kv_dtype == "fp8"
+
+
+def test_the_cli_says_which_kv_dtype_it_took(tmp_path, hf_fixture):
+    folder = str(_folder(tmp_path, hf_fixture, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}))
+    base = [sys.executable, "-m", "llmcalc", "serve", "--hf-config", folder, "--gpu", "h100-sxm", "-n", "20"]
+    taken = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert taken.returncode == 0 and "the checkpoint states it" in " ".join(taken.stdout.split()), taken.stderr
+    given = subprocess.run([*base, "--kv-dtype", "bf16"], capture_output=True, text=True, timeout=300)
+    assert given.returncode == 0 and "checkpoint states" not in given.stdout
