@@ -1,7 +1,8 @@
 """A checkpoint that states its KV cache's quantisation (ModelOpt's kv_cache_quant_algo in hf_quant_config.json,
 compressed-tensors' kv_cache_scheme) is read into the spec, and the engines whose default cache dtype takes it
-(vLLM, TensorRT-LLM: presets/engines/*.yaml `cache_dtype`) run their pool in it when --kv-dtype is left out;
-SGLang and the reference keep the model's dtype; --kv-dtype sets another. The pool of an FP8 cache holds twice
+(presets/engines/*.yaml `checkpoint_kv`: vLLM a ModelOpt FP8 cache, TensorRT-LLM ModelOpt's and compressed-tensors')
+run their pool in it when --kv-dtype is left out; SGLang and the reference keep the model's dtype; --kv-dtype
+sets another. The pool of an FP8 cache holds twice
 the tokens of a bf16 one in the same bytes."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from llmcalc.inputs.hf import load_hf_config
 
 def _folder(tmp_path, hf_fixture, quant: dict | None = None, config_quant: dict | None = None):
     folder = tmp_path / "llama3-8b-quantised"
+    tmp_path.mkdir(exist_ok=True)
     shutil.copytree(hf_fixture("llama3-8b"), folder)
     if quant is not None:
         (folder / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"},
@@ -35,16 +37,20 @@ def _compressed(kv_scheme):
             "kv_cache_scheme": kv_scheme}
 
 
-@pytest.mark.parametrize("quant, config_quant, stated", [
-    ({"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, None, "fp8"),
-    ({"quant_algo": "FP8", "kv_cache_quant_algo": None}, None, None),
-    ({"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}, None, None),  # no KV dtype here stands for it
-    (None, _compressed({"num_bits": 8, "type": "float", "strategy": "tensor"}), "fp8"),
-    (None, _compressed({"num_bits": 8, "type": "int", "strategy": "tensor"}), "int8"),
-    (None, _compressed(None), None),
+FP8_SCHEME = _compressed({"num_bits": 8, "type": "float", "strategy": "tensor"})
+
+
+@pytest.mark.parametrize("quant, config_quant, stated, by", [
+    ({"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, None, "fp8", "modelopt"),
+    ({"quant_algo": "FP8", "kv_cache_quant_algo": None}, None, None, None),
+    ({"quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}, None, None, None),  # no KV dtype here stands for it
+    (None, FP8_SCHEME, "fp8", "compressed-tensors"),
+    (None, _compressed({"num_bits": 8, "type": "int", "strategy": "tensor"}), "int8", "compressed-tensors"),
+    (None, _compressed(None), None, None),
 ])
-def test_the_kv_dtype_a_checkpoint_states_is_read(tmp_path, hf_fixture, quant, config_quant, stated):
-    assert load_hf_config(_folder(tmp_path, hf_fixture, quant, config_quant)).checkpoint.kv_dtype == stated
+def test_the_kv_dtype_a_checkpoint_states_is_read(tmp_path, hf_fixture, quant, config_quant, stated, by):
+    checkpoint = load_hf_config(_folder(tmp_path, hf_fixture, quant, config_quant)).checkpoint
+    assert (checkpoint.kv_dtype, checkpoint.kv_quantizer) == (stated, by)
 
 
 def test_engines_that_take_the_checkpoints_kv_dtype_hold_twice_the_tokens(tmp_path, hf_fixture):
@@ -62,6 +68,8 @@ def test_engines_that_take_the_checkpoints_kv_dtype_hold_twice_the_tokens(tmp_pa
     assert llmcalc.latency(folder, "h100-sxm", batch=4, seq=1024, gen=8, kv_dtype="bf16").kv_dtype == "bf16"
     assert llmcalc.fit(folder, "h100-sxm").kv_dtype == "bf16"  # no engine: no engine's default
     assert llmcalc.fit(folder, "h100-sxm", engine="trtllm").kv_dtype == "fp8"
+    compressed = str(_folder(tmp_path / "ct", hf_fixture, config_quant=FP8_SCHEME))  # vLLM takes ModelOpt's only
+    assert [llmcalc.fit(compressed, "h100-sxm", engine=e).kv_dtype for e in ("vllm", "trtllm")] == ["bf16", "fp8"]
 
 
 def test_the_cli_says_which_kv_dtype_it_took(tmp_path, hf_fixture):

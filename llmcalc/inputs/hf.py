@@ -775,7 +775,8 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
     if head_kept:
         formats["components"]["head"] = dense
     kv = _stated_kv_dtype(q, method)
-    return out | {"formats": formats | {"dense": dense}, "kept": kept} | ({"kv_dtype": kv} if kv else {})
+    stated = {"kv_dtype": kv, "kv_quantizer": method} if kv else {}
+    return out | {"formats": formats | {"dense": dense}, "kept": kept} | stated
 
 
 def _stated_kv_dtype(q: dict, method: str) -> str | None:

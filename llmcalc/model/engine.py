@@ -20,8 +20,8 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               architecture where a kernel benchmark gives it; elsewhere the time model's fp8 efficiency
   attention DP  whether its token budget per step is each replica's or the deployment's, divided over the
               replicas (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention)
-  KV dtype    the engine's default cache dtype: the checkpoint's stated KV quantisation (vLLM, TensorRT-LLM) or
-              the model's dtype (SGLang, the reference)
+  KV dtype    the engine's default cache dtype: the KV quantisation the checkpoint states, where the engine takes
+              that quantiser's (vLLM ModelOpt's fp8, TensorRT-LLM's), else the model's dtype
   admission   a prompt starts when the pool could hold it and its output less what the running requests are
               expected to still write, at a ratio that decays as decodes run (SGLang's new_token_ratio)
 """
@@ -172,10 +172,11 @@ class Engine(Frozen):
     """Architecture → the share of the fp8 peak the engine's matmuls over fp8 weights with a scale per 128 × 128
     block reach (the time model's block_fp8_efficiency on a GPU of that architecture); none stated: the time
     model's fp8_efficiency."""
-    cache_dtype: Literal["checkpoint", "model"] = "model"
-    """What the engine's default KV cache dtype ("auto") is: the one the checkpoint states where it states one
-    (Checkpoint.kv_dtype: ModelOpt's kv_cache_quant_algo, compressed-tensors' kv_cache_scheme), else the model's;
-    or the model's dtype always, a quantised cache only when asked for."""
+    checkpoint_kv: list[Literal["modelopt fp8", "modelopt int8", "compressed-tensors fp8",
+                                "compressed-tensors int8"]] = []
+    """The KV quantisations a checkpoint may state (its quantiser and dtype: Checkpoint.kv_quantizer, kv_dtype)
+    that the engine's default cache dtype ("auto") takes; for any other, and a checkpoint that states none, the
+    model's dtype."""
     dp_attention_budget: Literal["per_replica", "divided"] = "per_replica"
     """Under data-parallel attention (Layout.attention_dp: replicas whose MoE layers span them), whether each
     replica's scheduler takes the whole max_batched_tokens a step, or that budget divided over the dp replicas
@@ -212,7 +213,7 @@ class Engine(Frozen):
         """The KV dtype the engine runs a model with by default when it differs from the model's: the one
         `checkpoint` (a Checkpoint, or None) states, where the engine's default follows it; else None."""
         stated = getattr(checkpoint, "kv_dtype", None)
-        return stated if self.cache_dtype == "checkpoint" else None
+        return stated if f"{getattr(checkpoint, 'kv_quantizer', None)} {stated}" in self.checkpoint_kv else None
 
     def settings(self, gpu: GPU, layout=None, **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the

@@ -358,8 +358,10 @@ class Checkpoint(Frozen):
     """What the quantisation config keeps unquantised, as it names it (modules_to_not_convert, ignored_layers)."""
     kv_dtype: Literal["fp8", "int8"] | None = None
     """The KV cache dtype the checkpoint states, with the scales it ships for it (ModelOpt's kv_cache_quant_algo,
-    compressed-tensors' kv_cache_scheme): an engine whose default cache dtype follows the checkpoint
-    (Engine.cache_dtype) runs its cache so. None: none stated, or one no KV dtype here stands for (NVFP4)."""
+    compressed-tensors' kv_cache_scheme): an engine whose default cache dtype takes it (Engine.checkpoint_kv) runs
+    its cache so. None: none stated, or one no KV dtype here stands for (NVFP4)."""
+    kv_quantizer: Literal["modelopt", "compressed-tensors"] | None = None
+    """The quantisation config that states kv_dtype (engines take one and not the other)."""
     index_total_size: Annotated[int, Field(ge=0, le=2**62, strict=True)] | None = None
     """`metadata.total_size` of the checkpoint's `model.safetensors.index.json` where its folder or Hub repository
     holds one: the tensors' bytes as published, shown beside llmcalc's own count as a cross-check; None: no index."""
