@@ -528,8 +528,9 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
     Returns a TrainReport."""
     from llmcalc.costs.training import training_step
     from llmcalc.inputs.kernels import with_attention_kernel
-    from llmcalc.workload import Layout
+    from llmcalc.workload import Layout, require_sizes
 
+    require_sizes(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp)  # before they divide
     if gpus and tp is None and dp == 1:  # training spreads the GPUs over dp replicas unless told
         tp, dp = 1, max(1, gpus // (pp * cp))
     if qlora and lora_rank is None:

@@ -7,7 +7,8 @@ than any model has; simulations past their work bounds; a KV pool emptied by a s
 past any float; 0 or null positions; a config.json that is no file; an empty --plot; a config's null or a
 multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
 in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
-an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
+parallel degree of 0. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -348,3 +349,12 @@ def test_an_engine_whose_last_tier_leaves_a_gpu_out_and_a_billion_shared_experts
     spec["ffn"]["shared_experts"] = 10**9
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     one_line(run("memory", "-c", str(tmp_path / "s.yaml")), "ffn.shared_experts", "65536")
+
+
+def test_a_scenario_that_sets_a_parallel_degree_to_zero_is_refused_before_it_divides(tmp_path):
+    scenario = {"defaults": {"preset": "llama3-8b", "gpu": "h100-sxm"},
+                "scenarios": [{"name": "a", "command": "train", "options": {"cp": 0, "gpus": 8}},
+                              {"name": "b", "command": "train", "options": {"pp": 0, "gpus": 8}}]}
+    for i in range(2):
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(scenario | {"scenarios": [scenario["scenarios"][i]]}))
+        one_line(run("run", str(tmp_path / "run.yaml")), "must be > 0")
