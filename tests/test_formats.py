@@ -157,7 +157,8 @@ print(json.dumps([spec.model_dump(mode="json")["checkpoint"], work.model_dump(mo
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [
         {"formats": {"default": "fp8-block", "components": {}, "dense": "bf16"}, "rotary_buffers": False,
-         "router_buffers": False, "mtp_copies": False, "kept": ["lm_head"], "index_total_size": None},
+         "router_buffers": False, "mtp_copies": False, "kept": ["lm_head"], "kv_dtype": None, "kv_quantizer": None,
+         "index_total_size": None},
         {"default": "int4-g64", "components": {"head": "bf16"}, "dense": "bf16"}, True, "Checkpoint", "WeightFormats"]
 
 
