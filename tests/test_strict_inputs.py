@@ -8,7 +8,7 @@ past any float; 0 or null positions; a config.json that is no file; an empty --p
 multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
 in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
 an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
-parallel degree of 0. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+parallel degree of 0; a subnormal latency in a benchmark result. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -358,3 +358,9 @@ def test_a_scenario_that_sets_a_parallel_degree_to_zero_is_refused_before_it_div
     for i in range(2):
         (tmp_path / "run.yaml").write_text(yaml.safe_dump(scenario | {"scenarios": [scenario["scenarios"][i]]}))
         one_line(run("run", str(tmp_path / "run.yaml")), "must be > 0")
+
+
+def test_a_subnormal_figure_in_a_benchmark_result_is_refused_by_its_key(tmp_path):
+    result = json.loads((ROOT / "tests/fixtures/benchmarks/vllm_bench_serve.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps(result | {"mean_ttft_ms": 1e-320}))
+    one_line(run("measured", str(tmp_path / "run.json"), "-f", "json"), "mean_ttft_ms", "below a normal float")

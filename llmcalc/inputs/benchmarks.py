@@ -36,6 +36,7 @@ Latencies are read into seconds, throughputs into per second; a figure that is n
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,9 @@ class _Doc:
                 not math.isfinite(value) and not (inf and value == math.inf)):
             raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, not a finite number; give the file as "
                             "the client wrote it")
+        if value and abs(value) < sys.float_info.min:  # subnormal: a quotient by it is infinite
+            raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, below a normal float's range; give the "
+                            "file as the client wrote it")
         return float(value)
 
     def count(self, value: Any, key: str) -> int | None:
