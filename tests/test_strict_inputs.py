@@ -8,7 +8,8 @@ past any float; 0 or null positions; a config.json that is no file; an empty --p
 multiplier past any width; YAML's base-60 numbers, digits of other scripts and underscores in seconds; a stray comma
 in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
 an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
-parallel degree of 0; a subnormal latency in a benchmark result. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+parallel degree of 0; a subnormal or negative latency, a count past any run or a time past any
+float in a benchmark result; a merged curves file whose runs are a list. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -364,3 +365,16 @@ def test_a_subnormal_figure_in_a_benchmark_result_is_refused_by_its_key(tmp_path
     result = json.loads((ROOT / "tests/fixtures/benchmarks/vllm_bench_serve.json").read_text())
     (tmp_path / "run.json").write_text(json.dumps(result | {"mean_ttft_ms": 1e-320}))
     one_line(run("measured", str(tmp_path / "run.json"), "-f", "json"), "mean_ttft_ms", "below a normal float")
+
+
+def test_benchmark_results_with_counts_or_figures_past_any_run_and_odd_units_are_one_line(tmp_path):
+    result = json.loads((ROOT / "tests/fixtures/benchmarks/vllm_bench_serve.json").read_text())
+    for change, needle in (({"completed": 1e308}, "completed"), ({"mean_ttft_ms": 10**400}, "beyond any float"),
+                           ({"mean_ttft_ms": -80}, "below 0"), ({"total_input_tokens": -5}, "below 0")):
+        (tmp_path / "run.json").write_text(json.dumps(result | change))
+        one_line(run("measured", str(tmp_path / "run.json"), "--gpu", "h100-sxm", "-f", "json"), needle)
+        one_line(run("calibrate", "--from-runs", str(tmp_path / "run.json"), "--gpu", "h100-sxm"), needle)
+    raw = {"curves": {"gemm": [{"m": 1}]}, "runs": ["run 1"]}
+    (tmp_path / "raw.json").write_text(json.dumps(raw))
+    one_line(run("calibrate", "--engine", "reference", "--from-raw", str(tmp_path / "raw.json"), "--gpu", "h100-sxm"),
+             "runs")

@@ -109,8 +109,9 @@ def _gaps(tm: TimeModel, runs: list[RunFigures], predict: Predict) -> dict[str, 
             metric = next((m for m in metrics if run.measured.get(m, 0) > 0), None)
             if metric is not None:
                 p = p or predict(tm, run)
-                logs.setdefault(name, []).append(math.log(p["tpot" if metric == "itl" else metric]
-                                                          / run.measured[metric]))
+                predicted = p["tpot" if metric == "itl" else metric]
+                if predicted > 0:  # a run of one output token has no time per output token to predict
+                    logs.setdefault(name, []).append(math.log(predicted / run.measured[metric]))
     return {name: sum(v) / len(v) for name, v in logs.items()}
 
 

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 from llmcalc.inputs.files import json_loads
+from llmcalc.model.base import MAX_SIZE
 
 MAX_RESULT_BYTES = 64 << 20
 """Largest result file read (a vLLM file saved with --save-detailed holds every request's text)."""
@@ -181,10 +182,16 @@ class _Doc:
             return None
         if isinstance(value, str) and inf and value == "inf":
             return math.inf
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > sys.float_info.max:
+            raise UserError(f"`files`: {self.where}: `{key}` is {clip(str(value))}, beyond any float; give the file "
+                            "as the client wrote it")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 not math.isfinite(value) and not (inf and value == math.inf)):
             raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, not a finite number; give the file as "
                             "the client wrote it")
+        if value < 0:  # no time, rate, throughput or count a client writes is negative
+            raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, below 0; give the file as the client "
+                            "wrote it")
         if value and abs(value) < sys.float_info.min:  # subnormal: a quotient by it is infinite
             raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, below a normal float's range; give the "
                             "file as the client wrote it")
@@ -197,6 +204,9 @@ class _Doc:
         if not x.is_integer() or x < 0:
             raise UserError(f"`files`: {self.where}: `{key}` is {value!r}, not a count; give the file as the client "
                             "wrote it")
+        if x > MAX_SIZE:
+            raise UserError(f"`files`: {self.where}: `{key}` is {x:.3g}, more than {MAX_SIZE:,} (2^40), beyond any "
+                            "run; give the file as the client wrote it")
         return int(x)
 
     def text(self, value: Any) -> str | None:
@@ -278,7 +288,7 @@ def _stats(d: _Doc, name: str) -> dict[str, float] | None:
     if not isinstance(obj, dict):
         return None
     unit = obj.get("unit")
-    if unit not in SCALE:
+    if not isinstance(unit, str) or unit not in SCALE:
         raise UserError(f"`files`: {d.where}: `{name}` is in {unit!r}, not a time unit this reads "
                         f"({', '.join(SCALE)}); give the file as the client wrote it")
     out = {}

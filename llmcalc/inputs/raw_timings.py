@@ -56,6 +56,15 @@ class GraphTiny(_Part):
     seconds_per_kernel: Seconds
 
 
+class RunEnvironment(_Part):
+    """One run's environment in a curves file merged from several runs."""
+
+    device_name: str
+    date: str
+    torch: str
+    cuda: str | None
+
+
 class RawTimings(_Part):
     """The fields the fit reads (llmcalc/costs/calibration.py: fit)."""
 
@@ -75,4 +84,5 @@ class RawTimings(_Part):
     graph_tiny: GraphTiny | None = None
     curves: dict[str, list[dict] | dict[str, float]] = {}
     """Each curve's points, and `seconds`: the wall time each curve took to measure."""
+
     notes: list[str] = []

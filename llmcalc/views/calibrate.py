@@ -80,14 +80,21 @@ def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]
     reference`, or a merged curves file (benchmarks/gpu/h100-2026-11-28-curves.json) whose `runs` give each
     run's environment."""
     from llmcalc.costs.engine_fit import fit_reference
+    from llmcalc.inputs.files import validated
     from llmcalc.inputs.presets import load_preset
+    from llmcalc.inputs.raw_timings import RunEnvironment
 
     curves = raw.get("curves")
     if not isinstance(curves, dict) or not curves.get("gemm"):
         raise UserError("`from_raw`: no kernel curves in it; give the raw timings of a calibration with `engine` "
                         "reference")
     if "runs" in raw:  # merged from several runs: the first run's environment, each curve's run in its source
-        env = next(iter(raw["runs"].values()))
+        runs = raw["runs"]
+        if not isinstance(runs, dict) or not runs:
+            raise UserError("`from_raw`: `runs` is not a mapping of each run to its environment; give the merged "
+                            "curves file as it was written")
+        env = validated(RunEnvironment, next(iter(runs.values())), "`from_raw`: runs", "the merged curves file")
+        env = env.model_dump()
         by = raw.get("measured_by", {})
         stamp = (f"measured by llmcalc calibrate --engine reference on {env['device_name']}, {env['date']}, torch "
                  f"{env['torch']}, CUDA {env['cuda']}" + (f" ({len(raw['runs'])} runs: "
