@@ -39,6 +39,9 @@ _FIXES = {
     "bool_parsing": "give true or false",
     "string_type": "give a string",
     "finite_number": "give a finite number",
+    "float_type": "give a number",
+    "float_parsing": "give a number",
+    "number_type": "give a number",
     "greater_than": "give a positive number",
     "greater_than_equal": "give 0 or more",
     "less_than_equal": "give a smaller number",
@@ -83,8 +86,11 @@ def validation_message(exc: Any, where: str | None = None) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "value_error":  # our validators already name the field and the fix (a file's: plainly)
         return f"{lead}{plain(msg) if where else msg}"
+    if err["type"] == "number_type":  # a model's own check of its float fields: the field in its context
+        err = err | {"loc": (*err["loc"], err["ctx"]["field"])}
     loc = _path(err, marked)
-    extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type") and _short(err) else ""
+    extra = f" (got {err['input']!r})" if err["type"] not in ("missing", "model_type", "number_type") and _short(
+        err) else ""
     fix = _FIXES.get(err["type"], "correct it")
     bound = (err.get("ctx") or {}).get("ge")
     if err["type"] == "greater_than_equal" and isinstance(bound, (int, float)):

@@ -9,7 +9,8 @@ multiplier past any width; YAML's base-60 numbers, digits of other scripts and u
 in --weights-format; a tp derived from --gpus, named so; a config value echoed in its JSON spelling, cut with
 an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
 parallel degree of 0; a subnormal or negative latency, a count past any run or a time past any
-float in a benchmark result; a merged curves file whose runs are a list. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+float in a benchmark result; a merged curves file whose runs are a list; a bool or a string where a number goes
+in a GPU, engine or calibration file. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -378,3 +379,20 @@ def test_benchmark_results_with_counts_or_figures_past_any_run_and_odd_units_are
     (tmp_path / "raw.json").write_text(json.dumps(raw))
     one_line(run("calibrate", "--engine", "reference", "--from-raw", str(tmp_path / "raw.json"), "--gpu", "h100-sxm"),
              "runs")
+
+
+@pytest.mark.parametrize("kind, change, needle", [
+    ("gpu", {"memory_gib": True}, "memory_gib: true is not a number"),
+    ("gpu", {"memory_bandwidth_gbs": "3350"}, 'memory_bandwidth_gbs: "3350" is not a number'),
+    ("engine", {"request_s": False}, "request_s: false is not a number"),
+    ("calibration", {"kernel_s": "1e-6"}, 'kernel_s: "1e-6" is not a number'),
+])
+def test_a_bool_or_a_string_where_a_number_goes_is_refused(tmp_path, kind, change, needle):
+    source = {"gpu": "presets/gpus/h100-sxm.yaml", "engine": "presets/engines/vllm.yaml",
+              "calibration": "presets/calibration/h100-sxm.yaml"}[kind]
+    data = yaml.safe_load((ROOT / source).read_text()) | change
+    (tmp_path / "f.yaml").write_text(yaml.safe_dump(data))
+    option = {"gpu": ["--gpu", str(tmp_path / "f.yaml")],
+              "engine": ["--gpu", "h100-sxm", "--engine", str(tmp_path / "f.yaml")],
+              "calibration": ["--gpu", "h100-sxm", "--calibration", str(tmp_path / "f.yaml")]}[kind]
+    one_line(run("latency", "-p", "llama3-8b", *option), needle)

@@ -1,8 +1,9 @@
 """Shared base for every spec and block: frozen, strict Pydantic models, the registry of variant kinds, and fields
 whose model is defined only when a value of it is given (`Deferred`)."""
 
+import json
 from importlib import import_module
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -10,9 +11,12 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticKnownError, core_schema
+from pydantic_core import CoreSchema, PydanticCustomError, PydanticKnownError, core_schema
+
+from llmcalc.errors import clip
 
 MAX_SIZE = 2**40
 """Sanity bound on every size and count of a model or workload (≈1.1·10^12: no vocabulary, width,
@@ -37,10 +41,40 @@ Parts = dict[str, int]
 
 class Frozen(BaseModel):
     """Immutable, rejects unknown fields, validates defaults too; every float field refuses NaN and ±inf (whatever
-    reader or caller built it), so no non-finite figure reaches a cost or an output."""
+    reader or caller built it), so no non-finite figure reaches a cost or an output, and a bool or a string where
+    only a number goes (lax validation would read `true` as 1.0 and "80" as 80.0)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True,
                               allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_number_is_a_number(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, key in _number_fields(cls):
+                value = data.get(key, data.get(name))
+                if isinstance(value, (bool, str)):
+                    raise PydanticCustomError("number_type", "{value} is not a number",  # errors.py names `field`
+                                              {"field": key, "value": clip(json.dumps(value))})
+        return data
+
+
+_NUMBER_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _number_fields(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """The fields of `cls` that take a float and neither a bool nor a string, each (name, the key a mapping gives
+    it by), worked out once per class."""
+    got = _NUMBER_FIELDS.get(cls)
+    if got is None:
+        def kinds(t: Any) -> set:
+            args = get_args(t)
+            return set().union(*map(kinds, args)) if args and get_origin(t) is not Literal else {t}
+
+        got = _NUMBER_FIELDS[cls] = tuple(
+            (name, f.alias or name) for name, f in cls.model_fields.items()
+            if float in (k := kinds(f.annotation)) and not k & {bool, str})
+    return got
 
 
 class Variant(Frozen):
