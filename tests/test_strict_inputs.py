@@ -385,7 +385,7 @@ def test_benchmark_results_with_counts_or_figures_past_any_run_and_odd_units_are
     ("gpu", {"memory_gib": True}, "memory_gib: true is not a number"),
     ("gpu", {"memory_bandwidth_gbs": "3350"}, 'memory_bandwidth_gbs: "3350" is not a number'),
     ("engine", {"request_s": False}, "request_s: false is not a number"),
-    ("calibration", {"kernel_s": "1e-6"}, 'kernel_s: "1e-6" is not a number'),
+    ("calibration", {"kernel_s": "0.000006"}, 'kernel_s: "0.000006" is not a number'),
 ])
 def test_a_bool_or_a_string_where_a_number_goes_is_refused(tmp_path, kind, change, needle):
     source = {"gpu": "presets/gpus/h100-sxm.yaml", "engine": "presets/engines/vllm.yaml",
@@ -396,3 +396,12 @@ def test_a_bool_or_a_string_where_a_number_goes_is_refused(tmp_path, kind, chang
               "engine": ["--gpu", "h100-sxm", "--engine", str(tmp_path / "f.yaml")],
               "calibration": ["--gpu", "h100-sxm", "--calibration", str(tmp_path / "f.yaml")]}[kind]
     one_line(run("latency", "-p", "llama3-8b", *option), needle)
+
+
+def test_a_number_in_exponent_form_without_a_point_is_a_number_in_yaml(tmp_path):
+    """YAML 1.1 reads 1e-6 as a string; the files here read it as YAML 1.2 and JSON do, a number."""
+    text = (ROOT / "presets/calibration/h100-sxm.yaml").read_text()
+    lines = ["kernel_s: 6e-6" if line.startswith("kernel_s:") else line for line in text.splitlines()]
+    (tmp_path / "p.yaml").write_text("\n".join(lines) + "\n")
+    r = run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(tmp_path / "p.yaml"), "-f", "json")
+    assert r.returncode == 0, r.stderr

@@ -12,7 +12,16 @@ import yaml
 
 from llmcalc.errors import UserError, clip, plain, validation_message
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The safe loader, reading a number in exponent form without a point (1e-6, 2E5) as the number it is, as YAML
+    1.2 and JSON do (YAML 1.1 reads it as a string)."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+                              list("-+0123456789."))
+
 _PACKAGED = Path(__file__).resolve().parent.parent / "presets"
 PRESETS = _PACKAGED if _PACKAGED.is_dir() else Path(__file__).resolve().parents[2] / "presets"
 """The presets folder: the top-level presets/ of a checkout, mapped into the package as llmcalc/presets/
