@@ -10,7 +10,7 @@ in --weights-format; a tp derived from --gpus, named so; a config value echoed i
 an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
 parallel degree of 0; a subnormal or negative latency, a count past any run or a time past any
 float in a benchmark result; a merged curves file whose runs are a list; a bool or a string where a number goes
-in a GPU, engine or calibration file. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+in a GPU, engine or calibration file; a kernel curve's point that is no size or time. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations
@@ -405,3 +405,13 @@ def test_a_number_in_exponent_form_without_a_point_is_a_number_in_yaml(tmp_path)
     (tmp_path / "p.yaml").write_text("\n".join(lines) + "\n")
     r = run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--calibration", str(tmp_path / "p.yaml"), "-f", "json")
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("field, value", [("heads", -1), ("m", None), ("seconds", "1"), ("k", 1e308), ("n", True)])
+def test_a_curve_point_that_is_no_size_or_time_is_refused_before_the_reference_fit(tmp_path, field, value):
+    curves = json.loads((ROOT / "benchmarks/gpu/h100-2026-11-28-curves.json").read_text())
+    name = "attention_prefill" if field == "heads" else "gemm"
+    curves["curves"][name][0][field] = value
+    (tmp_path / "raw.json").write_text(json.dumps(curves))
+    one_line(run("calibrate", "--engine", "reference", "--from-raw", str(tmp_path / "raw.json"), "--gpu", "h100-sxm"),
+             f"curves.{name}[0].{field}")

@@ -1,9 +1,11 @@
 """The raw-timings file `llmcalc calibrate --raw` writes (llmcalc/reference/calibrate.py), checked before a fit
 reads it: every field the fit reads present, of its type and in range (a time positive, a size at least 1, a
 collective over at least 2 GPUs), with one-line errors naming the field. Fields the fit does not read pass as
-they are; the kernel curves (`curves`) are checked where their fit reads them."""
+they are; the kernel curves (`curves`) are checked point by point (check_curves) before the reference engine's fit
+reads them."""
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,3 +88,35 @@ class RawTimings(_Part):
     """Each curve's points, and `seconds`: the wall time each curve took to measure."""
 
     notes: list[str] = []
+
+
+CURVE_NUMBERS = frozenset({
+    "active", "add_and_copy_s", "add_s", "batch", "bytes", "copy_s", "eager_s", "elements", "experts",
+    "forward_backward_s", "forward_s", "graph_s", "head_dim", "heads", "k", "kernels", "kv_heads", "layers", "length",
+    "m", "n", "rank", "rope", "rows", "scale", "seconds", "seconds_per_replay", "size", "tokens", "top_k", "width"})
+"""The fields of a curve point that hold a size or a time: each a finite number above 0 (a time divides a size)."""
+CURVE_MAX = 2.0**50
+"""The largest size or time a curve point may hold."""
+
+
+def check_curves(curves: Any) -> None:
+    """Every point of every kernel curve (llmcalc/reference/kernel_curves.py measure's output) a mapping whose sizes
+    and times are finite numbers above 0 and at most CURVE_MAX (a bool, a string or null is none); `seconds`, each
+    curve's wall time, the same. One line naming the curve, the point and the field otherwise."""
+    from llmcalc.errors import UserError, clip
+
+    if not isinstance(curves, dict):
+        raise UserError("`from_raw`: `curves` is not a mapping of each curve to its points; give the file a "
+                        "calibration with `engine` reference wrote")
+    for name, points in curves.items():
+        items = points.items() if isinstance(points, dict) else enumerate(points if isinstance(points, list) else [None])
+        for at, point in items:
+            fields = {"seconds": point} if isinstance(points, dict) else point
+            if not isinstance(fields, dict):
+                raise UserError(f"`from_raw`: curves.{name}[{at}] is not a point (a mapping of its fields); give the "
+                                "file as the calibration wrote it")
+            for key, value in fields.items():
+                if key in CURVE_NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                             or not 0 < value <= CURVE_MAX or not math.isfinite(value)):
+                    raise UserError(f"`from_raw`: curves.{name}[{at}].{key} is {clip(repr(value))}, not a size or time above "
+                                    "0; give the file as the calibration wrote it")

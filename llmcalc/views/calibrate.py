@@ -82,9 +82,10 @@ def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]
     from llmcalc.costs.engine_fit import fit_reference
     from llmcalc.inputs.files import validated
     from llmcalc.inputs.presets import load_preset
-    from llmcalc.inputs.raw_timings import RunEnvironment
+    from llmcalc.inputs.raw_timings import RunEnvironment, check_curves
 
     curves = raw.get("curves")
+    check_curves(curves)
     if not isinstance(curves, dict) or not curves.get("gemm"):
         raise UserError("`from_raw`: no kernel curves in it; give the raw timings of a calibration with `engine` "
                         "reference")
@@ -93,8 +94,8 @@ def fit_reference_profile(raw: dict, gpu: GPU) -> tuple[EngineProfile, list[str]
         if not isinstance(runs, dict) or not runs:
             raise UserError("`from_raw`: `runs` is not a mapping of each run to its environment; give the merged "
                             "curves file as it was written")
-        env = validated(RunEnvironment, next(iter(runs.values())), "`from_raw`: runs", "the merged curves file")
-        env = env.model_dump()
+        env = next(iter(runs.values()))
+        validated(RunEnvironment, env, "`from_raw`: runs", "the merged curves file")  # as written, if it holds these
         by = raw.get("measured_by", {})
         stamp = (f"measured by llmcalc calibrate --engine reference on {env['device_name']}, {env['date']}, torch "
                  f"{env['torch']}, CUDA {env['cuda']}" + (f" ({len(raw['runs'])} runs: "
