@@ -10,7 +10,8 @@ in --weights-format; a tp derived from --gpus, named so; a config value echoed i
 an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared experts; a scenario's
 parallel degree of 0; a subnormal or negative latency, a count past any run or a time past any
 float in a benchmark result; a merged curves file whose runs are a list; a bool or a string where a number goes
-in a GPU, engine or calibration file; a kernel curve's point that is no size or time. And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
+in a GPU, engine or calibration file; a kernel curve's point that is no size or time.
+And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ def check_curves(curves: Any) -> None:
         raise UserError("`from_raw`: `curves` is not a mapping of each curve to its points; give the file a "
                         "calibration with `engine` reference wrote")
     for name, points in curves.items():
-        items = points.items() if isinstance(points, dict) else enumerate(points if isinstance(points, list) else [None])
+        listed = points if isinstance(points, list) else [None]
+        items = points.items() if isinstance(points, dict) else enumerate(listed)
         for at, point in items:
             fields = {"seconds": point} if isinstance(points, dict) else point
             if not isinstance(fields, dict):
@@ -118,5 +119,5 @@ def check_curves(curves: Any) -> None:
             for key, value in fields.items():
                 if key in CURVE_NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float))
                                              or not 0 < value <= CURVE_MAX or not math.isfinite(value)):
-                    raise UserError(f"`from_raw`: curves.{name}[{at}].{key} is {clip(repr(value))}, not a size or time above "
-                                    "0; give the file as the calibration wrote it")
+                    raise UserError(f"`from_raw`: curves.{name}[{at}].{key} is {clip(repr(value))}, not a size or "
+                                    "time above 0; give the file as the calibration wrote it")
