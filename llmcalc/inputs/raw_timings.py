@@ -67,13 +67,9 @@ class RunEnvironment(_Part):
     cuda: str | None
 
 
-class RawTimings(_Part):
-    """The fields the fit reads (llmcalc/costs/calibration.py: fit)."""
+class RawTimings(RunEnvironment):
+    """The fields the fit reads (llmcalc/costs/calibration.py: fit): the run's environment and its timings."""
 
-    device_name: str
-    date: str
-    torch: str
-    cuda: str | None
     model: str
     smoke: bool
     copy_: Copy = Field(alias="copy")
@@ -90,20 +86,24 @@ class RawTimings(_Part):
     notes: list[str] = []
 
 
-CURVE_NUMBERS = frozenset({
-    "active", "add_and_copy_s", "add_s", "batch", "bytes", "copy_s", "eager_s", "elements", "experts",
-    "forward_backward_s", "forward_s", "graph_s", "head_dim", "heads", "k", "kernels", "kv_heads", "layers", "length",
-    "m", "n", "rank", "rope", "rows", "scale", "seconds", "seconds_per_replay", "size", "tokens", "top_k", "width"})
-"""The fields of a curve point that hold a size or a time: each a finite number above 0 (a time divides a size)."""
+CURVE_LABELS = frozenset({"call", "counted", "dtype", "how", "name", "op", "phase", "preset", "series"})
+"""The fields of a curve point (llmcalc/reference/kernel_curves.py) that name what was timed. Every other field holds
+a size or a time, each a finite number above 0 (a time divides a size): a field a new curve adds is checked unless it
+is listed here."""
 CURVE_MAX = 2.0**50
 """The largest size or time a curve point may hold."""
 
 
 def check_curves(curves: Any) -> None:
     """Every point of every kernel curve (llmcalc/reference/kernel_curves.py measure's output) a mapping whose sizes
-    and times are finite numbers above 0 and at most CURVE_MAX (a bool, a string or null is none); `seconds`, each
-    curve's wall time, the same. One line naming the curve, the point and the field otherwise."""
+    and times (every field but CURVE_LABELS) are finite numbers above 0 and at most CURVE_MAX (a bool, a string or
+    null is none), whose labels are strings and whose kernel counts (`counted`) are whole numbers from 0; `seconds`,
+    each curve's wall time, a time the same. One line naming the curve, the point and the field otherwise."""
     from llmcalc.errors import UserError, clip
+
+    def refuse(at: str, value: Any, what: str) -> None:
+        raise UserError(f"`from_raw`: curves.{at} is {clip(repr(value))}, not {what}; give the file as the "
+                        "calibration wrote it")
 
     if not isinstance(curves, dict):
         raise UserError("`from_raw`: `curves` is not a mapping of each curve to its points; give the file a "
@@ -117,7 +117,16 @@ def check_curves(curves: Any) -> None:
                 raise UserError(f"`from_raw`: curves.{name}[{at}] is not a point (a mapping of its fields); give the "
                                 "file as the calibration wrote it")
             for key, value in fields.items():
-                if key in CURVE_NUMBERS and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                             or not 0 < value <= CURVE_MAX or not math.isfinite(value)):
-                    raise UserError(f"`from_raw`: curves.{name}[{at}].{key} is {clip(repr(value))}, not a size or "
-                                    "time above 0; give the file as the calibration wrote it")
+                where = f"{name}[{at}].{key}"
+                if key == "counted":
+                    if not isinstance(value, dict):
+                        refuse(where, value, "the kernels counted by class")
+                    for kind, count in value.items():
+                        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= CURVE_MAX:
+                            refuse(f"{where}.{kind}", count, "a count of kernels from 0")
+                elif key in CURVE_LABELS:
+                    if not isinstance(value, str):
+                        refuse(where, value, "a name")
+                elif (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                      or not 0 < value <= CURVE_MAX):
+                    refuse(where, value, "a size or time above 0")
