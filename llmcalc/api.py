@@ -157,10 +157,16 @@ def with_ranges(report, ranges: str):
     return report.model_copy(update=getattr(intervals, ranges)(report, load_bands()))
 
 
+DEFAULT_LENGTHS = ("1024", "256")
+"""The prompt and output tokens per request of serve and plan when none are given."""
+
+
 def _lengths(prompt, output) -> tuple:
+    """(prompt, output) parsed, each an int or serve's text; None: its DEFAULT_LENGTHS."""
     from llmcalc.inputs.requests import parse_lengths
 
-    return parse_lengths(str(prompt), "prompt"), parse_lengths(str(output), "output")
+    return tuple(parse_lengths(str(default if given is None else given), name)
+                 for given, default, name in zip((prompt, output), DEFAULT_LENGTHS, ("prompt", "output")))
 
 
 def _slo(slo_ttft: float | None, slo_tpot: float | None):
@@ -463,7 +469,8 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype or "bf16",
                  group_size=group_size)
     specs = [load_model(m) for m in models]
-    taken = {s.name: _engine_kv(w, kv_dtype, s, _engine(engine)) for s in specs}
+    serving = _engine(engine)
+    taken = {s.name: _engine_kv(w, kv_dtype, s, serving) for s in specs}
     if len({t.kv_dtype for t, _ in taken.values()}) > 1:
         raise UserError("`kv_dtype`: the engine runs these models' KV caches in different dtypes, as their "
                         "checkpoints state; give one `kv_dtype` for the sweep")
@@ -582,8 +589,8 @@ def mfu(model, *, batch: int = 1, seq: int = 4096, tokens_per_s: float | None = 
 
 
 def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1,
-                  ep: int = 1, rate: float | None = None, concurrency: int | None = None, arrivals: str = "poisson",
-                  requests: int = 1000, prompt="1024", output="256", trace=None, max_seqs: int | None = None,
+                  ep: int = 1, rate: float | None = None, concurrency: int | None = None, arrivals: str | None = None,
+                  requests: int = 1000, prompt=None, output=None, trace=None, max_seqs: int | None = None,
                   max_batched_tokens: int | None = None, block_size: int | None = None,
                   gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0, seed: int = 0,
                   slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
@@ -597,6 +604,14 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
 
     if trace is not None and (rate is not None or concurrency is not None):
         raise UserError("`trace` gives the arrivals itself; leave out `rate` and `concurrency`")
+    if trace is not None and (prompt is not None or output is not None):
+        raise UserError("`trace` gives each request's prompt and output lengths itself; leave out `prompt` and "
+                        "`output`")
+    if arrivals not in (None, "poisson", "constant"):
+        raise UserError(f"`arrivals`: {clip(repr(arrivals))} is no kind of arrivals; give poisson or constant")
+    if arrivals is not None and rate is None:
+        raise UserError(f"`arrivals`: {clip(str(arrivals))} spaces the arrivals of a `rate`; give `rate`, or leave "
+                        "out `arrivals`")
     if rate is not None and concurrency is not None:
         raise UserError("`rate` and `concurrency` are two loads; give one")
     if draft is not None and mtp:
@@ -610,9 +625,10 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
-    w, notes = _engine_kv(w, kv_dtype, spec, _engine(engine))
-    settings = _engine(engine).settings(device, w.layout, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
-                                        block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
+    serving = _engine(engine)
+    w, notes = _engine_kv(w, kv_dtype, spec, serving)
+    settings = serving.settings(device, w.layout, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
+                                block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, _draft(draft) if draft else None,
@@ -630,9 +646,6 @@ def _draft(draft):
         return load_model(draft)
     except UserError as e:
         raise UserError(e.worded(lambda field: "`draft`" if field == "preset" else f"`{field}`")) from None
-
-
-_engine = engine
 
 
 class ServeRun:
@@ -681,8 +694,8 @@ class ServeRun:
 
 @_public
 def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1,
-          rate: float | None = None, concurrency: int | None = None, arrivals: str = "poisson", requests: int = 1000,
-          prompt="1024", output="256", trace=None, max_seqs: int | None = None, max_batched_tokens: int | None = None,
+          rate: float | None = None, concurrency: int | None = None, arrivals: str | None = None, requests: int = 1000,
+          prompt=None, output=None, trace=None, max_seqs: int | None = None, max_batched_tokens: int | None = None,
           block_size: int | None = None, gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0,
           seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
           mtp: bool = False, spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
@@ -708,7 +721,7 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
 
 
 @_public
-def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, prompt="1024", output="256",
+def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, prompt=None, output=None,
          slo_ttft: float | None = None, slo_tpot: float | None = None, price=None, disaggregated: bool = False,
          top: int = 5, requests: int = 400, seed: int = 0, engine: str | None = None, time_model: str | None = None,
          timings: bool = False, emit: str | None = None, candidate: int | None = None,
@@ -789,13 +802,14 @@ def _files(files) -> list:
 def measured(files, model=None, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1,
              dp: int = 1, ep: int = 1, rate: float | None = None, concurrency: int | None = None,
              requests: int | None = None, prompt=None, output=None, seed: int = 0, weights_dtype: str | None = None,
-             weights_format: str | None = None, kv_dtype: str = "bf16", engine: str | None = None,
+             weights_format: str | None = None, kv_dtype: str | None = None, engine: str | None = None,
              time_model: str | None = None, calibration=None):
     """Serving-benchmark result files (vLLM, SGLang, genai-perf, AIPerf, trtllm-bench; one path or a list), each
     run beside `llmcalc serve`'s prediction of the same model, GPU, engine, layout and workload (`llmcalc
     measured`). Each input left None is the file's: model (the preset whose source the file names), gpu (the
     one its telemetry names), engine, the layout (trtllm-bench's), requests, the load (rate or concurrency) and
-    the prompt and output lengths (an int or serve's text; default the file's mean). Returns a MeasuredReport;
+    the prompt and output lengths (an int or serve's text; default the file's mean); kv_dtype, as serve's (default
+    the engine's default cache dtype). Returns a MeasuredReport;
     each run's `serve_args` are the `llmcalc serve` arguments of its prediction."""
     from llmcalc.views.measured import measured as compare
 

@@ -79,3 +79,21 @@ def test_the_cli_says_which_kv_dtype_it_took(tmp_path, hf_fixture):
     assert taken.returncode == 0 and "the checkpoint states it" in " ".join(taken.stdout.split()), taken.stderr
     given = subprocess.run([*base, "--kv-dtype", "bf16"], capture_output=True, text=True, timeout=300)
     assert given.returncode == 0 and "checkpoint states" not in given.stdout
+
+
+def test_measured_predicts_in_the_kv_dtype_serve_would_take(tmp_path, hf_fixture):
+    """`measured` sets a run beside serve's prediction, so it takes serve's default cache dtype: the checkpoint's
+    stated FP8 under vLLM, said in `given`; its `serve_args` name no --kv-dtype (serve takes the same), and do where
+    one was given."""
+    from conftest import FIXTURES
+
+    folder = str(_folder(tmp_path, hf_fixture, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}))
+    result = FIXTURES / "benchmarks" / "vllm_bench_serve.json"
+    run = dict(gpu="h100-sxm", engine="vllm", requests=20)
+    [taken] = llmcalc.measured(result, folder, **run).runs
+    [bf16] = llmcalc.measured(result, folder, kv_dtype="bf16", **run).runs
+    [sglang] = llmcalc.measured(result, folder, **run | {"engine": "sglang"}).runs
+    assert any("KV cache fp8: the checkpoint states it" in g for g in taken.given), taken.given
+    assert "--kv-dtype" not in taken.serve_args
+    assert "--kv-dtype" in bf16.serve_args and not any("KV cache" in g for g in bf16.given)
+    assert not any("KV cache" in g for g in sglang.given)  # SGLang's default cache dtype is the model's

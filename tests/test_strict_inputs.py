@@ -408,11 +408,57 @@ def test_a_number_in_exponent_form_without_a_point_is_a_number_in_yaml(tmp_path)
     assert r.returncode == 0, r.stderr
 
 
-@pytest.mark.parametrize("field, value", [("heads", -1), ("m", None), ("seconds", "1"), ("k", 1e308), ("n", True)])
-def test_a_curve_point_that_is_no_size_or_time_is_refused_before_the_reference_fit(tmp_path, field, value):
+@pytest.mark.parametrize("name, field, value", [
+    ("attention_prefill", "heads", -1), ("gemm", "m", None), ("gemm", "seconds", "1"), ("gemm", "k", 1e308),
+    ("gemm", "n", True), ("gemm", "a_new_size", "8"), ("gemm", "name", 5), ("mamba", "counted", [1]),
+    ("mamba", "counted.calls", -5), ("mamba", "counted.launches", 1.5)])
+def test_a_curve_point_that_is_no_size_or_time_is_refused_before_the_reference_fit(tmp_path, name, field, value):
+    """Every field but the labels is a size or time (a field a new curve adds is checked too); labels are names;
+    kernel counts are whole numbers from 0."""
     curves = json.loads((ROOT / "benchmarks/gpu/h100-2026-11-28-curves.json").read_text())
-    name = "attention_prefill" if field == "heads" else "gemm"
-    curves["curves"][name][0][field] = value
+    point = curves["curves"][name][0]
+    *inner, last = field.split(".")
+    for key in inner:
+        point = point[key]
+    point[last] = value
     (tmp_path / "raw.json").write_text(json.dumps(curves))
     one_line(run("calibrate", "--engine", "reference", "--from-raw", str(tmp_path / "raw.json"), "--gpu", "h100-sxm"),
              f"curves.{name}[0].{field}")
+
+
+@pytest.mark.parametrize("command, option", [
+    (["serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5"], "--rate"),
+    (["latency", "-p", "llama3-8b", "--gpu", "h100-sxm"], "--compute-efficiency"),
+    (["fit", "-p", "llama3-8b", "--gpu", "h100-sxm"], "--reserve")])
+@pytest.mark.parametrize("text", ["1e309", "-1e400"])
+def test_a_number_too_large_for_a_float_is_refused_not_read_as_inf(command, option, text):
+    """1e309 is no float; read as one it is inf, which --rate takes as 'all at once'. Only inf spelt so is inf."""
+    one_line(run(*command, option, text), option)
+
+
+def test_rate_inf_spelt_so_is_still_all_at_once():
+    r = run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "--rate", "inf", "-f", "json")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--trace", "TRACE", "--prompt", "512"], "--prompt"),
+    (["--trace", "TRACE", "--output", "64"], "--output"),
+    (["--arrivals", "constant"], "--arrivals"),
+    (["--concurrency", "4", "--arrivals", "poisson"], "--arrivals"),
+    (["--plot-vs", "load"], "--plot-vs")])
+def test_a_serve_option_that_would_be_ignored_is_refused(tmp_path, extra, needle):
+    """An option the run would not read (lengths beside a trace that gives its own, arrivals with no rate to space,
+    a plot axis with no plot) is refused rather than silently dropped."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,prompt,output\n0,100,10\n0.5,200,20\n")
+    args = [str(trace) if a == "TRACE" else a for a in extra]
+    one_line(run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", *args), needle)
+
+
+def test_serve_options_given_where_they_are_read_still_run(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival,prompt,output\n0,100,10\n0.5,200,20\n")
+    for extra in (["--trace", str(trace)], ["--rate", "2", "--arrivals", "constant", "--prompt", "512"]):
+        r = run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "-f", "json", *extra)
+        assert r.returncode == 0, r.stderr

@@ -12,7 +12,7 @@ from llmcalc.cli.options import (
     GPUOpt,
     GroupOpt,
     _count_opt,
-    _opt,
+    _real_opt,
 )
 
 
@@ -30,7 +30,7 @@ def fit(
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
     group_size: GroupOpt = 128,
-    reserve: Annotated[Optional[float], _opt(
+    reserve: Annotated[Optional[float], _real_opt(
         "--reserve", help="Share of GPU memory kept for the runtime (default: 0.1; with --engine, 1 − its GPU "
         "memory utilization).", panel=ADVANCED, metavar="SHARE")] = None,
     prefill_chunk: Annotated[Optional[int], _count_opt(

@@ -266,11 +266,11 @@ class EngineTime(TimeModel):
 class Lengths(Group):
     """Prompt and output tokens per request: a number, or a distribution to draw from."""
 
-    prompt: PromptLenOpt = "1024"
-    output: OutputLenOpt = "256"
+    prompt: PromptLenOpt = None
+    output: OutputLenOpt = None
 
     def parse(self) -> tuple:
-        """(prompt, output) parsed (llmcalc/inputs/requests.py: parse_lengths)."""
+        """(prompt, output) parsed (llmcalc/inputs/requests.py: parse_lengths); one not given, its default."""
         from llmcalc.api import _lengths
 
         return _lengths(self.prompt, self.output)

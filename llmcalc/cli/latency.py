@@ -19,6 +19,7 @@ from llmcalc.cli.options import (
     ReserveOpt,
     _count_opt,
     _opt,
+    _real_opt,
 )
 
 
@@ -42,13 +43,13 @@ def latency(
         "--attention-dtype", help="Attention-core type (default: the matmuls', bf16 under fp8/int8).", panel=ADVANCED,
         metavar="DTYPE")] = None,
     timing: groups.EngineTime,
-    compute_efficiency: Annotated[Optional[float], _opt(
+    compute_efficiency: Annotated[Optional[float], _real_opt(
         "--compute-efficiency", help="Share of peak FLOP/s reached (default: the time model's).",
         panel=ADVANCED, metavar="SHARE")] = None,
-    memory_efficiency: Annotated[Optional[float], _opt(
+    memory_efficiency: Annotated[Optional[float], _real_opt(
         "--memory-efficiency", help="Share of memory bandwidth reached (default: the time model's).",
         panel=ADVANCED, metavar="SHARE")] = None,
-    comm_efficiency: Annotated[Optional[float], _opt(
+    comm_efficiency: Annotated[Optional[float], _real_opt(
         "--comm-efficiency", help="Share of link bandwidth reached (default: the time model's).",
         panel=ADVANCED, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",

@@ -13,7 +13,7 @@ from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     GPUS,
     SERVING,
-    KVDtypeOpt,
+    EngineKVDtypeOpt,
     RateOpt,
     SeedOpt,
     _count_opt,
@@ -45,7 +45,7 @@ def measured(
         metavar="LEN")] = None,
     seed: SeedOpt = 0,
     weights: groups.Weights,
-    kv_dtype: KVDtypeOpt = "bf16",
+    kv_dtype: EngineKVDtypeOpt = None,
     timing: groups.EngineTime,
     out: groups.Output,
 ) -> None:

@@ -16,6 +16,7 @@ from llmcalc.cli.options import (
     StepBatchOpt,
     _count_opt,
     _opt,
+    _real_opt,
 )
 
 
@@ -25,15 +26,15 @@ def mfu(
     model: groups.Model,
     batch: StepBatchOpt = 1,
     shape: groups.Batch,
-    tokens_per_s: Annotated[Optional[float], _opt(
+    tokens_per_s: Annotated[Optional[float], _real_opt(
         "--tokens-per-s", help="Measured tokens/s, all GPUs together.", panel=WORKLOAD,
         metavar="TOK/S")] = None,
-    step_time: Annotated[Optional[float], _opt(
+    step_time: Annotated[Optional[float], _real_opt(
         "--step-time", help="Measured seconds per step (instead of --tokens-per-s).",
         panel=WORKLOAD, metavar="SECONDS")] = None,
     gpus: Annotated[int, _count_opt("--gpus", help="Accelerators the run used, in all.", panel=GPUS)] = 1,
     gpu: GPUOpt = None,
-    peak_tflops: Annotated[Optional[float], _opt(
+    peak_tflops: Annotated[Optional[float], _real_opt(
         "--peak-tflops", help="One accelerator's dense peak (instead of --gpu).",
         panel=GPUS, metavar="TFLOP/S")] = None,
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(

@@ -9,7 +9,7 @@ from llmcalc.cli.app import command
 from llmcalc.cli.options import (
     CONVENTIONS,
     ExpertSkewOpt,
-    _opt,
+    _real_opt,
 )
 
 
@@ -21,7 +21,7 @@ def moe(
     *,
     model: groups.Model,
     shape: groups.Batch,
-    capacity_factor: Annotated[Optional[float], _opt(
+    capacity_factor: Annotated[Optional[float], _real_opt(
         "--capacity-factor", help="Expert capacity C = ceil(cf · tokens · top_k / experts); default: the spec's "
         "capacity_factor, else dropless.", panel=CONVENTIONS, metavar="CF")] = None,
     expert_skew: ExpertSkewOpt = None,

@@ -4,6 +4,7 @@ together are declared once more, as groups (llmcalc/cli/groups.py)."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -106,6 +107,22 @@ def count(text: str | int) -> int:
         raise typer.BadParameter(str(e)) from None
 
 
+def real(text: str | float) -> float:
+    """A number for every float option, as Python reads one (0.5, 1e-3, inf, nan), except a finite spelling too large
+    for a float (1e309): refused by name rather than read as inf. nan and inf, spelt so, go on to the option's own
+    check (--rate takes inf: all at once)."""
+    if isinstance(text, float):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number; give one such as 0.5, 4 or 1e-3") from None
+    if math.isinf(value) and text.strip().lstrip("+-").lower() not in ("inf", "infinity"):
+        raise typer.BadParameter(f"{text!r} is beyond any float (±1.8e308 at most); give a number within that "
+                                 "range")
+    return value
+
+
 def completer(module: str, names: str) -> Callable[[str], list[str]]:
     """Shell completion of an option whose values are presets: the names `module`.`names`() lists (imported when
     the shell asks) that start with what was typed."""
@@ -129,6 +146,10 @@ def _opt(*names: str, help: str, panel: str, metavar: str = "", **kw):
         if name in COMPLETIONS:
             kw.setdefault("autocompletion", COMPLETIONS[name])
     return typer.Option(*names, help=help, rich_help_panel=panel, metavar=metavar, **kw)
+
+
+def _real_opt(*names: str, help: str, panel: str, metavar: str, **kw):
+    return _opt(*names, help=help, panel=panel, metavar=metavar, parser=real, **kw)
 
 
 def _count_opt(*names: str, help: str, panel: str = WORKLOAD, **kw):
@@ -236,10 +257,10 @@ OptimizerOpt = Annotated[Literal["adamw", "adamw-8bit", "sgd"], _opt(
     "--optimizer", help="adamw, adamw-8bit or sgd.", panel=TRAINING, metavar="NAME")]
 ZeroOpt = Annotated[int, _opt("--zero", help="ZeRO stage (shards over --dp).", panel=TRAINING, metavar="N",
                               min=0, max=3)]
-ExpertSkewOpt = Annotated[Optional[float], _opt(
+ExpertSkewOpt = Annotated[Optional[float], _real_opt(
     "--expert-skew", help="Experts' load skew (a CV; 0: uniform; default 1.64).", panel=ADVANCED,
     metavar="CV")]
-ReserveOpt = Annotated[float, _opt(
+ReserveOpt = Annotated[float, _real_opt(
     "--reserve", help="Share of GPU memory kept for the runtime.", panel=ADVANCED, metavar="SHARE")]
 
 
@@ -255,15 +276,15 @@ RequestsOpt = Annotated[int, _count_opt(
     "--requests", "-n", help="Requests to simulate (at most 100,000).",
     panel=SERVING)]
 LENGTHS = "N, uniform:LO,HI or normal:MEAN,STD"
-RateOpt = Annotated[Optional[float], _opt(
+RateOpt = Annotated[Optional[float], _real_opt(
     "--rate", help="Requests/s (serve's default: all at once).", panel=SERVING, metavar="REQ/S")]
-PromptLenOpt = Annotated[str, _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS}.", panel=SERVING,
-                                   metavar="LEN")]
-OutputLenOpt = Annotated[str, _opt("--output", help=f"Output tokens per request: {LENGTHS}.", panel=SERVING,
-                                   metavar="LEN")]
+PromptLenOpt = Annotated[Optional[str], _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS} (default: 1024).",
+                                             panel=SERVING, metavar="LEN")]
+OutputLenOpt = Annotated[Optional[str], _opt("--output", help=f"Output tokens per request: {LENGTHS} (default: 256).",
+                                             panel=SERVING, metavar="LEN")]
 SeedOpt = Annotated[int, _opt("--seed", help="Random seed.", panel=ADVANCED, metavar="N")]
-SLOTTFTOpt = Annotated[Optional[float], _opt(
+SLOTTFTOpt = Annotated[Optional[float], _real_opt(
     "--slo-ttft", help="Target time to first token, in seconds.", panel=SERVING, metavar="S")]
-SLOTPOTOpt = Annotated[Optional[float], _opt(
+SLOTPOTOpt = Annotated[Optional[float], _real_opt(
     "--slo-tpot", help="Target time per output token, in seconds.", panel=SERVING, metavar="S")]
 

@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Optional
 import typer
 
 from llmcalc.cli.app import command
-from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, emit
+from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, _real_opt, emit
 
 AMOUNT = "decimal K, M, B, T or an exponent"
 
@@ -44,10 +44,10 @@ def scale(
         metavar="NAME")] = None,
     gpus: Annotated[Optional[int], _opt("--gpus", help="GPUs training together: days = GPU-hours / gpus / 24 "
                                         "(default 1).", panel=GPUS, metavar="N")] = None,
-    mfu: Annotated[Optional[float], _opt(
+    mfu: Annotated[Optional[float], _real_opt(
         "--mfu", help="Model FLOPs utilisation, in (0, 1] (default 0.40: what large published pre-training runs "
         "reach; a matmul's own efficiency is no whole run's).", panel=GPUS, metavar="SHARE")] = None,
-    price: Annotated[Optional[float], _opt(
+    price: Annotated[Optional[float], _real_opt(
         "--price", help="USD per GPU-hour for the cost (default: the GPU preset's on-demand price).", panel=GPUS,
         metavar="USD")] = None,
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(

@@ -23,6 +23,7 @@ from llmcalc.cli.options import (
     SeedOpt,
     _count_opt,
     _opt,
+    _real_opt,
     progress_bar,
 )
 from llmcalc.errors import UserError
@@ -37,9 +38,9 @@ def serve(
     rate: RateOpt = None,
     concurrency: Annotated[Optional[int], _count_opt(
         "--concurrency", help="Closed loop: N clients instead of --rate.", panel=SERVING)] = None,
-    arrivals: Annotated[Literal["poisson", "constant"], _opt(
-        "--arrivals", help="poisson or constant (under --rate).", panel=ADVANCED,
-        metavar="KIND")] = "poisson",
+    arrivals: Annotated[Optional[Literal["poisson", "constant"]], _opt(
+        "--arrivals", help="poisson or constant, under --rate (default: poisson).", panel=ADVANCED,
+        metavar="KIND")] = None,
     requests: RequestsOpt = 1000,
     tokens: groups.Lengths,
     trace: Annotated[Optional[Path], _opt(
@@ -50,10 +51,10 @@ def serve(
         "--max-batched-tokens", help="Most tokens per step (default: the engine's).", panel=ADVANCED)] = None,
     block_size: Annotated[Optional[int], _count_opt(
         "--block-size", help="Tokens per KV block (default: the engine's).", panel=ADVANCED)] = None,
-    gpu_memory_utilization: Annotated[Optional[float], _opt(
+    gpu_memory_utilization: Annotated[Optional[float], _real_opt(
         "--gpu-memory-utilization", help="GPU memory share for the KV pool (default: the engine's).",
         panel=ADVANCED, metavar="SHARE")] = None,
-    prefix_hit: Annotated[float, _opt(
+    prefix_hit: Annotated[float, _real_opt(
         "--prefix-hit", help="Prompt share cached.", panel=ADVANCED,
         metavar="SHARE")] = 0.0,
     seed: SeedOpt = 0,
@@ -64,7 +65,7 @@ def serve(
         metavar="NAME")] = None,
     mtp: Annotated[bool, _opt("--mtp", help="Speculate with the model's MTP modules.", panel=SERVING)] = False,
     spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step.", panel=SERVING)] = 3,
-    acceptance: Annotated[float, _opt(
+    acceptance: Annotated[float, _real_opt(
         "--acceptance", help="Draft token acceptance chance.", panel=SERVING, metavar="P")] = 0.7,
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
@@ -74,8 +75,9 @@ def serve(
     timing: groups.EngineTime,
     plot: Annotated[Optional[Path], _opt(
         "--plot", help="Also plot latency to a .png or .svg file.", panel=OUTPUT, metavar="FILE")] = None,
-    plot_vs: Annotated[Literal["time", "load"], _opt(
-        "--plot-vs", help="x axis: time or load (rate).", panel=OUTPUT, metavar="AXIS")] = "time",
+    plot_vs: Annotated[Optional[Literal["time", "load"]], _opt(
+        "--plot-vs", help="--plot's x axis: time or load, the rate (default: time).", panel=OUTPUT,
+        metavar="AXIS")] = None,
     force: PlotForceOpt = False,
     interval: IntervalOpt = False,
     out: groups.Output,
@@ -84,6 +86,8 @@ def serve(
     from llmcalc import api
     from llmcalc.inputs.models import ModelRef
 
+    if plot_vs is not None and plot is None:
+        raise UserError("--plot-vs is the axis of the --plot file; give --plot FILE, or leave out --plot-vs")
     if plot is not None:
         from llmcalc.cli.files import check_outputs
         from llmcalc.render.plot import check_target

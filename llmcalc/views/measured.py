@@ -117,14 +117,15 @@ class Case:
 
 def resolve(run, model=None, gpu: str | None = None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1,
             dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
-            kv_dtype: str = "bf16", engine: str | None = None, time_model: str | None = None,
+            kv_dtype: str | None = None, engine: str | None = None, time_model: str | None = None,
             calibration: Path | None = None, rate: float | None = None, concurrency: int | None = None,
             requests: int | None = None, prompt: str | None = None, output: str | None = None, seed: int = 0,
             engine_field: str = "engine") -> Case:
     """The run's model, GPU, engine, layout and workload: the file's, the inputs filling what it lacks (each said
     in `given`); what neither gives is a UserError naming the input. `model`: as inputs/models.py's load_model
     takes it, or None (the preset whose source is the file's model); `engine_field`: the input that names the
-    engine, in the error when neither gives one."""
+    engine, in the error when neither gives one; `kv_dtype` None: the engine's default cache dtype (the KV
+    quantisation the checkpoint states where the engine takes it, else bf16), as serve's."""
     from llmcalc.inputs.gpus import load_gpu, preset_for_device
     from llmcalc.inputs.models import ModelRef, as_ref, load_model
     from llmcalc.inputs.presets import preset_for_model_id
@@ -184,6 +185,16 @@ def resolve(run, model=None, gpu: str | None = None, *, gpus: int | None = None,
     elif file_layout:
         given.append("layout from the options (the file records " +
                      ", ".join(f"{k} {v}" for k, v in file_layout.items()) + ")")
+    if kv_dtype is None:
+        from llmcalc.inputs.engines import load_engine
+
+        serving = load_engine(engine)
+        kv_dtype = serving.stated_kv_dtype(spec.checkpoint) or "bf16"
+        if kv_dtype != "bf16":
+            given.append(f"KV cache {kv_dtype}: the checkpoint states it and {serving.label}'s default cache dtype "
+                         "takes it (--kv-dtype sets another)")
+    else:
+        args += ["--kv-dtype", kv_dtype]
     formats = WeightFormats.parse(weights_format) if weights_format is not None else None
     w = Workload(weights_dtype=weights_dtype, weights_format=formats, layout=Layout.of(**degrees), kv_dtype=kv_dtype)
     L = w.layout
@@ -192,8 +203,6 @@ def resolve(run, model=None, gpu: str | None = None, *, gpus: int | None = None,
                         ("--time-model", time_model), ("--calibration", calibration)):
         if value is not None:
             args += [flag, str(value)]
-    if kv_dtype != "bf16":
-        args += ["--kv-dtype", kv_dtype]
     # the workload: request count, load and lengths from the file, the caller's filling what it lacks
     n = _fill(requests, run.requests, "requests", "the request count", run, given)
     if rate is not None or concurrency is not None:
