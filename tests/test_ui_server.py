@@ -126,6 +126,9 @@ MALFORMED = [
     (b'{"argv": ["serve", "--trace", "t.jsonl"]}', 400, "--trace is not an option the page offers"),
     (b'{"argv": ["kv", "--config", "/etc/passwd"]}', 400, "the page reads only the pasted file"),
     (b'{"argv": ["latency", "--gpu", "../gpu.yaml"]}', 400, "looks like a file"),
+    (b'{"argv": ["gpus", "/tmp/secret.yaml"]}', 400, "looks like a file"),  # a command's own word too
+    (b'{"argv": ["gpus", "gpu.json"]}', 400, "looks like a file"),
+    (b'{"argv": ["compare", "gqa", "../mla"]}', 400, "looks like a file"),
     (b'{"argv": ["kv"], "file": {"name": "x"}}', 400, "file: give"),
     (b'{"argv": ["kv", "--batch", NaN]}', 400, "NaN is not JSON"),
     (b'{"argv": ["kv"], "extra": 1}', 400, "give a JSON object"),
@@ -141,6 +144,19 @@ def test_malformed_request_is_4xx_one_line_json(client, body, status, says):
     assert r.status_code == status
     error = r.json()["error"]
     assert says in error and "\n" not in error
+
+
+@pytest.mark.parametrize("kind", ["text/plain; x=application/json", "application/jsonx",
+                                  "multipart/form-data; boundary=application/json", "text/plain"])
+def test_another_media_type_is_415_even_if_it_mentions_json(client, kind):
+    r = client.post("/api/answer", content=b'{"argv": ["kv"]}', headers={"Content-Type": kind})
+    assert r.status_code == 415 and "\n" not in r.json()["error"]
+
+
+def test_json_with_a_charset_is_json(client):
+    r = client.post("/api/answer", content=b'{"argv": ["kv", "--preset", "llama2-7b"]}',
+                    headers={"Content-Type": "application/json; charset=utf-8"})
+    assert r.status_code == 200 and r.json()["code"] == 0
 
 
 def test_oversized_request_refused_before_it_is_read(client):

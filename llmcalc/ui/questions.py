@@ -93,7 +93,7 @@ def _bad(text: str) -> int:
 
 def _check_options(command: str, words: list[str], file: tuple[str, str] | None,
                    offered: list[dict[str, Any]]) -> None:
-    """Every option one the page offers for `command`, no value naming a file but the pasted one."""
+    """Every option one the page offers for `command`, and no value or word naming a file but the pasted one."""
     options = {o["flag"]: o for o in offered}
     offers = set(options) | {o["off"] for o in options.values() if o["off"]}
     i = 0
@@ -108,6 +108,8 @@ def _check_options(command: str, words: list[str], file: tuple[str, str] | None,
                 value = word.split("=", 1)[1] if "=" in word else (words[i + 1] if i + 1 < len(words) else "")
                 i += "=" not in word
                 _check_value(flag, value, file)
+        elif _PATHLIKE.search(word):  # a command's own words (a GPU's name, a variant, a topic) name no file either
+            raise BadQuestion(f"argv: {clip(word, 60)!r} looks like a file; the page takes preset names, not paths")
         i += 1
 
 

@@ -69,7 +69,7 @@ async def health(request: Request) -> Response:
 
 
 async def answer_route(request: Request) -> Response:
-    if "application/json" not in request.headers.get("content-type", ""):
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":  # its media type
         return _json({"error": "send the question as JSON (Content-Type: application/json)"}, 415)
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_REQUEST_BYTES):
