@@ -659,11 +659,6 @@ class ServeRun:
         self.notes = notes
         """What the inputs decided that the report's own notes do not say (the KV dtype the engine took)."""
 
-    @property
-    def finite_rate(self) -> float | None:
-        """The rate requests arrive at, when they arrive at one."""
-        return self.load.finite_rate
-
     def run(self, update: Callable[..., None] = lambda **change: None):
         """The ServeReport: requests drawn (or the trace read), then simulated."""
         from llmcalc.inputs.requests import load_trace
@@ -683,6 +678,15 @@ class ServeRun:
         self._texts = dict(prompt=prompt_text, output=output_text, load_label=label)
         return _noted(simulate(self.spec, self.device, self.w, self.tm, rows, load=load,
                                progress=lambda n: update(advance=n), **self._texts, **self.args), self.notes)
+
+    def check_curve(self) -> None:
+        """Refuse the curve() that this run's load or size would not bound, before the run (views/serve.py:
+        check_curve)."""
+        from llmcalc.views.serve import check_curve
+
+        if self.lengths is None:
+            raise UserError("`plot_vs`: load sweeps the arrival rate a trace gives itself; leave out `trace`")
+        check_curve(self.requests, self.lengths[1], self.load)
 
     def curve(self):
         """Goodput and latency over arrival rates up to the load's (after run)."""

@@ -462,3 +462,12 @@ def test_serve_options_given_where_they_are_read_still_run(tmp_path):
     for extra in (["--trace", str(trace)], ["--rate", "2", "--arrivals", "constant", "--prompt", "512"]):
         r = run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "-f", "json", *extra)
         assert r.returncode == 0, r.stderr
+
+
+def test_a_load_curve_past_one_runs_bound_is_refused_before_any_run(tmp_path):
+    """--plot-vs load runs the given load and six more: their output tokens in all are bounded as one run's are
+    (100,000 requests of 300 tokens, seven times, ran for minutes)."""
+    r = run("serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "-n", "100000", "--output", "300", "--rate", "1000",
+            "--plot", str(tmp_path / "x.png"), "--plot-vs", "load")
+    one_line(r, "--requests", "load curve")
+    assert not (tmp_path / "x.png").exists()

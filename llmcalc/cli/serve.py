@@ -101,8 +101,8 @@ def serve(
         gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
         draft=ModelRef(preset=draft) if draft is not None else None, mtp=mtp, spec_tokens=spec_tokens,
         acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew)
-    if plot is not None and plot_vs == "load" and run.finite_rate is None:
-        raise UserError("--plot-vs load sweeps the arrival rate; give a finite --rate")
+    if plot is not None and plot_vs == "load":
+        run.check_curve()
     with progress_bar("simulating", requests) as update:  # reading a trace or drawing the requests included
         report = run.run(update)
     if plot is not None:

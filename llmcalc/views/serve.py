@@ -623,6 +623,20 @@ LOAD_STEPS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 """Rates, as shares of the given one, that load_curve runs."""
 
 
+def check_curve(n: int, output_lengths: Lengths, load: Load) -> None:
+    """Refuse a load curve (load_curve) before any run of it: one at no finite rate, or whose runs in all (the
+    given run and LOAD_STEPS more, n requests each) hold more output tokens, at the output's mean, than the
+    MAX_OUTPUT_TOKENS one run may: the curve is bounded as one run is."""
+    if load.finite_rate is None:
+        raise UserError("`plot_vs`: load sweeps the arrival rate; give a finite `rate`")
+    runs = 1 + len(LOAD_STEPS)
+    tokens = runs * n * output_lengths.mean
+    if tokens > MAX_OUTPUT_TOKENS:
+        raise UserError(f"`requests`: a load curve runs {runs} simulations of {n:,} requests, about {tokens:,.0f} "
+                        f"output tokens in all, more than the {MAX_OUTPUT_TOKENS:,} of one run; give at most "
+                        f"{int(MAX_OUTPUT_TOKENS / (runs * output_lengths.mean)):,} requests or a shorter `output`")
+
+
 def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt_lengths: Lengths,
                output_lengths: Lengths, load: Load, seed: int = 0, **args) -> list[ServeReport]:
     """serve at LOAD_STEPS × the load's rate (same seed, same lengths): latency against load."""
