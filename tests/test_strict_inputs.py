@@ -471,3 +471,19 @@ def test_a_load_curve_past_one_runs_bound_is_refused_before_any_run(tmp_path):
             "--plot", str(tmp_path / "x.png"), "--plot-vs", "load")
     one_line(r, "--requests", "load curve")
     assert not (tmp_path / "x.png").exists()
+
+
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["latency", "-p", "llama3-8b", "--gpu", LONG], "unknown GPU"),
+    (["latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", LONG], "unknown engine"),
+    (["kv", "--hf-config", LONG], "File name too long"),
+    (["kv", "--config", LONG + ".yaml"], "File name too long"),
+    (["latency", "-p", "llama3-8b", "--gpu", ""], "the name is empty")])
+def test_a_name_too_long_for_the_file_system_or_empty_is_a_name_error_not_a_write_error(args, needle):
+    """A 300-character name was reported as a failed write ("free space or write somewhere ..."), naming no option,
+    and echoed whole; an empty --gpu was "is a folder"."""
+    line = one_line(run(*args), needle)
+    assert "free space" not in line and LONG not in line

@@ -13,7 +13,7 @@ import sys
 import types
 from importlib import import_module
 
-from llmcalc.errors import UserError
+from llmcalc.errors import UserError, clip
 
 HERE = os.path.dirname(__file__)
 
@@ -157,9 +157,12 @@ def _io_failed(e: OSError) -> None:
         pass
     if e.errno == errno.EPIPE:
         sys.exit(1)
-    where = f"{e.filename}: " if e.filename else "writing the output: "
-    sys.stderr.write(f"error: {one_line(where + (e.strerror or str(e)))}; free space or write somewhere that can "
-                     "be written\n")
+    where = f"{clip(str(e.filename))}: " if e.filename else "writing the output: "
+    fix = {errno.ENAMETOOLONG: "give a shorter name", errno.ENOENT: "check the path",
+           errno.EACCES: "check its permissions, or write somewhere that can be written",
+           errno.EROFS: "write somewhere that can be written"}.get(e.errno, "free space or write somewhere that can "
+                                                                          "be written")
+    sys.stderr.write(f"error: {one_line(where + (e.strerror or str(e)))}; {fix}\n")
     sys.exit(2)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from llmcalc.errors import UserError
-from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.errors import UserError, clip
+from llmcalc.inputs.files import PRESETS, is_folder, read_yaml, validated
 from llmcalc.model.engine import Engine
 
 ENGINE_DIR = PRESETS / "engines"
@@ -26,12 +26,14 @@ def load_engine(name: str | None) -> Engine:
         path, where = Path(name), f"engine file {name}"
     else:
         names = engine_names()
-        if name not in names and Path(name).is_dir():
+        if not name.strip():
+            raise UserError(f"`engine`: the name is empty; give one of {', '.join(names)}, or an engine YAML file")
+        if name not in names and is_folder(name):
             raise UserError(f"`engine`: {name} is a folder; give an engine's name or an engine YAML file")
         if name not in names:
             near = difflib.get_close_matches(name.lower(), names, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise UserError(f"`engine`: unknown engine {name!r}; {hint}use one of {', '.join(names)}, or an engine "
+            raise UserError(f"`engine`: unknown engine {clip(repr(name))}; {hint}use one of {', '.join(names)}, or an engine "
                             "YAML file (presets/engines/vllm.yaml shows the fields)")
         path, where = ENGINE_DIR / f"{name}.yaml", f"engine {name}"
     return validated(Engine, read_yaml(path, "engine file"), where, "presets/engines/vllm.yaml")

@@ -122,6 +122,15 @@ def read_yaml(path: Path, what: str, text: str | None = None) -> Any:
     return data
 
 
+def is_folder(path: Path | str) -> bool:
+    """A folder is there: False also where the name cannot be looked up at all (too long for the file system, no
+    permission on a folder above), which reading it then reports as such."""
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
+
+
 def _read_text(path: Path, what: str) -> str:
     """A file's UTF-8 text, bounded in size (check_size), with one-line errors."""
     check_size(path, what)
@@ -131,8 +140,11 @@ def _read_text(path: Path, what: str) -> str:
         raise UserError(f"{what} {path}: no such file; check the path") from None
     except IsADirectoryError:
         raise UserError(f"{what} {path}: is a folder; give a YAML file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{what} {path}: cannot read it ({e.__class__.__name__}); give a readable UTF-8 file") from None
+    except OSError as e:
+        raise UserError(f"{what} {clip(str(path))}: cannot read it ({e.strerror or e.__class__.__name__}); give a "
+                        "readable UTF-8 file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{what} {path}: cannot read it (not UTF-8 text); give a readable UTF-8 file") from None
 
 
 class KeyTwice(ValueError):

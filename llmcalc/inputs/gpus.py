@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from llmcalc.errors import UserError
-from llmcalc.inputs.files import PRESETS, read_yaml, validated
+from llmcalc.errors import UserError, clip
+from llmcalc.inputs.files import PRESETS, is_folder, read_yaml, validated
 from llmcalc.model.gpu import GPU
 
 GPU_DIR = PRESETS / "gpus"
@@ -28,11 +28,14 @@ def load_gpu(name: str) -> GPU:
         path, where = Path(name), f"gpu file {name}"
     else:
         names = gpu_names()
-        if name not in names and Path(name).is_dir():
+        if not name.strip():
+            raise UserError("`gpu`: the name is empty; give a GPU preset's name (`llmcalc gpus` lists them) or a GPU "
+                            "YAML file")
+        if name not in names and is_folder(name):
             raise UserError(f"`gpu`: {name} is a folder; give a GPU preset's name or a GPU YAML file")
         if name not in names:
             near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
             hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
-            raise UserError(f"`gpu`: unknown GPU {name!r}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
+            raise UserError(f"`gpu`: unknown GPU {clip(repr(name))}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
         path, where = GPU_DIR / f"{name}.yaml", f"gpu {name}"
     return validated(GPU, read_yaml(path, "gpu file"), where, "presets/gpus/h100-sxm.yaml")

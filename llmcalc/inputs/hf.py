@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcalc.errors import UserError, clip
-from llmcalc.inputs.files import check_finite, check_size
+from llmcalc.inputs.files import check_finite, check_size, is_folder
 from llmcalc.inputs.presets import spec_from_data
 from llmcalc.model.base import MAX_SIZE
 from llmcalc.model.formats import MAX_GROUP
@@ -335,8 +335,11 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{p}: no such file; check the {what} path") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: cannot read it ({e.__class__.__name__}); give a readable {p.name}") from None
+    except OSError as e:
+        raise UserError(f"{clip(str(p))}: cannot read it ({e.strerror or e.__class__.__name__}); check the {what} "
+                        "path") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: cannot read it (not UTF-8 text); give a readable {p.name}") from None
     return parse_json(text, p)
 
 
@@ -369,7 +372,7 @@ def load_hf_config(path: str | Path, *, name: str | None = None, source: str | N
     folder = None
     if text is not None:
         raw = parse_json(text, p)
-    elif p.is_dir():
+    elif is_folder(p):
         if not ((p / "config.json").exists() or (p / "config.json").is_symlink()):  # else read_json says what it is
             raise UserError(f"{p}: folder has no config.json; point `hf_config` at a config.json or its folder")
         folder, p = p, p / "config.json"

@@ -69,8 +69,10 @@ def as_ref(model) -> ModelRef:
     """The ModelRef a str or path names, read as load_model reads it: a folder or a file named config.json is a
     Hugging Face config, another path a spec file, ORG/NAME[@REVISION] a Hub id, any other str a preset name."""
     if isinstance(model, os.PathLike) or (isinstance(model, str) and _is_path(model)):
+        from llmcalc.inputs.files import is_folder
+
         path = Path(model)
-        if path.is_dir() or path.name == "config.json":
+        if is_folder(path) or path.name == "config.json":
             return ModelRef(hf_config=path)
         return ModelRef(config=path)
     if isinstance(model, str) and HUB_ID.fullmatch(model.strip()):  # ORG/NAME[@REVISION], not a file here
