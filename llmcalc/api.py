@@ -22,13 +22,37 @@ from typing import Any
 
 from llmcalc.errors import UserError, clip
 
+_KINDS = {"int": ((int,), "a whole number", "one such as 4"), "float": ((int, float), "a number", "one such as 0.5"),
+          "bool": ((bool,), "True or False", "True or False"), "str": ((str,), "text", "its name as a str")}
+"""The plain annotations of the functions' keywords, checked on every call (_public): the types, what such a value
+is and an example."""
+
+
+def _check_kinds(function: Callable, signature, args: tuple, kwargs: dict) -> None:
+    """Each keyword of `function` annotated int, float, bool or str (or that | None) given a value of that kind: a
+    bool is no number, a float no count, a str no number (the checks after it compare and divide)."""
+    for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
+        annotation = str(signature.parameters[name].annotation)
+        kind = annotation.removesuffix(" | None")
+        if kind not in _KINDS or (value is None and kind != annotation):
+            continue
+        types, what, example = _KINDS[kind]
+        if not isinstance(value, types) or (isinstance(value, bool) and kind != "bool"):
+            raise UserError(f"`{name}`: {clip(repr(value))} is not {what}; give {example}")
+
+
 def _public(function: Callable) -> Callable:
-    """`function` raising UserError, never pydantic's ValidationError, on a model built from its inputs."""
+    """`function` raising UserError, never pydantic's ValidationError, on a model built from its inputs, and
+    checking the kind of each plainly annotated keyword first (_check_kinds)."""
+    import inspect
+
+    signature = inspect.signature(function)
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
         from pydantic import ValidationError
 
+        _check_kinds(function, signature, args, kwargs)
         try:
             return function(*args, **kwargs)
         except ValidationError as e:
@@ -56,8 +80,13 @@ def load_gpu(gpu, needed_by: str | None = None):
             raise UserError(f"`gpu`: {needed_by} needs a GPU and none is assumed; give `gpu` NAME (see `llmcalc "
                             "gpus`)")
         return None
-    if not isinstance(gpu, str):
+    from llmcalc.model.gpu import GPU
+
+    if isinstance(gpu, GPU):
         return gpu
+    if not isinstance(gpu, str):
+        raise UserError(f"`gpu`: {clip(repr(gpu))} is not a GPU; give a preset's name (see `llmcalc gpus`), the path "
+                        "of a GPU YAML, or a GPU")
     from llmcalc.inputs.gpus import load_gpu as load
 
     return load(gpu)
@@ -74,6 +103,8 @@ def images(images: int = 0, image_size: str | tuple[int, int] | None = None) -> 
     """The Workload fields of the images: image_size from HEIGHTxWIDTH text (or a (height, width) pair)."""
     if image_size is None:
         return {"images": images}
+    if not images:
+        raise UserError("`image_size` sizes each prompt's images; give `images` N, or leave it out")
     if isinstance(image_size, str):
         parts = image_size.lower().split("x")
         if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9
@@ -122,8 +153,13 @@ def workload(*parts: dict, **fields: Any):
 
 def engine(name=None):
     """The serving engine `name` names (presets/engines/; None: the default one)."""
-    if name is not None and not isinstance(name, str):
+    from llmcalc.model.engine import Engine
+
+    if isinstance(name, Engine):
         return name
+    if name is not None and not isinstance(name, str):
+        raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, sglang, trtllm, reference, the "
+                        "path of an engine YAML, or an Engine")
     from llmcalc.inputs.engines import load_engine
 
     return load_engine(name)
@@ -140,13 +176,25 @@ def time_model(device, kind: str | None = None, calibration=None, engine_name=No
     if device is None:
         from llmcalc.model.time_model import ROOFLINE
 
+        given = next((k for k, v in (("time_model", kind), ("calibration", calibration), ("engine", engine_name))
+                      if v is not None), None)
+        if given is not None:
+            raise UserError(f"`{given}` sets how a GPU's time is modelled; give `gpu` NAME, or leave it out")
         return ROOFLINE
-    from pathlib import Path
-
     from llmcalc.inputs.time_models import load_time_model
 
-    return load_time_model(kind, device, None if calibration is None else Path(calibration),
+    return load_time_model(kind, device, None if calibration is None else _path(calibration, "calibration"),
                            engine=engine(engine_name) if serving else None, **efficiencies)
+
+
+def _path(value, field: str):
+    """The Path a str or path-like `value` names; anything else (or a NUL in it) a UserError naming `field`."""
+    import os
+    from pathlib import Path
+
+    if not isinstance(value, (str, os.PathLike)) or "\0" in str(value):
+        raise UserError(f"`{field}`: {clip(repr(value))} is not a file's path; give one")
+    return Path(value)
 
 
 def with_ranges(report, ranges: str):
@@ -262,8 +310,8 @@ _layout = layout
 @_public
 def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None,
            weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str = "bf16",
-           group_size: int = 128, flash: bool = True, train: bool = False, optimizer: str = "adamw",
-           recompute: str = "none", zero: int = 0, micro_batch: int | None = None, lora_rank: int | None = None,
+           group_size: int = 128, flash: bool = True, train: bool = False, optimizer: str | None = None,
+           recompute: str | None = None, zero: int = 0, micro_batch: int | None = None, lora_rank: int | None = None,
            lora_targets: str | None = None, qlora: bool = False, dp: int = 1, tp: int = 1, pp: int = 1,
            ep: int = 1, cp: int = 1, sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
            last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
@@ -273,9 +321,16 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
     """Memory per GPU, in bytes: weights, KV cache, activations and, with train=True, gradients and optimizer
     states (`llmcalc memory`). batch: sequences (training: the global batch); tp, pp, dp, ep, cp, sp, vpp: the
     training layout; fusion: training's element-wise passes fused or eager (eager keeps more for the backward);
-    prefill_chunk: inference activations of chunks of that many tokens. Returns a MemoryReport; bytes are ints."""
+    prefill_chunk: inference activations of chunks of that many tokens; optimizer (default adamw), recompute
+    (default none), grad_dtype and dropout shape a training step only. Returns a MemoryReport; bytes are ints."""
     from llmcalc.costs.memory import memory as estimate
     from llmcalc.workload import Layout
+
+    if not train:
+        given = [k for k, v in (("optimizer", optimizer), ("recompute", recompute), ("grad_dtype", grad_dtype),
+                                ("dropout", dropout or None)) if v is not None]
+        if given:
+            raise UserError(f"`{given[0]}` shapes a training step's memory; add `train`, or leave it out")
 
     if qlora:
         if lora_rank is None:
@@ -292,9 +347,10 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
                                  pp_layout=pp_layout)}
     w = workload({"batch": batch, "seq": seq}, _weights(weights_dtype, weights_format), parallel,
                  lora(lora_rank, lora_targets), _images(images, image_size), encoder_seq=encoder_seq,
-                 kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer, recompute=recompute,
-                 flash=flash, zero=zero, dropout=dropout, grad_dtype=grad_dtype, micro_batch=micro_batch,
-                 fusion=fusion, **({"prefill_chunk": prefill_chunk} if prefill_chunk is not None else {}))
+                 kv_dtype=kv_dtype, group_size=group_size, train=train, optimizer=optimizer or "adamw",
+                 recompute=recompute or "none", flash=flash, zero=zero, dropout=dropout, grad_dtype=grad_dtype,
+                 micro_batch=micro_batch, fusion=fusion,
+                 **({"prefill_chunk": prefill_chunk} if prefill_chunk is not None else {}))
     if fusion != "fused" and not train:
         raise UserError(f"`fusion` {fusion} is how a training step runs its element-wise passes; add `train`, or "
                         "drop `fusion`")
@@ -326,6 +382,7 @@ def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: in
                  _images(images, image_size), batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen,
                  kv_dtype=kv_dtype or "bf16", group_size=group_size, compute_dtype=compute_dtype,
                  attention_dtype=attention_dtype, mla_decode=mla_decode, expert_skew=expert_skew, reserve=reserve)
+    _skewed(w)
     device = load_gpu(gpu, "latency")
     tm = _time_model(device, time_model, calibration, engine, serving=True, compute_efficiency=compute_efficiency,
                      memory_efficiency=memory_efficiency, comm_efficiency=comm_efficiency)
@@ -348,6 +405,13 @@ def _engine_kv(w, kv_dtype: str | None, spec, serving) -> tuple[Any, list[str]]:
     return w.model_copy(update={"kv_dtype": stated}), [
         f"KV cache {stated}: the checkpoint states it and {serving.label}'s default cache dtype takes it; "
         "`kv_dtype` sets another"]
+
+
+def _skewed(w) -> None:
+    """Refuse an expert skew given where no expert-parallel ranks share the experts: it would time nothing."""
+    if w.expert_skew is not None and w.layout.ep == 1:
+        raise UserError("`expert_skew` is the load skew between expert-parallel ranks; give `ep` > 1 on a MoE "
+                        "model, or leave it out")
 
 
 def _noted(report, notes: list[str]):
@@ -394,20 +458,30 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
 @_public
 def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, seq: int = 4096, gen: int = 256,
             groups: int | None = None, kv_lora_rank: int | None = None, rope_dim: int | None = None,
-            q_lora_rank: int | None = None, window: int = 4096, global_tokens: int = 64, topk: int = 2048,
-            proj_len: int = 256, gpu=None, gpus: int | None = None, tp: int | None = None, pp: int = 1,
-            dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None, calibration=None,
-            weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str = "bf16"):
-    """Side by side, with every figure's ratio to the first (`llmcalc compare`): one model (default llama2-7b)
+            q_lora_rank: int | None = None, window: int | None = None, global_tokens: int | None = None,
+            topk: int | None = None, proj_len: int | None = None, gpu=None, gpus: int | None = None,
+            tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None,
+            time_model: str | None = None, calibration=None, weights_dtype: str | None = None,
+            weights_format: str | None = None, kv_dtype: str = "bf16"):
+    """Side by side, with every figure's ratio to the first (`llmcalc compare`): one model (default, or an empty
+    list: llama2-7b)
     with its attention swapped for each of `variants` (mha, gqa, mqa, mla, swa, longformer, linformer, reformer,
-    dsa, mamba2, gdn; default mha, gqa, mqa, mla; groups, kv_lora_rank, … shape the swapped-in attention), or
-    several models (a list) without variants. With `gpu`, also time and fit. Returns a CompareReport."""
+    dsa, mamba2, gdn, a list or the command's text "gqa,mla"; default mha, gqa, mqa, mla; groups, kv_lora_rank, …
+    shape the swapped-in attention, each one a variant compared reads), or several models (a list) without
+    variants. With `gpu`, also time and fit. Returns a CompareReport."""
     from llmcalc.views.compare import SwapRule, compare_attention, compare_models
 
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), batch=batch, seq=seq,
                  gen=gen, kv_dtype=kv_dtype)
-    rule = SwapRule(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
-                    window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
+    knobs = dict(groups=groups, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, q_lora_rank=q_lora_rank,
+                 window=window, global_tokens=global_tokens, topk=topk, proj_len=proj_len)
+    rule = SwapRule(**{k: v for k, v in knobs.items() if v is not None})  # its fields set: what was given
+    if isinstance(variants, str):
+        variants = [v.strip() for v in variants.replace(",", " ").split()]
+    elif variants is not None and not (isinstance(variants, (list, tuple))
+                                       and all(isinstance(v, str) for v in variants)):
+        raise UserError(f"`variants`: {clip(repr(variants))} is not a list of variant names; give e.g. "
+                        "[\"gqa\", \"mla\"]")
     specs = [load_model(m) for m in _models(model)]
     device = load_gpu(gpu)
     tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
@@ -415,6 +489,9 @@ def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, se
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
+        if rule.model_fields_set:
+            raise UserError(f"`{sorted(rule.model_fields_set)[0]}` shapes a swapped-in attention variant; several "
+                            "models are compared as they are: leave it out")
         return compare_models(specs, w, device, tm)
     base = specs[0] if specs else load_model("llama2-7b")
     return compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm)
@@ -588,13 +665,17 @@ def mfu(model, *, batch: int = 1, seq: int = 4096, tokens_per_s: float | None = 
                        step_s=step_time, gpu=name)
 
 
+SPEC_DEFAULTS = (3, 0.7)
+"""Speculative decoding's draft tokens per step and each one's chance of acceptance, when not given."""
+
+
 def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1,
                   ep: int = 1, rate: float | None = None, concurrency: int | None = None, arrivals: str | None = None,
                   requests: int = 1000, prompt=None, output=None, trace=None, max_seqs: int | None = None,
                   max_batched_tokens: int | None = None, block_size: int | None = None,
                   gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0, seed: int = 0,
                   slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
-                  spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
+                  spec_tokens: int | None = None, acceptance: float | None = None, weights_dtype: str | None = None,
                   weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
                   expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
                   calibration=None):
@@ -614,14 +695,20 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                         "out `arrivals`")
     if rate is not None and concurrency is not None:
         raise UserError("`rate` and `concurrency` are two loads; give one")
+    if isinstance(draft, bool):
+        raise UserError(f"`draft`: {draft} is not a model; give the draft model (a preset name), or `mtp`")
     if draft is not None and mtp:
         raise UserError("`draft` and `mtp` are two speculative decoders; give one")
+    if draft is None and not mtp and (spec_tokens is not None or acceptance is not None):
+        raise UserError(f"`{'spec_tokens' if spec_tokens is not None else 'acceptance'}` shapes speculative decoding; "
+                        "give `draft` NAME or `mtp`, or leave it out")
     load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
                 concurrency=concurrency)
     slo = _slo(slo_ttft, slo_tpot)
     lengths = None if trace is not None else _lengths(prompt, output)
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype or "bf16",
                  compute_dtype=compute_dtype, expert_skew=expert_skew)
+    _skewed(w)
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
@@ -631,12 +718,11 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                                 block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
-        spec_dec = speculative(spec, device, w, tm, spec_tokens, acceptance, _draft(draft) if draft else None,
-                               settings.max_batched_tokens)
-    from pathlib import Path
-
-    return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else Path(trace), requests, seed,
-                    dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit), notes)
+        spec_dec = speculative(spec, device, w, tm, SPEC_DEFAULTS[0] if spec_tokens is None else spec_tokens,
+                               SPEC_DEFAULTS[1] if acceptance is None else acceptance,
+                               None if draft is None else _draft(draft), settings.max_batched_tokens)
+    return ServeRun(spec, device, w, tm, load, lengths, None if trace is None else _path(trace, "trace"), requests,
+                    seed, dict(engine=settings, slo=slo, seed=seed, spec_dec=spec_dec, prefix_hit=prefix_hit), notes)
 
 
 
@@ -702,10 +788,11 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
           prompt=None, output=None, trace=None, max_seqs: int | None = None, max_batched_tokens: int | None = None,
           block_size: int | None = None, gpu_memory_utilization: float | None = None, prefix_hit: float = 0.0,
           seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
-          mtp: bool = False, spec_tokens: int = 3, acceptance: float = 0.7, weights_dtype: str | None = None,
-          weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
-          expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
-          calibration=None, interval: bool = False, progress: Callable[..., None] | None = None):
+          mtp: bool = False, spec_tokens: int | None = None, acceptance: float | None = None,
+          weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str | None = None,
+          compute_dtype: str | None = None, expert_skew: float | None = None, engine: str | None = None,
+          time_model: str | None = None, calibration=None, interval: bool = False,
+          progress: Callable[..., None] | None = None):
     """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated
     step by step under `requests` requests (`llmcalc serve`): arriving at `rate` per second (default all at
     once) or from `concurrency` clients, or read from a `trace` file; prompt and output lengths an int or the
@@ -737,6 +824,7 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     deployment ranked `candidate` (1, the best, by default); expert_skew: the experts' load skew under ep
     (latency's). progress(what, done, total) is called as the search goes. Returns a PlanReport."""
     from llmcalc.inputs.engines import load_engine
+    from llmcalc.inputs.grid import parse_number
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.model.gpu import FIGURE_MAX
     from llmcalc.views.plan import plan as search
@@ -765,6 +853,9 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     devices = [load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])]
     prices = {d.name: d.price_per_hour for d in devices}
     items = [f"{k}={v}" for k, v in price.items()] if isinstance(price, dict) else price
+    if items is not None and not (isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items)):
+        raise UserError(f"`price`: {clip(repr(price))} is not a list of GPU=USD or a mapping of GPU to USD; give "
+                        "e.g. [\"h100-sxm=2.5\"]")
     priced: set[str] = set()
     for item in items or []:
         name, _, usd = item.partition("=")
@@ -772,7 +863,7 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
             raise UserError(f"`price`: {name} is priced twice; give each GPU's price once")
         priced.add(name)
         try:
-            value = float(usd)
+            value = parse_number(usd)
         except ValueError:
             value = -1.0
         if name not in prices or not 0 < value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
@@ -795,11 +886,15 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     return emit_for(report, args[0], devices, serving, commands, candidate or 1, load)
 
 
-def _files(files) -> list:
-    """One path or a list of them, as a list."""
+def _files(files, field: str) -> list:
+    """One path or a list of them, as a list of at least one; anything else a UserError naming `field`."""
     import os
 
-    return [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    paths = [files] if isinstance(files, (str, os.PathLike)) else files if isinstance(files, (list, tuple)) else None
+    if not paths or not all(isinstance(p, (str, os.PathLike)) and "\0" not in str(p) for p in paths):
+        raise UserError(f"`{field}`: {clip(repr(files))} is not a result file's path or a list of them; give at "
+                        "least one")
+    return list(paths)
 
 
 @_public
@@ -819,9 +914,7 @@ def measured(files, model=None, gpu=None, *, gpus: int | None = None, tp: int | 
 
     if rate is not None and concurrency is not None:
         raise UserError("`rate` and `concurrency` are two loads; give one")
-    paths = _files(files)
-    if not paths:
-        raise UserError("measured: give at least one result file")
+    paths = _files(files, "files")
     return compare(paths, model, gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, weights_dtype=weights_dtype,
                    weights_format=weights_format, kv_dtype=kv_dtype, engine=engine, time_model=time_model,
                    calibration=calibration, rate=rate, concurrency=concurrency, requests=requests, prompt=prompt,
@@ -837,7 +930,7 @@ def calibrate_from_runs(from_runs, model=None, gpu=None, *, served_by: str | Non
     file the command prints; nothing is written."""
     from llmcalc.views.measured import refit_runs
 
-    return refit_runs(_files(from_runs), model, gpu, served_by)
+    return refit_runs(_files(from_runs, "from_runs"), model, gpu, served_by)
 
 
 def _amount(value, name: str) -> float:
@@ -854,7 +947,7 @@ def _amount(value, name: str) -> float:
 
 @_public
 def scale(*, flops=None, params=None, tokens=None, method: str = "all", gpu=None, gpus: int | None = None,
-          mfu: float | None = None, price: float | None = None, compute_dtype: str = "bf16"):
+          mfu: float | None = None, price: float | None = None, compute_dtype: str | None = None):
     """Compute-optimal model size N, training tokens D and FLOPs (C = 6·N·D) from exactly one of flops, params or
     tokens (a number, or text as papers print it: "70B", "1.4T", "5.76e23"), under Chinchilla's approaches 1-3
     and Kaplan's law (`llmcalc scale`); method: all, chinchilla-1, chinchilla-2, chinchilla-3 or kaplan. With
@@ -894,6 +987,9 @@ def prepare_validate(model=None, *, all_presets: bool = False, batch: int = 2, s
     from llmcalc.workload import require_sizes
 
     require_sizes(batch=batch, seq=seq, scale=scale, layers=layers)
+    if device not in ("fake", "cpu", "cuda"):
+        raise UserError(f"`device`: {clip(repr(device))} is not fake, cpu or cuda; give one of them")
+    workload(mla_decode=mla_decode)  # one of the conventions, or refused naming it
     adapters = None
     if train or lora_rank is not None:
         if not train:

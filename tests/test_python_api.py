@@ -282,3 +282,38 @@ def test_a_function_takes_every_option_of_its_command_with_its_default(name):
             continue
         assert default == p.default or (default is None and p.default in (None, ())), (name, p.name, default,
                                                                                         p.default)
+
+
+KINDS = [
+    (lambda: llmcalc.latency("llama3-8b", "h100-sxm", gpus="8"), "`gpus`"),
+    (lambda: llmcalc.latency("llama3-8b", "h100-sxm", gpus=2.0), "`gpus`"),  # a float is no count
+    (lambda: llmcalc.train("llama3-8b", "h100-sxm", zero=True), "`zero`"),  # a bool is no number
+    (lambda: llmcalc.plan("llama3-8b", rate=1, slo_ttft=1, top=float("nan")), "`top`"),
+    (lambda: llmcalc.mfu("llama3-8b", gpu="h100-sxm", tokens_per_s="1000"), "`tokens_per_s`"),
+    (lambda: llmcalc.fit("llama3-8b", "h100-sxm", reserve="0.1"), "`reserve`"),
+    (lambda: llmcalc.memory("llama3-8b", lora_targets=["q"]), "`lora_targets`"),
+    (lambda: llmcalc.latency("llama3-8b", ["h100-sxm"]), "`gpu`"),
+    (lambda: llmcalc.latency("llama3-8b", "h100-sxm", engine=1), "`engine`"),
+    (lambda: llmcalc.latency("llama3-8b", "h100-sxm", calibration=1), "`calibration`"),
+    (lambda: llmcalc.serve("llama3-8b", "h100-sxm", trace="a\0b"), "`trace`"),
+    (lambda: llmcalc.plan("llama3-8b", rate=1, slo_ttft=1, price=2.5), "`price`"),
+    (lambda: llmcalc.measured([]), "`files`"),
+    (lambda: llmcalc.calibrate_from_runs([]), "`from_runs`"),
+    (lambda: llmcalc.compare("llama2-7b", {"mha": 1}), "`variants`"),
+    (lambda: llmcalc.validate("llama3-8b", device="bogus"), "`device`"),
+]
+
+
+@pytest.mark.parametrize("call, field", KINDS, ids=range(len(KINDS)))
+def test_a_value_of_the_wrong_kind_raises_user_error_naming_the_keyword(call, field):
+    """Each keyword annotated int, float, bool or str takes that kind only (a bool is no number, a float no count,
+    a str no number), gpu and engine a name or the object itself, paths a str or path: a UserError naming it, not
+    a TypeError, AttributeError or ValueError from deeper down."""
+    with pytest.raises(UserError) as e:
+        call()
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_compare_takes_the_variants_as_the_command_writes_them():
+    assert [r.name for r in llmcalc.compare("llama2-7b", "gqa,mla").rows] == \
+        [r.name for r in llmcalc.compare("llama2-7b", ["gqa", "mla"]).rows]

@@ -487,3 +487,38 @@ def test_a_name_too_long_for_the_file_system_or_empty_is_a_name_error_not_a_writ
     and echoed whole; an empty --gpu was "is a folder"."""
     line = one_line(run(*args), needle)
     assert "free space" not in line and LONG not in line
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["compare", "mha", "mqa", "--groups", "8"], "--groups"),
+    (["compare", "gqa", "mla", "--window", "1024"], "--window"),
+    (["compare", "-p", "llama2-7b", "-p", "gpt2", "--groups", "4"], "--groups"),
+    (["serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "--spec-tokens", "7"], "--spec-tokens"),
+    (["serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "--acceptance", "0.1"], "--acceptance"),
+    (["memory", "-p", "llama3-8b", "--optimizer", "sgd"], "--optimizer"),
+    (["memory", "-p", "llama3-8b", "--grad-dtype", "fp32"], "--grad-dtype"),
+    (["memory", "-p", "llama3-8b", "--dropout"], "--dropout"),
+    (["memory", "-p", "llama3-8b", "--recompute", "full"], "--recompute"),
+    (["kv", "-p", "llama3-8b", "--image-size", "896x896"], "--image-size"),
+    (["latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--expert-skew", "9"], "--expert-skew"),
+    (["scale", "--params", "70B", "--compute-dtype", "fp8"], "--gpu"),
+    (["compare", "gqa", "mla", "--engine", "vllm"], "--engine"),
+    (["sweep", "-p", "llama3-8b", "--time-model", "roofline"], "--time-model"),
+    (["scale", "--params", "７０B"], "--params"),
+    (["plan", "-p", "llama3-8b", "--rate", "1", "--slo-ttft", "1", "--price", "h100-sxm=1_000"], "--price")])
+def test_an_option_that_would_change_nothing_is_refused(args, needle):
+    """An option the command would not read here (a swap knob no variant compared reads, speculative decoding's
+    shape without a drafter, a training option without --train, an image size without images, an expert skew
+    without expert parallelism, a time model or engine without a GPU) is refused rather than dropped; a number in
+    other than plain ASCII digits is no number, as with every count."""
+    one_line(run(*args), needle)
+
+
+@pytest.mark.parametrize("args", [
+    ["compare", "gqa", "mla", "--groups", "8", "--kv-lora-rank", "256"],
+    ["compare", "swa", "longformer", "--window", "1024", "--global-tokens", "16"],
+    ["memory", "-p", "llama3-8b", "--train", "--optimizer", "sgd", "--recompute", "full", "--dropout"],
+    ["scale", "--params", "70B", "--gpu", "h100-sxm", "--compute-dtype", "fp8"]])
+def test_the_same_options_where_they_are_read_run(args):
+    r = run(*args, "-f", "json")
+    assert r.returncode == 0, r.stderr

@@ -55,13 +55,14 @@ def compare(
                                                   panel=SWAP)] = None,
     q_lora_rank: Annotated[Optional[int], _count_opt("--q-lora-rank", help="MLA query latent (default: none).",
                                                      panel=SWAP)] = None,
-    window: Annotated[int, _count_opt("--window", help="SWA and Longformer window in tokens.", panel=SWAP)] = 4096,
-    global_tokens: Annotated[int, _count_opt("--global-tokens", help="Longformer global tokens (the first "
-                                             "positions).", panel=SWAP)] = 64,
-    topk: Annotated[int, _count_opt("--topk", help="DSA keys each query attends to (top-k of its indexer).",
-                                    panel=SWAP)] = 2048,
-    proj_len: Annotated[int, _count_opt("--proj-len", help="Linformer projected length k (rows of K and V).",
-                                        panel=SWAP)] = 256,
+    window: Annotated[Optional[int], _count_opt("--window", help="SWA and Longformer window in tokens (default "
+                                                "4096).", panel=SWAP)] = None,
+    global_tokens: Annotated[Optional[int], _count_opt("--global-tokens", help="Longformer global tokens, the first "
+                                                       "positions (default 64).", panel=SWAP)] = None,
+    topk: Annotated[Optional[int], _count_opt("--topk", help="DSA keys each query attends to, the top-k of its "
+                                              "indexer (default 2048).", panel=SWAP)] = None,
+    proj_len: Annotated[Optional[int], _count_opt("--proj-len", help="Linformer projected length k, rows of K and "
+                                                  "V (default 256).", panel=SWAP)] = None,
     gpu: OptionalGPUOpt = None,
     layout: groups.Layout,
     timing: groups.EngineTime,

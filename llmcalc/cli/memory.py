@@ -12,8 +12,6 @@ from llmcalc.cli.options import (
     EncoderSeqOpt,
     GroupOpt,
     KVDtypeOpt,
-    OptimizerOpt,
-    RecomputeOpt,
     ZeroOpt,
     _count_opt,
     _opt,
@@ -61,8 +59,12 @@ def memory(
                                 panel=ADVANCED)] = True,
     train: Annotated[bool, _opt("--train/--inference", help="A training step instead of inference.",
                                 panel=TRAINING)] = False,
-    optimizer: OptimizerOpt = "adamw",
-    recompute: RecomputeOpt = "none",
+    optimizer: Annotated[Optional[Literal["adamw", "adamw-8bit", "sgd"]], _opt(
+        "--optimizer", help="adamw (default), adamw-8bit or sgd.", panel=TRAINING,
+        metavar="NAME")] = None,
+    recompute: Annotated[Optional[Literal["none", "selective", "full"]], _opt(
+        "--recompute", help="Recompute: none (default), selective or full.",
+        panel=TRAINING, metavar="MODE")] = None,
     zero: ZeroOpt = 0,
     micro_batch: Annotated[Optional[int], _count_opt(
         "--micro-batch", help="Sequences per GPU at a time (default: batch / dp).", panel=TRAINING)] = None,

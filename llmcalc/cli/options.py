@@ -113,8 +113,10 @@ def real(text: str | float) -> float:
     check (--rate takes inf: all at once)."""
     if isinstance(text, float):
         return text
+    from llmcalc.inputs.grid import parse_number
+
     try:
-        value = float(text)
+        value = parse_number(text)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a number; give one such as 0.5, 4 or 1e-3") from None
     if math.isinf(value) and text.strip().lstrip("+-").lower() not in ("inf", "infinity"):

@@ -50,9 +50,9 @@ def scale(
     price: Annotated[Optional[float], _real_opt(
         "--price", help="USD per GPU-hour for the cost (default: the GPU preset's on-demand price).", panel=GPUS,
         metavar="USD")] = None,
-    compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8"], _opt(
-        "--compute-dtype", help="Matmul type whose dense peak sets the time: fp32, tf32, bf16, fp16 or fp8.",
-        panel=PRECISION, metavar="DTYPE")] = "bf16",
+    compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8"]], _opt(
+        "--compute-dtype", help="With --gpu: the matmul type whose dense peak sets the time: fp32, tf32, bf16 "
+        "(default), fp16 or fp8.", panel=PRECISION, metavar="DTYPE")] = None,
     format: FormatOpt = "table",
 ) -> None:
     """Parse the amounts, compute (llmcalc/api.py: scale), render."""

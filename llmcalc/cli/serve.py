@@ -64,9 +64,10 @@ def serve(
         "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
         metavar="NAME")] = None,
     mtp: Annotated[bool, _opt("--mtp", help="Speculate with the model's MTP modules.", panel=SERVING)] = False,
-    spec_tokens: Annotated[int, _count_opt("--spec-tokens", help="Draft tokens per step.", panel=SERVING)] = 3,
-    acceptance: Annotated[float, _real_opt(
-        "--acceptance", help="Draft token acceptance chance.", panel=SERVING, metavar="P")] = 0.7,
+    spec_tokens: Annotated[Optional[int], _count_opt(
+        "--spec-tokens", help="Draft tokens per step (default 3).", panel=SERVING)] = None,
+    acceptance: Annotated[Optional[float], _real_opt(
+        "--acceptance", help="Draft token acceptance chance (default 0.7).", panel=SERVING, metavar="P")] = None,
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(

@@ -122,11 +122,11 @@ PUBLISHED_MFU_SOURCE = ("a published large run's MFU, 40% (Llama 3 405B on 16k H
 
 def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = None,
           gpus: int | None = None, mfu: float | None = None, price: float | None = None,
-          compute_dtype: str = "bf16") -> ScaleReport:
+          compute_dtype: str | None = None) -> ScaleReport:
     """The compute-optimal (N, D, C) under each law `method` names (all: every law) from `value` of `given`;
     with a `gpu`, the GPU-hours C / (peak · mfu) / 3600, the days on `gpus` GPUs (None: 1) and the cost at
     `price` USD per GPU-hour (None: the GPU's price_per_hour). mfu None: PUBLISHED_MFU, what large runs reach (a
-    large matmul's efficiency, 80–94%, is no whole run's)."""
+    large matmul's efficiency, 80–94%, is no whole run's); compute_dtype None: bf16's peak."""
     if not (math.isfinite(value) and value >= 1):
         raise UserError(f"`{given}`: {value:g} is not a positive count; give a number such as 1e21 or 70B")
     if method not in METHODS:
@@ -138,12 +138,12 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     if price is not None and not 0 < price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
         raise UserError(f"`price`: {price:g} is not a price in (0, {FIGURE_MAX:,.0f}]; give USD per GPU-hour such as "
                         "2.5")
-    if gpu is None and (mfu is not None or price is not None or gpus is not None):
+    if gpu is None and (mfu is not None or price is not None or gpus is not None or compute_dtype is not None):
         raise UserError("`gpu`: a time or a cost needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     gpus = gpus or 1
     peak = source = None
     if gpu is not None:
-        peak = gpu.peak(compute_dtype)
+        peak = gpu.peak(compute_dtype or "bf16")
         mfu, source = (mfu, "given") if mfu is not None else (PUBLISHED_MFU, PUBLISHED_MFU_SOURCE)
         price = price if price is not None else gpu.price_per_hour
     rows = []
@@ -163,8 +163,8 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
             days=hours / gpus / 24 if hours is not None else None,
             cost_usd=hours * price if hours is not None and price is not None else None))
     return ScaleReport(given=given, value=round(value), rows=rows, gpu=gpu.name if gpu else None,
-                       gpus=gpus if gpu else None, compute_dtype=compute_dtype if gpu else None, peak_flops=peak,
-                       mfu=mfu, mfu_source=source, price_per_hour=price, formula=FORMULA,
+                       gpus=gpus if gpu else None, compute_dtype=(compute_dtype or "bf16") if gpu else None,
+                       peak_flops=peak, mfu=mfu, mfu_source=source, price_per_hour=price, formula=FORMULA,
                        notes=_notes(gpu, mfu, source, price))
 
 

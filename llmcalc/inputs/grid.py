@@ -16,6 +16,15 @@ MAX_POINTS = 10_000
 SUFFIX = {"k": 1024, "m": 1024**2}
 
 
+def parse_number(text: str) -> float:
+    """A number as float() reads it (0.5, 1e-3, inf, nan), in ASCII and without the underscores Python allows
+    between digits: as every count here, `١` or `1_000` is no number; anything else is a ValueError."""
+    t = text.strip()
+    if not t.isascii() or "_" in t:
+        raise ValueError(f"{text!r} is not a number in plain digits")
+    return float(t)
+
+
 def parse_count(text: str) -> int:
     """'32k' → 32768, '1M' → 1048576: a positive whole number with an optional k or m suffix (either case);
     anything else is a ValueError saying what to write."""
@@ -94,7 +103,7 @@ def parse_amount(text: str) -> float:
     t = text.strip()
     scale = AMOUNT_SUFFIX.get(t[-1:].lower(), 1)
     try:
-        value = float(t[:-1] if scale > 1 else t) * scale
+        value = parse_number(t[:-1] if scale > 1 else t) * scale
     except ValueError:
         raise ValueError(f"{text!r} is not a number; give e.g. 1e21, 70B or 1.4T (decimal K, M, B, T)") from None
     if not (value > 0 and value < AMOUNT_MAX):

@@ -68,6 +68,20 @@ class SwapRule(Frozen):
         return self
 
 
+READ_BY = {"groups": ("gqa",), "kv_lora_rank": ("mla", "dsa"), "rope_dim": ("mla", "dsa"),
+           "q_lora_rank": ("mla", "dsa"), "window": ("swa", "longformer"), "global_tokens": ("longformer",),
+           "topk": ("dsa",), "proj_len": ("linformer",), "state_size": ("mamba2",)}
+"""The variants that read each SwapRule field (attention_variant)."""
+
+
+def check_read(rule: SwapRule, variants: list[str]) -> None:
+    """Refuse a field of `rule` given (set, not defaulted) that none of `variants` reads: it would change nothing."""
+    for field in sorted(rule.model_fields_set):
+        if not set(READ_BY[field]) & set(variants):
+            raise UserError(f"`{field}`: no variant compared reads it ({', '.join(variants)}); add "
+                            f"{' or '.join(READ_BY[field])}, or leave it out")
+
+
 def default_groups(spec: ModelSpec, o: SwapRule) -> int:
     """GQA kv heads: `groups`; else the base's when grouped (1 < H_kv < H); else the largest
     divisor of H that is at most 8 (Llama-2-70B and Llama-3 use 8)."""
@@ -256,6 +270,7 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
     if twice is not None:  # as a model given twice is
         raise UserError(f"`attention`: the variant {twice!r} is given twice; give each variant once")
     wanted = ["mha"] + [v for v in variants if v != "mha"]
+    check_read(rule, wanted)
     specs, notes = {"mha": attention_variant(spec, "mha", rule)}, []
     for v in wanted[1:]:
         try:
