@@ -17,10 +17,14 @@ torch, typer or rich; this module imports only what a function needs, when it ru
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmcalc.errors import UserError, clip
+from llmcalc.errors import Unread, UserError, clip
+
+if TYPE_CHECKING:
+    from llmcalc.model.engine import Engine
 
 _KINDS = {"int": ((int,), "a whole number", "one such as 4"), "float": ((int, float), "a number", "one such as 0.5"),
           "bool": ((bool,), "True or False", "True or False"), "str": ((str,), "text", "its name as a str")}
@@ -28,9 +32,10 @@ _KINDS = {"int": ((int,), "a whole number", "one such as 4"), "float": ((int, fl
 is and an example."""
 
 
-def _check_kinds(function: Callable, signature, args: tuple, kwargs: dict) -> None:
-    """Each keyword of `function` annotated int, float, bool or str (or that | None) given a value of that kind: a
-    bool is no number, a float no count, a str no number (the checks after it compare and divide)."""
+def _check_kinds(signature, args: tuple, kwargs: dict) -> None:
+    """Each keyword of the function with `signature` annotated int, float, bool or str (or that | None) given a
+    value of that kind: a bool is no number, a float no count, a str no number (the checks after it compare and
+    divide)."""
     for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
         annotation = str(signature.parameters[name].annotation)
         kind = annotation.removesuffix(" | None")
@@ -52,7 +57,7 @@ def _public(function: Callable) -> Callable:
     def call(*args: Any, **kwargs: Any) -> Any:
         from pydantic import ValidationError
 
-        _check_kinds(function, signature, args, kwargs)
+        _check_kinds(signature, args, kwargs)
         try:
             return function(*args, **kwargs)
         except ValidationError as e:
@@ -84,6 +89,8 @@ def load_gpu(gpu, needed_by: str | None = None):
 
     if isinstance(gpu, GPU):
         return gpu
+    if isinstance(gpu, os.PathLike):
+        gpu = str(_path(gpu, "gpu"))
     if not isinstance(gpu, str):
         raise UserError(f"`gpu`: {clip(repr(gpu))} is not a GPU; give a preset's name (see `llmcalc gpus`), the path "
                         "of a GPU YAML, or a GPU")
@@ -104,7 +111,7 @@ def images(images: int = 0, image_size: str | tuple[int, int] | None = None) -> 
     if image_size is None:
         return {"images": images}
     if not images:
-        raise UserError("`image_size` sizes each prompt's images; give `images` N, or leave it out")
+        raise Unread("image_size", "`image_size` sizes each prompt's images; give `images` N, or leave it out")
     if isinstance(image_size, str):
         parts = image_size.lower().split("x")
         if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() and len(p.strip()) <= 9
@@ -157,6 +164,8 @@ def engine(name=None):
 
     if isinstance(name, Engine):
         return name
+    if isinstance(name, os.PathLike):
+        name = str(_path(name, "engine"))
     if name is not None and not isinstance(name, str):
         raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, sglang, trtllm, reference, the "
                         "path of an engine YAML, or an Engine")
@@ -179,7 +188,7 @@ def time_model(device, kind: str | None = None, calibration=None, engine_name=No
         given = next((k for k, v in (("time_model", kind), ("calibration", calibration), ("engine", engine_name))
                       if v is not None), None)
         if given is not None:
-            raise UserError(f"`{given}` sets how a GPU's time is modelled; give `gpu` NAME, or leave it out")
+            raise Unread(given, f"`{given}` sets how a GPU's time is modelled; give `gpu` NAME, or leave it out")
         return ROOFLINE
     from llmcalc.inputs.time_models import load_time_model
 
@@ -189,7 +198,6 @@ def time_model(device, kind: str | None = None, calibration=None, engine_name=No
 
 def _path(value, field: str):
     """The Path a str or path-like `value` names; anything else (or a NUL in it) a UserError naming `field`."""
-    import os
     from pathlib import Path
 
     if not isinstance(value, (str, os.PathLike)) or "\0" in str(value):
@@ -266,7 +274,7 @@ def params(model, *, bytes: bool = False):
 
 @_public
 def kv(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, kv_dtype: str = "bf16",
-       images: int = 0, image_size: str | None = None):
+       images: int = 0, image_size: str | tuple[int, int] | None = None):
     """KV cache bytes of `batch` sequences of `seq` tokens (`llmcalc kv`): total, per layer type, per token.
 
     kv_dtype: fp32, bf16, fp16, fp8, int8 or int4. Returns a KVReport; bytes are ints."""
@@ -282,7 +290,8 @@ _images = images  # the keyword `images` hides the function in the commands belo
 
 @_public
 def flops(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, gen: int = 1,
-          images: int = 0, image_size: str | None = None, attention: str = "causal", logits: str = "last",
+          images: int = 0, image_size: str | tuple[int, int] | None = None, attention: str = "causal",
+          logits: str = "last",
           mla_decode: str = "absorbed", recompute: str = "none", recompute_ops: str | None = None,
           recompute_layers: int | None = None, attention_kernel: str = "flash", mtp: bool = False,
           elementwise: bool = False, embedding_matmul: bool = False, lora_rank: int | None = None,
@@ -317,7 +326,7 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
            last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
            pp_layout: str | None = None, dropout: bool = False, grad_dtype: str | None = None,
            fusion: str = "fused", prefill_chunk: int | None = None, images: int = 0,
-           image_size: str | None = None):
+           image_size: str | tuple[int, int] | None = None):
     """Memory per GPU, in bytes: weights, KV cache, activations and, with train=True, gradients and optimizer
     states (`llmcalc memory`). batch: sequences (training: the global batch); tp, pp, dp, ep, cp, sp, vpp: the
     training layout; fusion: training's element-wise passes fused or eager (eager keeps more for the backward);
@@ -330,7 +339,7 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
         given = [k for k, v in (("optimizer", optimizer), ("recompute", recompute), ("grad_dtype", grad_dtype),
                                 ("dropout", dropout or None)) if v is not None]
         if given:
-            raise UserError(f"`{given[0]}` shapes a training step's memory; add `train`, or leave it out")
+            raise Unread(given[0], f"`{given[0]}` shapes a training step's memory; add `train`, or leave it out")
 
     if qlora:
         if lora_rank is None:
@@ -362,10 +371,12 @@ def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = 
 
 @_public
 def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None, gen: int = 256,
-            images: int = 0, image_size: str | None = None, gpus: int | None = None, tp: int | None = None,
+            images: int = 0, image_size: str | tuple[int, int] | None = None, gpus: int | None = None,
+            tp: int | None = None,
             pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None,
             weights_format: str | None = None, kv_dtype: str | None = None, group_size: int = 128,
-            compute_dtype: str | None = None, attention_dtype: str | None = None, engine: str | None = None,
+            compute_dtype: str | None = None, attention_dtype: str | None = None,
+            engine: str | os.PathLike | Engine | None = None,
             time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
             memory_efficiency: float | None = None, comm_efficiency: float | None = None,
             mla_decode: str = "absorbed", expert_skew: float | None = None, reserve: float = 0.10,
@@ -410,8 +421,8 @@ def _engine_kv(w, kv_dtype: str | None, spec, serving) -> tuple[Any, list[str]]:
 def _skewed(w) -> None:
     """Refuse an expert skew given where no expert-parallel ranks share the experts: it would time nothing."""
     if w.expert_skew is not None and w.layout.ep == 1:
-        raise UserError("`expert_skew` is the load skew between expert-parallel ranks; give `ep` > 1 on a MoE "
-                        "model, or leave it out")
+        raise Unread("expert_skew", "`expert_skew` is the load skew between expert-parallel ranks; give `ep` > 1 "
+                     "on a MoE model, or leave it out")
 
 
 def _noted(report, notes: list[str]):
@@ -423,8 +434,9 @@ def _noted(report, notes: list[str]):
 def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = None, tp: int | None = None,
         pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
         kv_dtype: str | None = None, group_size: int = 128, reserve: float | None = None,
-        prefill_chunk: int | None = None, engine: str | None = None, time_model: str | None = None, calibration=None,
-        images: int = 0, image_size: str | None = None):
+        prefill_chunk: int | None = None, engine: str | os.PathLike | Engine | None = None,
+        time_model: str | None = None, calibration=None,
+        images: int = 0, image_size: str | tuple[int, int] | None = None):
     """Does it fit on `gpu` (required): weights, KV cache and workspace per GPU in bytes, the largest batch at
     `seq` and the longest context at `batch`; when it does not fit, the fewest GPUs that hold it (`llmcalc fit`).
     reserve: share of GPU memory kept for the runtime (default 0.1); prefill_chunk: tokens of the prefill
@@ -460,15 +472,15 @@ def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, se
             groups: int | None = None, kv_lora_rank: int | None = None, rope_dim: int | None = None,
             q_lora_rank: int | None = None, window: int | None = None, global_tokens: int | None = None,
             topk: int | None = None, proj_len: int | None = None, gpu=None, gpus: int | None = None,
-            tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None,
+            tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1,
+            engine: str | os.PathLike | Engine | None = None,
             time_model: str | None = None, calibration=None, weights_dtype: str | None = None,
             weights_format: str | None = None, kv_dtype: str = "bf16"):
-    """Side by side, with every figure's ratio to the first (`llmcalc compare`): one model (default, or an empty
-    list: llama2-7b)
-    with its attention swapped for each of `variants` (mha, gqa, mqa, mla, swa, longformer, linformer, reformer,
-    dsa, mamba2, gdn, a list or the command's text "gqa,mla"; default mha, gqa, mqa, mla; groups, kv_lora_rank, …
-    shape the swapped-in attention, each one a variant compared reads), or several models (a list) without
-    variants. With `gpu`, also time and fit. Returns a CompareReport."""
+    """Side by side, with every figure's ratio to the first (`llmcalc compare`): one model (default, or an empty list:
+    llama2-7b) with its attention swapped for each of `variants` (mha, gqa, mqa, mla, swa, longformer, linformer,
+    reformer, dsa, mamba2, gdn, a list or the command's text "gqa,mla"; default mha, gqa, mqa, mla; groups,
+    kv_lora_rank, … shape the swapped-in attention, each one a variant compared reads), or several models (a list)
+    without variants. With `gpu`, also time and fit. Returns a CompareReport."""
     from llmcalc.views.compare import SwapRule, compare_attention, compare_models
 
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), batch=batch, seq=seq,
@@ -490,8 +502,9 @@ def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, se
             raise UserError("compare: give attention variants with one base model, or several models without "
                             "variants, not both")
         if rule.model_fields_set:
-            raise UserError(f"`{sorted(rule.model_fields_set)[0]}` shapes a swapped-in attention variant; several "
-                            "models are compared as they are: leave it out")
+            knob = sorted(rule.model_fields_set)[0]
+            raise Unread(knob, f"`{knob}` shapes a swapped-in attention variant; several models are compared as "
+                         "they are: leave it out")
         return compare_models(specs, w, device, tm)
     base = specs[0] if specs else load_model("llama2-7b")
     return compare_attention(base, variants or ["mha", "gqa", "mqa", "mla"], w, rule, device, tm)
@@ -503,12 +516,13 @@ DEFAULT_GEN = {"flops": 1, "latency": 256}
 
 
 @_public
-def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | None = None, kv_dtype: str = "bf16",
+def explain(topic: str | None, model, *, batch: int = 1, seq: int = 4096, gen: int | None = None,
+kv_dtype: str = "bf16",
             weights_dtype: str | None = None, weights_format: str | None = None, attention: str = "causal",
             logits: str = "last", mla_decode: str = "absorbed", train: bool = False, optimizer: str = "adamw",
-            gpu=None, engine: str | None = None, time_model: str | None = None, calibration=None,
+            gpu=None, engine: str | os.PathLike | Engine | None = None, time_model: str | None = None, calibration=None,
             gpus: int | None = None, tp: int | None = None, pp: int = 1, dp: int = 1, ep: int = 1, images: int = 0,
-            image_size: str | None = None):
+            image_size: str | tuple[int, int] | None = None):
     """A command's figures worked out (`llmcalc explain`): `topic` (params, kv, flops, memory or latency; latency
     needs `gpu`) as formula, symbols, arithmetic and result, checked against the command's own figure: the
     report's `matches` is False when a total does not match (the command then exits 1). gen: default 1 for
@@ -517,7 +531,7 @@ def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | No
     from llmcalc.views.explain import explain as work_out
 
     if topic not in EXPLAIN_TOPICS:
-        got = "no topic" if topic is None else f"unknown topic {topic!r}"
+        got = "no topic" if topic is None else f"unknown topic {clip(repr(topic))}"
         raise UserError(f"explain: {got}; give one of {', '.join(EXPLAIN_TOPICS)}, e.g. llmcalc explain kv -p "
                         "llama2-7b")
     w = workload({"batch": batch, "seq": seq}, _weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
@@ -530,7 +544,8 @@ def explain(topic: str, model, *, batch: int = 1, seq: int = 4096, gen: int | No
 
 
 def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
-                  pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
+                  pp: int = 1, dp: int = 1, ep: int = 1, engine: str | os.PathLike | Engine | None = None,
+                  time_model: str | None = None,
                   calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
                   kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None) -> Callable:
     """sweep's inputs read and checked, and the work left to do: call the result for the SweepReport."""
@@ -561,13 +576,15 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
         specs = [attention_variant(s, v) for s in specs for v in dict.fromkeys(variants)]
     check_rows(len(specs), len(batches) * len(seqs))
     device = load_gpu(gpu)
-    tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
+    # no GPU: no time, and the engine sets the KV dtype only (above)
+    tm = _time_model(device, time_model, calibration, engine if device is not None else None, serving=True)
     return _public(lambda: _noted(run(specs, device, batches, seqs, w, tm), notes))
 
 
 @_public
 def sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None, tp: int | None = None,
-          pp: int = 1, dp: int = 1, ep: int = 1, engine: str | None = None, time_model: str | None = None,
+          pp: int = 1, dp: int = 1, ep: int = 1, engine: str | os.PathLike | Engine | None = None,
+          time_model: str | None = None,
           calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
           kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None):
     """KV cache, memory, FLOPs and, with `gpu`, time and fit over a grid of batch sizes × context lengths
@@ -677,7 +694,8 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                   slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None, mtp: bool = False,
                   spec_tokens: int | None = None, acceptance: float | None = None, weights_dtype: str | None = None,
                   weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
-                  expert_skew: float | None = None, engine: str | None = None, time_model: str | None = None,
+                  expert_skew: float | None = None, engine: str | os.PathLike | Engine | None = None,
+                  time_model: str | None = None,
                   calibration=None):
     """serve's inputs read and checked: a ServeRun, whose run(update) simulates (update(advance=n) as requests
     finish, update(total=n) once a trace is read) and whose curve() sweeps the arrival rate."""
@@ -686,13 +704,13 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     if trace is not None and (rate is not None or concurrency is not None):
         raise UserError("`trace` gives the arrivals itself; leave out `rate` and `concurrency`")
     if trace is not None and (prompt is not None or output is not None):
-        raise UserError("`trace` gives each request's prompt and output lengths itself; leave out `prompt` and "
-                        "`output`")
+        raise Unread("prompt" if prompt is not None else "output", "`trace` gives each request's prompt and output "
+                     "lengths itself; leave out `prompt` and `output`")
     if arrivals not in (None, "poisson", "constant"):
         raise UserError(f"`arrivals`: {clip(repr(arrivals))} is no kind of arrivals; give poisson or constant")
     if arrivals is not None and rate is None:
-        raise UserError(f"`arrivals`: {clip(str(arrivals))} spaces the arrivals of a `rate`; give `rate`, or leave "
-                        "out `arrivals`")
+        raise Unread("arrivals", f"`arrivals`: {clip(str(arrivals))} spaces the arrivals of a `rate`; give `rate`, or "
+                     "leave out `arrivals`")
     if rate is not None and concurrency is not None:
         raise UserError("`rate` and `concurrency` are two loads; give one")
     if isinstance(draft, bool):
@@ -700,8 +718,8 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     if draft is not None and mtp:
         raise UserError("`draft` and `mtp` are two speculative decoders; give one")
     if draft is None and not mtp and (spec_tokens is not None or acceptance is not None):
-        raise UserError(f"`{'spec_tokens' if spec_tokens is not None else 'acceptance'}` shapes speculative decoding; "
-                        "give `draft` NAME or `mtp`, or leave it out")
+        shaping = "spec_tokens" if spec_tokens is not None else "acceptance"
+        raise Unread(shaping, f"`{shaping}` shapes speculative decoding; give `draft` NAME or `mtp`, or leave it out")
     load = Load(rate=float("inf") if rate is None and concurrency is None else rate, constant=arrivals == "constant",
                 concurrency=concurrency)
     slo = _slo(slo_ttft, slo_tpot)
@@ -790,7 +808,8 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
           seed: int = 0, slo_ttft: float | None = None, slo_tpot: float | None = None, draft=None,
           mtp: bool = False, spec_tokens: int | None = None, acceptance: float | None = None,
           weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str | None = None,
-          compute_dtype: str | None = None, expert_skew: float | None = None, engine: str | None = None,
+          compute_dtype: str | None = None, expert_skew: float | None = None,
+          engine: str | os.PathLike | Engine | None = None,
           time_model: str | None = None, calibration=None, interval: bool = False,
           progress: Callable[..., None] | None = None):
     """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated
@@ -814,7 +833,8 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
 @_public
 def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, prompt=None, output=None,
          slo_ttft: float | None = None, slo_tpot: float | None = None, price=None, disaggregated: bool = False,
-         top: int = 5, requests: int = 400, seed: int = 0, engine: str | None = None, time_model: str | None = None,
+         top: int = 5, requests: int = 400, seed: int = 0, engine: str | os.PathLike | Engine | None = None,
+         time_model: str | None = None,
          timings: bool = False, emit: str | None = None, candidate: int | None = None,
          expert_skew: float | None = None, progress: Callable[[str, int, int], None] | None = None):
     """The cheapest deployments (tp/pp/ep/dp, dtype, max batch) that meet p99 TTFT / TPOT targets (slo_ttft,
@@ -887,10 +907,11 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
 
 
 def _files(files, field: str) -> list:
-    """One path or a list of them, as a list of at least one; anything else a UserError naming `field`."""
-    import os
-
-    paths = [files] if isinstance(files, (str, os.PathLike)) else files if isinstance(files, (list, tuple)) else None
+    """One path, or any iterable of them (a list, a glob), as a list of at least one; anything else a UserError
+    naming `field`."""
+    single = isinstance(files, (str, os.PathLike))
+    many = not single and hasattr(files, "__iter__") and not isinstance(files, (bytes, dict))
+    paths = [files] if single else list(files) if many else None
     if not paths or not all(isinstance(p, (str, os.PathLike)) and "\0" not in str(p) for p in paths):
         raise UserError(f"`{field}`: {clip(repr(files))} is not a result file's path or a list of them; give at "
                         "least one")
@@ -901,7 +922,8 @@ def _files(files, field: str) -> list:
 def measured(files, model=None, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp: int = 1,
              dp: int = 1, ep: int = 1, rate: float | None = None, concurrency: int | None = None,
              requests: int | None = None, prompt=None, output=None, seed: int = 0, weights_dtype: str | None = None,
-             weights_format: str | None = None, kv_dtype: str | None = None, engine: str | None = None,
+             weights_format: str | None = None, kv_dtype: str | None = None,
+             engine: str | os.PathLike | Engine | None = None,
              time_model: str | None = None, calibration=None):
     """Serving-benchmark result files (vLLM, SGLang, genai-perf, AIPerf, trtllm-bench; one path or a list), each
     run beside `llmcalc serve`'s prediction of the same model, GPU, engine, layout and workload (`llmcalc

@@ -19,6 +19,16 @@ class UserError(Exception):
         return FIELD.sub(lambda m: word(m[1]) or m[1], str(self))
 
 
+class Unread(UserError):
+    """An input given where nothing reads it (an expert skew without expert parallelism, a training option of an
+    inference estimate): refused rather than dropped. `field` names it, so a caller that supplied it as a shared
+    default (a scenario file's `defaults`) can leave it out there instead."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def clip(text: str, n: int = 40) -> str:
     """`text`, or its first n characters and an ellipsis: a value an error echoes is never cut silently."""
     return text if len(text) <= n else text[:n] + "…"

@@ -131,6 +131,8 @@ def refusal(cli, path, *args):
     ({"name": "a", "command": "kv", "optoins": {}}, None,
      ["scenario 1: unknown field 'optoins'; did you mean options"]),
     ({"command": "kv"}, None, ["scenario 1: name: missing"]),
+    ({"name": "a", "command": "memory", "options": {"recompute": "full"}}, {"preset": "gpt2"},
+     ["(memory): recompute shapes a training step's memory; add train"]),  # its own option that nothing reads
 ])
 def test_bad_scenario_is_one_line_naming_it(tmp_path, cli, scenario, defaults, expected):
     path = write(tmp_path, [scenario], defaults)
@@ -202,3 +204,20 @@ def test_run_never_imports_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(out.stdout.split())
     assert "llmcalc.cli.latency" in loaded and not loaded & {"torch", "transformers", "matplotlib"}
+
+
+def test_a_default_applies_only_where_it_does_something(tmp_path, cli_json):
+    """A shared default that one scenario's command does not read there (recompute on an inference memory, an
+    engine on compare without a GPU, an expert skew on a latency without expert parallelism) is left out of that
+    scenario, which then gives the same report as its command without it, where the command line would refuse it."""
+    defaults = {"preset": "llama3-8b", "recompute": "selective", "engine": "vllm", "expert_skew": 1.0}
+    path = write(tmp_path, [{"name": "mem", "command": "memory"},
+                            {"name": "cmp", "command": "compare", "options": {"variants": ["gqa", "mla"]}},
+                            {"name": "lat", "command": "latency", "options": {"gpu": "h100-sxm"}},
+                            {"name": "train", "command": "memory", "options": {"train": True}}], defaults)
+    out = cli_json("run", str(path))
+    assert [r["error"] for r in out] == [None] * 4
+    assert out[0]["report"] == cli_json("memory", "-p", "llama3-8b")
+    assert out[1]["report"] == cli_json("compare", "gqa", "mla", "-p", "llama3-8b")
+    assert out[2]["report"] == cli_json("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", "vllm")
+    assert out[3]["report"] == cli_json("memory", "-p", "llama3-8b", "--train", "--recompute", "selective")

@@ -19,7 +19,7 @@ import typer
 
 from llmcalc.cli.app import app, command
 from llmcalc.cli.options import OUTPUT, FormatOpt, UnitsOpt, _opt
-from llmcalc.errors import UserError
+from llmcalc.errors import Unread, UserError
 
 MODEL_OPTIONS = ("preset", "config", "hf_config", "hf_model")
 """One model option: a scenario that names one of them takes none of the defaults' (e.g. its own config)."""
@@ -85,7 +85,7 @@ def run(
         try:
             if isinstance(p, ScenarioError):
                 raise p
-            report, code = _evaluate(p)
+            report, code = _evaluate_over_defaults(s, p, commands, options, defaults, where)
         except ScenarioError as e:
             if not keep_going:
                 raise
@@ -111,6 +111,16 @@ class Parsed:
     command: Any
     ctx: Any
     words: dict[str, str]
+    defaulted: dict[str, str]
+    """Each field the file's defaults gave this scenario ↦ the default's key."""
+
+
+class _LeaveOut(Exception):
+    """A default the scenario's command does not read there (an llmcalc.errors.Unread it raised): `key`."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 def _commands(names: list[str]) -> dict[str, Any]:
@@ -212,9 +222,9 @@ def _argv(name: str, value: Any, param, flag: str | None, off: bool, at: str) ->
     return [x for t in texts for x in (flag, t)], []
 
 
-def _parse(s, commands: dict, options: dict, defaults: dict, where: str):
-    """The scenario `s`, its options over the defaults, parsed by its command's own parser; a ScenarioError names
-    the scenario, the option and the fix."""
+def _parse(s, commands: dict, options: dict, defaults: dict, where: str, left_out: frozenset[str] = frozenset()):
+    """The scenario `s`, its options over the defaults (but those `left_out`), parsed by its command's own parser;
+    a ScenarioError names the scenario, the option and the fix."""
     import difflib
 
     from llmcalc.reports.run import SCENARIO_REPORTS
@@ -243,7 +253,9 @@ def _parse(s, commands: dict, options: dict, defaults: dict, where: str):
         raise ScenarioError(at, f"{own[mine[known[twice][0].name]][0]} and {own[twice][0]} set one option; keep one")
     mine_model = any(k in own for k in MODEL_OPTIONS)
     merged = {k: (f"{name} (from defaults)", v) for k, (name, v) in defaults.items()
-              if k in known and known[k][0].name not in mine and not (mine_model and k in MODEL_OPTIONS)}
+              if k in known and known[k][0].name not in mine and not (mine_model and k in MODEL_OPTIONS)
+              and k not in left_out}
+    defaulted = {known[k][0].name: k for k in merged}
     merged.update(own)
     argv, arguments = [], []
     for key, (name, value) in merged.items():
@@ -260,7 +272,7 @@ def _parse(s, commands: dict, options: dict, defaults: dict, where: str):
         if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
             raise
         raise ScenarioError(at, _usage_error(e, words)) from None
-    return Parsed(at, command, ctx, words)
+    return Parsed(at, command, ctx, words, defaulted)
 
 
 def _is_command(name: str) -> bool:
@@ -294,8 +306,22 @@ def _usage_error(e: Exception, words: dict[str, str]) -> str:
     return f"{words.get(param.name, param.name)}: {message.rstrip('.')}" + (f"; {fix}" if fix else "")
 
 
+def _evaluate_over_defaults(s, p: Parsed, commands: dict, options: dict, defaults: dict, where: str):
+    """_evaluate, leaving out each default the command does not read in this scenario (a shared default such as
+    `recompute` given to an inference `memory` too) and running it again: a scenario's own option that nothing
+    reads is refused, a default only applies where it does something."""
+    left_out: set[str] = set()
+    while True:
+        try:
+            return _evaluate(p)
+        except _LeaveOut as e:
+            left_out.add(e.key)
+            p = _parse(s, commands, options, defaults, where, frozenset(left_out))
+
+
 def _evaluate(p: Parsed):
-    """Run the parsed scenario through its command's own function: (its report, the command's exit code)."""
+    """Run the parsed scenario through its command's own function: (its report, the command's exit code); a
+    default it does not read raises _LeaveOut."""
     from llmcalc.cli.options import kept_reports
 
     code = 0
@@ -305,6 +331,10 @@ def _evaluate(p: Parsed):
                 p.command.invoke(p.ctx)
             except typer.Exit as e:  # explain: a total does not match (exit 1), after its report
                 code = e.exit_code
+    except Unread as e:
+        if e.field in p.defaulted:
+            raise _LeaveOut(p.defaulted[e.field]) from None
+        raise ScenarioError(p.at, _worded(e, p.words)) from None
     except UserError as e:
         raise ScenarioError(p.at, _worded(e, p.words)) from None
     except Exception as e:

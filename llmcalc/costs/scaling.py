@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from llmcalc.errors import UserError
+from llmcalc.errors import Unread, UserError
 from llmcalc.model.base import AMOUNT_MAX
 from llmcalc.model.gpu import FIGURE_MAX, GPU
 from llmcalc.reports.scaling import ScaleReport, ScaleRow
@@ -138,8 +138,11 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     if price is not None and not 0 < price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
         raise UserError(f"`price`: {price:g} is not a price in (0, {FIGURE_MAX:,.0f}]; give USD per GPU-hour such as "
                         "2.5")
-    if gpu is None and (mfu is not None or price is not None or gpus is not None or compute_dtype is not None):
+    if gpu is None and (mfu is not None or price is not None or gpus is not None):
         raise UserError("`gpu`: a time or a cost needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
+    if gpu is None and compute_dtype is not None:
+        raise Unread("compute_dtype", "`compute_dtype` sets the peak a time is worked out at; give `gpu` NAME, or "
+                     "leave it out")
     gpus = gpus or 1
     peak = source = None
     if gpu is not None:

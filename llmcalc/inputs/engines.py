@@ -33,8 +33,8 @@ def load_engine(name: str | None) -> Engine:
         if name not in names:
             near = difflib.get_close_matches(name.lower(), names, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
-            raise UserError(f"`engine`: unknown engine {clip(repr(name))}; {hint}use one of {', '.join(names)}, or an engine "
-                            "YAML file (presets/engines/vllm.yaml shows the fields)")
+            raise UserError(f"`engine`: unknown engine {clip(repr(name))}; {hint}use one of {', '.join(names)}, or an "
+                            "engine YAML file (presets/engines/vllm.yaml shows the fields)")
         path, where = ENGINE_DIR / f"{name}.yaml", f"engine {name}"
     return validated(Engine, read_yaml(path, "engine file"), where, "presets/engines/vllm.yaml")
 

@@ -36,6 +36,7 @@ def load_gpu(name: str) -> GPU:
         if name not in names:
             near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
             hint = f"did you mean {' or '.join(map(repr, near))}? " if near else ""
-            raise UserError(f"`gpu`: unknown GPU {clip(repr(name))}; {hint}valid GPUs: {', '.join(names)} (or a YAML file)")
+            raise UserError(f"`gpu`: unknown GPU {clip(repr(name))}; {hint}valid GPUs: {', '.join(names)} (or a YAML "
+                            "file)")
         path, where = GPU_DIR / f"{name}.yaml", f"gpu {name}"
     return validated(GPU, read_yaml(path, "gpu file"), where, "presets/gpus/h100-sxm.yaml")

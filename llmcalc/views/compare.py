@@ -17,7 +17,7 @@ from llmcalc.costs.flops import flops
 from llmcalc.costs.kv import kv_cache, mixer_layers
 from llmcalc.costs.memory import memory
 from llmcalc.costs.params import params
-from llmcalc.errors import UserError
+from llmcalc.errors import Unread, UserError
 from llmcalc.model.base import Frozen
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
@@ -78,7 +78,7 @@ def check_read(rule: SwapRule, variants: list[str]) -> None:
     """Refuse a field of `rule` given (set, not defaulted) that none of `variants` reads: it would change nothing."""
     for field in sorted(rule.model_fields_set):
         if not set(READ_BY[field]) & set(variants):
-            raise UserError(f"`{field}`: no variant compared reads it ({', '.join(variants)}); add "
+            raise Unread(field, f"`{field}`: no variant compared reads it ({', '.join(variants)}); add "
                             f"{' or '.join(READ_BY[field])}, or leave it out")
 
 

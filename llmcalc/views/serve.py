@@ -632,9 +632,10 @@ def check_curve(n: int, output_lengths: Lengths, load: Load) -> None:
     runs = 1 + len(LOAD_STEPS)
     tokens = runs * n * output_lengths.mean
     if tokens > MAX_OUTPUT_TOKENS:
+        most = int(MAX_OUTPUT_TOKENS / (runs * output_lengths.mean))
+        fix = f"give at most {most:,} requests or a shorter `output`" if most else "give a shorter `output`"
         raise UserError(f"`requests`: a load curve runs {runs} simulations of {n:,} requests, about {tokens:,.0f} "
-                        f"output tokens in all, more than the {MAX_OUTPUT_TOKENS:,} of one run; give at most "
-                        f"{int(MAX_OUTPUT_TOKENS / (runs * output_lengths.mean)):,} requests or a shorter `output`")
+                        f"output tokens in all, more than the {MAX_OUTPUT_TOKENS:,} of one run; {fix}")
 
 
 def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt_lengths: Lengths,
