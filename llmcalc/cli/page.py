@@ -30,6 +30,11 @@ def question(body: Any) -> Question:
     return read_question(body, PAGE_COMMANDS + LISTS, page_options)
 
 
+STATED_DEFAULT = re.compile(r"\(default:? ([\w.]+)\)|([\w.-]+) \(default\)")
+"""A default an option's help states, where the option's own is None so that leaving it out can be told from
+giving it (serve's --prompt: "(default: 1024)", memory's --optimizer: "adamw (default)")."""
+
+
 def page_options(command: str) -> list[dict[str, Any]]:
     """The options the page offers for `command`, as its form draws them: flag, off (a switch's other form),
     name, help, panel, metavar, is_flag, default, choices, multiple."""
@@ -44,6 +49,8 @@ def page_options(command: str) -> list[dict[str, Any]]:
             continue
         off = next((o for o in p.secondary_opts if o.startswith("--")), None)
         default = p.default if isinstance(p.default, (str, int, float, bool)) else None
+        if default is None and (stated := STATED_DEFAULT.search(p.help or "")):  # left None to tell "not given"
+            default = stated[1] or stated[2]
         out.append({"flag": flag, "off": off, "name": p.name, "help": _plain(p.help or ""),
                     "panel": getattr(p, "rich_help_panel", None) or "Options", "metavar": p.metavar or "",
                     "is_flag": bool(getattr(p, "is_flag", False)), "default": default,
