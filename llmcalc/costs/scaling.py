@@ -144,9 +144,10 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
         raise Unread("compute_dtype", "`compute_dtype` sets the peak a time is worked out at; give `gpu` NAME, or "
                      "leave it out")
     gpus = gpus or 1
-    peak = source = None
+    peak = source = dtype = None
     if gpu is not None:
-        peak = gpu.peak(compute_dtype or "bf16")
+        dtype = compute_dtype or "bf16"
+        peak = gpu.peak(dtype)
         mfu, source = (mfu, "given") if mfu is not None else (PUBLISHED_MFU, PUBLISHED_MFU_SOURCE)
         price = price if price is not None else gpu.price_per_hour
     rows = []
@@ -166,9 +167,8 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
             days=hours / gpus / 24 if hours is not None else None,
             cost_usd=hours * price if hours is not None and price is not None else None))
     return ScaleReport(given=given, value=round(value), rows=rows, gpu=gpu.name if gpu else None,
-                       gpus=gpus if gpu else None, compute_dtype=(compute_dtype or "bf16") if gpu else None,
-                       peak_flops=peak, mfu=mfu, mfu_source=source, price_per_hour=price, formula=FORMULA,
-                       notes=_notes(gpu, mfu, source, price))
+                       gpus=gpus if gpu else None, compute_dtype=dtype, peak_flops=peak, mfu=mfu, mfu_source=source,
+                       price_per_hour=price, formula=FORMULA, notes=_notes(gpu, mfu, source, price))
 
 
 def _notes(gpu: GPU | None, mfu: float | None, source: str | None, price: float | None) -> list[str]:
