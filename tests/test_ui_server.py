@@ -201,6 +201,20 @@ def test_schema_offers_every_view_without_output_or_file_options(client):
     assert {"--seq", "--batch", "--gpu"} <= {o["flag"] for o in sweep["options"]}
 
 
+def test_an_option_left_none_shows_the_default_the_command_applies(client):
+    """Options whose default is None (so that leaving them out can be told from giving them) show, as their
+    placeholder, the default their command applies: the one its help states."""
+    from llmcalc.api import DEFAULT_LENGTHS
+    from llmcalc.workload import EXPERT_SKEW, Workload
+
+    views = {v["name"]: {o["flag"]: o["default"] for o in v["options"]}
+             for v in client.get("/api/schema").json()["commands"]}
+    assert views["serve"]["--prompt"] == DEFAULT_LENGTHS[0] and views["serve"]["--output"] == DEFAULT_LENGTHS[1]
+    assert views["memory"]["--optimizer"] == Workload().optimizer
+    for command in ("latency", "serve", "plan"):
+        assert float(views[command]["--expert-skew"]) == EXPERT_SKEW, command
+
+
 def test_every_script_and_style_is_served_from_the_package(client):
     html = client.get("/").text
     referenced = re.findall(r'(?:src|href)="([^"]+)"', html)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
@@ -95,16 +95,24 @@ def progress_bar(description: str, total: int | None) -> Iterator[Callable[..., 
         yield lambda **change: bar.update(task, **change)
 
 
-def count(text: str | int) -> int:
-    """A whole number with an optional k or m suffix (k = 1024, m = 1024²), for every count option."""
-    if isinstance(text, int):
-        return text
-    from llmcalc.inputs.grid import parse_count
+def grid_parser(parse: str, kind: type, doc: str) -> Callable[[str], Any]:
+    """An option's parser: llmcalc/inputs/grid.py's `parse` (imported when an option is read), its ValueError as
+    typer's BadParameter; a value already of `kind` (a default) passes as it is."""
+    def read(text: str | Any) -> Any:
+        if isinstance(text, kind):
+            return text
+        from llmcalc.inputs import grid
 
-    try:
-        return parse_count(text)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+        try:
+            return getattr(grid, parse)(text)
+        except ValueError as e:
+            raise typer.BadParameter(str(e)) from None
+    read.__doc__ = doc
+    return read
+
+
+count = grid_parser("parse_count", int, "A whole number with an optional k or m suffix (k = 1024, m = 1024²), for "
+                    "every count option.")
 
 
 def real(text: str | float) -> float:

@@ -30,9 +30,10 @@ def question(body: Any) -> Question:
     return read_question(body, PAGE_COMMANDS + LISTS, page_options)
 
 
-STATED_DEFAULT = re.compile(r"\(default:? ([\w.]+)\)|([\w.-]+) \(default\)")
+STATED_DEFAULT = re.compile(r"\bdefault:? ([\w.]+)\)|([\w.-]+) \(default\)")
 """A default an option's help states, where the option's own is None so that leaving it out can be told from
-giving it (serve's --prompt: "(default: 1024)", memory's --optimizer: "adamw (default)")."""
+giving it (serve's --prompt: "(default: 1024)", --expert-skew: "...; default 1.64)", memory's --optimizer:
+"adamw (default)")."""
 
 
 def page_options(command: str) -> list[dict[str, Any]]:

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-import typer
-
 from llmcalc.cli.app import command
-from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, _real_opt, emit
+from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, _real_opt, emit, grid_parser
 
 AMOUNT = "decimal K, M, B, T or an exponent"
 
-def amount(text: str | float) -> float:
-    """A model size, token count or budget as papers print them (70B, 1.4T, 5.76e23)."""
-    if isinstance(text, float):
-        return text
-    from llmcalc.inputs.grid import parse_amount
-
-    try:
-        return parse_amount(text)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+amount = grid_parser("parse_amount", float, "A model size, token count or budget as papers print them (70B, "
+                     "1.4T, 5.76e23).")
 
 def _amount_opt(name: str, help: str):
     return _opt(name, help=help, panel=WORKLOAD, metavar="N", parser=amount)
