@@ -97,3 +97,38 @@ def test_measured_predicts_in_the_kv_dtype_serve_would_take(tmp_path, hf_fixture
     assert "--kv-dtype" not in taken.serve_args
     assert "--kv-dtype" in bf16.serve_args and not any("KV cache" in g for g in bf16.given)
     assert not any("KV cache" in g for g in sglang.given)  # SGLang's default cache dtype is the model's
+
+
+def test_plan_runs_a_quantised_checkpoint_as_it_ships(tmp_path, hf_fixture):
+    """`plan` searches a checkpoint that ships quantised in its own formats only (a bf16 or an fp8 run of it would be
+    another checkpoint), its KV cache in the engine's default as `serve` takes it: every candidate's pool is the one
+    `serve` reports for that deployment, and the weights per GPU are the checkpoint's (fp8: half a bf16 run's)."""
+    folder = str(_folder(tmp_path, hf_fixture, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}))
+    run = dict(gpu="h100-sxm", rate=2.0, slo_tpot=0.05, max_gpus=2, top=2, requests=40)
+    for engine, kv in (("vllm", "fp8"), ("sglang", "bf16")):  # SGLang's default cache dtype is the model's
+        r = llmcalc.plan(folder, engine=engine, **run)
+        assert r.candidates and {(c.weights_dtype, c.shipped, c.kv_dtype) for c in r.candidates} == {
+            ("fp8-tensor", True, kv)}, engine
+        c = r.candidates[0]
+        served = llmcalc.serve(folder, gpu="h100-sxm", engine=engine, tp=c.tp, pp=c.pp, dp=c.dp, requests=20,
+                               max_seqs=c.max_seqs)
+        assert served.kv_tokens == c.kv_tokens, engine
+        bf16 = llmcalc.serve(folder, gpu="h100-sxm", engine=engine, tp=c.tp, pp=c.pp, dp=c.dp, requests=20,
+                             max_seqs=c.max_seqs, weights_dtype="bf16", kv_dtype=kv)
+        assert bf16.kv_tokens < c.kv_tokens, engine  # the pool beside the shipped fp8 weights, not bf16 ones
+        assert any("weights as the checkpoint ships them (fp8-tensor" in n for n in r.notes), r.notes
+
+
+def test_plan_emits_a_shipped_checkpoint_in_its_own_quantisation(tmp_path, hf_fixture):
+    """The launch of a shipped candidate takes the checkpoint's own dtype and quantisation (no --quantization) and the
+    engine's default cache dtype; TensorRT-LLM, which takes fp8 only from a pre-quantised checkpoint, launches it."""
+    folder = str(_folder(tmp_path, hf_fixture, {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}))
+    run = dict(gpu="h100-sxm", rate=2.0, slo_tpot=0.05, max_gpus=1, top=1, requests=40)
+    for engine, cache in (("vllm", "--kv-cache-dtype"), ("sglang", "--kv-cache-dtype")):
+        e = llmcalc.plan(folder, emit=engine, **run).emit
+        argv = e.launch.argv
+        assert "--quantization" not in argv and argv[argv.index("--dtype") + 1] == "auto", argv
+        assert argv[argv.index(cache) + 1] == "auto", argv
+        assert any("as the checkpoint ships them (fp8-tensor" in n for n in e.notes), e.notes
+    trt = llmcalc.plan(folder, emit="trtllm", **run).emit
+    assert trt.unsupported is None and trt.launch is not None

@@ -39,6 +39,7 @@ def test_finalists_meet_the_targets_in_simulation_and_rank_by_cost():
     assert all(c.ttft_p99_s <= 2.0 and c.tpot_p99_s <= 0.05 for c in r.candidates)
     costs = [c.usd_per_million_tokens for c in r.candidates]
     assert costs == sorted(costs)
+    assert all(not c.shipped and c.kv_dtype == c.weights_dtype in ("bf16", "fp8") for c in r.candidates)
     best = r.candidates[0]  # its cost is GPUs · price / tokens per hour
     price = {"h100-sxm": 3.0, "a100-80gb": 1.8}[best.gpu]
     assert best.usd_per_million_tokens == pytest.approx(best.gpus * price / (20.0 * 256 * 3600) * 1e6)
@@ -204,7 +205,7 @@ def test_the_count_before_the_search_bounds_what_it_evaluates(disaggregated):
     spec = load_preset("llama3-8b")
     grids = {g.name: list(layouts(spec, g, 12)) for g in GPUS}
     r = run(max_gpus=12, disaggregated=disaggregated, top=1, requests=50)
-    size = search_size(grids, GPUS, 12, disaggregated)
+    size = search_size(grids, GPUS, 12, disaggregated, spec, load_engine(None))
     assert r.searched == size if not disaggregated else 0 < r.searched <= size
 
 

@@ -20,7 +20,7 @@ from llmcalc.inputs.requests import parse_lengths
 from llmcalc.model.engine_commands import EngineCommands
 from llmcalc.reports.plan import PlanCandidate, PrefillPool
 from llmcalc.views.emit import Load, emit_commands
-from llmcalc.views.plan import layouts, weight_dtypes
+from llmcalc.views.plan import layouts, precisions
 from llmcalc.views.serve import SLO
 
 COMMANDS = Path(__file__).parents[1] / "presets" / "engines" / "commands"
@@ -44,10 +44,10 @@ def flags(argv: list[str], program: list[str]) -> dict[str, list[str]]:
 
 
 def candidate(gpu: str, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, dtype: str = "bf16", max_seqs: int = 64,
-              prefill: PrefillPool | None = None) -> PlanCandidate:
+              prefill: PrefillPool | None = None, shipped: bool = False, kv_dtype: str | None = None) -> PlanCandidate:
     """A listed deployment with these choices (its figures are not read by --emit)."""
-    return PlanCandidate(gpu=gpu, gpus=tp * pp * dp, tp=tp, pp=pp, ep=ep, dp=dp, weights_dtype=dtype,
-                         max_seqs=max_seqs, disaggregated=prefill is not None, prefill=prefill, meets_slo=True,
+    return PlanCandidate(gpu=gpu, gpus=tp * pp * dp, tp=tp, pp=pp, ep=ep, dp=dp, weights_dtype=dtype, shipped=shipped,
+                         kv_dtype=kv_dtype or dtype, max_seqs=max_seqs, disaggregated=prefill is not None, prefill=prefill, meets_slo=True,
                          simulated=True, output_tokens_per_s_per_gpu=100.0, full_batch=max_seqs, kv_tokens=10**6,
                          saturation_tokens_per_s=1000.0, headroom=2.0, usd_per_million_tokens=None, ttft_p99_s=0.1,
                          tpot_p99_s=0.01, utilization=0.5)
@@ -70,9 +70,9 @@ def test_every_emitted_flag_is_one_the_engines_parser_accepts(engine, preset):
     for gpu in (load_gpu("h100-sxm"), load_gpu("a100-80gb")):
         settings = serving.settings(gpu, max_seqs=64)
         for L in layouts(spec, gpu, 8):
-            for dtype in weight_dtypes(gpu):
+            for p in precisions(spec, gpu, serving):
                 for load in LOADS:
-                    c = candidate(gpu.name, L.tp, L.pp, L.ep, L.dp, dtype)
+                    c = candidate(gpu.name, L.tp, L.pp, L.ep, L.dp, p.label, shipped=p.shipped, kv_dtype=p.kv_dtype)
                     e = emit_commands(spec, c, 1, commands, settings, load)
                     if e.unsupported:
                         assert e.launch is None and e.benchmark is None and "\n" not in e.unsupported

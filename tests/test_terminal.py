@@ -154,3 +154,13 @@ def test_every_size_of_a_narrow_compare_is_shown_whole():
     text, rows = show(*args), json.loads(show(*args, "-f", "json"))["rows"]
     shown = [size(r[f], "iec") for r in rows for f in ("kv_cache_bytes", "decode_bytes", "memory_bytes")]
     assert all(text.count(s) >= shown.count(s) for s in shown), [s for s in shown if text.count(s) < shown.count(s)]
+
+
+def test_a_stacked_table_names_each_column_on_one_line():
+    """A table too wide for the terminal is stacked, a block per row, each value after its column's header on one
+    line: `max seqs`, `head-room`, `tok/s/GPU` (set on two lines as the table's headers)."""
+    from llmcalc.render.tables import stacked, table
+
+    t = table("Deployments", ["#", "max\nseqs", "head-\nroom", "tok/s\n/GPU"], [["1", "16", "×1.5", "256"]])
+    assert stacked(t) == ["[bold]Deployments[/bold]", "#: 1", "  max seqs: 16", "  head-room: ×1.5",
+                          "  tok/s/GPU: 256"]

@@ -12,7 +12,7 @@ from llmcalc.costs.params import layer_parts, mtp_parts
 from llmcalc.costs.params import params as count_params
 from llmcalc.model.embedding import lm_head_params, token_embedding_params
 from llmcalc.errors import UserError
-from llmcalc.model.formats import COMPONENTS, WeightFormat, WeightFormats, component_of
+from llmcalc.model.formats import COMPONENTS, WeightFormat, WeightFormats, component_of, weight_format
 from llmcalc.model.spec import LayerGroup, ModelSpec, dtype_bytes
 
 
@@ -101,6 +101,19 @@ def formats_label(spec: ModelSpec, formats: WeightFormats) -> str:
     """`formats` as the reports word them (WeightFormats.label), naming only the components `spec` has: a dense
     model's label lists no `mtp` or `router` that a checkpoint's formats set."""
     return formats.label_for(components(spec))
+
+
+def quantised_label(spec: ModelSpec, formats: WeightFormats) -> str:
+    """The formats of `formats` that quantise, in short: the default where it does (`fp8-block`,
+    `gptq-int4-g128`), else the components of `spec` kept in one (`experts mxfp4`)."""
+    if weight_format(formats.default).quantized:
+        return formats.default
+    by_format: dict[str, list[str]] = {}
+    for comp in components(spec):
+        name = formats.components.get(comp, formats.default)
+        if weight_format(name).quantized:
+            by_format.setdefault(name, []).append(comp)
+    return "; ".join(f"{', '.join(c)} {n}" for n, c in by_format.items()) or formats.default
 
 
 def check_components(spec: ModelSpec, formats: WeightFormats) -> None:

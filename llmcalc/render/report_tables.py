@@ -602,7 +602,7 @@ def plan_table(r, units: str) -> list:
         table("Deployments that meet the targets, best first (simulated)",
               ["#", "GPU", "GPUs", "layout", "dtype", "max\nseqs", "KV\ntokens", "head-\nroom", "tok/s\n/GPU", "$/M\ntok",
                "TTFT\np99", "TPOT\np99"],
-              rows, text=(1, 3, 4)),
+              rows, text=(1, 3), names=(4,)),
         *_footer(r),
         *(_emitted(r.emit) if r.emit else []),
     ]

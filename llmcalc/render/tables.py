@@ -16,16 +16,18 @@ if TYPE_CHECKING:
 
 
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence], text: Sequence[int] = (),
-          wrap: Sequence[int] = ()) -> Table:
+          wrap: Sequence[int] = (), names: Sequence[int] = ()) -> Table:
     """A table titled `title`. Columns listed in `text` are left-aligned text that wraps between words when
-    narrow; those in `wrap` right-aligned values that, in a table too wide, break into a line per part (see
-    parts: `2.00 GiB ×0.625` as `2.00 GiB` over `×0.625`); the first column is left-aligned and whole, the rest
-    right-aligned and whole. str cells are escaped (rich Text cells keep their style)."""
+    narrow; those in `names` left-aligned and whole (a name such as gptq-int4-g128 is not broken); those in `wrap`
+    right-aligned values that, in a table too wide, break into a line per part (see parts: `2.00 GiB ×0.625` as
+    `2.00 GiB` over `×0.625`); the first column is left-aligned and whole, the rest right-aligned and whole. str
+    cells are escaped (rich Text cells keep their style)."""
     from rich.table import Table
 
     t = Table(title=esc(title) if title else None, title_justify="left", title_style="bold")
     for i, c in enumerate(columns):
-        t.add_column(esc(c), justify="left" if i == 0 or i in text else "right", no_wrap=i not in text,
+        left = i == 0 or i in text or i in names
+        t.add_column(esc(c), justify="left" if left else "right", no_wrap=i not in text,
                      overflow="fold" if i in text else "ellipsis")
     for r in rows:
         t.add_row(*(esc(c) if isinstance(c, str) else c for c in r))
@@ -115,8 +117,9 @@ def fitted(item, width: int):
 
 
 def stacked(t: Table) -> list:
-    """A table too wide for the terminal as blocks, one per row: its first cell, then `column: value`."""
-    heads = [c.header for c in t.columns]
+    """A table too wide for the terminal as blocks, one per row: its first cell, then `column: value` (a header
+    set on two lines, `max\nseqs` or `head-\nroom`, on one)."""
+    heads = [str(c.header).replace("-\n", "-").replace("\n/", "/").replace("\n", " ") for c in t.columns]
     cells = [list(c.cells) for c in t.columns]
     out = [f"[bold]{t.title}[/bold]"] if t.title else []
     for i in range(len(cells[0]) if cells else 0):

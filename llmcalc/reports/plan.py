@@ -28,6 +28,13 @@ class PlanCandidate(Report):
     ep: int
     dp: int
     weights_dtype: str
+    """bf16 or fp8 (the matmuls in that type); a checkpoint that ships quantised, the formats it quantises in
+    (fp8-block, gptq-int4-g128, experts mxfp4): its weights as shipped (`shipped`)."""
+    shipped: bool
+    """The weights as the checkpoint ships them, quantised: the only way a plan runs such a checkpoint."""
+    kv_dtype: str
+    """The KV cache's dtype: the weights' (bf16, fp8); for a shipped checkpoint, the engine's default (the dtype the
+    checkpoint states where the engine takes it, else bf16)."""
     max_seqs: int
     disaggregated: bool
     prefill: PrefillPool | None

@@ -16,6 +16,8 @@ What each engine is given (the plan's figure → the engine's flag):
                         + --quantization fp8      + --quantization fp8      pre-quantised checkpoint)
   KV in the weights'    --kv-cache-dtype auto /   --kv-cache-dtype auto /   (the model's dtype)
   dtype                 fp8                       fp8_e4m3
+  a checkpoint shipped  --dtype auto,             --dtype auto,             (its own quantisation config)
+  quantised             --kv-cache-dtype auto     --kv-cache-dtype auto
   longest request       --max-model-len           --context-length          --max_seq_len
 
 and the settings the plan ran with, each by the flag its commands file names for it (`settings`: vLLM's
@@ -139,9 +141,12 @@ def emit_commands(spec: ModelSpec, c: PlanCandidate, rank: int, commands: Engine
         if length.constant is None:
             notes.append(f"the benchmark's {what}s are all {n:,} tokens, the mean of the plan's {length}; the server "
                          f"admits up to {max_len:,} tokens per request")
+    kv = (f"the weights as the checkpoint ships them ({c.weights_dtype}: its own quantisation config, no flag), KV "
+          f"cache in the engine's default ({c.kv_dtype})" if c.shipped else
+          f"KV cache in the weights' dtype ({c.weights_dtype})")
     notes.append(f"the server runs the plan's settings for {c.gpu}: {c.max_seqs} sequences and "
-                 f"{settings.max_batched_tokens:,} tokens per step, memory share {_share(settings):g}, KV cache in "
-                 f"the weights' dtype ({c.weights_dtype}); the plan has no speculative decoding")
+                 f"{settings.max_batched_tokens:,} tokens per step, memory share {_share(settings):g}, {kv}; the plan "
+                 "has no speculative decoding")
     return EmittedCommands(engine=engine, candidate=rank, model=model, model_placeholder=placeholder,
                            launch=launch.done(), benchmark=bench.done(), result_file=result, unsupported=None,
                            notes=notes)
@@ -183,7 +188,7 @@ def _unsupported(spec: ModelSpec, c: PlanCandidate, engine: str, max_len: int) -
     if engine == "trtllm" and c.dp > 1:
         return (f"trtllm-serve has no data-parallel size: the {c.dp} replicas are {c.dp} servers behind a load "
                 "balancer, which --emit does not write; pick a candidate with dp 1")
-    if engine == "trtllm" and c.weights_dtype == "fp8":
+    if engine == "trtllm" and c.weights_dtype == "fp8" and not c.shipped:
         return ("trtllm-serve takes fp8 weights and an fp8 KV cache from a pre-quantised (ModelOpt) checkpoint, "
                 "not from a flag; pick a bf16 candidate, or quantise the checkpoint first")
     return None
@@ -197,12 +202,20 @@ def _vllm(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: int)
     a.add("--data-parallel-size", c.dp)
     if c.ep > 1:
         a.add("--enable-expert-parallel")
-    a.add("--dtype", "bfloat16")
-    if c.weights_dtype == "fp8":
-        a.add("--quantization", "fp8")
-    a.add("--kv-cache-dtype", "fp8" if c.weights_dtype == "fp8" else "auto")
+    _precision(a, c, "fp8")
     a.add("--max-model-len", max_len)
     _settings(a, c, s)
+
+
+def _precision(a: Argv, c: PlanCandidate, fp8_cache: str) -> None:
+    """vLLM's and SGLang's dtype flags: bf16, or fp8 quantised at load with an fp8 KV cache (`fp8_cache`, the
+    engine's name for it); a shipped checkpoint in its own dtype and quantisation (its config's), the KV cache in
+    the engine's default."""
+    a.add("--dtype", "auto" if c.shipped else "bfloat16")
+    fp8 = c.weights_dtype == "fp8" and not c.shipped
+    if fp8:
+        a.add("--quantization", "fp8")
+    a.add("--kv-cache-dtype", fp8_cache if fp8 else "auto")
 
 
 def _sglang(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: int) -> None:
@@ -213,10 +226,7 @@ def _sglang(a: Argv, spec: ModelSpec, c: PlanCandidate, s: Settings, max_len: in
     a.add("--dp-size", c.dp)
     if spec.ffn.routed_experts:
         a.add("--ep-size", c.ep)
-    a.add("--dtype", "bfloat16")
-    if c.weights_dtype == "fp8":
-        a.add("--quantization", "fp8")
-    a.add("--kv-cache-dtype", "fp8_e4m3" if c.weights_dtype == "fp8" else "auto")
+    _precision(a, c, "fp8_e4m3")
     a.add("--context-length", max_len)
     _settings(a, c, s)
 

@@ -3,8 +3,8 @@ docs/serving.md.
 
 Candidates: for each GPU kind, every layout of at most max_gpus GPUs (tp a power of two within a node, pp of
 PIPELINES, ep 1 or one that divides the experts and tp · dp, dp replicas), each weights dtype the GPU computes
-(bf16; fp8 where it has an fp8 peak) and each max_seqs of MAX_SEQS; with `disaggregated`, also a prefill pool
-(tp_p · dp_p GPUs) beside a decode pool. Two passes:
+(bf16; fp8 where it has an fp8 peak; a quantised checkpoint only as it ships: precisions()) and each max_seqs of
+MAX_SEQS; with `disaggregated`, also a prefill pool (tp_p · dp_p GPUs) beside a decode pool. Two passes:
 
 1. Closed form, per engine (a replica's pp virtual engines share its rate λ_e = λ / (dp · pp)), from the engine's
    step (llmcalc/costs/engine_step.py) at the mean lengths P and O, b sequences at context P + O/2:
@@ -44,6 +44,7 @@ from llmcalc.costs.capacity import engine_pool
 from llmcalc.costs.engine_step import EngineStep, decode_ceiling, prefill_ceiling
 from llmcalc.costs.kv import kv_bytes
 from llmcalc.costs.shard import kv_per_gpu
+from llmcalc.costs.weights import formats_label, quantised_label
 from llmcalc.errors import UserError
 from llmcalc.inputs.requests import Lengths, check_requests
 from llmcalc.model.engine import Engine, Settings
@@ -127,9 +128,37 @@ def layouts(spec: ModelSpec, gpu: GPU, max_gpus: int) -> Iterator[Layout]:
                     yield L
 
 
-def weight_dtypes(gpu: GPU) -> list[str]:
-    """bf16, and fp8 where the GPU has an fp8 peak (its matmuls then run in fp8)."""
-    return ["bf16"] + (["fp8"] if gpu.peak_tflops.fp8 else [])
+class Precision(NamedTuple):
+    """One way a candidate runs the model: its label (the candidate's weights_dtype), the Workload fields it sets,
+    its KV cache dtype and whether it is the checkpoint as it ships."""
+
+    label: str
+    fields: dict[str, str]
+    kv_dtype: str
+    shipped: bool = False
+
+
+def precisions(spec: ModelSpec, gpu: GPU, engine: Engine) -> list[Precision]:
+    """bf16, and fp8 where the GPU has an fp8 peak (its matmuls then run in fp8), each with its KV cache in that
+    dtype; a checkpoint that ships quantised only as it ships (shipped_precision): another precision would be
+    another checkpoint."""
+    shipped = shipped_precision(spec, engine)
+    if shipped is not None:
+        return [shipped]
+    return [Precision(d, {"weights_dtype": d, "kv_dtype": d, "compute_dtype": d}, d)
+            for d in ["bf16"] + (["fp8"] if gpu.peak_tflops.fp8 else [])]
+
+
+def shipped_precision(spec: ModelSpec, engine: Engine) -> Precision | None:
+    """A checkpoint that ships quantised as it ships: its formats (labelled by those that quantise: fp8-block,
+    gptq-int4-g128, experts mxfp4), each matmul in its format's native type, its KV cache in the engine's default
+    (the dtype the checkpoint states where the engine takes it, else bf16), as `serve` runs it; None for weights
+    that come unquantised."""
+    ckpt = spec.checkpoint
+    if ckpt is None or not ckpt.formats.quantized:
+        return None
+    kv = engine.stated_kv_dtype(ckpt) or "bf16"
+    return Precision(quantised_label(spec, ckpt.formats), {"kv_dtype": kv}, kv, shipped=True)
 
 
 class Pool(NamedTuple):
@@ -141,8 +170,19 @@ class Pool(NamedTuple):
     kv_tokens: int
 
 
+def precision_note(spec: ModelSpec, engine: Engine) -> str:
+    """What the candidates' weights_dtype and KV cache mean for `spec` on `engine` (precisions())."""
+    shipped = shipped_precision(spec, engine)
+    if shipped is None:
+        return "weights in bf16, or fp8 where the GPU computes it, the KV cache in the weights' dtype"
+    why = ("the checkpoint states it and the engine takes it" if engine.stated_kv_dtype(spec.checkpoint) else
+           "the engine's default for this checkpoint")
+    return (f"weights as the checkpoint ships them ({formats_label(spec, spec.checkpoint.formats)}); KV cache "
+            f"{shipped.kv_dtype} ({why})")
+
+
 class _Engines:
-    """Engine pools per (GPU, layout without dp unless ep spans replicas, dtype), built once, on `engine`'s
+    """Engine pools per (GPU, layout without dp unless ep spans replicas, precision), built once, on `engine`'s
     settings for each GPU, the experts' load at `expert_skew` (Workload's)."""
 
     def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], engine: Engine, expert_skew: float | None = None):
@@ -153,12 +193,19 @@ class _Engines:
         """The engine's settings on `gpu` for an instance of layout `L`, `given` in place of its own."""
         return self.engine.settings(gpu, L, **given)
 
-    def get(self, gpu: GPU, L: Layout, dtype: str) -> Pool | None:
-        """The pool of `gpu`, `L` and `dtype`, or None when the weights and workspace do not fit."""
-        key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.attention_dp else 0, dtype)
+    def precisions(self, gpu: GPU) -> list[Precision]:
+        """The precisions the search runs the model in on `gpu` (precisions())."""
+        return precisions(self.spec, gpu, self.engine)
+
+    def precision(self, gpu: GPU, label: str) -> Precision:
+        """The precision a candidate on `gpu` names by its weights_dtype `label`."""
+        return next(p for p in self.precisions(gpu) if p.label == label)
+
+    def get(self, gpu: GPU, L: Layout, p: Precision) -> Pool | None:
+        """The pool of `gpu`, `L` and precision `p`, or None when the weights and workspace do not fit."""
+        key = (gpu.name, L.tp, L.pp, L.ep, L.dp if L.attention_dp else 0, p.label)
         if key not in self.cache:
-            w = Workload(weights_dtype=dtype, kv_dtype=dtype, compute_dtype=dtype, layout=L,
-                         expert_skew=self.expert_skew)
+            w = Workload(**p.fields, layout=L, expert_skew=self.expert_skew)
             try:
                 pool = engine_pool(self.spec, gpu, w, self.settings(gpu, L))
             except UserError:
@@ -170,7 +217,8 @@ class _Engines:
         return self.cache[key]
 
 
-def search_size(grids: dict[str, list[Layout]], gpus: list[GPU], max_gpus: int, disaggregated: bool) -> int:
+def search_size(grids: dict[str, list[Layout]], gpus: list[GPU], max_gpus: int, disaggregated: bool,
+                spec: ModelSpec, engine: Engine) -> int:
     """Closed-form candidates the search of `grids` (each GPU's layouts of at most max_gpus) evaluates: exact
     without `disaggregated`; with it, as if every prefill pool kept up (an upper bound). Counted, not built."""
     total = 0
@@ -180,7 +228,7 @@ def search_size(grids: dict[str, list[Layout]], gpus: list[GPU], max_gpus: int, 
         if disaggregated:
             decode = sorted(L.gpus for L in grid if L.pp == 1 and L.gpus < max_gpus)
             n += sum(bisect_right(decode, max_gpus - Lp.gpus) for Lp in _pools(grid, max_gpus))
-        total += n * len(weight_dtypes(gpu)) * len(MAX_SEQS)
+        total += n * len(precisions(spec, gpu, engine)) * len(MAX_SEQS)
     return total
 
 
@@ -215,7 +263,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     check_requests(requests)
     check_bounds(max_gpus, top, requests, output.mean)
     grids = {g.name: list(layouts(spec, g, max_gpus)) for g in gpus}
-    total = search_size(grids, gpus, max_gpus, disaggregated)
+    total = search_size(grids, gpus, max_gpus, disaggregated, spec, engine)
     if total > MAX_CANDIDATES:
         raise UserError(f"`max_gpus`: {max_gpus:,} GPUs of {len(gpus)} kind(s){' disaggregated' * disaggregated} "
                         f"make {total:,} candidates, more than the {MAX_CANDIDATES:,} a search evaluates; give a "
@@ -229,15 +277,15 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     per_request = {}  # kv bytes per GPU of one request at full length, by workload key
     for gpu in gpus:
         price = prices.get(gpu.name)
-        for dtype in weight_dtypes(gpu):
+        for p in engines.precisions(gpu):
             for L in grids[gpu.name]:
                 searched += len(MAX_SEQS)
                 tell("closed form", searched, total)
-                got = engines.get(gpu, L, dtype)
+                got = engines.get(gpu, L, p)
                 if got is None:
                     continue
                 step, budget, w, kv_tokens = got
-                key = (gpu.name, L.tp, L.pp, dtype)
+                key = (gpu.name, L.tp, L.pp, p.label)
                 if key not in per_request:
                     per_request[key] = kv_per_gpu(spec, 1, in_len + out_len, w)
                 fit = budget // per_request[key] if per_request[key] else 10**9
@@ -249,7 +297,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                         continue
                     full = min(m, fit)
                     ceiling = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
-                    rows.append(_candidate(gpu, L, dtype, m, None, est, rate, out_len, price, slo, full, ceiling,
+                    rows.append(_candidate(gpu, L, p, m, None, est, rate, out_len, price, slo, full, ceiling,
                                            kv_tokens))
         if disaggregated:
             found, searched = _disaggregated(spec, gpu, grids[gpu.name], engines, max_gpus, rate, in_len, out_len,
@@ -280,7 +328,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
              "them",
              f"engine: {engine.label} {engine.version} ({engine.policy} steps, "
              f"{'chunked prefill, ' if engine.chunked_prefill else ''}its token budget and memory share for each "
-             "GPU's memory); KV in the weights' dtype"]
+             "GPU's memory)", precision_note(spec, engine)]
     if not any(prices.get(g.name) for g in gpus):
         notes.append("no price_per_hour for these GPUs (give --price GPU=USD): ranked by output tokens/s per GPU")
     if not finalists:
@@ -307,7 +355,7 @@ def _meets(ttft: float, tpot: float, slo: SLO, slack: float = 1.0) -> bool:
     return (slo.ttft_s is None or ttft <= slack * slo.ttft_s) and (slo.tpot_s is None or tpot <= slack * slo.tpot_s)
 
 
-def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool | None, est: Estimate,
+def _candidate(gpu: GPU, L: Layout, p: Precision, max_seqs: int, pool: PrefillPool | None, est: Estimate,
                rate: float, out_len: int, price: float | None, slo: SLO, full: int, saturation: float,
                kv_tokens: int, ttft: float | None = None, gpus: int | None = None) -> PlanCandidate:
     """A candidate's row from its closed-form estimate; `full`: one engine's full batch, `saturation`: the output
@@ -317,7 +365,8 @@ def _candidate(gpu: GPU, L: Layout, dtype: str, max_seqs: int, pool: PrefillPool
     tokens = rate * out_len
     ttft = est.ttft if ttft is None else ttft
     return PlanCandidate(
-        gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=dtype, max_seqs=max_seqs,
+        gpu=gpu.name, gpus=gpus, tp=L.tp, pp=L.pp, ep=L.ep, dp=L.dp, weights_dtype=p.label, shipped=p.shipped,
+        kv_dtype=p.kv_dtype, max_seqs=max_seqs,
         disaggregated=pool is not None, prefill=pool, meets_slo=_meets(ttft, est.tpot, slo, SLACK), simulated=False,
         output_tokens_per_s_per_gpu=tokens / gpus, full_batch=full, kv_tokens=kv_tokens,
         saturation_tokens_per_s=saturation,
@@ -338,23 +387,23 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
     (the layouts of at most max_gpus: those of fewer GPUs are its layouts that use no more): the candidates that
     keep up, and `tried` plus how many were tried."""
     out, decodes = [], [L for L in grid if L.pp == 1]
-    for dtype in weight_dtypes(gpu):
+    for p in engines.precisions(gpu):
         pools = []
         for L in _pools(grid, max_gpus):
-            got = engines.get(gpu, L, dtype)
+            got = engines.get(gpu, L, p)
             est = got and steady(got[0], in_len, out_len, rate / L.dp, "prefill")
             if est:
                 pools.append((L, est, prefill_ceiling(got[0], in_len, L.dp) * out_len))
         for Lp, pre, pool_ceiling in pools:
             link = gpu.link(max_gpus)
-            transfer = kv_bytes(spec, 1, in_len, dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
+            transfer = kv_bytes(spec, 1, in_len, p.kv_dtype) / (link.bytes_per_s * Lp.tp) + link.latency_s
             pool = PrefillPool(gpus=Lp.gpus, tp=Lp.tp, dp=Lp.dp, kv_transfer_s=transfer)
             for L in decodes:
                 if L.gpus > max_gpus - Lp.gpus:
                     continue
                 tried += len(MAX_SEQS)
                 tell(tried)
-                got = engines.get(gpu, L, dtype)
+                got = engines.get(gpu, L, p)
                 if got is None:
                     continue
                 step, budget, w, kv_tokens = got
@@ -368,7 +417,7 @@ def _disaggregated(spec: ModelSpec, gpu: GPU, grid: list[Layout], engines: _Engi
                         # the decode pool makes O − 1 of each request's O output tokens, the prefill pool the first
                         decode = decode_ceiling(step, full, in_len + out_len // 2, L.dp * L.pp)
                         ceiling = min(decode * out_len / (out_len - 1), pool_ceiling) if out_len > 1 else pool_ceiling
-                        out.append(_candidate(gpu, L, dtype, m, pool, est, rate, out_len, price, slo, full, ceiling,
+                        out.append(_candidate(gpu, L, p, m, pool, est, rate, out_len, price, slo, full, ceiling,
                                               kv_tokens, ttft=pre.ttft + transfer, gpus=Lp.gpus + L.gpus))
     return out, tried
 
@@ -380,7 +429,8 @@ def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engine
     load = Load(rate=rate)
     rows = make_requests(n, prompt, output, load, seed)
     L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
-    w = engines.get(gpu, L, c.weights_dtype).w.model_copy(update={"layout": L})  # the cached one may differ in dp
+    p = engines.precision(gpu, c.weights_dtype)
+    w = engines.get(gpu, L, p).w.model_copy(update={"layout": L})  # the cached one may differ in dp
     engine = engines.settings(gpu, L, max_seqs=c.max_seqs)
     if c.prefill is None:
         r = serve(spec, gpu, w, tm, rows, engine, load, prompt_text, output_text, slo, seed)
@@ -388,7 +438,7 @@ def _simulate(spec: ModelSpec, c: PlanCandidate, gpu: GPU, tm: TimeModel, engine
     else:  # the prefill pool emits the first token; the decode pool gets each request after its KV arrives
         pool = c.prefill
         Lp = Layout(tp=pool.tp, dp=pool.dp)
-        wp = engines.get(gpu, Lp, c.weights_dtype).w.model_copy(update={"layout": Lp})
+        wp = engines.get(gpu, Lp, p).w.model_copy(update={"layout": Lp})
         first = serve(spec, gpu, wp, tm, [(a, p, 1) for a, p, _ in rows], engines.settings(gpu, Lp), load, prompt_text,
                       "1", slo, seed)
         ready = [(x.arrival_s + x.ttft_s + pool.kv_transfer_s, x.prompt, o) for x, (_, _, o) in
