@@ -319,7 +319,7 @@ _layout = layout
 @_public
 def memory(model, *, batch: int = 1, seq: int = 4096, encoder_seq: int | None = None,
            weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str = "bf16",
-           group_size: int = 128, flash: bool = True, train: bool = False, optimizer: str | None = None,
+           group_size: int | None = None, flash: bool = True, train: bool = False, optimizer: str | None = None,
            recompute: str | None = None, zero: int = 0, micro_batch: int | None = None, lora_rank: int | None = None,
            lora_targets: str | None = None, qlora: bool = False, dp: int = 1, tp: int = 1, pp: int = 1,
            ep: int = 1, cp: int = 1, sp: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
@@ -374,7 +374,7 @@ def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: in
             images: int = 0, image_size: str | tuple[int, int] | None = None, gpus: int | None = None,
             tp: int | None = None,
             pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None,
-            weights_format: str | None = None, kv_dtype: str | None = None, group_size: int = 128,
+            weights_format: str | None = None, kv_dtype: str | None = None, group_size: int | None = None,
             compute_dtype: str | None = None, attention_dtype: str | None = None,
             engine: str | os.PathLike | Engine | None = None,
             time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
@@ -433,7 +433,7 @@ def _noted(report, notes: list[str]):
 @_public
 def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = None, tp: int | None = None,
         pp: int = 1, dp: int = 1, ep: int = 1, weights_dtype: str | None = None, weights_format: str | None = None,
-        kv_dtype: str | None = None, group_size: int = 128, reserve: float | None = None,
+        kv_dtype: str | None = None, group_size: int | None = None, reserve: float | None = None,
         prefill_chunk: int | None = None, engine: str | os.PathLike | Engine | None = None,
         time_model: str | None = None, calibration=None,
         images: int = 0, image_size: str | tuple[int, int] | None = None):
@@ -547,7 +547,7 @@ def prepare_sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | Non
                   pp: int = 1, dp: int = 1, ep: int = 1, engine: str | os.PathLike | Engine | None = None,
                   time_model: str | None = None,
                   calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
-                  kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None) -> Callable:
+                  kv_dtype: str | None = None, group_size: int | None = None, attention: str | None = None) -> Callable:
     """sweep's inputs read and checked, and the work left to do: call the result for the SweepReport."""
     from llmcalc.inputs.grid import check_rows, check_size
     from llmcalc.views.sweep import sweep as run
@@ -586,7 +586,7 @@ def sweep(model, *, seq="1k..128k", batch="1", gpu=None, gpus: int | None = None
           pp: int = 1, dp: int = 1, ep: int = 1, engine: str | os.PathLike | Engine | None = None,
           time_model: str | None = None,
           calibration=None, weights_dtype: str | None = None, weights_format: str | None = None,
-          kv_dtype: str | None = None, group_size: int = 128, attention: str | None = None):
+          kv_dtype: str | None = None, group_size: int | None = None, attention: str | None = None):
     """KV cache, memory, FLOPs and, with `gpu`, time and fit over a grid of batch sizes × context lengths
     (`llmcalc sweep`). model: one model or a list; seq, batch: a list of ints, or the command's grid text
     (`"1,8,64"`, `"1k..128k"` doubling, `"1k..8k:1k"` stepping); attention: variants of each model as separate
@@ -616,7 +616,7 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
           sp: bool = False, tp_comm_overlap: bool = False, vpp: int = 1, first_stage_layers: int | None = None,
           last_stage_layers: int | None = None, embedding_in_split: bool = False, loss_in_split: bool = False,
           pp_layout: str | None = None, lora_rank: int | None = None,
-          lora_targets: str | None = None, qlora: bool = False, weights_dtype: str = "bf16",
+          lora_targets: str | None = None, qlora: bool = False, weights_dtype: str | None = None,
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
           attention: str = "causal", attention_impl: str = "cudnn", fusion: str = "fused",
           time_model: str | None = None, calibration=None, reserve: float = 0.10, auto: bool = False,
@@ -871,6 +871,11 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
                             f"{emit}, or leave `engine` out")
     named = gpu if isinstance(gpu, (list, tuple)) else [gpu] if gpu is not None else []
     devices = [load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])]
+    names = [d.name for d in devices]
+    if len(set(names)) < len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise UserError(f"`gpu`: two GPUs given are named {clip(twice, 60)!r} (a file's `name` and a preset's, or two "
+                        "files'); give each GPU file a name of its own")
     prices = {d.name: d.price_per_hour for d in devices}
     items = [f"{k}={v}" for k, v in price.items()] if isinstance(price, dict) else price
     if items is not None and not (isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items)):
@@ -899,6 +904,8 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
                     expert_skew=expert_skew, progress=progress or (lambda what, done, total: None))
     if commands is None:
         return report
+    if candidate is None and not report.candidates:  # as a plan without emit: exit 0, the note says why
+        return _noted(report, [f"no {commands.engine} commands written: no deployment met the targets"])
     from llmcalc.views.emit import Load, emit_for
 
     load = Load(rate=rate, prompt=lengths[0], output=lengths[1], requests=requests, seed=seed,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from llmcalc.errors import UserError
+from llmcalc.errors import Unread, UserError
 from llmcalc.model.base import MAX_GROUP, MAX_SIZE, Deferred, Frozen
 from llmcalc.model.lora import TARGETS
 from llmcalc.model.pipeline_layout import Chunks, parse_layout
@@ -422,10 +422,11 @@ class Workload(Frozen):
     @model_validator(mode="before")
     @classmethod
     def _unset(cls, data):
-        """A `weights_dtype` or `compute_dtype` of None is one not given: the checkpoint's formats, and the matmul
-        type each format runs in natively, then apply."""
+        """A `weights_dtype`, `compute_dtype` or `group_size` of None is one not given: the checkpoint's formats,
+        the matmul type each format runs in natively, int4's group of 128, then apply."""
         if isinstance(data, dict):
-            data = {k: v for k, v in data.items() if not (v is None and k in ("weights_dtype", "compute_dtype"))}
+            data = {k: v for k, v in data.items()
+                    if not (v is None and k in ("weights_dtype", "compute_dtype", "group_size"))}
         return data
 
     def shipped(self, spec: ModelSpec) -> bool:
@@ -466,6 +467,9 @@ class Workload(Frozen):
         require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, encoder_seq=self.encoder_seq,
                       group_size=self.group_size,
                       micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk, lora_rank=self.lora_rank)
+        if "group_size" in self.model_fields_set and (self.weights_dtype != "int4" or self.weights_format):
+            raise Unread("group_size", "`group_size` is the group of `weights_dtype` int4's scales; give "
+                         "`weights_dtype` int4, or leave it out (a format names its own group: gptq-int4-g64)")
         if "lora_targets" in self.model_fields_set and self.lora_rank is None:
             raise UserError("`lora_targets`: LoRA is off; add `lora_rank` (the adapters' rank), or drop the targets")
         unknown = [t for t in self.lora_targets if t not in TARGETS]

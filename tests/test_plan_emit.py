@@ -237,7 +237,7 @@ def test_a_model_without_a_hub_repo_gets_a_placeholder_said_so():
     (["--emit", "../../etc/passwd"], "--emit"),
     (["--candidate", "1"], "--candidate"),  # without --emit
     (["--emit", "vllm", "--engine", "sglang"], "--emit"),
-    (["--emit", "vllm", "--slo-tpot", "0.0001"], "--candidate"),  # nothing listed, so no rank 1
+    (["--emit", "vllm", "--candidate", "1", "--slo-tpot", "0.0001"], "--candidate"),  # nothing listed: no rank 1
 ])
 def test_bad_emit_options_exit_2_in_one_line(args, says):
     base = ["plan", "--preset", "llama3-8b", "--gpu", "h100-sxm", "--max-gpus", "1", "--rate", "5", "--slo-ttft", "2",

@@ -459,3 +459,16 @@ def test_kv_cache_size_in_tokens_is_what_fit_leaves_in_whole_blocks(cli_json, cl
     kv = cli_json("kv", "-p", "llama3-8b", "--batch", "1", "--seq", "1")["total_bytes"]
     assert sg["block_size"] == 1 and sg["kv_log"] == f"KV Cache is allocated. #tokens: {sg['kv_tokens']}"
     assert sg["kv_tokens"] == (fit["kv_budget_bytes"] + fit["activation_bytes"]) // kv
+
+@pytest.mark.parametrize("layout", [Layout(), Layout(tp=2, dp=2)])
+def test_requests_too_far_apart_to_share_steps_are_refused_past_the_step_bound(monkeypatch, layout):
+    """check_work counts the fewest steps a run could take (every output token batched); requests that arrive too
+    far apart to share steps take one step per token each, so the loop itself refuses a run past MAX_STEPS in all
+    (here lowered to 1,000: 50 requests of 64 tokens alone take 3,200), naming what to change; the same requests
+    all at once take about 70 steps and run."""
+    import llmcalc.views.serve as serving
+
+    monkeypatch.setattr(serving, "MAX_STEPS", 1000)
+    assert run("llama2-7b", n=50, prompt="128", output="64", w=Workload(layout=layout)).steps < 1000
+    with pytest.raises(UserError, match=r"`requests`: the run passed 1,000 engine steps.*higher `rate`"):
+        run("llama2-7b", n=50, prompt="128", output="64", load=Load(rate=1e-4), w=Workload(layout=layout))

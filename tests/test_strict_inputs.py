@@ -522,3 +522,104 @@ def test_an_option_that_would_change_nothing_is_refused(args, needle):
 def test_the_same_options_where_they_are_read_run(args):
     r = run(*args, "-f", "json")
     assert r.returncode == 0, r.stderr
+
+
+def test_two_gpus_of_one_name_in_a_plan_are_refused(tmp_path):
+    """A GPU file named as a preset (or as another file) made two GPUs the plan could not tell apart: it listed
+    both under one name, and a candidate of one was simulated on the other (a traceback)."""
+    shadow = tmp_path / "shadow.yaml"
+    shadow.write_text((Path(__file__).parents[1] / "presets" / "gpus" / "h100-sxm.yaml").read_text()
+                      .replace("name: h100-sxm", "name: a100-80gb"))
+    r = run("plan", "-p", "llama2-7b", "--gpu", str(shadow), "--gpu", "a100-80gb", "--rate", "2", "--slo-tpot",
+            "0.05", "--max-gpus", "1")
+    one_line(r, "--gpu", "'a100-80gb'", "a name of its own")
+
+
+def test_train_refuses_a_quantised_checkpoint_as_memory_does_unless_a_dtype_is_given(tmp_path, hf_fixture):
+    """`train` ran a checkpoint that ships quantised as bf16 without a word (its --weights-dtype defaulted to bf16),
+    citing a memory figure `memory --train` refuses to give; now both refuse it, and --weights-dtype bf16 trains
+    the unquantised model."""
+    folder = tmp_path / "q"
+    folder.mkdir()
+    config = json.loads((hf_fixture("llama3-8b") / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    (folder / "config.json").write_text(json.dumps(config))
+    base = ("--hf-config", str(folder), "--gpu", "h100-sxm", "--gpus", "8", "--zero", "1", "--micro-batch", "1",
+            "--batch", "64")
+    one_line(run("train", *base), "--weights-dtype", "training quantised weights (gptq-int4-g128")
+    assert run("train", *base, "--weights-dtype", "bf16", "-f", "json").returncode == 0
+
+
+def test_lengths_take_the_suffix_every_count_takes():
+    """`--prompt 4k` was refused as 'not a length from 1 to 1,099,511,627,776' while --seq 4k and a trace's cells
+    read it as 4,096."""
+    args = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", "-f", "json")
+    k = json.loads(run(*args, "--prompt", "4k", "--output", "uniform:1k,2k").stdout)
+    n = json.loads(run(*args, "--prompt", "4096", "--output", "uniform:1024,2048").stdout)
+    assert k["ttft_s"] == n["ttft_s"] and k["output_tokens_per_s"] == n["output_tokens_per_s"]
+    one_line(run(*args, "--prompt", "４k"), "--prompt")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["serve", "-p", "llama2-7b", "--gpu", "h100-sxm", "-n", "5", "--force"], "--force"),
+    (["sweep", "-p", "llama2-7b", "--force"], "--force"),
+    (["sweep", "-p", "llama2-7b", "--bars", "--format", "json"], "--bars"),
+    (["memory", "-p", "llama2-7b", "--group-size", "64"], "--group-size"),
+    (["latency", "-p", "llama2-7b", "--gpu", "h100-sxm", "--weights-dtype", "fp8", "--group-size", "64"],
+     "--group-size"),
+    (["memory", "-p", "llama2-7b", "--weights-format", "int4-g64", "--group-size", "64"], "--group-size")])
+def test_output_and_quantisation_options_that_would_change_nothing_are_refused(args, needle):
+    """--force with no file to overwrite, --bars with no table to draw them in, --group-size with no int4 weights
+    to group: each ran and changed nothing (byte-identical output)."""
+    one_line(run(*args), needle)
+
+
+def test_group_size_still_groups_int4():
+    args = ("memory", "-p", "llama2-7b", "--weights-dtype", "int4", "-f", "json")
+    g64, g128 = (json.loads(run(*args, *extra).stdout)["weights_bytes"] for extra in (("--group-size", "64"), ()))
+    assert g64 > g128
+
+
+def test_an_fp8_config_without_a_block_size_is_per_tensor(tmp_path, hf_fixture):
+    """quant_method fp8 with no weight_block_size (AutoFP8's and vLLM's own checkpoints: one scale per matrix, as
+    vLLM's Fp8Config reads it) was sized as 128 × 128 blocks."""
+    from llmcalc.inputs.hf import load_hf_config
+
+    config = json.loads((hf_fixture("llama3-8b") / "config.json").read_text())
+    for block, name in ((None, "fp8-tensor"), ([128, 128], "fp8-block")):
+        q = {"quant_method": "fp8", "activation_scheme": "static"} | ({"weight_block_size": block} if block else {})
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(config | {"quantization_config": q}))
+        assert load_hf_config(path).checkpoint.formats.default == name
+
+
+def test_emit_when_nothing_met_the_targets_is_a_plan_that_says_so():
+    """--emit with no deployment listed said '--candidate: 1 is past the list' (exit 2) for a --candidate never
+    given; a plan without --emit exits 0 there. Now it exits 0 and says no commands were written; a --candidate
+    given past the list is still refused."""
+    args = ("plan", "-p", "llama2-7b", "--gpu", "h100-sxm", "--rate", "2", "--slo-tpot", "0.0001", "--max-gpus", "1",
+            "--emit", "vllm")
+    r = run(*args, "-f", "json")
+    assert r.returncode == 0 and any("no vllm commands written" in n for n in json.loads(r.stdout)["notes"])
+    one_line(run(*args, "--candidate", "1"), "--candidate", "past the list")
+
+
+def test_emitted_commands_are_printed_whole_at_80_columns(tmp_path, hf_fixture):
+    """A command's long words (a placeholder model, a result file named after it) were folded mid-word at 80
+    columns, so a pasted command broke; each line is now printed whole, and a deployment the engine cannot run
+    asks for no placeholder to be replaced."""
+    import os
+
+    folder = tmp_path / ("a-long-model-name-" * 4 + "fp8")
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(hf_fixture("llama3-8b"), folder)
+    args = ("plan", "--hf-config", str(folder), "--gpu", "h100-sxm", "--rate", "2", "--slo-tpot", "0.05",
+            "--max-gpus", "1")
+    r = subprocess.run([sys.executable, "-m", "llmcalc", *args, "--emit", "vllm"], capture_output=True, text=True,
+                       timeout=TIMEOUT, env=os.environ | {"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    e = json.loads(run(*args, "--emit", "vllm", "-f", "json").stdout)["emit"]
+    assert f"  --result-filename {e['result_file']} \\" in r.stdout.splitlines() or \
+        f"  --result-filename {e['result_file']}" in r.stdout.splitlines()
+    long_prompt = json.loads(run(*args, "--emit", "vllm", "--prompt", "9000", "-f", "json").stdout)["emit"]
+    assert long_prompt["unsupported"] and not long_prompt["notes"]

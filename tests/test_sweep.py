@@ -32,7 +32,7 @@ EDGES = [1, 2, 3, 4095, 4096, 4097, 8191, 8192, 131072]  # around gemma2-9b's an
 def estimators(spec, w: Workload, batch: int, seq: int, gpu=H100, tm: TimeModel = ROOFLINE) -> dict:
     """The same figures from the plain estimators, as `llmcalc kv/memory/flops/latency` compute them."""
     m = memory(spec, Workload(batch=batch, seq=seq, weights_dtype=w.weights_dtype, kv_dtype=w.kv_dtype,
-                              group_size=w.group_size))
+                              **({"group_size": w.group_size} if w.weights_dtype == "int4" else {})))
     f = flops(spec, Workload(batch=batch, seq=seq, gen=1, mla_decode=w.mla_decode))
     kv = kv_cache(spec, Workload(batch=batch, seq=seq, kv_dtype=w.kv_dtype))
     out = {"kv_bytes": kv.total_bytes, "weights_bytes": m.weights_bytes,

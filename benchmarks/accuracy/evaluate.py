@@ -378,7 +378,8 @@ def gpu_of(x: Inputs) -> GPU:
 def workload_of(x: Inputs) -> Workload:
     act = "fp16" if x.compute_dtype == "fp16" else "bf16"
     return Workload(batch=x.batch, seq=x.seq, gen=x.gen, weights_dtype=x.weights_dtype, kv_dtype=x.kv_dtype,
-                    compute_dtype=x.compute_dtype, act_dtype=act, group_size=x.group_size,
+                    compute_dtype=x.compute_dtype, act_dtype=act,
+                    **({"group_size": x.group_size} if x.weights_dtype == "int4" else {}),
                     layout=Layout(tp=x.tp, pp=x.pp, dp=x.dp, ep=x.ep))
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from llmcalc.errors import UserError
+from llmcalc.errors import Unread, UserError
 
 
 def check_outputs(force: bool, **targets: Path | None) -> None:
@@ -20,7 +20,12 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
     UserError naming its field. Refused: a folder, a missing folder, an existing file without `force`, something
     that is not a regular file (a device such as /dev/full, a pipe) even with `force`, a folder this process
     cannot create a file in (a temporary file is made there and removed), two targets that are one file, and a
-    target that the command line names as an input too (a spec, a raw file), even with `force`."""
+    target that the command line names as an input too (a spec, a raw file), even with `force`; and `force`
+    with no target given, which would overwrite nothing."""
+    if force and all(path is None for path in targets.values()):
+        names = " or ".join(f"`{name}`" for name in targets)
+        raise Unread("force", f"`force` overwrites the {names} file when it exists; none is given, so leave `force` "
+                              "out")
     seen: dict[str, str] = {}
     for name, path in targets.items():
         if path is None:

@@ -29,7 +29,7 @@ def fit(
     layout: groups.Layout,
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     reserve: Annotated[Optional[float], _real_opt(
         "--reserve", help="Share of GPU memory kept for the runtime (default: 0.1; with --engine, 1 − its GPU "
         "memory utilization).", panel=ADVANCED, metavar="SHARE")] = None,

@@ -35,7 +35,7 @@ def latency(
     layout: groups.Layout,
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     compute_dtype: Annotated[Optional[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]], _opt(
         "--compute-dtype", help="Matmul type: fp32, tf32, bf16, fp16, fp8, int8 or fp4 (default: bf16, or the "
         "formats' own).", panel=PRECISION, metavar="DTYPE")] = None,

@@ -54,7 +54,7 @@ def memory(
     encoder_seq: EncoderSeqOpt = None,
     weights: groups.Weights,
     kv_dtype: KVDtypeOpt = "bf16",
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     flash: Annotated[bool, _opt("--flash/--no-flash", help="Flash attention: no S×S scores.",
                                 panel=ADVANCED)] = True,
     train: Annotated[bool, _opt("--train/--inference", help="A training step instead of inference.",

@@ -205,7 +205,8 @@ WeightsDtypeOpt = Annotated[Optional[Dtype], _opt(
 WeightsFormatOpt = Annotated[Optional[str], _opt(
     "--weights-format", help="Per-component formats, e.g. experts=mxfp4.",
     panel=PRECISION, metavar="SPEC")]
-GroupOpt = Annotated[int, _count_opt("--group-size", help="int4: weights per fp16 scale.", panel=ADVANCED)]
+GroupOpt = Annotated[Optional[int], _count_opt("--group-size", help="int4: weights per fp16 scale (default 128).",
+                                                panel=ADVANCED)]
 AttentionOpt = Annotated[Literal["causal", "causal-half", "dense"], _opt(
     "--attention", help="Attention-core pairs: causal S(S+1)/2, causal-half S²/2 or dense S².", panel=CONVENTIONS,
     metavar="MODE")]
@@ -285,7 +286,7 @@ def load_gpu_named(name: str | None, needed_by: str | None = None):
 RequestsOpt = Annotated[int, _count_opt(
     "--requests", "-n", help="Requests to simulate (at most 100,000).",
     panel=SERVING)]
-LENGTHS = "N, uniform:LO,HI or normal:MEAN,STD"
+LENGTHS = "N (4k = 4,096), uniform:LO,HI or normal:MEAN,STD"
 RateOpt = Annotated[Optional[float], _real_opt(
     "--rate", help="Requests/s (serve's default: all at once).", panel=SERVING, metavar="REQ/S")]
 PromptLenOpt = Annotated[Optional[str], _opt("--prompt", help=f"Prompt tokens per request: {LENGTHS} (default: 1024).",

@@ -41,7 +41,7 @@ def sweep(
     timing: groups.EngineTime,
     weights: groups.Weights,
     kv_dtype: EngineKVDtypeOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     attention: Annotated[Optional[str], _opt(
         "--attention", help="Attention variants of each model as separate series, e.g. mha,gqa,mla (the swap "
         "rule of `llmcalc compare`).", panel=CONVENTIONS, metavar="LIST")] = None,
@@ -60,6 +60,8 @@ def sweep(
         from llmcalc.render.plot import check_target, plot_sweep
 
         check_target(plot)
+    if bars and out.format != "table":
+        raise UserError(f"--bars draws the table view's bars; --format {out.format} has none, so leave --bars out")
     models = [ModelRef(preset=p) for p in preset or []]
     models += [ModelRef(config=model.config)] if model.config else []
     models += [ModelRef(hf_config=model.hf_config, hf_generic=model.hf_generic)] if model.hf_config else []

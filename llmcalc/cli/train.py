@@ -72,7 +72,7 @@ def train(
     layout: TrainLayout,
     lora: groups.Lora,
     qlora: Annotated[bool, _opt("--qlora", help="With --lora: a 4-bit nf4-dq base.", panel=TRAINING)] = False,
-    weights_dtype: WeightsDtypeOpt = "bf16",
+    weights_dtype: WeightsDtypeOpt = None,
     compute_dtype: Annotated[Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"], _opt(
         "--compute-dtype", help="Matmul type and MFU peak: fp32, tf32, bf16, fp16, fp8 or fp4.", panel=PRECISION,
         metavar="DTYPE")] = "bf16",

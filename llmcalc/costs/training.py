@@ -220,14 +220,14 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     published runs whose memory this model does not cover passes `check_memory` False."""
     w = w.model_copy(update={"train": True})
     w.check(spec)
+    if w.formats(spec).quantized and not w.lora:  # before the memory check, which would name the micro-batch
+        raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
+                        "not modelled; use bf16, fp16 or fp32, or train LoRA adapters on the frozen base (`lora_rank`)")
     held = usable = memory_note = None
     if check_memory:
         w, held, usable, memory_note = memory_checked(spec, gpu, w, auto)
     L = w.layout
     spec.stack.check_modelled("training time")
-    if w.formats(spec).quantized and not w.lora:
-        raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
-                        "not modelled; use bf16, fp16 or fp32, or train LoRA adapters on the frozen base (`lora_rank`)")
     b, m = micro_batches(w)
     check_parallel_training(spec, w, m)
     _check_layout(spec, w)

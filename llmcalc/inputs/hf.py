@@ -742,8 +742,9 @@ def checkpoint_of(raw: dict, spec: dict[str, Any]) -> dict[str, Any]:
     if method == "mxfp4":
         formats = {"default": dense, "components": {"experts": "mxfp4"}}
     elif method == "fp8":
-        block = q.get("weight_block_size")
-        name = "fp8-block" if block in (None, [128, 128]) else _unsupported(f"fp8 weight_block_size {block}")
+        block = q.get("weight_block_size")  # none: one fp32 scale per matrix, as vLLM's Fp8Config reads it
+        name = "fp8-tensor" if block is None else "fp8-block" if block == [128, 128] else _unsupported(
+            f"fp8 weight_block_size {block}")
         formats = {"default": name, "components": edges | {"router": dense}}
     elif method in ("gptq", "awq"):
         bits, group = q.get("bits", q.get("w_bit", 4)), q.get("group_size", q.get("q_group_size", 128))

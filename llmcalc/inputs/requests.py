@@ -21,6 +21,7 @@ from pathlib import Path
 
 from llmcalc.errors import UserError, clip
 from llmcalc.inputs.files import json_loads
+from llmcalc.inputs.grid import parse_count, parse_number
 from llmcalc.model.base import MAX_SIZE
 
 FIELDS = ("arrival", "prompt", "output")
@@ -137,16 +138,17 @@ def check_requests(n: int) -> None:
 
 def parse_lengths(text: str, field: str) -> Lengths:
     """`512`, `uniform:LO,HI` or `normal:MEAN,STD` as a Lengths; a bad one is a UserError naming `field`. Every
-    number must be finite and at most MAX_SIZE."""
-    fix = "write e.g. 512, uniform:128,1024 or normal:512,128"
+    number must be finite and at most MAX_SIZE, in plain ASCII digits; a whole one may take the k or m suffix of
+    every count (4k = 4,096)."""
+    fix = "write e.g. 512, 4k, uniform:128,1024 or normal:512,128"
     kind, _, rest = text.strip().partition(":")
     try:
         if not rest:
-            n = int(kind)
+            n = parse_count(kind)
             if not 1 <= n <= MAX_SIZE:
                 raise ValueError
             return Constant(n)
-        lo, hi = (float(x) for x in rest.split(","))
+        lo, hi = (_length_number(x) for x in rest.split(","))
     except ValueError:
         raise UserError(f"`{field}`: {text!r} is not a length from 1 to {MAX_SIZE:,} or a distribution; {fix}") \
             from None
@@ -156,6 +158,14 @@ def parse_lengths(text: str, field: str) -> Lengths:
         return Normal(lo, hi)
     raise UserError(f"`{field}`: {text!r}: {kind!r} needs LO,HI with 1 ≤ LO ≤ HI (uniform) or MEAN ≥ 1, "
                     f"STD ≥ 0 (normal), each finite and at most {MAX_SIZE:,}; {fix}")
+
+
+def _length_number(text: str) -> float:
+    """A distribution's parameter: a count (parse_count: 512, 4k), else a number (parse_number: 0.5, 1e3)."""
+    try:
+        return float(parse_count(text))
+    except ValueError:
+        return parse_number(text)
 
 
 def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, int]]:

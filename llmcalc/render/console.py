@@ -1,13 +1,15 @@
 """Printing a report for people: its type's renderer (report_tables.py) returns lines and tables, fitted to
 the console here, text as written (no highlighting, no `:name:` emoji codes). A table that does not fit with both
 GB and GiB columns is rendered again with GB only; a table that still does not fit is stacked, one block per row
-with a line per column. Lines of text wrap between words, a number never parted from its unit (render/wrap.py).
+with a line per column. Lines of text wrap between words, a number never parted from its unit (render/wrap.py);
+a Verbatim line (a shell command) is printed whole.
 """
 
 from __future__ import annotations
 
 from llmcalc.render.report_tables import renderer
 from llmcalc.render.tables import fitted, stacked
+from llmcalc.render.text import Verbatim
 
 
 def print_report(report, units: str, **view) -> None:
@@ -25,6 +27,9 @@ def print_report(report, units: str, **view) -> None:
     for item in items:
         form = fitted(item, console.width)
         for x in ([form] if form is not None else stacked(item)):
+            if isinstance(x, Verbatim):
+                console.print(x, soft_wrap=True)
+                continue
             if isinstance(x, str):
                 x = units_kept(console.render_str(x)).wrap(console, console.width)
             console.print(x)

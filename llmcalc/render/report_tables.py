@@ -11,6 +11,7 @@ from collections.abc import Callable
 from llmcalc.render.scenarios import scenarios_table
 from llmcalc.render.tables import styled, table
 from llmcalc.render.text import (
+    Verbatim,
     esc,
     nbytes_text,
     number,
@@ -609,8 +610,8 @@ def plan_table(r, units: str) -> list:
 
 
 def shell_lines(argv: list[str]) -> list[str]:
-    """A command as shell lines (rich markup): the program and its model on the first, each flag with its values
-    on a line of its own, continued with a backslash."""
+    """A command as shell lines (rich markup, Verbatim: printed whole, never wrapped): the program and its model
+    on the first, each flag with its values on a line of its own, continued with a backslash."""
     import shlex
 
     groups: list[list[str]] = [[]]
@@ -619,7 +620,8 @@ def shell_lines(argv: list[str]) -> list[str]:
             groups.append([])
         groups[-1].append(shlex.quote(word))
     lines = [esc(" ".join(g)) for g in groups]  # the backslash after the escaped text, where rich leaves it be
-    return [("  " if i else "") + line + (" \\" if i < len(lines) - 1 else "") for i, line in enumerate(lines)]
+    return [Verbatim(("  " if i else "") + line + (" \\" if i < len(lines) - 1 else ""))
+            for i, line in enumerate(lines)]
 
 
 def _emitted(e) -> list[str]:

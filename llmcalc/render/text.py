@@ -17,6 +17,11 @@ def esc(text: object) -> str:
     return _escape()(str(text))
 
 
+class Verbatim(str):
+    """A line (rich markup, its text escaped) printed as it is, never wrapped or cropped: a shell command to paste,
+    whose long words a wrap would break. The terminal folds it for the eye; a copy or a pipe gets it whole."""
+
+
 def weights_words(label: str) -> str:
     """A weight-formats label (`fp8; embedding, head, norms bf16`) inside a sentence: 'fp8 weights (embedding,
     head, norms bf16)', the components kept in other formats in parentheses, not read as part of the sentence."""

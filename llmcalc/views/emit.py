@@ -122,16 +122,16 @@ def emit_commands(spec: ModelSpec, c: PlanCandidate, rank: int, commands: Engine
     engine's `settings` for c's GPU, and a benchmark of `load`."""
     model, placeholder = model_id(spec)
     engine = commands.engine
-    notes = []
-    if placeholder:
-        notes.append(f"the model preset names no Hugging Face repo: replace {model} with the model's repo id or "
-                     "local path in both commands")
     result = f"{engine}-{re.sub(r'[^A-Za-z0-9._-]+', '-', spec.name)}-plan{rank}.json"
     max_len = load.prompt.bound + load.output.bound
     why = _unsupported(spec, c, engine, max_len)
     if why is not None:
         return EmittedCommands(engine=engine, candidate=rank, model=model, model_placeholder=placeholder, launch=None,
-                               benchmark=None, result_file=None, unsupported=why, notes=notes)
+                               benchmark=None, result_file=None, unsupported=why, notes=[])
+    notes = []
+    if placeholder:
+        notes.append(f"the model preset names no Hugging Face repo: replace {model} with the model's repo id or "
+                     "local path in both commands")
     launch = Argv(commands.launch, model)
     LAUNCH[engine](launch, spec, c, settings, max_len)
     bench = Argv(commands.benchmark, model)
@@ -188,6 +188,10 @@ def _unsupported(spec: ModelSpec, c: PlanCandidate, engine: str, max_len: int) -
     if engine == "trtllm" and c.dp > 1:
         return (f"trtllm-serve has no data-parallel size: the {c.dp} replicas are {c.dp} servers behind a load "
                 "balancer, which --emit does not write; pick a candidate with dp 1")
+    if engine == "trtllm" and c.shipped and "bnb-" in c.weights_dtype:
+        # TensorRT-LLM's quantization recipes (docs, features/quantization): FP4, FP8, GPTQ, AWQ, INT8; no bitsandbytes
+        return (f"trtllm-serve loads pre-quantised FP8, FP4, GPTQ and AWQ checkpoints, not bitsandbytes "
+                f"({c.weights_dtype}); pick vllm or sglang, or another checkpoint")
     if engine == "trtllm" and c.weights_dtype == "fp8" and not c.shipped:
         return ("trtllm-serve takes fp8 weights and an fp8 KV cache from a pre-quantised (ModelOpt) checkpoint, "
                 "not from a flag; pick a bf16 candidate, or quantise the checkpoint first")

@@ -454,18 +454,31 @@ def drive(loops: list, lockstep: bool) -> None:
     """Run engine loops (_Sim.run generators) to their end: each on its own clock, or under `lockstep` on one,
     as data-parallel attention replicas whose MoE layers span them run: every step ends when the slowest
     engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
-    the clock moves to the earliest ready request."""
+    the clock moves to the earliest ready request. Past MAX_STEPS steps in all the run is refused: check_work's
+    count is the least a run may take, and requests that arrive too far apart to share steps take more."""
+    steps = 0
     if not lockstep:
         for loop in loops:
             proposal = next(loop, None)
             while proposal is not None:
+                steps += proposal[0]
+                if steps > MAX_STEPS:
+                    _too_many_steps()
                 proposal = _send(loop, proposal[1])
         return
     proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
     while live := {k: p for k, p in proposals.items() if p is not None}:
         stepping = [t for runs, t in live.values() if runs]
+        steps += len(stepping)
+        if steps > MAX_STEPS:
+            _too_many_steps()
         clock = max(stepping) if stepping else min(t for _, t in live.values())
         proposals = {k: _send(loops[k], clock) for k in live}
+
+
+def _too_many_steps() -> None:
+    raise UserError(f"`requests`: the run passed {MAX_STEPS:,} engine steps, the most a run may take (its requests "
+                    "arrive too far apart to share steps); give fewer requests, or a higher `rate` or `concurrency`")
 
 
 def _send(loop, clock: float):
