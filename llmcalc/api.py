@@ -870,12 +870,14 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
             raise UserError(f"`emit`: the plan runs on `engine` {engine}'s settings, not {emit}'s; give `engine` "
                             f"{emit}, or leave `engine` out")
     named = gpu if isinstance(gpu, (list, tuple)) else [gpu] if gpu is not None else []
-    devices = [load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])]
-    names = [d.name for d in devices]
-    if len(set(names)) < len(names):
-        twice = next(n for n in names if names.count(n) > 1)
-        raise UserError(f"`gpu`: two GPUs given are named {clip(twice, 60)!r} (a file's `name` and a preset's, or two "
-                        "files'); give each GPU file a name of its own")
+    devices = []
+    for device in (load_gpu(g, "plan") for g in dict.fromkeys(named or ["h100-sxm"])):
+        if device in devices:  # one GPU given twice (a preset and a copy of its file)
+            continue
+        if any(d.name == device.name for d in devices):
+            raise UserError(f"`gpu`: two GPUs given are named {clip(device.name, 60)!r} with different figures (a "
+                            "GPU file's name and a preset's, or two files'); give each GPU file a name of its own")
+        devices.append(device)
     prices = {d.name: d.price_per_hour for d in devices}
     items = [f"{k}={v}" for k, v in price.items()] if isinstance(price, dict) else price
     if items is not None and not (isinstance(items, (list, tuple)) and all(isinstance(i, str) for i in items)):

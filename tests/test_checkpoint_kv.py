@@ -132,3 +132,18 @@ def test_plan_emits_a_shipped_checkpoint_in_its_own_quantisation(tmp_path, hf_fi
         assert any("as the checkpoint ships them (fp8-tensor" in n for n in e.notes), e.notes
     trt = llmcalc.plan(folder, emit="trtllm", **run).emit
     assert trt.unsupported is None and trt.launch is not None
+
+
+@pytest.mark.parametrize("quant, name", [
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq-int4-g128"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "nf4"),
+    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bnb-int8")])
+def test_trtllm_is_not_emitted_for_a_weight_only_checkpoint(tmp_path, hf_fixture, quant, name):
+    """TensorRT-LLM's PyTorch backend runs checkpoints quantised to FP8 or FP4; a weight-only one (GPTQ, AWQ,
+    bitsandbytes) gets one line instead of a launch, and vLLM still gets its commands."""
+    folder = str(_folder(tmp_path, hf_fixture, config_quant=quant))
+    run = dict(gpu="h100-sxm", rate=2.0, slo_tpot=0.05, max_gpus=1, top=1, requests=40)
+    trt = llmcalc.plan(folder, emit="trtllm", **run)
+    assert trt.candidates[0].weights_dtype == name
+    assert trt.emit.launch is None and f"weight-only {name}" in trt.emit.unsupported
+    assert llmcalc.plan(folder, emit="vllm", **run).emit.launch is not None

@@ -47,7 +47,8 @@ def candidate(gpu: str, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, dtyp
               prefill: PrefillPool | None = None, shipped: bool = False, kv_dtype: str | None = None) -> PlanCandidate:
     """A listed deployment with these choices (its figures are not read by --emit)."""
     return PlanCandidate(gpu=gpu, gpus=tp * pp * dp, tp=tp, pp=pp, ep=ep, dp=dp, weights_dtype=dtype, shipped=shipped,
-                         kv_dtype=kv_dtype or dtype, max_seqs=max_seqs, disaggregated=prefill is not None, prefill=prefill, meets_slo=True,
+                         kv_dtype=kv_dtype or dtype, max_seqs=max_seqs, disaggregated=prefill is not None,
+                         prefill=prefill, meets_slo=True,
                          simulated=True, output_tokens_per_s_per_gpu=100.0, full_batch=max_seqs, kv_tokens=10**6,
                          saturation_tokens_per_s=1000.0, headroom=2.0, usd_per_million_tokens=None, ttft_p99_s=0.1,
                          tpot_p99_s=0.01, utilization=0.5)

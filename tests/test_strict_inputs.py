@@ -17,6 +17,8 @@ of digits long; and the presets that crashed a command run it."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -533,6 +535,11 @@ def test_two_gpus_of_one_name_in_a_plan_are_refused(tmp_path):
     r = run("plan", "-p", "llama2-7b", "--gpu", str(shadow), "--gpu", "a100-80gb", "--rate", "2", "--slo-tpot",
             "0.05", "--max-gpus", "1")
     one_line(r, "--gpu", "'a100-80gb'", "a name of its own")
+    same = tmp_path / "same.yaml"  # one GPU given twice, as a preset and as a copy of its file: one GPU
+    same.write_text((Path(__file__).parents[1] / "presets" / "gpus" / "h100-sxm.yaml").read_text())
+    r = run("plan", "-p", "llama2-7b", "--gpu", str(same), "--gpu", "h100-sxm", "--rate", "2", "--slo-tpot", "0.05",
+            "--max-gpus", "1", "-f", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["gpus"] == ["h100-sxm"], r.stderr
 
 
 def test_train_refuses_a_quantised_checkpoint_as_memory_does_unless_a_dtype_is_given(tmp_path, hf_fixture):
@@ -608,18 +615,14 @@ def test_emitted_commands_are_printed_whole_at_80_columns(tmp_path, hf_fixture):
     """A command's long words (a placeholder model, a result file named after it) were folded mid-word at 80
     columns, so a pasted command broke; each line is now printed whole, and a deployment the engine cannot run
     asks for no placeholder to be replaced."""
-    import os
-
     folder = tmp_path / ("a-long-model-name-" * 4 + "fp8")
-    shutil_copy = __import__("shutil").copytree
-    shutil_copy(hf_fixture("llama3-8b"), folder)
+    shutil.copytree(hf_fixture("llama3-8b"), folder)
     args = ("plan", "--hf-config", str(folder), "--gpu", "h100-sxm", "--rate", "2", "--slo-tpot", "0.05",
             "--max-gpus", "1")
     r = subprocess.run([sys.executable, "-m", "llmcalc", *args, "--emit", "vllm"], capture_output=True, text=True,
                        timeout=TIMEOUT, env=os.environ | {"COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     e = json.loads(run(*args, "--emit", "vllm", "-f", "json").stdout)["emit"]
-    assert f"  --result-filename {e['result_file']} \\" in r.stdout.splitlines() or \
-        f"  --result-filename {e['result_file']}" in r.stdout.splitlines()
+    assert len(e["result_file"]) > 80 and f"  --result-filename {e['result_file']}" in r.stdout.splitlines()
     long_prompt = json.loads(run(*args, "--emit", "vllm", "--prompt", "9000", "-f", "json").stdout)["emit"]
     assert long_prompt["unsupported"] and not long_prompt["notes"]

@@ -158,9 +158,9 @@ def test_every_size_of_a_narrow_compare_is_shown_whole():
 
 def test_a_stacked_table_names_each_column_on_one_line():
     """A table too wide for the terminal is stacked, a block per row, each value after its column's header on one
-    line: `max seqs`, `head-room`, `tok/s/GPU` (set on two lines as the table's headers)."""
+    line: `max seqs`, `headroom`, `tok/s/GPU` (set on two lines as the table's headers)."""
     from llmcalc.render.tables import stacked, table
 
     t = table("Deployments", ["#", "max\nseqs", "head-\nroom", "tok/s\n/GPU"], [["1", "16", "×1.5", "256"]])
-    assert stacked(t) == ["[bold]Deployments[/bold]", "#: 1", "  max seqs: 16", "  head-room: ×1.5",
+    assert stacked(t) == ["[bold]Deployments[/bold]", "#: 1", "  max seqs: 16", "  headroom: ×1.5",
                           "  tok/s/GPU: 256"]

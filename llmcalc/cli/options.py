@@ -95,16 +95,17 @@ def progress_bar(description: str, total: int | None) -> Iterator[Callable[..., 
         yield lambda **change: bar.update(task, **change)
 
 
-def grid_parser(parse: str, kind: type, doc: str) -> Callable[[str], Any]:
-    """An option's parser: llmcalc/inputs/grid.py's `parse` (imported when an option is read), its ValueError as
-    typer's BadParameter; a value already of `kind` (a default) passes as it is."""
+def grid_parser(parse_name: str, kind: type, doc: str) -> Callable[[str], Any]:
+    """An option's parser: the function llmcalc/inputs/grid.py names `parse_name` (the module imported when an
+    option is read), its ValueError as typer's BadParameter; a value already of `kind` (a default) passes as it
+    is."""
     def read(text: str | Any) -> Any:
         if isinstance(text, kind):
             return text
         from llmcalc.inputs import grid
 
         try:
-            return getattr(grid, parse)(text)
+            return getattr(grid, parse_name)(text)
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     read.__doc__ = doc

@@ -89,14 +89,13 @@ def serve(
 
     if plot_vs is not None and plot is None:
         raise UserError("--plot-vs is the axis of the --plot file; give --plot FILE, or leave out --plot-vs")
-    if force and plot is None:
-        raise UserError("--force overwrites the --plot file when it exists; none is given, so leave --force out")
     if plot is not None:
-        from llmcalc.cli.files import check_outputs
         from llmcalc.render.plot import check_target
 
         check_target(plot)
-        check_outputs(force, plot=plot)
+    from llmcalc.cli.files import check_outputs
+
+    check_outputs(force, plot=plot)
     run = api.prepare_serve(
         model.ref(), gpu, **layout.values(), **tokens.values(), **targets.values(), **weights.values(),
         **timing.values(), rate=rate, concurrency=concurrency, arrivals=arrivals, requests=requests, trace=trace,

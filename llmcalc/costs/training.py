@@ -556,7 +556,8 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
     if w.lora:
         notes.append(f"LoRA rank {w.lora_rank} on {','.join(w.lora_targets)}: the frozen base's matmuls run forward "
                      "and the input gradient, the adapters forward and both gradients; only the adapters' gradients "
-                     "are reduced and updated" + (" (the base dequantised to its dense type before each matmul)"
+                     "are reduced and updated" + (f" (the base in {formats_label(spec, w.formats(spec))}, "
+                                                 "dequantised to its dense type before each matmul)"
                                                  if w.formats(spec).quantized else ""))
     if L.pp > 1 and m * L.vpp < 4 * L.pp:
         notes.append(f"{m} micro-batch(es) over {L.pp} stages: the bubble is {(L.pp - 1) / (m * L.vpp):.0%} of the "

@@ -118,8 +118,8 @@ def fitted(item, width: int):
 
 def stacked(t: Table) -> list:
     """A table too wide for the terminal as blocks, one per row: its first cell, then `column: value` (a header
-    set on two lines, `max\nseqs` or `head-\nroom`, on one)."""
-    heads = [str(c.header).replace("-\n", "-").replace("\n/", "/").replace("\n", " ") for c in t.columns]
+    set on two lines, `max\nseqs` or `head-\nroom`, on one: `max seqs`, `headroom`)."""
+    heads = [str(c.header).replace("-\n", "").replace("\n/", "/").replace("\n", " ") for c in t.columns]
     cells = [list(c.cells) for c in t.columns]
     out = [f"[bold]{t.title}[/bold]"] if t.title else []
     for i in range(len(cells[0]) if cells else 0):

@@ -40,6 +40,7 @@ from llmcalc.errors import UserError
 from llmcalc.inputs.requests import Lengths
 from llmcalc.model.engine import Engine, Settings
 from llmcalc.model.engine_commands import Command, EngineCommands
+from llmcalc.model.formats import weight_format
 from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.plan import EmittedCommands, PlanCandidate, PlanReport, ShellCommand
@@ -188,13 +189,24 @@ def _unsupported(spec: ModelSpec, c: PlanCandidate, engine: str, max_len: int) -
     if engine == "trtllm" and c.dp > 1:
         return (f"trtllm-serve has no data-parallel size: the {c.dp} replicas are {c.dp} servers behind a load "
                 "balancer, which --emit does not write; pick a candidate with dp 1")
-    if engine == "trtllm" and c.shipped and "bnb-" in c.weights_dtype:
-        # TensorRT-LLM's quantization recipes (docs, features/quantization): FP4, FP8, GPTQ, AWQ, INT8; no bitsandbytes
-        return (f"trtllm-serve loads pre-quantised FP8, FP4, GPTQ and AWQ checkpoints, not bitsandbytes "
-                f"({c.weights_dtype}); pick vllm or sglang, or another checkpoint")
+    unrun = _weight_only(spec) if engine == "trtllm" and c.shipped else None
+    if unrun is not None:  # TensorRT-LLM docs, PyTorch backend quantization: "supports FP8 and NVFP4 quantization"
+        return (f"trtllm-serve's PyTorch backend runs checkpoints quantised to FP8 or FP4 (NVFP4, MXFP4), not "
+                f"weight-only {unrun}; pick vllm or sglang, or another checkpoint")
     if engine == "trtllm" and c.weights_dtype == "fp8" and not c.shipped:
         return ("trtllm-serve takes fp8 weights and an fp8 KV cache from a pre-quantised (ModelOpt) checkpoint, "
                 "not from a flag; pick a bf16 candidate, or quantise the checkpoint first")
+    return None
+
+
+def _weight_only(spec: ModelSpec) -> str | None:
+    """The first of the checkpoint's quantised formats that no fp8 or fp4 matmul runs natively (GPTQ, AWQ,
+    bitsandbytes, int8), or None."""
+    formats = spec.checkpoint.formats
+    for name in (formats.default, *formats.components.values()):
+        f = weight_format(name)
+        if f.quantized and f.compute not in ("fp8", "fp4"):
+            return name
     return None
 
 

@@ -168,9 +168,9 @@ MAX_OUTPUT_TOKENS = 1 << 25
 work, about 400,000 a second on this project's 2-core CI machine (8 M in 19 s), so a run stays within a minute or
 two."""
 MAX_STEPS = 1 << 23
-"""Most steps a run's engines must take at the least (8.4 M): a step is a pass of the loop, about 100,000 a second
-there at one sequence or a one-token budget (2 M in 23 s), so a run that must take more is refused before it
-starts."""
+"""Most steps a run's engines take in all (8.4 M): a step is a pass of the loop, about 100,000 a second there at one
+sequence or a one-token budget (2 M in 23 s). A run that must take more even with every token batched is refused
+before it starts (check_work); one whose requests share fewer steps, when it passes the bound (drive)."""
 
 
 def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: int | None, draft_k: int) -> None:
@@ -478,7 +478,7 @@ def drive(loops: list, lockstep: bool) -> None:
 
 def _too_many_steps() -> None:
     raise UserError(f"`requests`: the run passed {MAX_STEPS:,} engine steps, the most a run may take (its requests "
-                    "arrive too far apart to share steps); give fewer requests, or a higher `rate` or `concurrency`")
+                    "arrive too far apart to share steps); give fewer requests, or arrivals closer together")
 
 
 def _send(loop, clock: float):
