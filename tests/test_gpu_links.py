@@ -181,3 +181,35 @@ def test_a_price_is_shown_to_the_cent_and_kept_exact_in_json():
     assert row.split()[-1] == "1.01"
     assert "price: 1.01 USD per GPU-hour" in run("gpus", "a10g")
     assert json.loads(run("gpus", "a10g", "-f", "json"))["price_per_hour"] == 1.006
+
+
+def test_gpus_name_as_yaml_is_a_gpu_file_that_loads_back_as_the_same_gpu(tmp_path, cli):
+    """`gpus NAME -f yaml` once wrote the report (memory_bytes, ridge_point: fields a GPU file refuses) and left out
+    the node and network tiers; it is now the GPU file itself, every preset loading back field for field."""
+    from llmcalc.render.formats import gpu_document
+    from llmcalc.views.gpus import gpu_detail
+
+    for name in gpu_names():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(gpu_document(gpu_detail(load_gpu(name))), encoding="utf-8")
+        assert load_gpu(str(path)) == load_gpu(name), name
+    r = cli("gpus", "h100-sxm", "-f", "yaml")
+    assert r.returncode == 0 and r.stdout.startswith("# h100-sxm: 85,899,345,920 bytes"), r.stderr
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(r.stdout, encoding="utf-8")
+    assert cli("latency", "-p", "llama3-8b", "--gpu", str(copy), "-f", "json").stdout == \
+        cli("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "-f", "json").stdout
+
+
+def test_gpus_name_shows_the_node_and_network_tiers(cli, cli_json):
+    """The tiers every multi-node figure depends on (gpus_per_node, network_gbs, each tier's latency) are in the
+    report and its table, as the preset states them; a GPU with no network says how collectives are then costed."""
+    h100 = load_gpu("h100-sxm")
+    g = cli_json("gpus", "h100-sxm")
+    assert (g["gpus_per_node"], g["network_bytes_per_s"]) == (h100.gpus_per_node, h100.network_gbs * 1e9)
+    assert g["interconnect_latency_s"] == pytest.approx(h100.interconnect_latency_us * 1e-6)
+    assert g["network_latency_s"] == pytest.approx(h100.network_latency_us * 1e-6)
+    assert g["spec"]["memory_gib"] == h100.memory_gib and "memory_bytes" not in g["spec"]
+    text = " ".join(cli("gpus", "h100-sxm").stdout.split())
+    assert f"{h100.gpus_per_node} GPUs per node" in text and "network: 100.0 GB/s per GPU" in text
+    assert "network: not stated" in " ".join(cli("gpus", "l40s").stdout.split())

@@ -17,14 +17,16 @@ ROW_CONTEXT = ("model", "batch", "seq", "gen", "gpu", "kv_dtype", "mode", "devic
 
 def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
     """JSON (indented) or YAML (block style, fields in order, Unicode as is). A preset in full is written as
-    YAML that `--config` loads: its spec, the derived figures as comments above it."""
+    YAML that `--config` loads, and a GPU in full as YAML that `--gpu` loads: its fields as the file writes
+    them, the derived figures as comments above them (FILE_DOCUMENTS)."""
     data = report_data(report)
     if fmt == "json":
         sys.stdout.write(strict_json(data))
         return
     require_finite(data)
-    if type(report).__name__ == "PresetReport":
-        sys.stdout.write(spec_document(report))
+    document = FILE_DOCUMENTS.get(type(report).__name__)
+    if document is not None:
+        sys.stdout.write(document(report))
     else:
         import yaml
 
@@ -67,6 +69,24 @@ def spec_document(r) -> str:
     body = yaml.safe_dump({"name": r.name, "source": r.source} | r.spec, sort_keys=False, width=120,
                           allow_unicode=True)
     return "\n".join(head) + "\n" + body
+
+
+def gpu_document(r) -> str:
+    """A GPU in full as a GPU file: every field as presets/gpus/NAME.yaml writes it, led by comments with what
+    follows from it."""
+    import yaml
+
+    head = [f"# {r.name}: {r.memory_bytes:,} bytes of memory at {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s; "
+            f"bf16 ridge point {r.ridge_point:.0f} FLOPs per byte",
+            "# units: peak_tflops dense TFLOP/s (int8: TOPS); memory_gib GiB; *_gbs GB/s (10^9), both directions",
+            "# together; *_latency_us microseconds; price_per_hour USD per GPU-hour",
+            "# the bundled presets' comments (presets/gpus/) give the source of each figure",
+            "# save this, give it a name of its own and edit it, then: llmcalc latency -p llama3-8b --gpu FILE.yaml"]
+    return "\n".join(head) + "\n" + yaml.safe_dump(r.spec, sort_keys=False, width=120, allow_unicode=True)
+
+
+FILE_DOCUMENTS = {"PresetReport": spec_document, "GPUReport": gpu_document}
+"""Reports whose YAML is the file the CLI loads back (a spec for --config, a GPU for --gpu), by report type."""
 
 
 def csv_rows(report: BaseModel | Sequence[BaseModel]) -> list[dict]:

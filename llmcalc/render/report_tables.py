@@ -214,6 +214,11 @@ def gpus_table(rows: list, units: str) -> list:
     ]
 
 
+def _latency(seconds_: float | None) -> str:
+    """', a small collective N µs' where the latency is stated."""
+    return f", a small collective {seconds_ * 1e6:g} µs" if seconds_ else ""
+
+
 @renders("GPUReport")
 def gpu_detail_table(g, units: str) -> list:
     peaks = [[dtype, "—" if v is None else f"{v / 1e12:,.1f}"] for dtype, v in g.peak_flops.items()]
@@ -221,7 +226,11 @@ def gpu_detail_table(g, units: str) -> list:
         f"[bold]{esc(g.name)}[/bold]: {esc(g.description)}",
         f"memory {nbytes_text(g.memory_bytes, units)} · bandwidth {g.bandwidth_bytes_per_s / 1e12:.2f} TB/s · "
         f"ridge {g.ridge_point:.0f} bf16 FLOPs per byte",
-        f"interconnect: {esc(g.interconnect)}, {g.interconnect_bytes_per_s / 1e9:,.1f} GB/s both directions",
+        f"interconnect: {esc(g.interconnect)}, {g.interconnect_bytes_per_s / 1e9:,.1f} GB/s both directions"
+        + _latency(g.interconnect_latency_s) + (f", {g.gpus_per_node} GPUs per node" if g.gpus_per_node else ""),
+        "network: " + (f"{g.network_bytes_per_s / 1e9:,.1f} GB/s per GPU both directions" + _latency(g.network_latency_s)
+                       if g.network_bytes_per_s else "not stated (collectives beyond a node are costed on the "
+                       "interconnect)"),
         "price: " + (f"{_price(g.price_per_hour)} USD per GPU-hour, on-demand rental (source and date in the preset)"
                      if g.price_per_hour else "no public on-demand price known"),
         table("Dense peak (no sparsity)", ["dtype", "TFLOP/s (int8: TOPS)"], peaks),

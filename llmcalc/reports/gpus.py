@@ -39,4 +39,17 @@ class GPUReport(GPUFigures):
 
     peak_flops: dict[str, float | None]
     """Dense peak FLOP/s per matmul dtype; None where the GPU has no such unit."""
+    architecture: str | None
+    """Which published kernel figures apply to it (ampere, ada, hopper, blackwell, cdna3); None: unknown."""
+    gpus_per_node: int | None
+    """GPUs the interconnect joins; None: unknown, every collective crosses the interconnect."""
+    interconnect_latency_s: float | None
+    """Seconds a small collective over the interconnect takes end to end; None: unknown (0)."""
+    network_bytes_per_s: float | None
+    """Bytes/s per GPU between nodes, both directions together; None: unknown (collectives beyond a node are costed
+    on the interconnect)."""
+    network_latency_s: float | None
+    """Seconds a small collective spanning nodes takes end to end; None: unknown (0)."""
     notes: str
+    spec: dict
+    """Every field of the GPU as a GPU file writes it (presets/gpus/NAME.yaml): what `--gpu FILE.yaml` loads."""
