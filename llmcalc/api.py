@@ -846,7 +846,7 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
     from llmcalc.inputs.engines import load_engine
     from llmcalc.inputs.grid import parse_number
     from llmcalc.inputs.time_models import load_time_model
-    from llmcalc.model.gpu import FIGURE_MAX
+    from llmcalc.model.gpu import FIGURE_MAX, FIGURE_MIN
     from llmcalc.views.plan import plan as search
 
     if rate is None:
@@ -893,8 +893,9 @@ def plan(model, gpu=None, *, max_gpus: int = 8, rate: float | None = None, promp
             value = parse_number(usd)
         except ValueError:
             value = -1.0
-        if name not in prices or not 0 < value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
-            raise UserError(f"`price`: {clip(item, 60)!r} is not GPU=USD (up to {FIGURE_MAX:,.0f}) for a `gpu` given "
+        if name not in prices or not FIGURE_MIN <= value <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
+            raise UserError(f"`price`: {clip(item, 60)!r} is not GPU=USD ({FIGURE_MIN:g} to {FIGURE_MAX:,.0f}) for a "
+                            "`gpu` given "
                             f"({', '.join(prices)}); write e.g. {next(iter(prices))}=2.5")
         prices[name] = value
     lengths = _lengths(prompt, output)

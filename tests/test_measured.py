@@ -247,3 +247,31 @@ def test_one_ttft_fits_the_compute_efficiency_or_the_host_time_never_both():
     assert tm.compute_efficiency == 0.8 and tm.step_s == pytest.approx(0.01, rel=1e-3)
     assert tm.request_s == pytest.approx(0.5 - 0.2 - 0.001 / 0.8 - 0.01, rel=1e-3)
     assert {f.name: f.runs for f in fits} == {"step_s": 1, "compute_efficiency": 0, "request_s": 1}
+
+
+def _tiny_runs(tmp_path, n: int):
+    """n copies of the vLLM fixture's run, each of one request of 16 + 2 tokens: a file of many small runs."""
+    run = json.loads((BENCH / "vllm_bench_serve.json").read_text()) | {
+        "completed": 1, "max_concurrency": 1, "total_input_tokens": 16, "total_output_tokens": 2}
+    path = tmp_path / f"runs{n}.jsonl"
+    path.write_text("".join(json.dumps(run) + "\n" for _ in range(n)))
+    return path
+
+
+def test_many_runs_are_checked_in_folds_and_past_the_bound_refused(cli, tmp_path):
+    """calibrate --from-runs refitted once per run for its leave-one-out, each refit over all the others: 200 runs
+    took 46 s, a 64 MiB file hours. Past MAX_FOLDS runs the check deals them into folds, and past MAX_RUNS runs
+    `measured` and `calibrate --from-runs` refuse the files."""
+    from llmcalc.costs.run_fit import MAX_FOLDS
+    from llmcalc.views.measured import MAX_RUNS
+
+    args = ("--preset", "llama3-8b", "--gpu", "h100-sxm")
+    r = cli("calibrate", "--from-runs", str(_tiny_runs(tmp_path, MAX_FOLDS + 2)), *args)
+    assert r.returncode == 0, r.stderr
+    assert len([x for x in r.stderr.splitlines() if x.startswith("held out ")]) == MAX_FOLDS + 2
+    assert f"{MAX_FOLDS}-fold before the refit" in r.stderr and "leave-one-out" not in r.stderr
+    many = str(_tiny_runs(tmp_path, MAX_RUNS + 1))
+    for command in (("measured", many), ("calibrate", "--from-runs", many)):
+        r = cli(*command, *args)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"past {MAX_RUNS:,} runs" in r.stderr

@@ -473,3 +473,19 @@ def test_requests_too_far_apart_to_share_steps_are_refused_past_the_step_bound(m
     assert run("llama2-7b", n=50, prompt="128", output="64", w=Workload(layout=layout)).steps < 1000
     with pytest.raises(UserError, match=r"`requests`: the run passed 1,000 engine steps.*closer together"):
         run("llama2-7b", n=50, prompt="128", output="64", load=Load(rate=1e-4), w=Workload(layout=layout))
+
+
+def test_runs_under_one_command_share_the_step_bound(monkeypatch):
+    """measured's runs, plan's finalists and a load curve each simulated up to MAX_STEPS on its own: 4 runs of 8,000
+    requests at concurrency 1 took about 4 × 70 s. Under shared_steps they draw on one budget (here 1,000 steps:
+    each run below takes about 700), and outside it each run still has its own."""
+    import llmcalc.views.serve as serving
+
+    monkeypatch.setattr(serving, "MAX_STEPS", 1000)
+    one = run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))
+    assert 500 < one.steps < 1000
+    run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))
+    with serving.shared_steps():
+        run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))
+        with pytest.raises(UserError, match=r"`requests`: these runs passed 1,000 engine steps in all"):
+            run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))

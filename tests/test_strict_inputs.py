@@ -626,3 +626,27 @@ def test_emitted_commands_are_printed_whole_at_80_columns(tmp_path, hf_fixture):
     assert len(e["result_file"]) > 80 and f"  --result-filename {e['result_file']}" in r.stdout.splitlines()
     long_prompt = json.loads(run(*args, "--emit", "vllm", "--prompt", "9000", "-f", "json").stdout)["emit"]
     assert long_prompt["unsupported"] and not long_prompt["notes"]
+
+
+@pytest.mark.parametrize("args, needles", [
+    (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--gpus", "1" + "0" * 400), ("--gpus", "too large")),
+    (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--gpus", "99999999999"), ("--gpus", "1,048,576")),
+    (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--price", "1e-320"), ("--price", "1e-06")),
+    (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--mfu", "1e-320"), ("--mfu", "1e-06")),
+    (("plan", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "1", "--slo-ttft", "2", "--price",
+      "h100-sxm=1e-320"), ("--price", "1e-06")),
+])
+def test_scale_and_plan_bound_their_gpu_count_and_price_as_every_command_does(args, needles):
+    """scale --gpus of 401 digits was a traceback (OverflowError) and 10^11 GPUs ran; a subnormal price or mfu ran
+    to a cost of $0; GPU counts are at most 2^20 and figures at least a millionth everywhere else."""
+    one_line(run(*args), *needles)
+
+
+def test_scale_gpus_take_the_suffix_every_count_takes(cli_json):
+    assert cli_json("scale", "--params", "7e9", "--gpu", "h100-sxm", "--gpus", "1k")["gpus"] == 1024
+
+
+@pytest.mark.parametrize("model", ["bert-base-uncased", "flan-t5-base"])
+def test_compare_names_the_model_it_cannot_compare(model):
+    """Among many models, 'model: an encoder-only model …' did not say which."""
+    one_line(run("compare", "-p", "llama2-7b", "-p", model), f"compare {model}: ")

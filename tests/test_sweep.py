@@ -327,3 +327,19 @@ def test_attention_variants_are_series(cli_json):
                     cli_json("compare", "gqa", "mla", "--seq", str(seq), "--batch", "2")["rows"]}
         for row in (r for r in out["rows"] if r["seq"] == seq):
             assert row["kv_bytes"] == compared[row["model"]]
+
+
+def test_plot_of_more_lines_than_can_be_told_apart_is_refused_and_writes_nothing(cli, tmp_path):
+    """--batch 1..5000:1 --plot ran past a minute in matplotlib's legend placement; 500 lines took 4.5 s and drew a
+    legend over the plot, with matplotlib's warnings on stderr. Past MAX_SWEEP_LINES the plot is refused, one line."""
+    pytest.importorskip("matplotlib", reason="matplotlib not installed (pip install matplotlib)")
+    from llmcalc.render.plot import MAX_SWEEP_LINES
+
+    target = tmp_path / "many.png"
+    r = cli("sweep", "-p", "llama2-7b", "--seq", "1,2", "--batch", f"1..{MAX_SWEEP_LINES + 1}:1", "--plot",
+            str(target), "-f", "csv")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"{MAX_SWEEP_LINES + 1} lines" in r.stderr and "--plot" in r.stderr and not list(tmp_path.iterdir())
+    r = cli("sweep", "-p", "llama2-7b", "--seq", "1,2", "--batch", f"1..{MAX_SWEEP_LINES}:1", "--plot",
+            str(target), "-f", "csv")
+    assert r.returncode == 0 and r.stderr == f"plot: wrote {target}\n", r.stderr

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Annotated, Literal, Optional
 
 from llmcalc.cli.app import command
-from llmcalc.cli.options import GPUS, PRECISION, WORKLOAD, FormatOpt, _opt, _real_opt, emit, grid_parser
+from llmcalc.cli.options import (GPUS, PRECISION, WORKLOAD, FormatOpt, _count_opt, _opt, _real_opt, emit,
+                                 grid_parser)
 
 AMOUNT = "decimal K, M, B, T or an exponent"
 
@@ -32,8 +33,8 @@ def scale(
     gpu: Annotated[Optional[str], _opt(
         "--gpu", help="Add training GPU-hours and days on this GPU (a preset or a GPU YAML file).", panel=GPUS,
         metavar="NAME")] = None,
-    gpus: Annotated[Optional[int], _opt("--gpus", help="GPUs training together: days = GPU-hours / gpus / 24 "
-                                        "(default 1).", panel=GPUS, metavar="N")] = None,
+    gpus: Annotated[Optional[int], _count_opt("--gpus", help="GPUs training together: days = GPU-hours / gpus / 24 "
+                                              "(default 1).", panel=GPUS)] = None,
     mfu: Annotated[Optional[float], _real_opt(
         "--mfu", help="Model FLOPs utilisation, in (0, 1] (default 0.40: what large published pre-training runs "
         "reach; a matmul's own efficiency is no whole run's).", panel=GPUS, metavar="SHARE")] = None,

@@ -26,10 +26,11 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from llmcalc.errors import Unread, UserError
-from llmcalc.model.base import AMOUNT_MAX
-from llmcalc.model.gpu import FIGURE_MAX, GPU
+from llmcalc.errors import Unread, UserError, clip
+from llmcalc.model.base import AMOUNT_MAX, SHARE_MIN
+from llmcalc.model.gpu import FIGURE_MAX, FIGURE_MIN, GPU
 from llmcalc.reports.scaling import ScaleReport, ScaleRow
+from llmcalc.workload import MAX_GPUS
 
 TRAIN_FLOPS = 6
 """FLOPs per parameter per training token: forward 2 (a multiply-add is 2 FLOPs) + backward 4."""
@@ -131,13 +132,14 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
         raise UserError(f"`{given}`: {value:g} is not a positive count; give a number such as 1e21 or 70B")
     if method not in METHODS:
         raise UserError(f"`method`: unknown method {method!r}; use one of {', '.join(METHODS)}")
-    if gpus is not None and gpus < 1:
-        raise UserError(f"`gpus`: {gpus} is not a positive count; give 1 or more")
-    if mfu is not None and not 0 < mfu <= 1:
-        raise UserError(f"`mfu`: {mfu!r} is not in (0, 1]; give a share such as 0.4")
-    if price is not None and not 0 < price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
-        raise UserError(f"`price`: {price:g} is not a price in (0, {FIGURE_MAX:,.0f}]; give USD per GPU-hour such as "
-                        "2.5")
+    if gpus is not None and not 1 <= gpus <= MAX_GPUS:
+        raise UserError(f"`gpus`: {clip(str(gpus), 24)} is not a count of GPUs from 1 to {MAX_GPUS:,}; give one such "
+                        "as 1024")
+    if mfu is not None and not SHARE_MIN <= mfu <= 1:
+        raise UserError(f"`mfu`: {mfu!r} is not in [{SHARE_MIN:g}, 1]; give a share such as 0.4")
+    if price is not None and not FIGURE_MIN <= price <= FIGURE_MAX:  # NaN fails both comparisons, inf the second
+        raise UserError(f"`price`: {price:g} is not a price from {FIGURE_MIN:g} to {FIGURE_MAX:,.0f}; give USD per "
+                        "GPU-hour such as 2.5")
     if gpu is None and (mfu is not None or price is not None or gpus is not None):
         raise UserError("`gpu`: a time or a cost needs a GPU; give `gpu` NAME (see `llmcalc gpus`)")
     if gpu is None and compute_dtype is not None:

@@ -30,9 +30,30 @@ def check_target(path: Path) -> None:
         raise UserError(f"`plot`: matplotlib is not installed; {INSTALL}") from None
 
 
+MAX_SWEEP_LINES = 32
+"""Most lines (models × batch sizes) the memory panel of a sweep draws: past it, neither the lines nor the legend
+can be told apart, and matplotlib's legend placement grows with their number (5,000 took minutes)."""
+
+
 def plot_sweep(r: SweepReport, path: Path, units: str) -> None:
-    """Write sweep_figure to `path` (format from its suffix)."""
-    sweep_figure(r, units).savefig(path)
+    """Write sweep_figure to `path` (format from its suffix); a grid of more than MAX_SWEEP_LINES lines is
+    refused."""
+    lines = len(r.models) * len(r.grid.batch)
+    if lines > MAX_SWEEP_LINES:
+        raise UserError(f"`plot`: {len(r.models):,} model(s) × {len(r.grid.batch):,} batch sizes make {lines:,} lines, "
+                        f"past the {MAX_SWEEP_LINES} a plot can tell apart; plot fewer `batch` values, or leave "
+                        "`plot` out and read the table (--format csv)")
+    _save(sweep_figure(r, units), path)
+
+
+def _save(fig, path: Path) -> None:
+    """fig to path, without matplotlib's layout warnings on stderr (a crowded legend): the figure is written all
+    the same."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fig.savefig(path)
 
 
 def sweep_figure(r: SweepReport, units: str):
@@ -148,7 +169,7 @@ def plot_serve_time(r: ServeReport, path: Path) -> None:
     if r.slo_tpot_s is not None:
         right.axhline(r.slo_tpot_s * 1e3, color="C2", linestyle="--", label="TPOT target")
     _finish(fig, (left, right))
-    fig.savefig(path)
+    _save(fig, path)
 
 
 def plot_serve_load(reports: list[ServeReport], path: Path) -> None:
@@ -174,7 +195,7 @@ def plot_serve_load(reports: list[ServeReport], path: Path) -> None:
         right.axhline(r.slo_tpot_s * 1e3, color="C1", linestyle="--", label="TPOT target")
     left.set(title=f"{r.model} on {r.gpus} × {r.gpu}")
     _finish(fig, (left, right))
-    fig.savefig(path)
+    _save(fig, path)
 
 
 def _finish(fig, axes) -> None:

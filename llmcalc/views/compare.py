@@ -306,7 +306,10 @@ def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None,
         raise UserError(f"compare: the model {twice!r} is given twice (`preset`, `config`, `hf_config` and `hf_model` "
                         "each name a model here); give each model once")
     for spec in specs:
-        spec.stack.check_decoding("model")
+        try:
+            spec.stack.check_decoding("model")
+        except UserError as e:  # which of the models it is
+            raise UserError(f"compare {spec.name}: {e}") from None
     notes: list[str] = []
     ref = _row(specs[0], specs[0].name, w, gpu, tm, None, notes)
     rows = [ref] + [_row(s, s.name, w, gpu, tm, ref.model_dump(), notes) for s in specs[1:]]

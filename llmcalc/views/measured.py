@@ -274,16 +274,27 @@ def measure_run(case: Case) -> tuple[MeasuredRun, list[MetricRow], list[str]]:
         metric_rows, [f"{run.name}: {x}" for x in notes]
 
 
+MAX_RUNS = 1000
+"""Most runs `measured` and `calibrate --from-runs` take at once: each is a `serve` simulation (about 25 ms for a
+small one), and a 64 MiB file can hold tens of thousands."""
+
+
 def read_all(files: list[Path]) -> list:
-    """Every run of every result file, in order (inputs/benchmarks.py: read_runs)."""
+    """Every run of every result file, in order (inputs/benchmarks.py: read_runs); at most MAX_RUNS of them."""
     from llmcalc.inputs.benchmarks import read_runs
 
-    return [run for path in files for run in read_runs(Path(path))]
+    runs = []
+    for path in files:
+        runs += read_runs(Path(path))
+        if len(runs) > MAX_RUNS:
+            raise UserError(f"`files`: past {MAX_RUNS:,} runs (at {path}), more than are compared at once, each a "
+                            "`serve` simulation; give fewer runs at once")
+    return runs
 
 
 def measured(files: list[Path], model=None, gpu: str | None = None, **inputs: Any) -> MeasuredReport:
     """Every run of `files` beside serve's prediction of it (`resolve`'s inputs): `llmcalc measured`."""
-    from llmcalc.views.serve import MAX_OUTPUT_TOKENS
+    from llmcalc.views.serve import MAX_OUTPUT_TOKENS, shared_steps
 
     runs = read_all(files)
     cases = [resolve(run, model, gpu, **inputs) for run in runs]
@@ -291,7 +302,8 @@ def measured(files: list[Path], model=None, gpu: str | None = None, **inputs: An
     if tokens > MAX_OUTPUT_TOKENS:  # each run is also bounded on its own, when simulated
         raise UserError(f"`files`: the {len(runs):,} runs hold about {tokens:,.0f} output tokens to simulate, more "
                         f"than the {MAX_OUTPUT_TOKENS:,} of one `serve` run; give fewer runs at once")
-    done = [measure_run(c) for c in cases]
+    with shared_steps():  # the runs are bounded as one `serve` run is
+        done = [measure_run(c) for c in cases]
     notes = [f"{run.name}: {n}" for run in runs for n in run.notes]
     notes += [n for _, _, extra in done for n in extra]
     return MeasuredReport(rows=[row for _, rows, _ in done for row in rows], files=len(files),
@@ -327,7 +339,7 @@ def refit_runs(files: list[Path], model=None, gpu: str | None = None, served_by:
     import json
     import math
 
-    from llmcalc.costs.run_fit import LEFT, RunFigures, fit_runs, leave_one_out
+    from llmcalc.costs.run_fit import LEFT, RunFigures, fit_runs, fold_name, held_out
 
     runs = read_all(files)
     cases = [resolve(run, model, gpu, engine=served_by, engine_field="served_by") for run in runs]
@@ -356,7 +368,7 @@ def refit_runs(files: list[Path], model=None, gpu: str | None = None, served_by:
         return cache[key]
 
     tm, fits = fit_runs(figures, base, predict)
-    held = leave_one_out(figures, base, predict)
+    held = held_out(figures, base, predict)
     names = ", ".join(f.name for f in figures)
     what = f"{len(figures)} run(s) of {engine} on {device.name} ({names})"
     sources = dict(tm.sources)
@@ -378,7 +390,7 @@ def refit_runs(files: list[Path], model=None, gpu: str | None = None, served_by:
                 f"{m.upper()} {h.before[m]:.3f} -> {h.after[m]:.3f}" for m in h.after))
         for side in ("before", "after"):
             errs = [abs(math.log(r)) for h in held for r in getattr(h, side).values()]
-            lines.append(f"leave-one-out {side} the refit: mean |log(predicted / measured)| "
+            lines.append(f"{fold_name(len(figures))} {side} the refit: mean |log(predicted / measured)| "
                          f"{sum(errs) / len(errs):.3f} over {len(errs)} figure(s)")
     else:
         lines.append("leave-one-out: needs 2 runs or more; none held out")

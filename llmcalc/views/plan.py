@@ -52,7 +52,7 @@ from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.model.time_model import TimeModel
 from llmcalc.reports.plan import PlanCandidate, PlanReport, PrefillPool
-from llmcalc.views.serve import MAX_OUTPUT_TOKENS, SLO, Load, make_requests, serve
+from llmcalc.views.serve import MAX_OUTPUT_TOKENS, SLO, Load, make_requests, serve, shared_steps
 from llmcalc.workload import Layout, Workload
 
 MAX_GPUS = 1024
@@ -308,20 +308,21 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
     feasible.sort(key=_rank)
     finalists, done = [], set()
     simulated = 0
-    for c in feasible:  # a deployment is listed once, at the smallest max_seqs that meets the targets
-        key = (c.gpu, c.tp, c.pp, c.ep, c.dp, c.weights_dtype, c.prefill)
-        if key in done:  # kept, or its TPOT missed: a larger max_seqs only makes the batch larger
-            continue
-        if len(finalists) >= top or simulated >= max(3 * top, 10):
-            break
-        simulated += 1
-        tell("simulating finalists", simulated, max(3 * top, 10))
-        checked = _simulate(spec, c, {g.name: g for g in gpus}[c.gpu], tms[c.gpu], engines, rate, prompt, output,
-                            prompt_text, output_text, slo, requests, seed)
-        if checked.meets_slo:
-            finalists.append(checked)
-        if checked.meets_slo or slo.tpot_s is not None and checked.tpot_p99_s > slo.tpot_s:
-            done.add(key)
+    with shared_steps():  # the finalists' runs are bounded as one `serve` run is
+        for c in feasible:  # a deployment is listed once, at the smallest max_seqs that meets the targets
+            key = (c.gpu, c.tp, c.pp, c.ep, c.dp, c.weights_dtype, c.prefill)
+            if key in done:  # kept, or its TPOT missed: a larger max_seqs only makes the batch larger
+                continue
+            if len(finalists) >= top or simulated >= max(3 * top, 10):
+                break
+            simulated += 1
+            tell("simulating finalists", simulated, max(3 * top, 10))
+            checked = _simulate(spec, c, {g.name: g for g in gpus}[c.gpu], tms[c.gpu], engines, rate, prompt,
+                                output, prompt_text, output_text, slo, requests, seed)
+            if checked.meets_slo:
+                finalists.append(checked)
+            if checked.meets_slo or slo.tpot_s is not None and checked.tpot_p99_s > slo.tpot_s:
+                done.add(key)
     finalists.sort(key=_rank)
     notes = [f"{searched:,} candidates in closed form ({len(feasible):,} within {SLACK} × the targets there); "
              f"the {simulated} cheapest of them simulated ({requests} Poisson requests each), {len(finalists)} met "

@@ -29,6 +29,8 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from llmcalc.costs.capacity import engine_pool, serving_kv_budget
@@ -450,33 +452,55 @@ class _Sim:
                         entering.append(nxt)
 
 
+_SHARED_STEPS: ContextVar[list[int] | None] = ContextVar("shared_steps", default=None)
+"""The engine steps the runs under shared_steps have taken so far (a one-item list), or None outside it."""
+
+
+@contextmanager
+def shared_steps():
+    """Every run simulated inside draws on one budget of MAX_STEPS engine steps: a command that simulates several
+    (measured's runs, plan's finalists, a load curve) is bounded as one run is, not as many."""
+    token = _SHARED_STEPS.set([0])
+    try:
+        yield
+    finally:
+        _SHARED_STEPS.reset(token)
+
+
 def drive(loops: list, lockstep: bool) -> None:
     """Run engine loops (_Sim.run generators) to their end: each on its own clock, or under `lockstep` on one,
     as data-parallel attention replicas whose MoE layers span them run: every step ends when the slowest
     engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
-    the clock moves to the earliest ready request. Past MAX_STEPS steps in all the run is refused: check_work's
-    count is the least a run may take, and requests that arrive too far apart to share steps take more."""
-    steps = 0
+    the clock moves to the earliest ready request. Past MAX_STEPS steps in all (with the runs before it under
+    shared_steps) the run is refused: check_work's count is the least a run may take, and requests that arrive
+    too far apart to share steps take more."""
+    shared = _SHARED_STEPS.get()
+    steps = shared[0] if shared else 0
     if not lockstep:
         for loop in loops:
             proposal = next(loop, None)
             while proposal is not None:
                 steps += proposal[0]
                 if steps > MAX_STEPS:
-                    _too_many_steps()
+                    _too_many_steps(shared is not None)
                 proposal = _send(loop, proposal[1])
-        return
-    proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
-    while live := {k: p for k, p in proposals.items() if p is not None}:
-        stepping = [t for runs, t in live.values() if runs]
-        steps += len(stepping)
-        if steps > MAX_STEPS:
-            _too_many_steps()
-        clock = max(stepping) if stepping else min(t for _, t in live.values())
-        proposals = {k: _send(loops[k], clock) for k in live}
+    else:
+        proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
+        while live := {k: p for k, p in proposals.items() if p is not None}:
+            stepping = [t for runs, t in live.values() if runs]
+            steps += len(stepping)
+            if steps > MAX_STEPS:
+                _too_many_steps(shared is not None)
+            clock = max(stepping) if stepping else min(t for _, t in live.values())
+            proposals = {k: _send(loops[k], clock) for k in live}
+    if shared:
+        shared[0] = steps
 
 
-def _too_many_steps() -> None:
+def _too_many_steps(shared: bool) -> None:
+    if shared:
+        raise UserError(f"`requests`: these runs passed {MAX_STEPS:,} engine steps in all, the most one command "
+                        "simulates; give fewer runs or requests, or arrivals closer together")
     raise UserError(f"`requests`: the run passed {MAX_STEPS:,} engine steps, the most a run may take (its requests "
                     "arrive too far apart to share steps); give fewer requests, or arrivals closer together")
 
@@ -653,10 +677,12 @@ def check_curve(n: int, output_lengths: Lengths, load: Load) -> None:
 
 def load_curve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, n: int, prompt_lengths: Lengths,
                output_lengths: Lengths, load: Load, seed: int = 0, **args) -> list[ServeReport]:
-    """serve at LOAD_STEPS × the load's rate (same seed, same lengths): latency against load."""
+    """serve at LOAD_STEPS × the load's rate (same seed, same lengths): latency against load; the runs share one
+    budget of engine steps (shared_steps)."""
     out = []
-    for share in LOAD_STEPS:
-        at = Load(rate=load.rate * share, constant=load.constant)
-        rows = make_requests(n, prompt_lengths, output_lengths, at, seed)
-        out.append(serve(spec, gpu, w, tm, rows, load=at, seed=seed, **args))
+    with shared_steps():
+        for share in LOAD_STEPS:
+            at = Load(rate=load.rate * share, constant=load.constant)
+            rows = make_requests(n, prompt_lengths, output_lengths, at, seed)
+            out.append(serve(spec, gpu, w, tm, rows, load=at, seed=seed, **args))
     return out
