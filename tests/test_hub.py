@@ -387,3 +387,22 @@ def test_the_page_takes_a_hub_id(hub, hf_fixture, tmp_path):
         answer = json.loads(urllib.request.urlopen(ask, timeout=CLI_TIMEOUT).read())
     assert answer["command_line"] == "llmcalc params --hf-model test-org/mistral-7b"
     assert answer["report"]["total"] == 7_241_732_096  # Mistral-7B: transformers counts 7,241,732,096
+
+
+def test_a_scenario_file_waits_for_an_unreachable_hub_once(tmp_path):
+    """`run --keep-going` waited out the Hub's timeouts for each `hf_model` scenario (24 s each); once the Hub could
+    not be reached, the later scenarios fail at once, each naming its model and why."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: connection refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scenarios = tmp_path / "hub.yaml"
+    scenarios.write_text(yaml.safe_dump({"scenarios": [
+        {"name": n, "command": "params", "options": {"hf_model": f"test-org/model-{n}"}} for n in "abc"]}))
+    r = run("run", str(scenarios), "--keep-going", "-f", "json", endpoint=f"http://127.0.0.1:{port}", home=tmp_path,
+            HF_HUB_ETAG_TIMEOUT="2")
+    errors = [x["error"] for x in json.loads(r.stdout)]
+    assert "cannot connect" in errors[0] and "test-org/model-a" in errors[0]
+    for n, e in zip("bc", errors[1:]):
+        assert f"test-org/model-{n}: not fetched, the Hub could not be reached a moment ago (cannot connect" in e

@@ -193,6 +193,11 @@ def test_bounds(tmp_path, cli):
     assert 'scenario 2 "a": the name of scenario 1 too' in refusal(cli, twice)
     assert "not a finite number" in refusal(cli, write(tmp_path, [
         {"name": "a", "command": "fit", "options": {"reserve": float("nan")}}], {"preset": "gpt2"}))
+    # 1,000 compares of 60 presets each ran for minutes within the scenario bound: the models named are counted too
+    presets = ["gpt2", "llama2-7b", "llama3-8b", "mistral-7b", "qwen3-8b"]
+    wide = write(tmp_path, [{"name": f"c{i}", "command": "compare", "options": {"preset": presets}}
+                            for i in range(400)] + [{"name": "k", "command": "kv"}], {"preset": "gpt2"})
+    assert "its scenarios name 2,001 models in all, more than 2,000" in refusal(cli, wide)
 
 
 def test_run_never_imports_torch(tmp_path):

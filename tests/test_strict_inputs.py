@@ -650,3 +650,22 @@ def test_scale_gpus_take_the_suffix_every_count_takes(cli_json):
 def test_compare_names_the_model_it_cannot_compare(model):
     """Among many models, 'model: an encoder-only model …' did not say which."""
     one_line(run("compare", "-p", "llama2-7b", "-p", model), f"compare {model}: ")
+
+
+@pytest.mark.parametrize("kind, name", [("spec", "\x1b[31mred\x1b[0m"), ("spec", "a\nb"), ("gpu", "x\x07y")])
+def test_a_name_with_a_control_character_is_refused(tmp_path, kind, name):
+    """A spec named with an escape sequence drove the terminal `kv`'s table was printed on, and a newline split
+    `params`' headline; a name is printable text."""
+    path = tmp_path / f"{kind}.yaml"
+    if kind == "spec":
+        path.write_text(yaml.safe_dump(yaml.safe_load((ROOT / "presets/llama2-7b.yaml").read_text()) | {"name": name}))
+        r = run("kv", "-c", str(path))
+    else:
+        path.write_text(yaml.safe_dump(yaml.safe_load((ROOT / "presets/gpus/h100-sxm.yaml").read_text()) | {"name": name}))
+        r = run("latency", "-p", "gpt2", "--gpu", str(path))
+    assert "\x1b" not in one_line(r, "name: holds the control character")
+
+
+def test_a_raw_file_that_is_a_device_and_an_empty_trace_name_say_what_they_are():
+    one_line(run("calibrate", "--engine", "reference", "--from-raw", "/dev/zero"), "not a regular file")
+    one_line(run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--trace", ""), "--trace", "folder or an empty name")

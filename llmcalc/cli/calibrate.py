@@ -115,8 +115,11 @@ def read_raw(path: Path) -> dict:
 
     if path.is_dir():
         raise UserError(f"`from_raw` {path}: a folder; give the file `llmcalc calibrate --raw` wrote in it")
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"`from_raw` {path}: no such file; give a file `llmcalc calibrate --raw` wrote")
+    if not path.is_file():
+        raise UserError(f"`from_raw` {path}: not a regular file (a device or a pipe); give a file `llmcalc calibrate "
+                        "--raw` wrote")
     if path.stat().st_size > RAW_LIMIT:
         raise UserError(f"`from_raw` {path}: over {RAW_LIMIT >> 20} MiB; give a raw-timings file")
 

@@ -34,10 +34,17 @@ def parse_id(ref: str) -> tuple[str, str | None]:
     return f"{m[1]}/{m[2]}", m[3]
 
 
+_UNREACHED: list[str] = []
+"""Why the Hub could not be reached, once a fetch in this process found so: a later fetch (a scenario file's next
+`hf_model`) fails at once rather than waiting out the same timeouts again."""
+
+
 def fetch(ref: str) -> tuple[Path, str, str]:
     """The folder in the Hub cache holding `ref`'s config.json (and the SIDECARS the repository has), the
     repository's name and the source to cite (the URL of its config.json at the commit fetched)."""
     repo, revision = parse_id(ref)
+    if _UNREACHED:
+        raise UserError(f"`hf_model` {ref}: not fetched, the Hub could not be reached a moment ago ({_UNREACHED[0]})")
     for var in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
         os.environ.setdefault(var, str(DEFAULT_TIMEOUT_S))  # read by huggingface_hub when it is imported
     try:
@@ -56,7 +63,10 @@ def fetch(ref: str) -> tuple[Path, str, str]:
         try:
             return Path(hf_hub_download(repo, filename, revision=revision))
         except Exception as e:  # noqa: BLE001: every failure of the Hub client becomes one line
-            raise UserError(explain(e, ref, filename, constants)) from None
+            line = explain(e, ref, filename, constants)
+            if any(word in type(x).__name__ for x in _chain(e) for word in ("Timeout", "ConnectError", "NetworkError")):
+                _UNREACHED.append(line.split(": ", 1)[1])
+            raise UserError(line) from None
 
     def files() -> Path:
         config = get("config.json")
@@ -69,8 +79,14 @@ def fetch(ref: str) -> tuple[Path, str, str]:
         return config
 
     deadline = deadline_s(constants)
-    config = bounded(files, deadline, f"`hf_model` {ref}: {constants.ENDPOINT} did not answer within {deadline} s; "
-                     "check the network or HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use the Hub cache")
+    late = (f"{constants.ENDPOINT} did not answer within {deadline} s; check the network or HF_ENDPOINT, or set "
+            "HF_HUB_OFFLINE=1 to use the Hub cache")
+    try:
+        config = bounded(files, deadline, f"`hf_model` {ref}: {late}")
+    except UserError as e:
+        if str(e).endswith(late):
+            _UNREACHED.append(late)
+        raise
     commit = config.parent.name
     return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
 

@@ -20,6 +20,10 @@ from llmcalc.errors import UserError, clip
 
 MAX_SCENARIOS = 1_000
 """Most scenarios one file holds (each is one closed-form command: well under a second)."""
+MAX_MODELS = 2_000
+"""Most models the scenarios of one file name in all (a `compare` of 60 presets is 60; each model's figures take a
+few milliseconds, a `compare` row of every attention variant of DeepSeek-V3 about 0.1 s)."""
+MODEL_KEYS = ("preset", "config", "hf_config", "hf_model")
 MAX_NAME_CHARS = 200
 """Longest scenario name."""
 EXAMPLE = "docs/commands/run.md"
@@ -123,4 +127,16 @@ def load_scenarios(path: Path) -> ScenarioFile:
             raise UserError(f"{where}: {s.label}: the name of scenario {seen[s.name]} too; give each scenario a "
                             "name of its own")
         seen[s.name] = s.index
-    return ScenarioFile(path, _options(data.get("defaults"), f"{where}: defaults"), scenarios)
+    defaults = _options(data.get("defaults"), f"{where}: defaults")
+    models = sum(_models(s.options, defaults) for s in scenarios)
+    if models > MAX_MODELS:
+        raise UserError(f"{where}: its scenarios name {models:,} models in all, more than {MAX_MODELS:,} (each "
+                        "`preset` in a list counts); split the file")
+    return ScenarioFile(path, defaults, scenarios)
+
+
+def _models(options: dict[str, Any], defaults: dict[str, Any]) -> int:
+    """The models a scenario names (its own model options, else the defaults'): a list counts each item."""
+    given = {k: options[k] for k in MODEL_KEYS if k in options} or {k: defaults[k] for k in MODEL_KEYS
+                                                                      if k in defaults}
+    return sum(len(v) if isinstance(v, list) else 1 for v in given.values())

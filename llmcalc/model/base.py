@@ -6,6 +6,7 @@ from importlib import import_module
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -34,6 +35,19 @@ MAX_GROUP = 2**20
 """The largest group size of a weight format (weights per scale, llmcalc/model/formats.py): wider than any matrix's
 input (the widest FFN or vocabulary is ~2^18), and a group at least a row's width is one scale per row (-grow), so a
 larger one only names the same format."""
+
+def _printable(text: str) -> str:
+    """`text` when it holds no control character (an escape sequence would drive the terminal a table is printed
+    on, a newline split its line), else a PydanticCustomError naming the first."""
+    bad = next((c for c in text if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if bad is not None:
+        raise PydanticCustomError("name_text", "holds the control character {char}; write it in printable characters",
+                                  {"char": repr(bad)})
+    return text
+
+
+Name = Annotated[str, AfterValidator(_printable)]
+"""A name printed in tables and headlines: text with no control character."""
 
 Parts = dict[str, int]
 """Named parameter counts of one block, e.g. {"q": 16777216, "k": ...}."""

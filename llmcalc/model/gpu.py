@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import Frozen, PosInt
+from llmcalc.model.base import Frozen, Name, PosInt
 
 
 FIGURE_MAX = 1e6
@@ -53,7 +53,7 @@ Architecture = Literal["ampere", "ada", "hopper", "blackwell", "cdna3"]
 
 
 class GPU(Frozen):
-    name: str
+    name: Name
     description: str
     architecture: Architecture | None = None
     """The GPU's architecture (ampere, ada, hopper, blackwell, cdna3): which published kernel figures apply to it

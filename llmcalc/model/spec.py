@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
 from llmcalc.model.attention import Attention
-from llmcalc.model.base import ByKind, Deferred, Frozen, NonNegInt, PosInt
+from llmcalc.model.base import ByKind, Deferred, Frozen, Name, NonNegInt, PosInt
 from llmcalc.model.embedding import Positions
 from llmcalc.model.ffn import FFN
 from llmcalc.model.norm import Norm
@@ -73,7 +73,7 @@ class ModelSpec(Frozen):
     multi-token-prediction modules, reported apart from the main model.
     """
 
-    name: str
+    name: Name
     source: str | None = None
     best_effort: list[str] | None = None
     """Set by a best-effort Hugging Face import (`--hf-generic`, a model_type llmcalc does not know, read as a
