@@ -4,10 +4,13 @@ the simulator runs them, against what each rule implies; a bad engine is one lin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import settings
 
 from llmcalc.costs.engine_step import EngineStep
+from llmcalc.costs.latency import latency
 from llmcalc.errors import UserError
 from llmcalc.inputs.engines import engine_names, load_engine
 from llmcalc.inputs.gpus import load_gpu
@@ -17,6 +20,7 @@ from llmcalc.inputs.time_models import load_time_model
 from llmcalc.views.serve import Load, make_requests, serve
 from llmcalc.workload import Layout, Workload
 
+ROOT = Path(__file__).parents[1]
 H100 = load_gpu("h100-sxm")
 TM = load_time_model(None, H100)
 SOURCED = ("policy", "chunked_prefill", "tiers", "graph_sizes", "memory_of", "block_size", "kv_log", "fuses",
@@ -220,6 +224,7 @@ def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
                                ("block_fp8", {"hopper": 1.5}, "block_fp8.hopper"),
                                ("block_fp8", {"hopper": float("nan")}, "finite"),
                                ("block_fp8", {"volta": 0.5}, "'hopper'"),
+                               ("fp8", {"hopper": 1.5}, "fp8.hopper"), ("fp8", {"hopper": 1e-320}, "fp8.hopper"),
                                ("dp_attention_budget", "halves", "'divided'"),
                                ("tiers", [{"min_gib": 0, "max_num_seqs": 1, "max_num_batched_tokens": 1,
                                            "graph_max": 0}], "reserve rule"),
@@ -333,6 +338,30 @@ def test_engines_state_their_block_scaled_fp8_kernels_share_on_hopper_only():
     assert load_time_model(None, H100, engine=load_engine("trtllm")).block_fp8_efficiency is None
     assert load_time_model(None, H100).block_fp8_efficiency is None
     assert load_time_model("roofline", H100, engine=vllm).block_fp8_efficiency is None
+
+
+def test_trtllm_states_one_fp8_share_for_the_hopper_die_in_place_of_the_gpus_two(tmp_path):
+    """The h100-sxm and h200 profiles read 0.402 and 0.802 of the fp8 peak (TensorRT-LLM 0.9's tables and a
+    torch._scaled_mm microbenchmark): one die, two figures. Under TensorRT-LLM both take the engine's share on
+    Hopper, fitted to its table-subset fp8 runs (benchmarks/serving/fit_fp8.py); no other architecture, no other
+    engine, the profile without an engine, and a calibration file of one's own keep theirs."""
+    trtllm = load_engine("trtllm")
+    share = trtllm.fp8["hopper"]
+    assert 0.4 < share < 0.8 and "fit_fp8.py" in trtllm.sources["fp8"]
+    for gpu in ("h100-sxm", "h200"):
+        assert load_time_model(None, load_gpu(gpu), engine=trtllm).fp8_efficiency == share
+    assert load_time_model(None, H100).fp8_efficiency == 0.402
+    assert load_time_model(None, H100, engine=load_engine("vllm")).fp8_efficiency == 0.402
+    assert load_time_model(None, load_gpu("l40s"), engine=trtllm).fp8_efficiency == \
+        load_time_model(None, load_gpu("l40s")).fp8_efficiency
+    own = tmp_path / "mine.yaml"
+    own.write_text((ROOT / "presets/calibration/h100-sxm.yaml").read_text().replace("fp8_efficiency: 0.402",
+                                                                                   "fp8_efficiency: 0.5"))
+    assert load_time_model(None, H100, own, engine=trtllm).fp8_efficiency == 0.5
+    w = Workload(weights_dtype="fp8", kv_dtype="fp8", compute_dtype="fp8", batch=64, seq=2048, gen=64)
+    slow = latency(load_preset("llama3-8b"), H100, w, load_time_model(None, H100))
+    fast = latency(load_preset("llama3-8b"), H100, w, load_time_model(None, H100, engine=trtllm))
+    assert fast.ttft_s < slow.ttft_s  # a compute-bound prefill at the higher share
 
 
 def test_block_scaled_fp8_runs_at_the_engines_share_and_other_fp8_formats_do_not():

@@ -214,14 +214,16 @@ def splits(pts: list[dict]) -> dict[str, str]:
     return known
 
 
-def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offline")) -> tuple[list[dict],
-                                                                                                  dict[str, int]]:
-    """One row per (point, quantity) of the points of these kinds, and the skipped points by reason."""
+def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offline"), only=None,
+             **overrides: float) -> tuple[list[dict], dict[str, int]]:
+    """One row per (point, quantity) of the points of these kinds (and, given `only`, those it keeps: a function
+    of the point and its split), and the skipped points by reason; `overrides`: time-model figures put in place of
+    the profile's (load_time_model), as a fit tries them."""
     pts = points()
     split = splits(pts)
     rows, skipped = [], {}
     for p in pts:
-        if kind(p) not in kinds:
+        if kind(p) not in kinds or (only is not None and not only(p, split[p["id"]])):
             continue
         got = setup(p)
         if isinstance(got, str):
@@ -231,7 +233,7 @@ def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offli
         prompt, output = lengths(p)
         reqs = make_requests(n, prompt, output, load, 0)
         try:
-            tm = load_time_model(None, gpu, engine=settings.engine)
+            tm = load_time_model(None, gpu, engine=settings.engine, **overrides)
             r = serve(spec, gpu, w, tm, reqs, settings, load, "", "")
         except UserError as e:
             why = f"refused: {e}"[:60]
@@ -296,10 +298,11 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
-           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; one engine figure, vLLM's "
-           "host time per request (presets/engines/vllm.yaml), was read off table-subset points, and the engines' "
-           "shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points; the held-out subset "
-           "(benchmarks/serving/split.yaml) is never to be fitted on.", ""]
+           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; two engine figures, vLLM's "
+           "host time per request (presets/engines/vllm.yaml) and TensorRT-LLM's share of the fp8 peak on Hopper "
+           "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py), were read off table-subset points, "
+           "and the engines' shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points; the "
+           "held-out subset (benchmarks/serving/split.yaml) is never to be fitted on.", ""]
     out += ["By engine:", ""] + summary_lines(rows, "engine")
     out += ["", "By load (rate: a Poisson request rate; rate INF: all at once; concurrency: that many clients; "
             f"offline: every request queued at once, {OFFLINE_REQUESTS:,} requests, the engine's own batch limit):",

@@ -36,7 +36,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     """The time model `name` for `gpu` (calibrated: its bundled profile under `engine` (profile_path), or the
     profile file `calibration`; None: calibrated where there is a profile, else the roofline), with each
     efficiency given in `overrides` (None: the model's own) put in its place; the engine's host step_s and request_s,
-    and its block-scaled fp8 efficiency on the GPU's architecture, where it states them, in place of a bundled
+    and its fp8 and block-scaled fp8 efficiencies on the GPU's architecture, where it states them, in place of a bundled
     profile's, and of a `calibration` file's where the file sets none (a file of one's own, fitted to one's runs,
     keeps its figures)."""
     if name is None:
@@ -45,7 +45,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     own: set[str] = set()  # the host figures a calibration file sets itself
     if calibration is not None:
         raw = read_yaml(calibration, "calibration file")
-        own = {k for k in ("step_s", "request_s", "block_fp8_efficiency") if isinstance(raw, dict)
+        own = {k for k in ("step_s", "request_s", "fp8_efficiency", "block_fp8_efficiency") if isinstance(raw, dict)
                and raw.get(k) is not None}
         tm = validated(TimeModel, raw, f"calibration file {calibration}", "presets/calibration/h100-sxm.yaml")
         if tm.gpu == SMOKE_GPU:
@@ -69,6 +69,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     if engine is not None and tm.fixed_costs:
         stated = {"step_s": engine.step_s, "request_s": engine.request_s,
+                  "fp8_efficiency": engine.fp8.get(gpu.architecture),
                   "block_fp8_efficiency": engine.block_fp8.get(gpu.architecture)}
         given = {k: v for k, v in stated.items() if v is not None and k not in own} | given
     return TimeModel.model_validate(tm.model_dump() | given) if given else tm

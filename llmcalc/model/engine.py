@@ -31,7 +31,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from llmcalc.errors import UserError
-from llmcalc.model.base import SHARE_MIN, Frozen, PosInt
+from llmcalc.model.base import SHARE_MIN, Frozen, Name, PosInt
 from llmcalc.model.gpu import GPU, Architecture
 
 Share = Annotated[float, Field(ge=SHARE_MIN, le=1)]
@@ -127,7 +127,7 @@ class Admission(Frozen):
 class Engine(Frozen):
     """A serving engine: its scheduler, CUDA graphs, KV pool, host cost, kernels and fusions, each sourced."""
 
-    name: str
+    name: Name
     label: str
     version: str
     """The engine version the defaults were read from."""
@@ -168,6 +168,10 @@ class Engine(Frozen):
     request_s: Annotated[float, Field(ge=0, lt=1)] | None = None
     """Host seconds per request before the scheduler sees it (parsing, chat template, tokenising); None: the time
     model's request_s."""
+    fp8: dict[Architecture, Share] = {}
+    """Architecture → the share of the fp8 dense peak the engine's matmuls over fp8 weights with one scale per tensor
+    (or per channel) reach: the time model's fp8_efficiency on a GPU of that architecture, which also times int8 and
+    fp4 matmuls; none stated: the profile's."""
     block_fp8: dict[Architecture, Share] = {}
     """Architecture → the share of the fp8 peak the engine's matmuls over fp8 weights with a scale per 128 × 128
     block reach (the time model's block_fp8_efficiency on a GPU of that architecture); none stated: the time
