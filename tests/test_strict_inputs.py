@@ -669,3 +669,19 @@ def test_a_name_with_a_control_character_is_refused(tmp_path, kind, name):
 def test_a_raw_file_that_is_a_device_and_an_empty_trace_name_say_what_they_are():
     one_line(run("calibrate", "--engine", "reference", "--from-raw", "/dev/zero"), "not a regular file")
     one_line(run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--trace", ""), "--trace", "folder or an empty name")
+
+
+def test_a_cpu_validation_counts_the_attention_scores_torch_builds_on_the_cpu(monkeypatch):
+    """validate --device cpu passed its memory check and then asked torch for 34 GB of attention scores (batch 8,
+    4 heads, 16k² fp32) and died with a traceback: the check counts them, on a machine of 64 GiB as on any."""
+    import os
+
+    from llmcalc.inputs.presets import load_preset
+    from llmcalc.views.validate import check_real_run, scaled_copy
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 64 * 2**30 // 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages[name])
+    small = scaled_copy(load_preset("llama3-8b"), 1, 8)
+    with pytest.raises(UserError, match=r"needs about 35\.\d GB, more than half of this machine's memory"):
+        check_real_run(small, 8, 16384, "cpu")
+    check_real_run(small, 8, 4096, "cpu")  # a quarter of the context: a sixteenth of the scores

@@ -291,7 +291,8 @@ def scaled_copy(spec: ModelSpec, layers: int | None, scale: int) -> ModelSpec:
 
 def check_real_run(spec: ModelSpec, batch: int, seq: int, device: str) -> None:
     """A real run must fit: half the machine's RAM on the CPU, the GPU's memory on cuda (for a hybrid the memory
-    model does not cover yet: its bf16 weights and cache)."""
+    model does not cover yet: its bf16 weights and cache); on the CPU with one attention layer's scores besides,
+    batch × heads × seq² fp32 values, which torch's CPU attention builds whole (a flash kernel on a GPU does not)."""
     if memory_note(spec) is None:
         need = memory(spec, Workload(batch=batch, seq=seq)).total_bytes
     else:
@@ -299,6 +300,7 @@ def check_real_run(spec: ModelSpec, batch: int, seq: int, device: str) -> None:
     if device == "cpu":
         import os
 
+        need += batch * spec.attention.heads * seq * seq * 4  # torch's CPU attention holds one layer's fp32 scores
         have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
         where = "half of this machine's memory"
     else:
