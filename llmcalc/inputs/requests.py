@@ -175,7 +175,11 @@ def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, 
 
     check_requests(limit)
     kind = "a CSV or JSONL file of arrival,prompt,output rows"
-    if path.is_dir():  # an empty --trace '' reaches here as '.'
+    try:
+        folder = path.is_dir()
+    except OSError:  # a name too long: reading it says so
+        folder = False
+    if folder:  # an empty --trace '' reaches here as '.'
         raise UserError(f"`trace`: {str(path)!r} is a folder or an empty name; give {kind}")
     check_size(path, "`trace`", MAX_TRACE_BYTES, kind)
     try:

@@ -42,7 +42,7 @@ def plot_sweep(r: SweepReport, path: Path, units: str) -> None:
     if lines > MAX_SWEEP_LINES:
         raise UserError(f"`plot`: {len(r.models):,} model(s) × {len(r.grid.batch):,} batch sizes make {lines:,} lines, "
                         f"past the {MAX_SWEEP_LINES} a plot can tell apart; plot fewer `batch` values, or leave "
-                        "`plot` out and read the table (--format csv)")
+                        "`plot` out and read the table (`format` csv)")
     _save(sweep_figure(r, units), path)
 
 
