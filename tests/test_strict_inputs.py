@@ -685,3 +685,18 @@ def test_a_cpu_validation_counts_the_attention_scores_torch_builds_on_the_cpu(mo
     with pytest.raises(UserError, match=r"needs about 35\.\d GB, more than half of this machine's memory"):
         check_real_run(small, 8, 16384, "cpu")
     check_real_run(small, 8, 4096, "cpu")  # a quarter of the context: a sixteenth of the scores
+
+
+def test_a_curves_file_of_more_points_than_a_calibration_writes_is_refused_before_the_fit(tmp_path):
+    """The bundled H100 curves file repeated 300 times (54.6 MB, under the 64 MiB bound) kept the fit busy past a
+    minute; a file holds at most MAX_CURVE_POINTS points."""
+    import json
+
+    from llmcalc.inputs.raw_timings import MAX_CURVE_POINTS
+
+    data = json.loads((ROOT / "benchmarks/gpu/h100-2026-11-28-curves.json").read_text())
+    first = next(k for k, v in data["curves"].items() if isinstance(v, list) and v)
+    data["curves"][first] = data["curves"][first] * (MAX_CURVE_POINTS // len(data["curves"][first]) + 1)
+    path = tmp_path / "curves.json"
+    path.write_text(json.dumps(data))
+    one_line(run("calibrate", "--engine", "reference", "--from-raw", str(path)), "--from-raw", "20,000")
