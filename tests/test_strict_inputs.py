@@ -700,3 +700,16 @@ def test_a_curves_file_of_more_points_than_a_calibration_writes_is_refused_befor
     path = tmp_path / "curves.json"
     path.write_text(json.dumps(data))
     one_line(run("calibrate", "--engine", "reference", "--from-raw", str(path)), "--from-raw", "20,000")
+
+
+def test_a_step_budget_from_an_engine_file_says_it_is_the_engines(tmp_path):
+    """An engine file whose tiers set a step of 2^40 tokens was refused as if --max-batched-tokens had been given;
+    the refusal says whose default it was (giving the option still fixes it)."""
+    text = (ROOT / "presets/engines/vllm.yaml").read_text()
+    for budget in ("16384", "8192", "2048"):
+        text = text.replace(f"max_num_batched_tokens: {budget}", "max_num_batched_tokens: 1099511627776")
+    path = tmp_path / "engine.yaml"
+    path.write_text(text)
+    args = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "1", "-n", "10")
+    one_line(run(*args, "--engine", str(path)), "--max-batched-tokens", "(vLLM's default on h100-sxm)")
+    assert "default" not in one_line(run(*args, "--max-batched-tokens", "1000000000"), "--max-batched-tokens")
