@@ -83,9 +83,8 @@ def fetch(ref: str) -> tuple[Path, str, str]:
             "HF_HUB_OFFLINE=1 to use the Hub cache")
     try:
         config = bounded(files, deadline, f"`hf_model` {ref}: {late}")
-    except UserError as e:
-        if str(e).endswith(late):
-            _UNREACHED.append(late)
+    except Late:
+        _UNREACHED.append(late)
         raise
     commit = config.parent.name
     return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
@@ -98,9 +97,13 @@ def deadline_s(constants) -> int:
     return max(30, 3 * (int(constants.HF_HUB_ETAG_TIMEOUT) + int(constants.HF_HUB_DOWNLOAD_TIMEOUT)))
 
 
+class Late(UserError):
+    """The work `bounded` waited for did not end in time."""
+
+
 def bounded(work, seconds: float, late: str):
     """work() run in a daemon thread, its result or its error; a UserError saying `late` when it takes longer than
-    `seconds` (the thread is left behind: the command ends with the error, and the process with it)."""
+    `seconds` (Late; the thread is left behind: the command ends with the error, and the process with it)."""
     import threading
 
     out: dict = {}
@@ -115,7 +118,7 @@ def bounded(work, seconds: float, late: str):
     thread.start()
     thread.join(seconds)
     if thread.is_alive():
-        raise UserError(late)
+        raise Late(late)
     if "error" in out:
         raise out["error"]
     return out["value"]

@@ -475,7 +475,7 @@ def drive(loops: list, lockstep: bool) -> None:
     shared_steps) the run is refused: check_work's count is the least a run may take, and requests that arrive
     too far apart to share steps take more."""
     shared = _SHARED_STEPS.get()
-    steps = shared[0] if shared else 0
+    steps = shared[0] if shared is not None else 0
     if not lockstep:
         for loop in loops:
             proposal = next(loop, None)
@@ -493,7 +493,7 @@ def drive(loops: list, lockstep: bool) -> None:
                 _too_many_steps(shared is not None)
             clock = max(stepping) if stepping else min(t for _, t in live.values())
             proposals = {k: _send(loops[k], clock) for k in live}
-    if shared:
+    if shared is not None:
         shared[0] = steps
 
 
