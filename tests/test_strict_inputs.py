@@ -713,3 +713,25 @@ def test_a_step_budget_from_an_engine_file_says_it_is_the_engines(tmp_path):
     args = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "1", "-n", "10")
     one_line(run(*args, "--engine", str(path)), "--max-batched-tokens", "(vLLM's default on h100-sxm)")
     assert "default" not in one_line(run(*args, "--max-batched-tokens", "1000000000"), "--max-batched-tokens")
+
+
+def test_weights_that_a_larger_engine_share_would_hold_name_the_share(tmp_path):
+    """An engine file whose memory share is a millionth was refused as "more than the 0.0 GB usable", naming only
+    --gpus; the refusal says the share was the engine's and names the option that sets it. Weights no share could
+    hold on one GPU are not told to raise it."""
+    text = (ROOT / "presets/engines/vllm.yaml").read_text().replace("memory_utilization: 0.92",
+                                                                     "memory_utilization: 1.0e-6")
+    path = tmp_path / "engine.yaml"
+    path.write_text(text)
+    args = ("serve", "--gpu", "h100-sxm", "--rate", "1", "-n", "10")
+    one_line(run(*args, "-p", "llama3-8b", "--engine", str(path)), "--gpus", "--gpu-memory-utilization",
+             "vLLM takes 1e-06")
+    assert "--gpu-memory-utilization" not in one_line(run(*args, "-p", "llama3.1-70b"), "--gpus", "--tp 2")
+
+
+def test_a_gpu_or_engine_file_nested_too_deep_is_not_called_a_spec(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 200 + "]" * 200 + "\n")
+    for given in (["--gpu", str(path)], ["--gpu", "h100-sxm", "--engine", str(path)]):
+        line = one_line(run("serve", "-p", "llama3-8b", "--rate", "1", "-n", "5", *given), "nested more than")
+        assert "spec" not in line and line.startswith(f"error: {given[-2][2:]} file"), line

@@ -124,7 +124,13 @@ def engine_pool(spec: ModelSpec, gpu: GPU, w: Workload, engine: Settings, check:
     max_batched_tokens chunk), in whole blocks. Refuses weights that do not fit (`check` False: a pool ≤ 0)."""
     w = w.model_copy(update={"reserve": engine.reserve, "prefill_chunk": engine.max_batched_tokens})
     e = engine.engine
-    free, budget = serving_kv_budget(spec, gpu, w, e.memory_of == "free", e.profiles_activations, check)
+    try:
+        free, budget = serving_kv_budget(spec, gpu, w, e.memory_of == "free", e.profiles_activations, check)
+    except UserError as refused:  # weights a larger share would hold: say whose share it was, and where it is set
+        if weights_per_gpu(spec, w) > gpu.memory_bytes:
+            raise
+        raise UserError(f"{refused}; or a larger `gpu_memory_utilization` ({e.label} takes "
+                        f"{engine.gpu_memory_utilization:.3g} of each GPU's memory)") from None
     block = kv_per_gpu(spec, 1, engine.block_size, w)
     return EnginePool(w, free, budget, block, budget // block * engine.block_size if block and budget > 0 else 0)
 

@@ -53,6 +53,10 @@ def check_size(path: Path, what: str, limit: int = MAX_FILE_BYTES, kind: str = "
         raise UserError(f"{what} {path}: {size:,} bytes, more than {limit:,}; give {kind} of at most that")
 
 
+DEEP = f"nested more than {MAX_DEPTH} levels deep; flatten it (the files llmcalc reads nest a few levels)"
+"""The refusal of a file nested deeper than MAX_DEPTH."""
+
+
 class _Bound(ValueError):
     """A file over one of the bounds above."""
 
@@ -76,11 +80,11 @@ def _check_events(text: str) -> None:
                              "write the values out")
             nodes += sizes.get(ev.anchor, 1) if isinstance(ev, yaml.AliasEvent) else 1
             if nodes > MAX_NODES:
-                raise _Bound(f"more than {MAX_NODES:,} values (aliases expanded); write the spec plainly")
+                raise _Bound(f"more than {MAX_NODES:,} values (aliases expanded); write the values out plainly")
         if isinstance(ev, yaml.CollectionStartEvent):
             stack.append([nodes, ev.anchor, set() if isinstance(ev, yaml.MappingStartEvent) else None, True])
             if len(stack) > MAX_DEPTH:
-                raise _Bound(f"nested more than {MAX_DEPTH} levels deep; a spec nests 3")
+                raise _Bound(DEEP)
         elif isinstance(ev, yaml.CollectionEndEvent):
             start, anchor, _, _ = stack.pop()
             if anchor:
@@ -114,7 +118,7 @@ def read_yaml(path: Path, what: str, text: str | None = None) -> Any:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or "not valid YAML"
         if "nesting depth" in problem:  # libyaml ≥ 0.2.5 stops at its own depth bound before the events reach ours
-            raise UserError(f"{what} {path}: nested more than {MAX_DEPTH} levels deep; a spec nests 3") from None
+            raise UserError(f"{what} {path}: {DEEP}") from None
         if "constructor" in problem:  # e.g. !!python/object: the safe loader builds no objects
             raise UserError(f"{what} {path}: YAML tag refused{at} ({problem}); write plain values, no tags") from None
         raise UserError(f"{what} {path}: malformed YAML{at}: {problem}; fix the syntax") from None
