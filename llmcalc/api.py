@@ -379,20 +379,22 @@ def latency(model, gpu=None, *, batch: int = 1, seq: int = 4096, encoder_seq: in
             engine: str | os.PathLike | Engine | None = None,
             time_model: str | None = None, calibration=None, compute_efficiency: float | None = None,
             memory_efficiency: float | None = None, comm_efficiency: float | None = None,
-            mla_decode: str = "absorbed", expert_skew: float | None = None, reserve: float = 0.10,
-            interval: bool = False):
+            mla_decode: str = "absorbed", expert_skew: float | None = None, enforce_eager: bool = False,
+            reserve: float = 0.10, interval: bool = False):
     """Time to first token, time per output token (seconds) and tokens/s, per phase and op, of `batch`
     sequences: a `seq`-token prompt, then `gen` tokens (the first by prefill), on `gpu` (required) with tp·pp·dp
     GPUs (`llmcalc latency`). time_model: calibrated or roofline (default: calibrated where the GPU has a
     profile, under `engine`); *_efficiency: shares of the peaks in place of the time model's; expert_skew: the
-    experts' load skew under ep (a coefficient of variation; 0 uniform; default 1.64, docs/moe.md); interval:
-    also the range measured runs fell in. Returns a LatencyReport."""
+    experts' load skew under ep (a coefficient of variation; 0 uniform; default 1.64, docs/moe.md); enforce_eager:
+    no CUDA graphs, each step at least the host's launches (docs/roofline.md#time-models); interval: also the range
+    measured runs fell in. Returns a LatencyReport."""
     from llmcalc.costs.latency import latency as estimate
 
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep),
                  _images(images, image_size), batch=batch, seq=seq, encoder_seq=encoder_seq, gen=gen,
                  kv_dtype=kv_dtype or "bf16", group_size=group_size, compute_dtype=compute_dtype,
-                 attention_dtype=attention_dtype, mla_decode=mla_decode, expert_skew=expert_skew, reserve=reserve)
+                 attention_dtype=attention_dtype, mla_decode=mla_decode, expert_skew=expert_skew, reserve=reserve,
+                 enforce_eager=enforce_eager)
     _skewed(w)
     device = load_gpu(gpu, "latency")
     tm = _time_model(device, time_model, calibration, engine, serving=True, compute_efficiency=compute_efficiency,
@@ -696,7 +698,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
                   weights_format: str | None = None, kv_dtype: str | None = None, compute_dtype: str | None = None,
                   expert_skew: float | None = None, engine: str | os.PathLike | Engine | None = None,
                   time_model: str | None = None,
-                  calibration=None):
+                  calibration=None, enforce_eager: bool = False):
     """serve's inputs read and checked: a ServeRun, whose run(update) simulates (update(advance=n) as requests
     finish, update(total=n) once a trace is read) and whose curve() sweeps the arrival rate."""
     from llmcalc.views.serve import Load, speculative
@@ -725,15 +727,21 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
     slo = _slo(slo_ttft, slo_tpot)
     lengths = None if trace is not None else _lengths(prompt, output)
     w = workload(_weights(weights_dtype, weights_format), _layout(gpus, tp, pp, dp, ep), kv_dtype=kv_dtype or "bf16",
-                 compute_dtype=compute_dtype, expert_skew=expert_skew)
+                 compute_dtype=compute_dtype, expert_skew=expert_skew, enforce_eager=enforce_eager)
     _skewed(w)
     spec = load_model(model)
     device = load_gpu(gpu, "serve")
     tm = _time_model(device, time_model, calibration, engine, serving=True)
     serving = _engine(engine)
     w, notes = _engine_kv(w, kv_dtype, spec, serving)
-    settings = serving.settings(device, w.layout, max_seqs=max_seqs, max_batched_tokens=max_batched_tokens,
-                                block_size=block_size, gpu_memory_utilization=gpu_memory_utilization)
+    if w.enforce_eager:
+        from llmcalc.costs.latency import eager_note
+        from llmcalc.costs.step_time import StepTime
+
+        notes.append(eager_note(StepTime(spec, device, w, tm, prefill=False), tm))
+    settings = serving.settings(device, w.layout, w.enforce_eager, max_seqs=max_seqs,
+                                max_batched_tokens=max_batched_tokens, block_size=block_size,
+                                gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None
     if draft is not None or mtp:
         spec_dec = speculative(spec, device, w, tm, SPEC_DEFAULTS[0] if spec_tokens is None else spec_tokens,
@@ -810,14 +818,14 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
           weights_dtype: str | None = None, weights_format: str | None = None, kv_dtype: str | None = None,
           compute_dtype: str | None = None, expert_skew: float | None = None,
           engine: str | os.PathLike | Engine | None = None,
-          time_model: str | None = None, calibration=None, interval: bool = False,
+          time_model: str | None = None, calibration=None, enforce_eager: bool = False, interval: bool = False,
           progress: Callable[..., None] | None = None):
     """Throughput, goodput and latency (seconds) of a continuous-batching `engine` on `gpu` (required), simulated
     step by step under `requests` requests (`llmcalc serve`): arriving at `rate` per second (default all at
     once) or from `concurrency` clients, or read from a `trace` file; prompt and output lengths an int or the
     command's text (`"uniform:128,2048"`); slo_ttft, slo_tpot: latency targets in seconds; draft (a model) or mtp:
-    speculative decoding; expert_skew: the experts' load skew under ep (latency's). progress(advance=n) is called
-    as requests finish. Returns a ServeReport."""
+    speculative decoding; expert_skew: the experts' load skew under ep (latency's); enforce_eager: no CUDA graphs
+    (latency's). progress(advance=n) is called as requests finish. Returns a ServeReport."""
     run = prepare_serve(model, gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, rate=rate, concurrency=concurrency,
                         arrivals=arrivals, requests=requests, prompt=prompt, output=output, trace=trace,
                         max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
@@ -825,7 +833,7 @@ def serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = None, pp
                         slo_ttft=slo_ttft, slo_tpot=slo_tpot, draft=draft, mtp=mtp, spec_tokens=spec_tokens,
                         acceptance=acceptance, weights_dtype=weights_dtype, weights_format=weights_format,
                         kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew, engine=engine,
-                        time_model=time_model, calibration=calibration)
+                        time_model=time_model, calibration=calibration, enforce_eager=enforce_eager)
     report = run.run(progress or (lambda **change: None))
     return with_ranges(report, "serve_ranges") if interval else report
 

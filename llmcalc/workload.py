@@ -361,6 +361,10 @@ class Workload(Frozen):
     """MLA decode in the latent space (up-projections absorbed), or re-projecting every cached latent."""
     mtp: bool = False
     """Count DeepSeek's multi-token-prediction module."""
+    enforce_eager: bool = False
+    """Inference without CUDA graphs (vLLM's --enforce-eager, TensorRT-LLM's PyTorch flow with use_cuda_graph off):
+    the host launches each step's kernels one by one, so a step lasts at least its launches times the time model's
+    launch_s; False: decode steps replayed from CUDA graphs, no such floor."""
     flash: bool = True
     """Flash attention: no S × S scores are held."""
     elementwise: bool = False

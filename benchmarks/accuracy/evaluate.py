@@ -128,6 +128,8 @@ class Inputs(NamedTuple):
     pp: int
     dp: int
     ep: int
+    eager: bool = False
+    """Run without CUDA graphs (the point's `cuda_graphs: false`): every step at least the host's launches."""
 
     @property
     def moe(self) -> bool:
@@ -213,7 +215,8 @@ def point_inputs(p: dict, batch: int) -> tuple[Inputs, list[str]]:
         notes.append("A100 80GB PCIe: 1,935 GB/s, PCIe 4.0 x16 link")
     return Inputs(model=p["model"], gpu=p["gpu"], pcie=pcie, batch=batch, seq=p["input_tokens"],
                   gen=p["output_tokens"], weights_dtype=weights, kv_dtype=kv, compute_dtype=compute,
-                  group_size=group_size, tp=tp, pp=p.get("pp", 1), dp=dp, ep=ep), notes
+                  group_size=group_size, tp=tp, pp=p.get("pp", 1), dp=dp, ep=ep,
+                  eager=p.get("cuda_graphs") is False), notes
 
 
 def point_skip(p: dict) -> str | None:
@@ -380,7 +383,7 @@ def workload_of(x: Inputs) -> Workload:
     return Workload(batch=x.batch, seq=x.seq, gen=x.gen, weights_dtype=x.weights_dtype, kv_dtype=x.kv_dtype,
                     compute_dtype=x.compute_dtype, act_dtype=act,
                     **({"group_size": x.group_size} if x.weights_dtype == "int4" else {}),
-                    layout=Layout(tp=x.tp, pp=x.pp, dp=x.dp, ep=x.ep))
+                    layout=Layout(tp=x.tp, pp=x.pp, dp=x.dp, ep=x.ep), enforce_eager=x.eager)
 
 
 def run_model(x: Inputs, time_model: TimeModel | None = None):
@@ -871,6 +874,10 @@ def markdown(rows_by_model: dict[str, list[Row]], points: list[dict], about: dic
         "**Dtypes** (weights / KV cache / compute): the first word of each published field. Weight-only int4 or "
         "int8 (AWQ, GPTQ, MLC q4f16_1) stores int weights and computes in 16 bits, with the int4 group size the "
         "source names; fp8 checkpoints compute in fp8.",
+        "**CUDA graphs**: on, as engines run them, but where the point says `cuda_graphs: false` (an engine of its "
+        "time without them, or a launch that turned them off): those run as `latency --enforce-eager`, each step at "
+        "least the host's launches × the profile's launch_s, fitted to their table-subset rows by "
+        "benchmarks/accuracy/fit_launch.py ([roofline.md](roofline.md#time-models)).",
         "**Time to first token (ttft)**: the prefill of the whole batch.",
         "**Decode step (step)**: a published mean or median time per output token (TPOT, ITL) against the mean "
         "decode step, the decode time / (output − 1); not the first step, which is the shortest.",

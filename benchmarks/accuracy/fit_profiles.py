@@ -7,7 +7,8 @@ What is fitted, and on what (llmcalc/model/time_model.py names every figure):
 - per GPU with published points in the table subset: compute_efficiency (16-bit matmuls), fp8_efficiency (where
   the GPU has fp8 rows), memory_efficiency;
 - shared by every GPU (they are the serving software's, not a chip's): overlap, matmul_pad_rows (the GEMM
-  library's tile policy), kernel_s, collective_s, step_s.
+  library's tile policy), kernel_s, collective_s, step_s. launch_s (a step without CUDA graphs) is
+  benchmarks/accuracy/fit_launch.py's, kept as the profile has it.
 The objective is Σ log(measured / predicted)² over the table subset's rows that are not approximations
 (benchmarks/accuracy/evaluate.py says how each published figure maps to a prediction); the held-out rows are not
 seen. The search is coordinate descent, each figure by golden section within physical bounds, in a fixed order
@@ -157,6 +158,10 @@ def profile(figures: dict, gpu: str, counts: dict[str, int], fitted_on: str) -> 
                 "software, shared by every GPU")
     data = {"name": "calibrated", "gpu": gpu, **own, **shared}
     data["sources"] = {k: how for k in own} | {k: software for k in shared}
+    old = yaml.safe_load((OUT / f"{gpu}.yaml").read_text(encoding="utf-8")) if (OUT / f"{gpu}.yaml").exists() else {}
+    if (old or {}).get("launch_s") is not None:  # benchmarks/accuracy/fit_launch.py's, kept with its source
+        data = {k: v for k, v in data.items() if k != "sources"} | {"launch_s": old["launch_s"]} | {
+            "sources": data["sources"] | {"launch_s": old["sources"]["launch_s"]}}
     return data
 
 

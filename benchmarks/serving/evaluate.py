@@ -120,7 +120,8 @@ def lengths(p: dict) -> tuple[Lengths, Lengths]:
 
 def launch_settings(p: dict) -> dict:
     """Settings values the point's launch command (`engine`) states, by the flags the engine's commands file names
-    for them (presets/engines/commands/<engine>.yaml: `settings`), and graphs () under its `graphs_off` flag."""
+    for them (presets/engines/commands/<engine>.yaml: `settings`), and graphs () under its `graphs_off` flag (a
+    launch without CUDA graphs, as a point's `cuda_graphs: false` says where its engine's defaults had none)."""
     command, launch = str(p.get("engine", "")), load_engine_commands(p["engine_name"]).launch
     given = {key: float(m.group(1)) if key == "gpu_memory_utilization" else int(m.group(1))
              for key, flag in launch.settings.items()
@@ -153,16 +154,14 @@ def setup(p: dict) -> tuple | str:
     if p.get("attention_dp"):  # data-parallel attention: a replica per GPU, the MoE layers over all of them
         tp, dp = 1, p["gpus"]
     layout = Layout(tp=tp, pp=p.get("pp", 1), dp=dp, ep=ep)
-    if weights == "fp8" and p["model"] in BLOCK_FP8:  # the checkpoint's format: its matmuls run in fp8
-        w = Workload(weights_format=WeightFormats.parse("fp8-block"), kv_dtype=kv, layout=layout)
-    else:
-        w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout)
-    gpu = load_gpu(p["gpu"])
     given = launch_settings(p)
-    graphs = given.pop("graphs", None)
-    settings = load_engine(p["engine_name"]).settings(gpu, layout, **given)
-    if graphs is not None:
-        settings = settings.model_copy(update={"graphs": graphs})
+    eager = given.pop("graphs", None) is not None or p.get("cuda_graphs") is False  # no CUDA graphs: host-launched
+    if weights == "fp8" and p["model"] in BLOCK_FP8:  # the checkpoint's format: its matmuls run in fp8
+        w = Workload(weights_format=WeightFormats.parse("fp8-block"), kv_dtype=kv, layout=layout, enforce_eager=eager)
+    else:
+        w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout, enforce_eager=eager)
+    gpu = load_gpu(p["gpu"])
+    settings = load_engine(p["engine_name"]).settings(gpu, layout, eager, **given)
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
     rate, conc = p.get("request_rate"), p.get("concurrency")
     if rate is not None:
@@ -301,8 +300,9 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; two engine figures, vLLM's "
            "host time per request (presets/engines/vllm.yaml) and TensorRT-LLM's share of the fp8 peak on Hopper "
            "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py), were read off table-subset points, "
-           "and the engines' shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points; the "
-           "held-out subset (benchmarks/serving/split.yaml) is never to be fitted on.", ""]
+           "and the engines' shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points, as "
+           "the profiles' host time per launch without CUDA graphs (launch_s) was off docs/accuracy.md's table "
+           "subset; the held-out subset (benchmarks/serving/split.yaml) is never to be fitted on.", ""]
     out += ["By engine:", ""] + summary_lines(rows, "engine")
     out += ["", "By load (rate: a Poisson request rate; rate INF: all at once; concurrency: that many clients; "
             f"offline: every request queued at once, {OFFLINE_REQUESTS:,} requests, the engine's own batch limit):",

@@ -11,6 +11,7 @@ from llmcalc.cli.options import (
     PRECISION,
     EncoderSeqOpt,
     EngineKVDtypeOpt,
+    EnforceEagerOpt,
     ExpertSkewOpt,
     GPUOpt,
     GroupOpt,
@@ -54,6 +55,7 @@ def latency(
         panel=ADVANCED, metavar="SHARE")] = None,
     mla_decode: MLADecodeOpt = "absorbed",
     expert_skew: ExpertSkewOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     reserve: ReserveOpt = 0.10,
     interval: IntervalOpt = False,
     out: groups.Output,
@@ -66,5 +68,5 @@ def latency(
                          group_size=group_size, compute_dtype=compute_dtype, attention_dtype=attention_dtype,
                          compute_efficiency=compute_efficiency, memory_efficiency=memory_efficiency,
                          comm_efficiency=comm_efficiency, mla_decode=mla_decode, expert_skew=expert_skew,
-                         reserve=reserve, interval=interval)
+                         enforce_eager=enforce_eager, reserve=reserve, interval=interval)
     out.emit(report, of=latency)

@@ -250,6 +250,8 @@ EPOpt = Annotated[int, _count_opt("--ep", help="Expert-parallel degree.", panel=
 TimeModelOpt = Annotated[Optional[Literal["roofline", "calibrated"]], _opt(
     "--time-model", help="calibrated or roofline (default: calibrated if the GPU has a profile).", panel=ADVANCED,
     metavar="MODEL")]
+EnforceEagerOpt = Annotated[bool, _opt(
+    "--enforce-eager", help="No CUDA graphs: the host launches kernels.", panel=ADVANCED)]
 IntervalOpt = Annotated[bool, _opt(
     "--interval", help="Also the range runs fell in (docs/intervals.md).", panel=OUTPUT)]
 EngineOpt = Annotated[Optional[str], _opt(

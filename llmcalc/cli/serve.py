@@ -14,6 +14,7 @@ from llmcalc.cli.options import (
     PRECISION,
     SERVING,
     EngineKVDtypeOpt,
+    EnforceEagerOpt,
     ExpertSkewOpt,
     GPUOpt,
     IntervalOpt,
@@ -59,6 +60,7 @@ def serve(
         metavar="SHARE")] = 0.0,
     seed: SeedOpt = 0,
     expert_skew: ExpertSkewOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     targets: groups.Targets,
     draft: Annotated[Optional[str], _opt(
         "--draft", help="Speculate with this draft model (a preset).", panel=SERVING,
@@ -102,7 +104,8 @@ def serve(
         max_seqs=max_seqs, max_batched_tokens=max_batched_tokens, block_size=block_size,
         gpu_memory_utilization=gpu_memory_utilization, prefix_hit=prefix_hit, seed=seed,
         draft=ModelRef(preset=draft) if draft is not None else None, mtp=mtp, spec_tokens=spec_tokens,
-        acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew)
+        acceptance=acceptance, kv_dtype=kv_dtype, compute_dtype=compute_dtype, expert_skew=expert_skew,
+        enforce_eager=enforce_eager)
     if plot is not None and plot_vs == "load":
         run.check_curve()
     with progress_bar("simulating", requests) as update:  # reading a trace or drawing the requests included

@@ -23,8 +23,8 @@ c = FLOPs / (peak · efficiency) and m = bytes / (bandwidth · memory_efficiency
   collective_s         = seconds of the smallest all-reduce; comm_efficiency = the best, over the largest, of
                          ring bytes 2 · (n − 1) / n · size / (t − collective_s) over the one-way link
 
-overlap and step_s are not measurable by microbenchmarks: they are kept from the bundled profile (and any figure
-not measured, such as one-GPU collectives), and `sources` says so.
+overlap, step_s and launch_s are not measurable by microbenchmarks: they are kept from the bundled profile (and any
+figure not measured, such as one-GPU collectives), and `sources` says so.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ REFERENCE_PRESETS = ("llama3-8b", "mixtral-8x7b", "deepseek-v2-lite", "gemma2-9b
 MoE, MLA + MoE, sliding window, a Mamba-2 hybrid."""
 HOST_EXTRA = ("qwen3-8b", "olmo2-7b", "qwen1.5-moe-a2.7b")
 """Families beyond the calibrated ones whose tiny copies also time the reference's host cost per call."""
-KEPT = ("overlap", "step_s")
+KEPT = ("overlap", "step_s", "launch_s")
 """Figures no microbenchmark measures: always kept from the bundled profile."""
 SMALL_M = 16
 """The most rows of the graph-replayed weight matmuls kernel_s is read from: memory-bound at every shape, so that
@@ -478,7 +478,7 @@ def fit(raw: dict, gpu: GPU, base: TimeModel, base_name: str) -> tuple[TimeModel
     for name in KEPT:
         keep(name, "not measurable by microbenchmarks")
     order = ("compute_efficiency", "fp8_efficiency", "attention_efficiency", "matmul_pad_rows", "memory_efficiency",
-             "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s")
+             "comm_efficiency", "overlap", "kernel_s", "collective_s", "step_s", "launch_s")
     tm = TimeModel(name="calibrated", gpu=SMOKE_GPU if raw["smoke"] else gpu.name,
                    **{k: figures[k] for k in order if k in figures},
                    sources={k: sources[k] for k in order if k in sources})

@@ -10,7 +10,8 @@ parts_form) with one part per kind present, whose variables are sums over the st
   attention count (pairs, keys, …: the variant's chunk_counts(n, c, W), or counts(n, c, W)),
 
 so the weights are read once per step while attention costs what each sequence's context costs. The time is
-StepTime's: Σ_ops max(c, m) + overlap·min(c, m) + fixed + step_s, compiled once per set of parts
+StepTime's: Σ_ops max(c, m) + overlap·min(c, m) + fixed (at least the host's launches without CUDA graphs)
++ step_s, compiled once per set of parts
 (llmcalc/costs/step_source.py). A step of decode tokens alone is exactly `llmcalc latency`'s decode step at
 those contexts; a step of whole prompts, its prefill.
 """
@@ -52,6 +53,8 @@ class EngineStep:
             last = len(self.layers) - 1
             for st in self.step_times.values():  # one layer's kernels
                 st.fixed = {k: v / self.layers[last] if k.group == last else v for k, v in st.fixed.items()}
+                st.launches = {k: n / self.layers[last] if k.group == last else n for k, n in st.launches.items()
+                               if k.group in (None, last) and not k.collective}
         self.clocks: dict[tuple[str, ...], Callable[[dict], float]] = {}
         self._decode: list[dict[int, dict[str, int]]] = [{} for _ in self.scopes]
 

@@ -9,7 +9,8 @@ the routed experts' FLOPs and the all-to-all's bytes are the busiest rank's (llm
 at the workload's expert skew). Communication (tensor
 all-reduce, expert all-to-all, pipeline sends) takes bytes / (one-way link · comm_eff) + calls·collective_s
 and is not overlapped. A step adds step_s; a phase is the sum of its ops; decode sums its G − 1 steps in
-closed form.
+closed form. Without CUDA graphs (the workload's enforce_eager) a step lasts at least the host's launches of its
+kernels and collectives · launch_s.
 """
 
 from __future__ import annotations
@@ -119,10 +120,12 @@ def _phase(name: str, context: int, new: int, costs: Form, st: StepTime) -> Phas
     moved = sum(c.bytes for op, c in costs.items() if not op.collective)
     parts = [st.times(k, c) for k, c in costs.items()]
     compute, memory, comm, fixed = (sum(p[i] for p in parts) for i in range(4))
+    gpu = sum(st.time(k, c) for k, c in costs.items())
+    host = max(0.0, st.host_s - gpu)  # the host's launches beyond the GPU's work (without CUDA graphs)
     return PhaseRow(phase=name, context=context, new_tokens=new, flops=flops, bytes=moved,
-                    intensity=flops / moved, bound="compute" if compute >= memory else "memory",
-                    compute_s=compute, memory_s=memory, comm_s=comm, overhead_s=fixed + st.step_s,
-                    time_s=sum(st.time(k, c) for k, c in costs.items()) + st.step_s)
+                    intensity=flops / moved, bound="host" if host else "compute" if compute >= memory else "memory",
+                    compute_s=compute, memory_s=memory, comm_s=comm, overhead_s=fixed + host + st.step_s,
+                    time_s=st.bounded(gpu))
 
 
 def _op_rows(phase: str, costs: Form, st: StepTime) -> list[OpRow]:
@@ -146,7 +149,25 @@ def _op_rows(phase: str, costs: Form, st: StepTime) -> list[OpRow]:
 def _decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, st: StepTime) -> float:
     """Σ of `steps` decode steps at contexts seq … seq+steps−1. Each entry is affine in the
     context until its window fills (keys = min(c + 1, w)) and constant after, so each segment sums
-    in closed form from its end points."""
+    in closed form from its end points. Without CUDA graphs a step lasts at least the host's launches
+    (StepTime.bounded): a step's GPU time does not fall as its context grows, so the steps below that floor
+    come first, found by bisection, and cost the floor each."""
+    if steps <= 0:
+        return 0.0
+    if st.host_s:
+        def gpu(i: int) -> float:  # the GPU's seconds of step i (context seq + i)
+            return sum(st.time(key, cost) for key, cost in decode_at(seq + i).items())
+
+        lo, hi = 0, steps  # the first step whose GPU time reaches the floor is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if gpu(mid) >= st.host_s else (mid + 1, hi)
+        return lo * (st.host_s + st.step_s) + _gpu_decode_sum(spec, decode_at, seq + lo, steps - lo, st)
+    return _gpu_decode_sum(spec, decode_at, seq, steps, st)
+
+
+def _gpu_decode_sum(spec: ModelSpec, decode_at, seq: int, steps: int, st: StepTime) -> float:
+    """Σ of `steps` decode steps at contexts seq … seq+steps−1 at the GPU's time each, plus step_s (_decode_sum)."""
     if steps <= 0:
         return 0.0
     end = seq + steps - 1
@@ -177,6 +198,17 @@ def _segment(key: Op, first: Cost, last: Cost, n: int, st: StepTime) -> float:
     return on_max * peak + on_sum * n * (c0 + c1 + m0 + m1) / 2 + n * (x0 + x1) / 2 + n * o
 
 
+def eager_note(st: StepTime, tm: TimeModel) -> str:
+    """What a step without CUDA graphs costs the host (StepTime.host_s), or that the time model charges nothing."""
+    launches = sum(st.launches.values())
+    if not tm.launch_s:
+        return (f"no CUDA graphs (`enforce_eager`): the {tm.name} time model states no host time per launch "
+                "(launch_s), so the host's launches are not charged")
+    return (f"no CUDA graphs (`enforce_eager`): a step lasts at least the host's {launches:,.0f} launches of its "
+            f"kernels and collectives × {tm.launch_s * 1e6:.3g} µs = {st.host_s * 1e3:.3g} ms (launch_s); a step "
+            "whose GPU work is shorter waits for the host")
+
+
 def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) -> list[str]:
     L = w.layout
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
@@ -194,6 +226,8 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
     elif not tm.fixed_costs:
         notes.append("not modelled: kernel launch and scheduling overheads, collective latency, compute/communication "
                      "overlap")
+    if w.enforce_eager:
+        notes.append(eager_note(StepTime(spec, gpu, w, tm, prefill=False), tm))
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     notes += [n for n in (spec.stack.time_note(),) if n]

@@ -2,7 +2,8 @@
 StepTime, written out once and compiled, so that evaluating it at a point costs a few float operations.
 
 time = step_s + Σ_entries fixed + max(c, m) + overlap·min(c, m), c = (FLOPs + pad·row FLOPs) / rate and
-m = bytes / bandwidth (comm entries: bytes / link). Entries linear in one variable alone sum to a convex
+m = bytes / bandwidth (comm entries: bytes / link); without CUDA graphs the sum is at least the host's launches
+(StepTime.bounded). Entries linear in one variable alone sum to a convex
 piecewise-linear function of it (each max switches sides once, where its two lines cross), kept as
 breakpoints; the rest are written out term by term. sweep and the serving engine's step compile with it.
 """
@@ -55,7 +56,8 @@ def _piecewise(lines: list[tuple]) -> tuple[list[float], list[tuple[float, float
 def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], counts: list[int],
             namespace: dict[str, Any]) -> list[str]:
     """Lines computing `label` = Σ over the form's entries of StepTime.time (max(c, m) + overlap·min(c, m) + the
-    entry's fixed cost; comm entries: bytes / link + fixed) + the step's host cost, c and m computed once.
+    entry's fixed cost; comm entries: bytes / link + fixed), at least the host's launches without CUDA graphs,
+    + the step's host cost (StepTime.bounded), c and m computed once.
     Entries of layer groups with equal per-layer costs merge (their times add); those linear in one variable
     alone (T, or R) sum to a convex piecewise-linear function of it, kept as breakpoints and looked up; the
     rest are written out, the whole costs they share (the experts hit) computed once. `names` writes each
@@ -63,7 +65,8 @@ def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], cou
     the lines use (compile them with it)."""
     namespace["bisect_right"] = bisect_right
     layers: dict[tuple, int] = defaultdict(int)
-    fixed = st.step_s
+    host = st.host_s  # without CUDA graphs the step lasts at least the host's launches, then step_s (bounded)
+    fixed = 0.0 if host else st.step_s
     for key, (f, b, r) in form.items():
         n = 1 if key.group is None else counts[key.group]
         comm = key.collective
@@ -113,7 +116,10 @@ def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], cou
         lines += [f"    x = {names[variable] if variable != '1' else 0}",
                   f"    a, b = _pieces{i}[bisect_right(_points{i}, x)]", f"    {label}{i} = a + b * x"]
         parts.append(f"{label}{i}")
-    return lines + [f"    {label} = {' + '.join(parts + terms) or '0.0'}"]
+    total = ' + '.join(parts + terms) or '0.0'
+    if host:
+        return lines + [f"    {label} = max({total}, {host!r}) + {st.step_s!r}"]
+    return lines + [f"    {label} = {total}"]
 
 
 def _scaled(x: Lin | int, scale: float, names: dict[str, str], namespace: dict[str, Any]) -> str:

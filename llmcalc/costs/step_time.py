@@ -3,7 +3,8 @@
 Per entry (llmcalc/costs/step.py: Op, Cost), with c its FLOPs plus matmul_pad_rows × its row FLOPs at the rate
 of its kind (a matmul at the peak of the dtype it runs in, a mixer core at the attention's) and m its bytes at the
 bandwidth: the overlap rule max(c, m) + overlap·min(c, m), plus its kernels' fixed cost. A collective: bytes over
-the link tier it crosses plus each call's latency. A step adds step_s.
+the link tier it crosses plus each call's latency. A step adds step_s; one launched without CUDA graphs lasts at
+least its launches · launch_s (StepTime.bounded).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class StepTime:
     max(c, m) + overlap·min(c, m) + its kernels' fixed cost, c its FLOPs plus matmul_pad_rows × its row FLOPs
     at the peak of the dtype it runs in (the attention core: attention_dtype) and m its bytes at the bandwidth;
     communication bytes over the link tier the collective crosses (collective_link) plus each call's
-    latency (collective_s, and the network's extra latency beyond a node); step_s per forward. Under expert
+    latency (collective_s, and the network's extra latency beyond a node); step_s per forward; a forward launched
+    without CUDA graphs lasts at least host_s. Under expert
     parallelism the routed experts' FLOPs and the all-to-all's bytes are the busiest rank's (busiest_ranks): the
     mean's times `busiest`."""
 
@@ -120,6 +122,9 @@ class StepTime:
         self.tm, self.overlap, self.step_s, self.pad = tm, tm.overlap, tm.step_s, tm.matmul_pad_rows
         launches = kernels(spec, w.absorbed(spec.attention, prefill), prefill)
         self.fixed = {k: n * tm.kernel_s for k, n in launches.items()}
+        # kernels and collective calls one forward launches, by entry: the host's floor without CUDA graphs (host_s)
+        self.launches = launches | {Op.of(None, op): n for op, n in collectives(spec, w.layout).items()}
+        self.launch_s = tm.launch_s if w.enforce_eager else 0.0
         self.busiest = busiest_ranks(spec, w, tm)
         self.links: dict[str, float] = {}  # comm op → one-way bytes/s it reaches on the tier it crosses
         node = gpu.link(1)
@@ -129,6 +134,17 @@ class StepTime:
             # a call pays the profile's collective_s (measured within a node) plus the slower tier's extra latency
             extra = max(0.0, tier.latency_s - node.latency_s) if tm.fixed_costs else 0.0
             self.fixed[Op.of(None, op)] = n * (tm.collective_s + extra)
+
+    @property
+    def host_s(self) -> float:
+        """Seconds the host takes to launch one forward's kernels and collectives without CUDA graphs (launches ·
+        launch_s): a step lasts at least this long (`bounded`); 0 for a step replayed from a graph."""
+        return sum(self.launches.values()) * self.launch_s
+
+    def bounded(self, gpu_s: float) -> float:
+        """A step's seconds from the GPU's `gpu_s` (its entries' times): at least the host's launches (host_s),
+        plus the host's step_s."""
+        return max(gpu_s, self.host_s) + self.step_s
 
     def link(self, op: str) -> float:
         """One-way bytes/s a communication op reaches: its tier's bandwidth · comm_efficiency (over the busiest

@@ -219,11 +219,12 @@ class Engine(Frozen):
         stated = getattr(checkpoint, "kv_dtype", None)
         return stated if f"{getattr(checkpoint, 'kv_quantizer', None)} {stated}" in self.checkpoint_kv else None
 
-    def settings(self, gpu: GPU, layout=None, **given: float | int | None) -> "Settings":
+    def settings(self, gpu: GPU, layout=None, eager: bool = False, **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
         engine's. `layout` (a Layout; None: one GPU) is the deployment an engine instance serves: its
         tensor-parallel GPUs (an attention-DP instance's replicas included) and stages set the CUDA graphs and
-        reserve of an engine whose defaults depend on them."""
+        reserve of an engine whose defaults depend on them. `eager`: launched without CUDA graphs (vLLM's
+        --enforce-eager): none captured, none padded to, none reserved."""
         tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
         tp, pp, replicas = 1, 1, 0
         if layout is not None:
@@ -235,7 +236,7 @@ class Engine(Frozen):
         for name in ("max_seqs", "max_batched_tokens", "block_size"):
             if not 1 <= values[name] <= 2**40:
                 raise UserError(f"`{name}`: {values[name]:,} is out of range; give at least 1")
-        graph_max = tier.graph_max_at(tp)
+        graph_max = 0 if eager else tier.graph_max_at(tp)
         if "gpu_memory_utilization" not in values:
             if tier.memory_utilization is not None:
                 values["gpu_memory_utilization"] = tier.memory_utilization

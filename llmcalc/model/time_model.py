@@ -8,6 +8,7 @@ m = bytes / (bandwidth · memory_efficiency):
   comm time  = bytes / (one-way link · comm_efficiency) + collectives · collective_s
   beside     = max(w, x) + comm_overlap · min(w, x): communication x on its own stream beside compute w
   step time  = Σ ops + Σ comm + step_s
+             = max(Σ ops + Σ comm, launches · launch_s) + step_s for a step launched without CUDA graphs
   a request  = request_s on the host before its first step (beside the GPU), then its steps
 
 `overlap` 0 is a kernel that hides its memory traffic under its compute (or the reverse) perfectly, 1 one that
@@ -25,7 +26,8 @@ SHARES = ("compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "atten
 BOUNDS: dict[str, tuple[float, float]] = {**{name: (0.0, 1.0) for name in SHARES}, "matmul_pad_rows": (0.0, 4096.0),
                                           "overlap": (0.0, 1.0), "comm_overlap": (0.0, 1.0),
                                           "kernel_s": (0.0, 1.0), "collective_s": (0.0, 1.0),
-                                          "step_s": (0.0, 1.0), "request_s": (0.0, 1.0)}
+                                          "step_s": (0.0, 1.0), "request_s": (0.0, 1.0),
+                                          "launch_s": (0.0, 1.0)}
 """Each figure's range (lo, hi): shares in (lo, hi], seconds in [lo, hi), the rest in [lo, hi]; a fit clips to it."""
 
 
@@ -113,6 +115,10 @@ class TimeModel(Frozen):
     """Seconds each collective call adds beyond its bytes: its latency."""
     step_s: float = 0.0
     """Seconds each forward step adds on the host: scheduling, sampling, synchronisation."""
+    launch_s: float = 0.0
+    """Host seconds per kernel and per collective call of a step launched without CUDA graphs (the workload's
+    enforce_eager): the Python and PyTorch dispatch that issues each one. The GPU runs them as they come, so such
+    a step lasts at least its launches · launch_s; a step replayed from a CUDA graph pays none of it."""
     request_s: float = 0.0
     """Seconds each request spends on the host before the scheduler sees it: the API server's parsing, chat
     template and tokenising. It runs beside the GPU (the engine keeps stepping the others), so it adds to the
@@ -133,7 +139,7 @@ class TimeModel(Frozen):
         for name in ("overlap", "comm_overlap"):
             if not BOUNDS[name][0] <= getattr(self, name) <= BOUNDS[name][1]:
                 raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1]; give a share such as 0.5")
-        for name in ("kernel_s", "collective_s", "step_s", "request_s"):
+        for name in ("kernel_s", "collective_s", "step_s", "request_s", "launch_s"):
             if not BOUNDS[name][0] <= getattr(self, name) < BOUNDS[name][1]:
                 raise ValueError(f"`{name}`: {getattr(self, name)} is not in [0, 1) seconds; give a time such as 5e-6")
         return self
@@ -157,7 +163,7 @@ class TimeModel(Frozen):
     def fixed_costs(self) -> bool:
         """Whether any fixed cost or partial overlap is modelled (the roofline has none)."""
         return bool(self.overlap or self.matmul_pad_rows or self.kernel_s or self.collective_s or self.step_s
-                    or self.request_s)
+                    or self.request_s or self.launch_s)
 
 
 ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0, hide_layer_comm=True, balanced_experts=True,

@@ -41,11 +41,14 @@ class PhaseRow(Report):
     bytes: int
     intensity: float
     bound: str
+    """compute or memory, whichever its ops' larger sum is; host where, without CUDA graphs, launching its kernels
+    takes the host longer than the GPU's work."""
     compute_s: float
     memory_s: float
     comm_s: float
     overhead_s: float
-    """Fixed costs of its ops and the step's host cost; 0 in the roofline."""
+    """Fixed costs of its ops, the host's launches beyond the GPU's work (without CUDA graphs) and the step's host
+    cost; 0 in the roofline."""
     time_s: float
 
 

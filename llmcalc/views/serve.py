@@ -616,11 +616,13 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
         goodput = good / duration
     e2e = spread([r.e2e_s for r in rows])
     verified = sum(s.verified for s in sims)
+    graphs = ("no CUDA graphs" if not engine.graphs else f"decode steps padded to CUDA-graph batch sizes up to "
+              f"{engine.graphs[-1]}" if engine.engine.graph_padding else f"decode batches of a captured size up to "
+              f"{engine.graphs[-1]} replayed from CUDA graphs")
     notes += [f"{len(sims)} engine(s): dp={L.dp} replicas × pp={L.pp} virtual engines, each with its own scheduler "
               "and share of the KV memory; requests go to them in turn",
               f"{engine.engine.label} {engine.engine.version}: {engine.engine.policy} steps, prefill "
-              f"{'chunked' if engine.engine.chunked_prefill else 'not chunked'}, decode steps padded to CUDA-graph "
-              f"batch sizes up to {engine.graphs[-1] if engine.graphs else 0}, KV pool "
+              f"{'chunked' if engine.engine.chunked_prefill else 'not chunked'}, {graphs}, KV pool "
               f"{engine.gpu_memory_utilization:g} of the GPU's {'free ' if engine.engine.memory_of == 'free' else ''}"
               "memory; recompute preemption; prefix-cache hits skip that share of each prompt (their blocks are "
               "still counted per request)"]
