@@ -96,3 +96,15 @@ def test_serve_enforce_eager_steps_at_the_host_and_says_so():
     assert any("no CUDA graphs, KV pool" in n for n in eager["notes"])
     assert any("--enforce-eager" in n and "launch_s" in n for n in eager["notes"])
     assert not any("launch_s" in n for n in graphs["notes"])
+
+
+def test_a_prompt_chunk_beside_decodes_never_shortens_an_eager_step():
+    """MLA's prompt path launches fewer kernels than its absorbed decode path (912 against 1,034 for DeepSeek-V3 over
+    tp 8, ep 8): a step running both is held at the more numerous, so adding a chunk to decodes adds time."""
+    spec, gpu = load_preset("deepseek-v3"), load_gpu("h200")
+    w = Workload(weights_dtype="fp8", compute_dtype="fp8", kv_dtype="bf16", layout=Layout(tp=8, ep=8),
+                 enforce_eager=True)
+    step = EngineStep(spec, gpu, w, _tm(gpu))
+    alone, mixed = step.decode_time(4, 3200), step.decode_time(4, 3200, chunk=16)
+    floor = StepTime(spec, gpu, w, _tm(gpu), prefill=False).host_s
+    assert mixed >= alone >= floor > StepTime(spec, gpu, w, _tm(gpu), prefill=True).host_s

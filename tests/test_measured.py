@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from conftest import FIXTURES, strict_json
 from llmcalc.inputs.benchmarks import read_runs
 
 BENCH = FIXTURES / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 AIPERF = "aiperf__wellflat__gpt-oss-20b-vllm-a100-telemetry.json"
 GENAI_OLD = "genai-perf__wellflat__gpt-oss-20b-vllm-basic.json"
 GENAI_NEW = "genai-perf__wellflat__gpt-oss-20b-vllm-telemetry.json"
@@ -160,13 +162,15 @@ def test_refit_profile_loads_and_moves_predictions_toward_its_runs(cli, shared, 
     out = tmp_path / "a100-vllm.yaml"
     r = cli("calibrate", "--from-runs", str(path), "--served-by", "vllm", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "step_s: 5.97e-05 ->" in r.stderr and "compute_efficiency: 0.748 ->" in r.stderr
-    assert "memory_efficiency: 0.95 kept" in r.stderr and "none held out" in r.stderr
     import yaml
 
+    bundled = yaml.safe_load((ROOT / "presets/calibration/a100-80gb.yaml").read_text(encoding="utf-8"))
+    assert f"step_s: {bundled['step_s']:g} ->" in r.stderr
+    assert f"compute_efficiency: {bundled['compute_efficiency']:g} ->" in r.stderr
+    assert f"memory_efficiency: {bundled['memory_efficiency']:g} kept" in r.stderr and "none held out" in r.stderr
     profile = yaml.safe_load(out.read_text(encoding="utf-8"))
-    assert profile["gpu"] == "a100-80gb" and profile["step_s"] > 5.97e-05
-    assert profile["memory_efficiency"] == 0.95  # a term the runs cannot identify is kept
+    assert profile["gpu"] == "a100-80gb" and profile["step_s"] > bundled["step_s"]
+    assert profile["memory_efficiency"] == bundled["memory_efficiency"]  # a term the runs cannot identify is kept
     before = _measured_ratios(cli, path, "--engine", "vllm")
     after = _measured_ratios(cli, path, "--engine", "vllm", "--calibration", str(out))
     for key in [("TTFT", "mean"), ("ITL", "mean"), ("E2E", "mean"), ("output throughput", "value")]:
@@ -175,10 +179,11 @@ def test_refit_profile_loads_and_moves_predictions_toward_its_runs(cli, shared, 
     # its 200-token prompts are memory-bound on an A100, so their TTFT does not identify the compute efficiency
     # (kept) but the host's time per request (fitted from the engine's stated 48 ms), which the profile then keeps
     # over the engine's
-    assert "compute_efficiency: 0.748 -> 0.748 (left as it was: the runs' prompt steps are not compute-bound" in r.stderr
+    ce = bundled["compute_efficiency"]
+    assert f"compute_efficiency: {ce:g} -> {ce:g} (left as it was: the runs' prompt steps are not compute-bound" in r.stderr
     assert "request_s: 0.048 -> " in r.stderr and "fitted to the mean TTFT" in r.stderr
     assert "the profile's request_s stands wherever the profile is given" in r.stderr
-    assert profile["compute_efficiency"] == 0.748 and 0.01 < profile["request_s"] < 0.08
+    assert profile["compute_efficiency"] == ce and 0.01 < profile["request_s"] < 0.08
     # the profile loads where a calibration profile does, and is refused over an existing file without --force
     assert cli("latency", "--preset", "gpt-oss-20b", "--gpu", "a100-80gb", "--calibration", str(out)).returncode == 0
     again = cli("calibrate", "--from-runs", str(path), "--served-by", "vllm", "--out", str(out))

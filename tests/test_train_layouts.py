@@ -23,7 +23,7 @@ from llmcalc.inputs.gpus import load_gpu
 from llmcalc.inputs.presets import load_preset
 from llmcalc.inputs.time_models import load_time_model
 from llmcalc.model.spec import ModelSpec
-from llmcalc.model.time_model import ROOFLINE, overlapped
+from llmcalc.model.time_model import ROOFLINE, TimeModel, overlapped
 from llmcalc.workload import Layout, Workload
 from llmcalc.model.pipeline_layout import parse_layout
 from tests.conftest import run_cli
@@ -51,6 +51,13 @@ PASSES_S = passes_s(8 * 4096)
 backward (tests/test_training.py: LLAMA2_7B_PASSES)."""
 
 
+RECORDED_H100 = TimeModel(name="calibrated", gpu="h100-sxm", compute_efficiency=0.85, fp8_efficiency=0.402,
+                          memory_efficiency=0.831, overlap=0.754, matmul_pad_rows=45.5, kernel_s=5.96e-06,
+                          collective_s=2.14e-05, step_s=5.97e-05)
+"""The h100-sxm profile the figures below were recorded under (its fit of 2026-11-23), held here so that a refit of
+the bundled profile does not move them: they check the layout arithmetic, not the profile."""
+
+
 def test_an_even_split_keeps_the_recorded_figures():
     """Figures recorded from the step model before this layout work (stages taken as equal, no cp, no vpp), the
     attention core's backward since timed as its flash kernel runs it (2.5 × the forward's FLOPs, at the time
@@ -60,7 +67,7 @@ def test_an_even_split_keeps_the_recorded_figures():
     backward) join every slot, the bubble's included."""
     g = load_gpu("h100-sxm")
     w = Workload(train=True, batch=1024, seq=4096, micro_batch=1, recompute="selective", layout=Layout(tp=8, pp=4, dp=4))
-    spec, tm = load_preset("llama2-70b"), load_time_model("calibrated", g)
+    spec, tm = load_preset("llama2-70b"), RECORDED_H100
     r = training_step(spec, g, w, tm, check_memory=False)
     st, (costs, kernels) = StepTime(spec, g, w, tm, prefill=True), elementwise_costs(spec, w, 4096)
     t = sum(st.time(op, c) + kernels[op] * tm.kernel_s for op, c in costs.items()) / 4

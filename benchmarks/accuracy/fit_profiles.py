@@ -8,7 +8,8 @@ What is fitted, and on what (llmcalc/model/time_model.py names every figure):
   the GPU has fp8 rows), memory_efficiency;
 - shared by every GPU (they are the serving software's, not a chip's): overlap, matmul_pad_rows (the GEMM
   library's tile policy), kernel_s, collective_s, step_s. launch_s (a step without CUDA graphs) is
-  benchmarks/accuracy/fit_launch.py's, kept as the profile has it.
+  benchmarks/accuracy/fit_launch.py's: kept as the profile has it, and the rows run without graphs are timed with
+  it while the rest is fitted.
 The objective is Σ log(measured / predicted)² over the table subset's rows that are not approximations
 (benchmarks/accuracy/evaluate.py says how each published figure maps to a prediction); the held-out rows are not
 seen. The search is coordinate descent, each figure by golden section within physical bounds, in a fixed order
@@ -78,10 +79,19 @@ def training_pairs(ev) -> list:
     return [p for p in pairs if rows[p.inputs.gpu] >= MIN_ROWS]
 
 
+@cache
+def bundled_launch_s(gpu: str) -> float:
+    """The bundled profile's launch_s (benchmarks/accuracy/fit_launch.py's), which the fit keeps: a row run without
+    CUDA graphs is timed with its host floor while the other figures are fitted."""
+    path = OUT / f"{gpu}.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("launch_s") or 0.0 if path.exists() else 0.0
+
+
 def model_of(figures: dict, gpu: str) -> TimeModel:
     keys = set(SHARED) | set(PER_GPU)
     own = {k: v for k, v in figures.get(gpu, {}).items() if k in keys}
-    return TimeModel(name="calibrated", gpu=gpu, **{k: figures["shared"][k] for k in SHARED}, **own)
+    return TimeModel(name="calibrated", gpu=gpu, **{k: figures["shared"][k] for k in SHARED}, **own,
+                     launch_s=bundled_launch_s(gpu))
 
 
 def loss(ev, pairs: list, figures: dict) -> float:

@@ -76,7 +76,10 @@ class EngineStep:
             if self.mtp:
                 layers[-1] = 1
             st = self.step_times["chunk" in parts]
-            fn = self.clocks[parts] = _compiled(self.spec.name, self.form(parts), st, layers)
+            # a prompt chunk beside decode or verify tokens runs both paths' kernels (MLA's absorbed decode beside
+            # its prefill): the host launches at least the more numerous
+            host = max(t.host_s for t in self.step_times.values()) if "chunk" in parts and len(parts) > 1 else None
+            fn = self.clocks[parts] = _compiled(self.spec.name, self.form(parts), st, layers, host)
         return fn
 
     def part_vars(self, part: str, seqs: Sequence[tuple[int, int]]) -> dict[str, int]:
@@ -171,11 +174,13 @@ def prefill_ceiling(step: EngineStep, prompt: int, engines: int = 1) -> float:
     return engines / step.time([(prompt, 0)], [])
 
 
-def _compiled(name: str, form: Form, st: StepTime, layers: list[int]) -> Callable[[dict], float]:
-    """The step's time under `st` as a function of its variables (a dict), compiled once (time_source)."""
+def _compiled(name: str, form: Form, st: StepTime, layers: list[int],
+              host: float | None = None) -> Callable[[dict], float]:
+    """The step's time under `st` as a function of its variables (a dict), compiled once (time_source; `host`: its
+    floor without CUDA graphs where not st.host_s)."""
     namespace: dict[str, Any] = {"inf": math.inf, "nan": math.nan}  # a constant that overflowed reads inf
     variables = set().union(*(c.variables for cost in form.values() for c in cost if isinstance(c, Lin)))
     names = {v: f"env[{v!r}]" for v in variables}
-    lines = ["def step(env):", *time_source("t", form, st, names, layers, namespace), "    return t"]
+    lines = ["def step(env):", *time_source("t", form, st, names, layers, namespace, host), "    return t"]
     exec(compile("\n".join(lines) + "\n", f"<engine step of {name}>", "exec"), namespace)  # noqa: S102 - built above
     return namespace["step"]

@@ -54,7 +54,7 @@ def _piecewise(lines: list[tuple]) -> tuple[list[float], list[tuple[float, float
 
 
 def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], counts: list[int],
-            namespace: dict[str, Any]) -> list[str]:
+            namespace: dict[str, Any], host: float | None = None) -> list[str]:
     """Lines computing `label` = Σ over the form's entries of StepTime.time (max(c, m) + overlap·min(c, m) + the
     entry's fixed cost; comm entries: bytes / link + fixed), at least the host's launches without CUDA graphs,
     + the step's host cost (StepTime.bounded), c and m computed once.
@@ -62,10 +62,11 @@ def time_source(label: str, form: Form, st: StepTime, names: dict[str, str], cou
     alone (T, or R) sum to a convex piecewise-linear function of it, kept as breakpoints and looked up; the
     rest are written out, the whole costs they share (the experts hit) computed once. `names` writes each
     variable as an expression; `counts` are the layers of each layer group; `namespace` receives the objects
-    the lines use (compile them with it)."""
+    the lines use (compile them with it); `host`: the host's floor in place of st.host_s (a step that runs two
+    paths' kernels)."""
     namespace["bisect_right"] = bisect_right
     layers: dict[tuple, int] = defaultdict(int)
-    host = st.host_s  # without CUDA graphs the step lasts at least the host's launches, then step_s (bounded)
+    host = st.host_s if host is None else host  # without CUDA graphs: at least the host's launches (bounded)
     fixed = 0.0 if host else st.step_s
     for key, (f, b, r) in form.items():
         n = 1 if key.group is None else counts[key.group]

@@ -163,7 +163,7 @@ class TimeModel(Frozen):
     def fixed_costs(self) -> bool:
         """Whether any fixed cost or partial overlap is modelled (the roofline has none)."""
         return bool(self.overlap or self.matmul_pad_rows or self.kernel_s or self.collective_s or self.step_s
-                    or self.request_s or self.launch_s)
+                    or self.request_s)
 
 
 ROOFLINE = TimeModel(attention_backward=1.0, comm_overlap=0.0, hide_layer_comm=True, balanced_experts=True,
