@@ -111,7 +111,7 @@ def latency(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLINE) ->
         expert_skew=w.routing_skew if L.ep > 1 else None, weights_bytes_per_gpu=weights, kv_bytes_per_gpu=kv,
         fits=fits, phases=phases,
         ops=[row for p, costs, time in timed for row in _op_rows(p.phase, costs, time)],
-        formula=FORMULA, notes=_notes(spec, gpu, w, tm, fits),
+        formula=FORMULA, notes=_notes(spec, gpu, w, tm, fits, dec_time),
     )
 
 
@@ -211,7 +211,7 @@ def eager_note(st: StepTime, tm: TimeModel) -> str:
             "whose GPU work is shorter waits for the host")
 
 
-def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) -> list[str]:
+def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool, decode: StepTime) -> list[str]:
     L = w.layout
     notes = [f"figures per GPU ({L.gpus} GPU(s): tp={L.tp} pp={L.pp} dp={L.dp} ep={L.ep}); pipeline stages run "
              "one after another, so a phase sums every stage",
@@ -229,7 +229,7 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool) ->
         notes.append("not modelled: kernel launch and scheduling overheads, collective latency, compute/communication "
                      "overlap")
     if w.enforce_eager:
-        notes.append(eager_note(StepTime(spec, gpu, w, tm, prefill=False), tm))
+        notes.append(eager_note(decode, tm))
     if not fits:
         notes.append("weights + KV cache + workspace exceed the GPUs' usable memory: see `llmcalc fit`")
     notes += [n for n in (spec.stack.time_note(),) if n]
