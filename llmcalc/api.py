@@ -167,8 +167,8 @@ def engine(name=None):
     if isinstance(name, os.PathLike):
         name = str(_path(name, "engine"))
     if name is not None and not isinstance(name, str):
-        raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, sglang, trtllm, reference, the "
-                        "path of an engine YAML, or an Engine")
+        raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, vllm-v0, sglang, trtllm, "
+                        "reference, the path of an engine YAML, or an Engine")
     from llmcalc.inputs.engines import load_engine
 
     return load_engine(name)
@@ -453,8 +453,9 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
     if prefill_chunk is not None and prefill_chunk < 1:
         raise UserError(f"`prefill_chunk`: {prefill_chunk} tokens; give at least 1 (8192 is vLLM's step on an H100)")
     pool, layout = None, _layout(gpus, tp, pp, dp, ep)
+    spec, notes = load_model(model), []
     if engine is not None:
-        pool = _engine(engine).settings(device, layout["layout"],
+        pool = _engine(engine).settings(device, layout["layout"], context=spec.max_seq_len,
                                         gpu_memory_utilization=None if reserve is None else 1 - reserve,
                                         max_batched_tokens=prefill_chunk)
         reserve, prefill_chunk = pool.reserve, pool.max_batched_tokens
@@ -463,7 +464,6 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
                  group_size=group_size, reserve=0.10 if reserve is None else reserve,
                  prefill_chunk=prefill_chunk or 8192)
     tm = _time_model(device, time_model, calibration, engine, serving=True)
-    spec, notes = load_model(model), []
     if engine is not None:  # an engine's pool, in the engine's default cache dtype
         w, notes = _engine_kv(w, kv_dtype, spec, pool.engine)
     return _noted(check(spec, device, w, tm, pool), notes)
@@ -739,7 +739,7 @@ def prepare_serve(model, gpu=None, *, gpus: int | None = None, tp: int | None = 
         from llmcalc.costs.step_time import StepTime
 
         notes.append(eager_note(StepTime(spec, device, w, tm, prefill=False), tm))
-    settings = serving.settings(device, w.layout, w.enforce_eager, max_seqs=max_seqs,
+    settings = serving.settings(device, w.layout, w.enforce_eager, spec.max_seq_len, max_seqs=max_seqs,
                                 max_batched_tokens=max_batched_tokens, block_size=block_size,
                                 gpu_memory_utilization=gpu_memory_utilization)
     spec_dec = None

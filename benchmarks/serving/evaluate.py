@@ -118,13 +118,32 @@ def lengths(p: dict) -> tuple[Lengths, Lengths]:
     return Constant(p["input_tokens"]), Constant(p["output_tokens"])
 
 
+V0_BEFORE = (0, 8)
+"""vLLM releases before 0.8.0 ran the V0 engine by default (presets/engines/vllm-v0.yaml)."""
+
+
+CONTEXT_FLAG = {"vllm": "--max-model-len"}
+"""The launch flag that states the longest sequence an engine serves (its max_model_len; the model's max_seq_len
+where not given): the step budget of an engine whose budget covers it (presets/engines/vllm-v0.yaml)."""
+
+
+def engine_preset(p: dict) -> str:
+    """The engine preset a point ran: its engine_name, but vllm-v0 for a vLLM release before V0_BEFORE."""
+    version = re.match(r"(\d+)\.(\d+)", str(p.get("engine_version", "")))
+    if p["engine_name"] == "vllm" and version and tuple(map(int, version.groups())) < V0_BEFORE:
+        return "vllm-v0"
+    return p["engine_name"]
+
+
 def launch_settings(p: dict) -> dict:
     """Settings values the point's launch command (`engine`) states, by the flags the engine's commands file names
     for them (presets/engines/commands/<engine>.yaml: `settings`), and graphs () under its `graphs_off` flag (a
     launch without CUDA graphs, as a point's `cuda_graphs: false` says where its engine's defaults had none)."""
     command, launch = str(p.get("engine", "")), load_engine_commands(p["engine_name"]).launch
+    flags = launch.settings | ({"max_model_len": CONTEXT_FLAG[p["engine_name"]]} if p["engine_name"] in CONTEXT_FLAG
+                               else {})
     given = {key: float(m.group(1)) if key == "gpu_memory_utilization" else int(m.group(1))
-             for key, flag in launch.settings.items()
+             for key, flag in flags.items()
              if (m := re.search(rf"{re.escape(flag)}[ =]([0-9.]+)", command))}
     if launch.graphs_off and re.search(rf"{re.escape(launch.graphs_off)}(?![-\w])", command):
         given["graphs"] = ()
@@ -161,7 +180,9 @@ def setup(p: dict) -> tuple | str:
     else:
         w = Workload(weights_dtype=weights, kv_dtype=kv, compute_dtype=compute, layout=layout, enforce_eager=eager)
     gpu = load_gpu(p["gpu"])
-    settings = load_engine(p["engine_name"]).settings(gpu, layout, eager, **given)
+    spec = load_preset(p["model"])
+    context = given.pop("max_model_len", spec.max_seq_len)
+    settings = load_engine(engine_preset(p)).settings(gpu, layout, eager, context, **given)
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
     rate, conc = p.get("request_rate"), p.get("concurrency")
     if rate is not None:
@@ -170,7 +191,7 @@ def setup(p: dict) -> tuple | str:
         load, n = Load(concurrency=conc), min(published, max(4 * conc, 64))
     else:
         load, n = Load(rate=math.inf), OFFLINE_REQUESTS
-    return load_preset(p["model"]), gpu, w, load, settings, n
+    return spec, gpu, w, load, settings, n
 
 
 def measured(p: dict) -> dict[str, tuple[float, str]]:
@@ -249,7 +270,7 @@ def evaluate(kinds: tuple[str, ...] = ("rate", "rate INF", "concurrency", "offli
                          "tp": w.layout.tp, "dtype": "fp8-block" if w.weights_format is not None else w.weights_dtype,
                          "lengths": f"{prompt}/{output}",
                          "quantity": q, "stat": stat, "measured": value, "predicted": predicted, "ratio": ratio,
-                         "engine": p["engine_name"], "subset": split[p["id"]]})
+                         "engine": engine_preset(p), "subset": split[p["id"]]})
     return rows, skipped
 
 

@@ -137,6 +137,9 @@ class Engine(Frozen):
     chunked_prefill: bool
     """Whether a prompt longer than the step's token budget is split over steps; if not, the budget must hold the
     longest prompt."""
+    budget_covers_context: bool = False
+    """Whether the default step budget is at least the longest sequence the engine is launched for (its
+    max_model_len), so that an unchunked prompt always fits a step (vLLM V0: max(max_model_len, 2048))."""
     tiers: list[Tier]
     """Defaults by GPU memory, largest min_gib first; the last has min_gib 0."""
     graph_sizes: list[PosInt]
@@ -162,7 +165,8 @@ class Engine(Frozen):
     block_size: PosInt
     """Tokens per KV block (page)."""
     kv_log: str
-    """The engine's log line with its KV capacity, `{tokens}` (or `{tokens:,}`) where the number stands."""
+    """The engine's log line with its KV capacity, `{tokens}` (or `{tokens:,}`) where the number stands, or
+    `{blocks}` where it logs blocks of block_size tokens."""
     step_s: Annotated[float, Field(ge=0, lt=1)] | None = None
     """Host seconds per step the GPU does not hide; None: the time model's step_s."""
     request_s: Annotated[float, Field(ge=0, lt=1)] | None = None
@@ -207,10 +211,12 @@ class Engine(Frozen):
         if any((t.memory_utilization is None) == (self.reserve is None) for t in self.tiers):
             raise UserError("`tiers`: give each tier a memory_utilization, or the engine a `reserve` rule and no "
                             "tier one")
-        fields = self.kv_log.replace("{tokens:,}", "{tokens}")
-        if fields.count("{tokens}") != 1 or fields.replace("{tokens}", "").count("{") + fields.count("}") != 1:
+        fields = self.kv_log.replace("{tokens:,}", "{tokens}").replace("{blocks:,}", "{blocks}")
+        stands = fields.count("{tokens}") + fields.count("{blocks}")
+        if stands != 1 or fields.count("{") != 1 or fields.count("}") != 1:
             raise UserError("`kv_log`: give the engine's log line with {tokens} (or {tokens:,} for thousands "
-                            "separators) where the token count stands, and no other braces")
+                            "separators) where the token count stands, or {blocks} where it logs blocks, and no "
+                            "other braces")
         return self
 
     def stated_kv_dtype(self, checkpoint) -> str | None:
@@ -219,19 +225,23 @@ class Engine(Frozen):
         stated = getattr(checkpoint, "kv_dtype", None)
         return stated if f"{getattr(checkpoint, 'kv_quantizer', None)} {stated}" in self.checkpoint_kv else None
 
-    def settings(self, gpu: GPU, layout=None, eager: bool = False, **given: float | int | None) -> "Settings":
+    def settings(self, gpu: GPU, layout=None, eager: bool = False, context: int | None = None,
+                 **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
         engine's. `layout` (a Layout; None: one GPU) is the deployment an engine instance serves: its
         tensor-parallel GPUs (an attention-DP instance's replicas included) and stages set the CUDA graphs and
         reserve of an engine whose defaults depend on them. `eager`: launched without CUDA graphs (vLLM's
-        --enforce-eager): none captured, none padded to, none reserved."""
+        --enforce-eager): none captured, none padded to, none reserved. `context`: the longest sequence the
+        engine is launched for (its max_model_len), the step budget's floor where budget_covers_context."""
         tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
         tp, pp, replicas = 1, 1, 0
         if layout is not None:
             replicas = layout.dp if layout.attention_dp else 0
             tp, pp = layout.tp * max(replicas, 1), layout.pp
-        values = dict(max_seqs=tier.max_num_seqs, max_batched_tokens=tier.max_num_batched_tokens,
-                      block_size=self.block_size)
+        budget = tier.max_num_batched_tokens
+        if self.budget_covers_context and context is not None:
+            budget = max(budget, context)
+        values = dict(max_seqs=tier.max_num_seqs, max_batched_tokens=budget, block_size=self.block_size)
         values |= {k: v for k, v in given.items() if v is not None}
         for name in ("max_seqs", "max_batched_tokens", "block_size"):
             if not 1 <= values[name] <= 2**40:
@@ -294,4 +304,4 @@ class Settings(Frozen):
 
     def kv_log(self, tokens: int) -> str:
         """The log line the engine prints for a KV pool of `tokens` tokens."""
-        return self.engine.kv_log.format(tokens=tokens)
+        return self.engine.kv_log.format(tokens=tokens, blocks=tokens // self.block_size)

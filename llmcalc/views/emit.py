@@ -113,7 +113,8 @@ def emit_for(report: PlanReport, spec: ModelSpec, gpus: list[GPU], engine: Engin
                         "targets")
     c = listed[rank - 1]
     L = Layout(tp=c.tp, pp=c.pp, dp=c.dp, ep=c.ep)
-    settings = engine.settings(next(g for g in gpus if g.name == c.gpu), L, max_seqs=c.max_seqs)
+    settings = engine.settings(next(g for g in gpus if g.name == c.gpu), L, context=spec.max_seq_len,
+                               max_seqs=c.max_seqs)
     return report.model_copy(update={"emit": emit_commands(spec, c, rank, commands, settings, load)})
 
 

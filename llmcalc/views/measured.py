@@ -108,7 +108,7 @@ class Case:
         from llmcalc.views.serve import serve as simulate
 
         tm = self.base_time_model() if tm is None else tm
-        settings = self.serving_engine().settings(self.device)
+        settings = self.serving_engine().settings(self.device, context=self.spec.max_seq_len)
         rows = make_requests(min(self.requests, requests or self.requests), *self.lengths, self.load, self.seed)
         return simulate(self.spec, self.device, self.w, tm, rows, settings, self.load,
                         self.args[self.args.index("--prompt") + 1], self.args[self.args.index("--output") + 1],

@@ -191,7 +191,7 @@ class _Engines:
 
     def settings(self, gpu: GPU, L: Layout, **given: int | None) -> Settings:
         """The engine's settings on `gpu` for an instance of layout `L`, `given` in place of its own."""
-        return self.engine.settings(gpu, L, **given)
+        return self.engine.settings(gpu, L, context=self.spec.max_seq_len, **given)
 
     def precisions(self, gpu: GPU) -> list[Precision]:
         """The precisions the search runs the model in on `gpu` (precisions())."""

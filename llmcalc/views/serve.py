@@ -534,7 +534,8 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
             raise UserError(f"`block_size`: a block of {engine.block_size:,} tokens is {block / 1e9:.3g} GB per GPU, "
                             f"more than the {max(spare, 0) / 1e9:.2f} GB the weights leave; give a smaller one")
         if spare >= block and engine.engine.profiles_activations:  # the step's activation workspace took the room
-            default = engine.max_batched_tokens == engine.engine.settings(gpu, L).max_batched_tokens
+            own = engine.engine.settings(gpu, L, context=spec.max_seq_len)
+            default = engine.max_batched_tokens == own.max_batched_tokens
             whose = f" ({engine.engine.label}'s default on {gpu.name})" if default else ""
             raise UserError(f"`max_batched_tokens`: the activations of a {engine.max_batched_tokens:,}-token step"
                             f"{whose} leave {max(free, 0) / 1e9:.2f} GB per GPU for the KV cache, less than one block; "
