@@ -187,3 +187,20 @@ def test_vllm_v0_rounds_of_clients_are_prefilled_together_as_published():
     assert len(steady) >= 2
     for r in steady:
         assert abs(r["ratio"] - 1) <= 0.15, r
+
+
+def test_vllm_v0_on_mi300x_runs_at_its_own_fitted_block_scaled_share():
+    """The MI300X's own profile is by analogy with the H200's; under vLLM V0 its block-scaled fp8 share is fitted
+    to the one table-subset point of dstack's MI300X runs (presets/calibration/engines/vllm-v0/mi300x.yaml). On
+    the eight held-out runs (never fitted; 4.0–7.1× optimistic on TTFT at the GPU's own profile) the TTFT p50 is
+    within ×2, and the TPOT p50 within 25% from 32 clients, where the prompts' steps that stall the decodes make
+    most of it; below, a small decode step's floor on ROCm's kernels of the time is not fitted (its TPOT stays
+    optimistic)."""
+    _, got = rows()
+    held = [r for r in got if r["engine"] == "vllm-v0" and r["gpu"] == "mi300x" and r["subset"] == "heldout"]
+    assert len({r["id"] for r in held}) >= 8
+    for r in held:
+        if r["quantity"] == "ttft":
+            assert max(r["ratio"], 1 / r["ratio"]) <= 2, r
+        if r["quantity"] == "tpot" and int(r["id"].rsplit("-c", 1)[1]) >= 32:
+            assert abs(r["ratio"] - 1) <= 0.25, r

@@ -318,10 +318,12 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
-           "max(ratio, 1/ratio). No calibration profile was fitted on any of these points; two engine figures, vLLM's "
-           "host time per request (presets/engines/vllm.yaml) and TensorRT-LLM's share of the fp8 peak on Hopper "
-           "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py), were read off table-subset points, "
-           "and the engines' shares for block-scaled fp8 matmuls off a kernel benchmark, not off these points, as "
+           "max(ratio, 1/ratio). No GPU's calibration profile was fitted on any of these points; three engine figures, "
+           "vLLM's host time per request (presets/engines/vllm.yaml), TensorRT-LLM's share of the fp8 peak on Hopper "
+           "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py) and vLLM V0's share for block-scaled "
+           "fp8 matmuls on the MI300X, whose own profile is by analogy (presets/calibration/engines/vllm-v0/"
+           "mi300x.yaml, benchmarks/serving/fit_engine_profiles.py), were read off table-subset points, "
+           "and the other block-scaled shares off a kernel benchmark, not off these points, as "
            "the profiles' host time per launch without CUDA graphs (launch_s) was off docs/accuracy.md's table "
            "subset; the held-out subset (benchmarks/serving/split.yaml) is never to be fitted on.", ""]
     out += ["By engine:", ""] + summary_lines(rows, "engine")

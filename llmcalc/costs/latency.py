@@ -220,8 +220,9 @@ def _notes(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, fits: bool, de
                                  ("comm/pp_send", L.pp)) if n > 1)
     notes += [n for n in (link_note(L, gpu, ops),) if n]
     if tm.fixed_costs:
-        notes.append(f"time model {tm.name}" + (f" ({tm.gpu})" if tm.gpu else "") + ": overlap, kernel, collective "
-                     "and host costs as in its profile (`time_model`)")
+        notes.append(f"time model {tm.name}" + (f" ({tm.gpu}" + (f" under {tm.engine}" if tm.engine else "") + ")"
+                                                if tm.gpu else "")
+                     + ": overlap, kernel, collective and host costs as in its profile (`time_model`)")
     if tm.request_s:
         notes.append(f"ttft includes the host's {tm.request_s * 1e3:.3g} ms per request (request_s: parsing, chat "
                      "template, tokenising) before the prefill")

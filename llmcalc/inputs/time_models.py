@@ -84,9 +84,9 @@ def base_profile(gpu: GPU) -> tuple[TimeModel, str]:
     return ROOFLINE, f"the roofline time model (no bundled profile for {gpu.name})"
 
 
-PROFILE_FIELDS = ("name", "gpu", "compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency",
-                  "matmul_pad_rows", "memory_efficiency", "comm_efficiency", "overlap", "kernel_s", "collective_s",
-                  "step_s", "launch_s", "request_s", "sources")
+PROFILE_FIELDS = ("name", "gpu", "engine", "compute_efficiency", "fp8_efficiency", "block_fp8_efficiency",
+                  "attention_efficiency", "matmul_pad_rows", "memory_efficiency", "comm_efficiency", "overlap",
+                  "kernel_s", "collective_s", "step_s", "launch_s", "request_s", "sources")
 """A profile file's fields, in the order the bundled profiles write them; request_s only where it is set (no
 microbenchmark measures it: `calibrate --from-runs` fits it)."""
 

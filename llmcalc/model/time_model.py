@@ -66,6 +66,9 @@ class TimeModel(Frozen):
     """roofline (the physical bound at stated efficiencies) or calibrated (a GPU's profile)."""
     gpu: str | None = None
     """The GPU preset the figures were measured or fitted on; None: any GPU."""
+    engine: str | None = None
+    """The engine whose published runs on that GPU some figures were fitted to (a (GPU, engine) profile,
+    presets/calibration/engines/<engine>/); None: the GPU's own profile, for any engine."""
     compute_efficiency: float = 0.8
     """Share of the dense 16/32-bit peak a large matmul reaches: 798 of 989 TFLOP/s (bf16, 8192³) on an H100."""
     fp8_efficiency: float | None = None
