@@ -167,8 +167,8 @@ def engine(name=None):
     if isinstance(name, os.PathLike):
         name = str(_path(name, "engine"))
     if name is not None and not isinstance(name, str):
-        raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, vllm-v0, sglang, trtllm, "
-                        "reference, the path of an engine YAML, or an Engine")
+        raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, vllm-v0, sglang, sglang-0.4, "
+                        "trtllm, reference, the path of an engine YAML, or an Engine")
     from llmcalc.inputs.engines import load_engine
 
     return load_engine(name)

@@ -433,3 +433,47 @@ def test_the_divided_budget_is_the_flag_the_user_gives(cli_json):
     r = cli_json("serve", "-p", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--tp", "1",
                  "--engine", "sglang", "--max-batched-tokens", "2048", "-n", "8", "--prompt", "512", "--output", "8")
     assert r["max_batched_tokens"] == 1024
+
+
+@pytest.mark.parametrize(("gpu", "layout", "share", "tokens", "graph_max"), [
+    ("h200", dict(tp=8), 0.81, 8192, 160),  # mem_fraction_static 0.81 from tp 8; 8,192 from 25,000 MiB
+    ("h100-sxm", dict(tp=1), 0.88, 8192, 160),
+    ("h100-sxm", dict(tp=4), 0.85, 8192, 160),
+    ("h200", dict(tp=1, dp=8, ep=8), 0.81, 4096, 160),  # attention DP: tp_size 8, each replica half the budget
+    ("l4", dict(tp=1), 0.88, 2048, 8),  # under 25,000 MiB: 2,048 tokens, graphs up to 8 (80 from tp 4)
+    ("l4", dict(tp=4), 0.85, 2048, 80),
+    ("mi300x", dict(tp=16), 0.79, 8192, 160),
+])
+def test_sglang_0_4_shares_its_memory_by_tensor_parallel_size_and_halves_its_budget_under_attention_dp(
+        gpu, layout, share, tokens, graph_max):
+    """SGLang 0.4.1–0.4.3 (server_args.py __post_init__): mem_fraction_static by tp_size (0.88, 0.87 from 2, 0.85
+    from 4, 0.81 from 8, 0.79 from 16), chunked_prefill_size 8,192 (2,048 under 25,000 MiB), cuda_graph_max_bs 160
+    (8, or 80 from tp 4, under 25,000 MiB), and under --enable-dp-attention chunked_prefill_size // 2 for each
+    replica's scheduler, where 0.5 divides it over the replicas."""
+    L = Layout(**layout)
+    s = load_engine("sglang-0.4").settings(load_gpu(gpu), L)
+    assert s.gpu_memory_utilization == share and s.graphs[-1] == graph_max
+    assert s.per_replica(L).max_batched_tokens == tokens
+    if L.attention_dp:  # 0.5 divides its 8,192 over the 8 replicas
+        assert load_engine("sglang").settings(load_gpu(gpu), L).per_replica(L).max_batched_tokens == 1024
+
+
+def test_an_engine_file_with_a_share_by_tp_and_no_share_is_refused(tmp_path, cli):
+    """A tier's memory_utilization_from_tp needs the tier's own share, the one below every degree it names."""
+    engines = Path(__file__).parents[1] / "presets" / "engines"
+    data = yaml.safe_load((engines / "sglang-0.4.yaml").read_text())
+    data["tiers"] = [{k: v for k, v in t.items() if k != "memory_utilization"} for t in data["tiers"]]
+    data["reserve"] = yaml.safe_load((engines / "sglang.yaml").read_text())["reserve"]
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(data))
+    r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", str(path), "-n", "4")
+    assert r.returncode == 2 and "memory_utilization_from_tp" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sglang_0_4_gives_each_attention_replica_half_its_budget_in_serve(cli_json):
+    """One 16,384-token prompt under data-parallel attention (dp 2, ep 2): SGLang 0.4's replica schedules 8,192 // 2
+    = 4,096 tokens a step, as its own log's chunked_prefill_size says, and the note says it halves the budget."""
+    r = cli_json("serve", "-p", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "2", "--ep", "2", "--tp", "1",
+                 "--engine", "sglang-0.4", "-n", "1", "--prompt", "16384", "--output", "2")
+    assert r["max_batched_tokens"] == 4096 and r["steps"] == 16384 // 4096 + 1
+    assert any("halves its 8,192 tokens per step" in n for n in r["notes"])

@@ -118,8 +118,10 @@ def lengths(p: dict) -> tuple[Lengths, Lengths]:
     return Constant(p["input_tokens"]), Constant(p["output_tokens"])
 
 
-V0_BEFORE = (0, 8)
-"""vLLM releases before 0.8.0 ran the V0 engine by default (presets/engines/vllm-v0.yaml)."""
+OLDER_ENGINES = {"vllm": ((0, 8), "vllm-v0"), "sglang": ((0, 5), "sglang-0.4")}
+"""engine_name → (the first release of the engine's own preset, the preset of the releases before it): vLLM
+releases before 0.8.0 ran the V0 engine by default (presets/engines/vllm-v0.yaml); SGLang's before 0.5 had the
+defaults of presets/engines/sglang-0.4.yaml."""
 
 
 CONTEXT_FLAG = {"vllm": "--max-model-len"}
@@ -128,10 +130,12 @@ where not given): the step budget of an engine whose budget covers it (presets/e
 
 
 def engine_preset(p: dict) -> str:
-    """The engine preset a point ran: its engine_name, but vllm-v0 for a vLLM release before V0_BEFORE."""
-    version = re.match(r"(\d+)\.(\d+)", str(p.get("engine_version", "")))
-    if p["engine_name"] == "vllm" and version and tuple(map(int, version.groups())) < V0_BEFORE:
-        return "vllm-v0"
+    """The engine preset a point ran: its engine_name, but the older preset of OLDER_ENGINES for a release its
+    engine_version (the first major.minor in it) puts before that preset's first."""
+    version = re.search(r"(\d+)\.(\d+)", str(p.get("engine_version", "")))
+    first, older = OLDER_ENGINES.get(p["engine_name"], ((0, 0), p["engine_name"]))
+    if version and tuple(map(int, version.groups())) < first:
+        return older
     return p["engine_name"]
 
 
@@ -318,11 +322,12 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
-           "max(ratio, 1/ratio). No GPU's calibration profile was fitted on any of these points; three engine figures, "
+           "max(ratio, 1/ratio). No GPU's calibration profile was fitted on any of these points; four engine figures, "
            "vLLM's host time per request (presets/engines/vllm.yaml), TensorRT-LLM's share of the fp8 peak on Hopper "
-           "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py) and vLLM V0's share for block-scaled "
-           "fp8 matmuls on the MI300X, whose own profile is by analogy (presets/calibration/engines/vllm-v0/"
-           "mi300x.yaml, benchmarks/serving/fit_engine_profiles.py), were read off table-subset points, "
+           "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py) and the shares for block-scaled fp8 "
+           "matmuls of vLLM V0 and SGLang 0.4 on the MI300X, whose own profile is by analogy (presets/calibration/"
+           "engines/<engine>/mi300x.yaml, benchmarks/serving/fit_engine_profiles.py), were read off table-subset "
+           "points, "
            "and the other block-scaled shares off a kernel benchmark, not off these points, as "
            "the profiles' host time per launch without CUDA graphs (launch_s) was off docs/accuracy.md's table "
            "subset; the held-out subset (benchmarks/serving/split.yaml) is never to be fitted on.", ""]

@@ -18,8 +18,8 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               None keeps the time model's step_s
   block fp8   the share of the fp8 peak its matmuls over 128 × 128 block-scaled fp8 weights reach, per GPU
               architecture where a kernel benchmark gives it; elsewhere the time model's fp8 efficiency
-  attention DP  whether its token budget per step is each replica's or the deployment's, divided over the
-              replicas (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention)
+  attention DP  whether its token budget per step is each replica's, the deployment's divided over the replicas
+              (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention), or half of it (SGLang 0.4's)
   KV dtype    the engine's default cache dtype: the KV quantisation the checkpoint states, where the engine takes
               that quantiser's (vLLM ModelOpt's fp8, TensorRT-LLM's), else the model's dtype
   admission   a prompt starts when the pool could hold it and its output less what the running requests are
@@ -54,12 +54,21 @@ class Tier(Frozen):
     """Most tokens in a step (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM
     max_num_tokens)."""
     memory_utilization: Share | None = None
-    """vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction; None: the engine's reserve rule."""
+    """vLLM gpu_memory_utilization, TensorRT-LLM free_gpu_memory_fraction, SGLang 0.4's mem_fraction_static; None:
+    the engine's reserve rule."""
+    memory_utilization_from_tp: dict[PosInt, Share] = {}
+    """Tensor-parallel degree → the memory share from that degree on (SGLang 0.4 keeps more back at a larger
+    tp_size); below every key, memory_utilization."""
     graph_max: Annotated[int, Field(ge=0, le=2**20, strict=True)]
     """The largest decode batch captured in a CUDA graph (0: none)."""
     graph_max_from_tp: dict[PosInt, Annotated[int, Field(ge=0, le=2**20, strict=True)]] = {}
     """Tensor-parallel degree → the largest captured decode batch from that degree on (SGLang captures more at
     tp ≥ 4); below every key, graph_max."""
+
+    def memory_utilization_at(self, tp: int) -> float | None:
+        """The memory share of an engine instance over `tp` tensor-parallel GPUs (None: the reserve rule's)."""
+        wide = [u for t, u in sorted(self.memory_utilization_from_tp.items()) if tp >= t]
+        return wide[-1] if wide else self.memory_utilization
 
     def graph_max_at(self, tp: int) -> int:
         """The largest captured decode batch of an engine instance over `tp` tensor-parallel GPUs."""
@@ -185,10 +194,10 @@ class Engine(Frozen):
     """The KV quantisations a checkpoint may state (its quantiser and dtype: Checkpoint.kv_quantizer, kv_dtype)
     that the engine's default cache dtype ("auto") takes; for any other, and a checkpoint that states none, the
     model's dtype."""
-    dp_attention_budget: Literal["per_replica", "divided"] = "per_replica"
+    dp_attention_budget: Literal["per_replica", "divided", "halved"] = "per_replica"
     """Under data-parallel attention (Layout.attention_dp: replicas whose MoE layers span them), whether each
-    replica's scheduler takes the whole max_batched_tokens a step, or that budget divided over the dp replicas
-    (SGLang: the whole deployment's)."""
+    replica's scheduler takes the whole max_batched_tokens a step, that budget divided over the dp replicas
+    (SGLang: the whole deployment's), or half of it (SGLang 0.4: chunked_prefill_size // 2, each replica's)."""
     fuses: list[str]
     """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
     engine fuses none."""
@@ -211,6 +220,9 @@ class Engine(Frozen):
         if any((t.memory_utilization is None) == (self.reserve is None) for t in self.tiers):
             raise UserError("`tiers`: give each tier a memory_utilization, or the engine a `reserve` rule and no "
                             "tier one")
+        if any(t.memory_utilization_from_tp and t.memory_utilization is None for t in self.tiers):
+            raise UserError("`tiers`: a memory_utilization_from_tp needs the tier's memory_utilization, its share "
+                            "below every degree it names")
         fields = self.kv_log.replace("{tokens:,}", "{tokens}").replace("{blocks:,}", "{blocks}")
         stands = fields.count("{tokens}") + fields.count("{blocks}")
         if stands != 1 or fields.count("{") != 1 or fields.count("}") != 1:
@@ -249,7 +261,7 @@ class Engine(Frozen):
         graph_max = 0 if eager else tier.graph_max_at(tp)
         if "gpu_memory_utilization" not in values:
             if tier.memory_utilization is not None:
-                values["gpu_memory_utilization"] = tier.memory_utilization
+                values["gpu_memory_utilization"] = tier.memory_utilization_at(tp)
             else:
                 kept = self.reserve.mib(gpu.memory_bytes, values["max_batched_tokens"], graph_max, tp, pp, replicas)
                 values["gpu_memory_utilization"] = round(1 - kept * 2**20 / gpu.memory_bytes, 12)
@@ -279,13 +291,15 @@ class Settings(Frozen):
 
     def per_replica(self, layout) -> "Settings":
         """The settings each replica's scheduler runs with under `layout` (a Layout): these, but under data-parallel
-        attention an engine that divides its token budget over the replicas gives each max_batched_tokens // dp
-        (at least 1), and an admission rule starts at its ratio for data-parallel attention."""
+        attention an engine that divides its token budget over the replicas gives each max_batched_tokens // dp,
+        one that halves it max_batched_tokens // 2 (each at least 1), and an admission rule starts at its ratio
+        for data-parallel attention."""
         update = {}
         if self.engine.admission is not None:
             update["admission_ratio"] = self.engine.admission.initial(bool(layout.attention_dp))
-        if layout.attention_dp and self.engine.dp_attention_budget == "divided":
-            update["max_batched_tokens"] = max(1, self.max_batched_tokens // layout.dp)
+        if layout.attention_dp and self.engine.dp_attention_budget != "per_replica":
+            share = layout.dp if self.engine.dp_attention_budget == "divided" else 2
+            update["max_batched_tokens"] = max(1, self.max_batched_tokens // share)
         return self.model_copy(update=update) if update else self
 
     def graph_batch(self, batch: int) -> int:

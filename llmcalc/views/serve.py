@@ -560,9 +560,11 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         notes.append(f"requests of up to {longest:,} tokens exceed {spec.name}'s max_seq_len {spec.max_seq_len:,}: "
                      "an extrapolation")
     if engine.max_batched_tokens != whole.max_batched_tokens:
-        notes.append(f"{engine.engine.label} divides its {whole.max_batched_tokens:,} tokens per step over the "
-                     f"{L.dp} data-parallel attention replicas: each schedules {engine.max_batched_tokens:,} a step "
-                     "(docs/serving.md#engines)")
+        how = (f"divides its {whole.max_batched_tokens:,} tokens per step over the {L.dp}"
+               if engine.engine.dp_attention_budget == "divided" else
+               f"halves its {whole.max_batched_tokens:,} tokens per step under the {L.dp}")
+        notes.append(f"{engine.engine.label} {how} data-parallel attention replicas: each schedules "
+                     f"{engine.max_batched_tokens:,} a step (docs/serving.md#engines)")
     step = EngineStep(spec, gpu, w, tm)
     block_bytes: dict[int, int] = {}
     reqs = [Request(a, p, o, int(prefix_hit * p)) for a, p, o in rows]
