@@ -64,3 +64,13 @@ def test_sglang_0_4_on_mi300x_against_its_own_one_batch_benchmark():
     prefill = 10.656 - 255 * 0.0385
     assert abs(r["ttft_s"] / prefill - 1) <= 0.25, r["ttft_s"]
     assert r["tpot_s"] < 0.0385
+
+
+def test_a_profile_naming_its_engine_in_control_characters_is_refused(tmp_path):
+    """A profile's `engine` is printed in notes: one with an escape sequence is a one-line error, exit 2."""
+    text = (CALIBRATION_DIR / "engines" / "vllm-v0" / "mi300x.yaml").read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace("engine: vllm-v0", 'engine: "vllm\\e[31m"'))
+    out = subprocess.run([sys.executable, "-m", "llmcalc", "latency", "--preset", "llama3-8b", "--gpu", "mi300x",
+                          "--calibration", str(path)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "engine" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -18,7 +18,7 @@ and every fixed cost to 0: it is the physical lower bound. Figures belong to a G
 
 from pydantic import model_validator
 
-from llmcalc.model.base import SHARE_MIN, Frozen
+from llmcalc.model.base import SHARE_MIN, Frozen, Name
 
 SHARES = ("compute_efficiency", "fp8_efficiency", "block_fp8_efficiency", "attention_efficiency", "attention_backward",
           "memory_efficiency", "comm_efficiency")
@@ -66,7 +66,7 @@ class TimeModel(Frozen):
     """roofline (the physical bound at stated efficiencies) or calibrated (a GPU's profile)."""
     gpu: str | None = None
     """The GPU preset the figures were measured or fitted on; None: any GPU."""
-    engine: str | None = None
+    engine: Name | None = None
     """The engine whose published runs on that GPU some figures were fitted to (a (GPU, engine) profile,
     presets/calibration/engines/<engine>/); None: the GPU's own profile, for any engine."""
     compute_efficiency: float = 0.8
