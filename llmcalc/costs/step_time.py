@@ -69,11 +69,10 @@ def block_scaled_note(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel) -> 
     ops = [op for op, (k, share) in native_shares(spec, gpu, w, tm).items() if share != tm.matmul_efficiency(k)]
     if not ops:
         return None
-    whence = (f"fitted to {tm.engine}'s published runs on the {tm.gpu}, presets/calibration/engines/{tm.engine}/"
-              f"{tm.gpu}.yaml"
-              if tm.engine else "")
+    whence = (f"; fitted to {tm.engine}'s published runs on the {tm.gpu}, "
+              f"presets/calibration/engines/{tm.engine}/{tm.gpu}.yaml") if tm.engine else ""
     return (f"{', '.join(ops)}: fp8 weights scaled per 128 × 128 block run at the engine's block-scaled kernels' "
-            f"{tm.block_fp8_efficiency:g} of the fp8 peak (block_fp8_efficiency{'; ' + whence if whence else ''}; "
+            f"{tm.block_fp8_efficiency:g} of the fp8 peak (block_fp8_efficiency{whence}; "
             "docs/roofline.md#block-scaled-fp8)")
 
 
