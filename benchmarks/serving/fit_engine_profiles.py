@@ -8,7 +8,7 @@ A prompt's time is made of that share (TTFT), and so is a decode step's under a 
 where prompts' steps stall the decodes (TPOT); the floor of a small decode step (kernel_s) is not fitted: the
 points' loads do not tell it apart. Each point runs as evaluate.py runs it, with the share in place of the
 profile's; the fit minimises the sum over the points of log(TTFT ratio)² + log(TPOT ratio)² by a golden-section
-search on the share's logarithm within BOUNDS. The held-out points are never run here.
+search (fit_profiles.golden) on the share's logarithm within BOUNDS. The held-out points are never run here.
 
 Run: python benchmarks/serving/fit_engine_profiles.py mi300x vllm-v0            (the fit and its points)
      python benchmarks/serving/fit_engine_profiles.py mi300x vllm-v0 --write    (and the profile file)
@@ -24,8 +24,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parents[1] / "accuracy"))  # after this folder: its evaluate.py is not ours
 
 import evaluate as ev  # noqa: E402
+from fit_profiles import golden  # noqa: E402
 
 from llmcalc.inputs.gpus import load_gpu  # noqa: E402
 from llmcalc.inputs.time_models import CALIBRATION_DIR, dump_profile, load_time_model  # noqa: E402
@@ -53,24 +55,6 @@ def loss(gpu: str, engine: str, share: float) -> tuple[float, list[dict]]:
     return sum(math.log(r["ratio"]) ** 2 for r in rows), rows
 
 
-def golden(f, low: float, high: float) -> float:
-    """The minimiser of f over [low, high] on a log scale (f unimodal there)."""
-    a, b = math.log(low), math.log(high)
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    for _ in range(STEPS):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("gpu")
@@ -81,7 +65,8 @@ def main() -> None:
     base = load_time_model("calibrated", gpu)
     if "by analogy" not in base.sources.get("compute_efficiency", ""):
         raise SystemExit(f"{args.gpu}'s own profile is fitted to its published measurements; no engine profile")
-    share = round(golden(lambda v: loss(args.gpu, args.engine, v)[0], *BOUNDS), 3)
+    log_share = golden(lambda x: loss(args.gpu, args.engine, math.exp(x))[0], *map(math.log, BOUNDS), STEPS)
+    share = round(math.exp(log_share), 3)
     _, rows = loss(args.gpu, args.engine, share)
     for r in rows:
         print(f"{r['id']:<52} {r['quantity']:<5} measured / predicted {r['ratio']:.2f}")
