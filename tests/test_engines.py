@@ -25,7 +25,7 @@ ROOT = Path(__file__).parents[1]
 H100 = load_gpu("h100-sxm")
 TM = load_time_model(None, H100)
 SOURCED = ("policy", "chunked_prefill", "tiers", "graph_sizes", "memory_of", "block_size", "kv_log", "fuses",
-           "kernels")
+           "kernels", "overlap_scheduling")
 
 
 def run(s, n=200, prompt="1024", output="128", load=Load(rate=float("inf")), preset="llama3-8b", w=Workload()):
@@ -111,12 +111,13 @@ def test_prefill_first_admits_faster_and_decodes_slower_than_decode_first():
     """Same budgets, Poisson arrivals at 8 and 24 requests/s: a prefill-first engine (SGLang) runs each new prompt
     in a step of its own, so its TTFT is lower and its running decodes stall for that step, so its TPOT is higher
     than a decode-first engine's (vLLM), whose prompt chunks share steps with the decodes; the gap grows with the
-    load."""
+    load. (Both plan a step after the one before: tests/test_overlap_scheduling.py has the other case.)"""
     given = dict(max_seqs=1024, max_batched_tokens=8192, gpu_memory_utilization=0.9)
     gaps = []
     for rate in (8, 24):
         decode_first = run(settings("reference", **given), n=400, load=Load(rate=rate))
-        prefill_first = run(load_engine("sglang").model_copy(update={"graph_sizes": []}).settings(H100, **given),
+        prefill_first = run(load_engine("sglang").model_copy(update={"graph_sizes": []}).settings(H100, overlap=False,
+                                                                                                  **given),
                             n=400, load=Load(rate=rate))
         assert prefill_first.ttft_s.mean < decode_first.ttft_s.mean
         assert prefill_first.tpot_s.mean > decode_first.tpot_s.mean
@@ -267,11 +268,12 @@ def test_an_open_loop_is_shifted_by_the_host_time_and_nothing_else(rate):
 
 def test_a_closed_loop_client_waits_the_host_time_for_each_request():
     """One client: each request starts when the last one ends plus request_s on the host, so the run lasts
-    n · (e2e + request_s) and the throughput falls in that proportion (the GPU idles meanwhile)."""
+    n · (e2e + request_s) and the throughput falls in that proportion (the GPU idles meanwhile). Without overlap
+    scheduling, whose planned step would run beside the host's time (tests/test_overlap_scheduling.py)."""
     load = Load(concurrency=1)
     rows = make_requests(12, parse_lengths("512", "prompt"), parse_lengths("64", "output"), load, 0)
     spec = load_preset("llama3-8b")
-    plain, host = (serve(spec, H100, Workload(), tm, rows, settings("vllm"), load, "512", "64")
+    plain, host = (serve(spec, H100, Workload(), tm, rows, settings("vllm", overlap=False), load, "512", "64")
                    for tm in (TM, _with_host(TM)))
     e2e = plain.e2e_s.mean
     assert host.e2e_s.mean == pytest.approx(e2e + HOST, rel=1e-9)

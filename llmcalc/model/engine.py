@@ -22,6 +22,9 @@ bundled, the GPU's otherwise (llmcalc/inputs/time_models.py). See docs/serving.m
               (SGLang's chunked_prefill_size // dp_size under --enable-dp-attention), or half of it (SGLang 0.4's)
   KV dtype    the engine's default cache dtype: the KV quantisation the checkpoint states, where the engine takes
               that quantiser's (vLLM ModelOpt's fp8, TensorRT-LLM's), else the model's dtype
+  overlap     whether the scheduler plans a step while the one before it runs (vLLM's async scheduling, SGLang's
+              and TensorRT-LLM's overlap schedulers): a request that arrives while the engine is busy joins the
+              step after the one already planned, so its first token waits one step more than without
   admission   a prompt starts when the pool could hold it and its output less what the running requests are
               expected to still write, at a ratio that decays as decodes run (SGLang's new_token_ratio)
 """
@@ -198,6 +201,13 @@ class Engine(Frozen):
     """Under data-parallel attention (Layout.attention_dp: replicas whose MoE layers span them), whether each
     replica's scheduler takes the whole max_batched_tokens a step, that budget divided over the dp replicas
     (SGLang: the whole deployment's), or half of it (SGLang 0.4: chunked_prefill_size // 2, each replica's)."""
+    overlap_scheduling: bool = False
+    """Whether the scheduler plans step k + 1 while step k runs on the GPU (vLLM's async scheduling, SGLang's and
+    TensorRT-LLM's overlap schedulers): step k + 1 takes the requests that reached the scheduler by step k's
+    start, so one arriving while the engine is busy waits for the step in flight and the one already planned;
+    an idle engine takes a request at once."""
+    overlap_off_under_pp: bool = False
+    """Whether the engine turns its overlap scheduling off under pipeline parallelism (SGLang)."""
     fuses: list[str]
     """Element-wise passes fused into a neighbouring kernel (norm_residual, activation, rope, quant); the reference
     engine fuses none."""
@@ -238,13 +248,15 @@ class Engine(Frozen):
         return stated if f"{getattr(checkpoint, 'kv_quantizer', None)} {stated}" in self.checkpoint_kv else None
 
     def settings(self, gpu: GPU, layout=None, eager: bool = False, context: int | None = None,
-                 **given: float | int | None) -> "Settings":
+                 overlap: bool = True, **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
         engine's. `layout` (a Layout; None: one GPU) is the deployment an engine instance serves: its
         tensor-parallel GPUs (an attention-DP instance's replicas included) and stages set the CUDA graphs and
         reserve of an engine whose defaults depend on them. `eager`: launched without CUDA graphs (vLLM's
         --enforce-eager): none captured, none padded to, none reserved. `context`: the longest sequence the
-        engine is launched for (its max_model_len), the step budget's floor where budget_covers_context."""
+        engine is launched for (its max_model_len), the step budget's floor where budget_covers_context.
+        `overlap`: False where the launch turns the engine's overlap scheduling off (SGLang's
+        --disable-overlap-schedule, vLLM's --no-async-scheduling)."""
         tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
         tp, pp, replicas = 1, 1, 0
         if layout is not None:
@@ -273,7 +285,12 @@ class Engine(Frozen):
             raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']!r} is not in (0, 1] (at "
                             "least a millionth); give a share such as 0.9")
         graph_max = min(graph_max, values["max_batched_tokens"])
-        return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max), **values)
+        return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max),
+                        overlap=overlap and self.overlaps(pp), **values)
+
+    def overlaps(self, pp: int) -> bool:
+        """Whether an instance over `pp` pipeline stages schedules with overlap (overlap_scheduling)."""
+        return self.overlap_scheduling and not (self.overlap_off_under_pp and pp > 1)
 
 
 class Settings(Frozen):
@@ -286,6 +303,9 @@ class Settings(Frozen):
     gpu_memory_utilization: Share
     graphs: tuple[int, ...]
     """The decode batch sizes captured in CUDA graphs, ascending."""
+    overlap: bool = False
+    """Whether the scheduler plans each step while the one before it runs (Engine.overlap_scheduling, on for this
+    layout and launch)."""
     admission_ratio: float | None = None
     """The engine's admission ratio at the start and when idle (Admission.initial); None: no such rule."""
 

@@ -12,7 +12,8 @@ MAX_SEQS; with `disaggregated`, also a prefill pool (tp_p · dp_p GPUs) beside a
      ρ_p = λ_e · Δ < 1  (the share of time prompts take),
      TPOT = t_decode(b) / (1 − ρ_p)  (prompt chunks stretch the decode steps),
      TTFT = t_decode(b) + Δ + ρ_p / (2 (1 − ρ_p)) · Δ  (the step that runs it, after the prompts ahead: an
-            M/D/1 queue, as the scheduler admits waiting prompts at once),
+            M/D/1 queue, as the scheduler admits waiting prompts at once), plus t_decode(b) under overlap
+            scheduling (the step already planned when it arrives: Engine.overlap_scheduling),
      b = λ_e · (TTFT + (O − 1) · TPOT)  (Little's law), solved by iteration; the TTFT reported adds the host's
      request_s (spent before the engine holds the request, so not in b); the busy share is
      ρ = ρ_p + λ_e · (O − 1) · t_decode(b) / b ≤ 1;
@@ -81,9 +82,11 @@ class Estimate:
     rho: float
 
 
-def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregated: str = "") -> Estimate | None:
+def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregated: str = "",
+           overlap: bool = False) -> Estimate | None:
     """The fixed point of the module docstring's pass 1 for one engine at `rate` requests/s; None when it does not
-    keep up. `disaggregated`: "prefill" (a prefill pool: prompts alone) or "decode" (a decode pool: no prompts)."""
+    keep up. `disaggregated`: "prefill" (a prefill pool: prompts alone) or "decode" (a decode pool: no prompts).
+    `overlap`: the engine plans each step while the one before runs."""
     if disaggregated == "prefill":
         t_pre = step.time([(prompt, 0)], [])
         rho_p = rate * t_pre
@@ -100,7 +103,7 @@ def steady(step: EngineStep, prompt: int, output: int, rate: float, disaggregate
         if rho_p >= 1:
             return None
         tpot = t_d / (1 - rho_p)
-        ttft = 0.0 if disaggregated else t_d + extra + rho_p / (2 * (1 - rho_p)) * extra
+        ttft = 0.0 if disaggregated else (2 if overlap else 1) * t_d + extra + rho_p / (2 * (1 - rho_p)) * extra
         nxt = rate * (ttft + decodes * tpot)
         if nxt > 2 * MAX_SEQS[-1]:  # the batch grows without bound: the engine does not keep up
             return None
@@ -289,7 +292,7 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                 if key not in per_request:
                     per_request[key] = kv_per_gpu(spec, 1, in_len + out_len, w)
                 fit = budget // per_request[key] if per_request[key] else 10**9
-                est = steady(step, in_len, out_len, rate / (L.dp * L.pp))
+                est = steady(step, in_len, out_len, rate / (L.dp * L.pp), overlap=engines.engine.overlaps(L.pp))
                 if est is None:
                     continue
                 for m in MAX_SEQS:

@@ -350,7 +350,9 @@ class _Sim:
         at a time: a generator that proposes the clock's next value (its step's end, or the next ready request's
         time when it has nothing to run) and is sent the clock's next value (drive: its own proposal, or under
         lock-step the engines' latest step end). A request reaches the scheduler the host's request_s after it
-        arrives (its `ready` time), the GPU stepping the others meanwhile."""
+        arrives (its `ready` time), the GPU stepping the others meanwhile. A step takes the requests ready by
+        `seen`: the clock, but under overlap scheduling (Settings.overlap) the start of the step before it, when
+        it was planned, unless the engine was idle."""
         e, spec_dec, host = self.engine, self.spec_dec, self.step.request_s
         pending = deque(arrivals)
         entering: deque[Request] = deque()  # released by a client, on the host until `ready`
@@ -370,9 +372,11 @@ class _Sim:
         draft_k = spec_dec.tokens if spec_dec else 0
         limit = STEPS_PER_TOKEN * sum(r.prompt + r.output for r in arrivals) + 1000
         prefill_first, pads, padded = e.engine.policy == "prefill-first", bool(e.graphs), e.graph_batch
+        seen = self.now  # requests ready by then are in the scheduler's hands for the next step
+        done: list[int] = []  # the contexts of the requests the last step finished
         while pending or entering or waiting or running:
             for queue in (pending if pending_arrivals else (), entering):
-                while queue and queue[0].ready <= self.now:
+                while queue and queue[0].ready <= seen:
                     r = queue.popleft()
                     self.area += self.now - r.arrival  # in the system from its arrival (the host, then the last step)
                     waiting.append(r)
@@ -382,9 +386,18 @@ class _Sim:
                 upcoming = [q[0].ready for q in (pending if pending_arrivals else (), entering) if q]
                 if not upcoming:
                     break
+                if seen < self.now:  # overlap: the step planned as the last began runs the last decodes again, its
+                    seen = self.now  # requests' end not yet known; then the scheduler takes what came meanwhile
+                    if done:
+                        end = yield (True, self.now + self.step.time([], done, [], padded(len(done)) - len(done)
+                                                                     if pads else 0))
+                        self.now, done = end, []
+                        self.steps += 1
+                    continue
                 if not min(upcoming) > self.now:  # each pass admits, runs a step or moves the clock on
                     raise RuntimeError(f"serve: arrival {min(upcoming)!r} does not follow the clock {self.now!r}")
-                self.now = yield (False, min(upcoming))  # idle until the next request is ready (or the others' step)
+                # idle until the next request is ready (or the others' step)
+                self.now = seen = yield (False, min(upcoming))
                 continue
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
@@ -412,7 +425,8 @@ class _Sim:
             share = self.used / self.budget
             self.kv_area += share * dt
             self.kv_peak = max(self.kv_peak, share)
-            self.now = end
+            seen = self.now if e.overlap else end  # overlap: the next step was planned as this one started
+            self.now, done = end, []
             self.steps += 1
             if not preempted:
                 self.admitted(running, bool(decodes or verify), False)
@@ -441,6 +455,7 @@ class _Sim:
                     r.first = self.now
                 if r.generated >= r.output:
                     r.finish = self.now
+                    done.append(r.computed)
                     running.remove(r)
                     self.free(r)
                     in_system -= 1
@@ -629,6 +644,10 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
               f"{engine.gpu_memory_utilization:g} of the GPU's {'free ' if engine.engine.memory_of == 'free' else ''}"
               "memory; recompute preemption; prefix-cache hits skip that share of each prompt (their blocks are "
               "still counted per request)"]
+    if engine.overlap:
+        notes.append(f"{engine.engine.label} plans each step while the one before runs (overlap scheduling): a "
+                     "request arriving while it is busy joins the step after the one already planned "
+                     "(docs/serving.md#overlap-scheduling)")
     if engine.admission_ratio is not None:
         notes.append(f"{engine.engine.label} admits a prompt only with room for it and its output beside the running "
                      f"requests' remaining output × a ratio from {engine.admission_ratio:g}, falling as decodes run "
