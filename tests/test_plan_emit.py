@@ -183,8 +183,8 @@ def test_trtllm_commands_read_back_and_fp8_is_said_unsupported():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_each_setting_is_written_by_the_flag_the_commands_file_names(engine):
     """The running sequences, the step's token budget and the memory share go out under the flags the engine's
-    commands file lists for them (`settings`), which its parser accepts; the flag that turns graphs off is never
-    written."""
+    commands file lists for them (`settings`), which its parser accepts; the flags that turn graphs and overlap
+    scheduling off are never written."""
     commands, spec = load_engine_commands(engine), load_preset("llama3-8b")
     settings = load_engine(engine).settings(load_gpu("h100-sxm"), max_seqs=96)
     launch = emit_commands(spec, candidate("h100-sxm", max_seqs=96), 1, commands, settings, LOADS[0]).launch.argv
@@ -194,6 +194,7 @@ def test_each_setting_is_written_by_the_flag_the_commands_file_names(engine):
     assert float(launch[launch.index(named["gpu_memory_utilization"]) + 1]) == pytest.approx(
         settings.gpu_memory_utilization, abs=5e-5)
     assert set(named.values()) <= set(commands.launch.flags) and commands.launch.graphs_off not in launch
+    assert commands.launch.overlap_off not in launch
 
 
 def test_a_settings_flag_outside_the_accepted_list_is_refused():

@@ -129,20 +129,39 @@ CONTEXT_FLAG = {"vllm": "--max-model-len"}
 where not given): the step budget of an engine whose budget covers it (presets/engines/vllm-v0.yaml)."""
 
 
+OVERLAP_FROM = {"vllm": (0, 14), "trtllm": (1, 0)}
+"""engine_name → its first release whose defaults schedule a step while the one before runs (Engine.
+overlap_scheduling): vLLM 0.14.0 (built 2026-01-18) leaves async_scheduling None, which vllm/config/vllm.py turns on,
+where 0.13.0 has it False; TensorRT-LLM 0.17's PyTorch flow has enable_overlap_scheduler False (tensorrt_llm/_torch/
+pyexecutor/config.py at 9b931c0f) and its TensorRT flow none, 1.2's llm_args.py disable_overlap_scheduler False.
+A point of an earlier release runs without it, as does one whose `overlap_scheduling: false` says so."""
+
+
+def release(p: dict) -> tuple[int, int] | None:
+    """The first major.minor in a point's engine_version (else in its `engine`), or None where neither states one."""
+    version = re.search(r"(\d+)\.(\d+)", str(p.get("engine_version", p.get("engine", ""))))
+    return tuple(map(int, version.groups())) if version else None
+
+
 def engine_preset(p: dict) -> str:
     """The engine preset a point ran: its engine_name, but the older preset of OLDER_ENGINES for a release its
-    engine_version (the first major.minor in it) puts before that preset's first."""
-    version = re.search(r"(\d+)\.(\d+)", str(p.get("engine_version", "")))
+    engine_version puts before that preset's first."""
     first, older = OLDER_ENGINES.get(p["engine_name"], ((0, 0), p["engine_name"]))
-    if version and tuple(map(int, version.groups())) < first:
-        return older
-    return p["engine_name"]
+    version = release(p)
+    return older if version and version < first else p["engine_name"]
+
+
+def overlap(p: dict) -> bool:
+    """Whether the point's engine ran with the overlap scheduling its preset states (OVERLAP_FROM)."""
+    first, version = OVERLAP_FROM.get(p["engine_name"]), release(p)
+    return p.get("overlap_scheduling") is not False and not (first and version and version < first)
 
 
 def launch_settings(p: dict) -> dict:
     """Settings values the point's launch command (`engine`) states, by the flags the engine's commands file names
     for them (presets/engines/commands/<engine>.yaml: `settings`), and graphs () under its `graphs_off` flag (a
-    launch without CUDA graphs, as a point's `cuda_graphs: false` says where its engine's defaults had none)."""
+    launch without CUDA graphs, as a point's `cuda_graphs: false` says where its engine's defaults had none), and
+    overlap False under its `overlap_off` flag."""
     command, launch = str(p.get("engine", "")), load_engine_commands(p["engine_name"]).launch
     flags = launch.settings | ({"max_model_len": CONTEXT_FLAG[p["engine_name"]]} if p["engine_name"] in CONTEXT_FLAG
                                else {})
@@ -151,6 +170,8 @@ def launch_settings(p: dict) -> dict:
              if (m := re.search(rf"{re.escape(flag)}[ =]([0-9.]+)", command))}
     if launch.graphs_off and re.search(rf"{re.escape(launch.graphs_off)}(?![-\w])", command):
         given["graphs"] = ()
+    if launch.overlap_off and re.search(rf"{re.escape(launch.overlap_off)}(?![-\w])", command):
+        given["overlap"] = False
     return given
 
 
@@ -186,7 +207,8 @@ def setup(p: dict) -> tuple | str:
     gpu = load_gpu(p["gpu"])
     spec = load_preset(p["model"])
     context = given.pop("max_model_len", spec.max_seq_len)
-    settings = load_engine(engine_preset(p)).settings(gpu, layout, eager, context, **given)
+    overlaps = given.pop("overlap", True) and overlap(p)  # the launch's flag, the release's default
+    settings = load_engine(engine_preset(p)).settings(gpu, layout, eager, context, overlaps, **given)
     published = p.get("num_prompts") or p["measured"].get("completed") or RATE_REQUESTS
     rate, conc = p.get("request_rate"), p.get("concurrency")
     if rate is not None:

@@ -44,6 +44,9 @@ class Command(Frozen):
     block size, the memory share), as the engine names them."""
     graphs_off: str | None = None
     """The flag of the same parser that turns the engine's CUDA graphs off; the emitter never writes it."""
+    overlap_off: str | None = None
+    """The flag of the same parser that turns the engine's overlap scheduling off (Engine.overlap_scheduling); the
+    emitter never writes it."""
 
     @field_validator("flags")
     @classmethod
@@ -57,8 +60,9 @@ class Command(Frozen):
         unknown = [f for f in self.settings.values() if f not in self.flags]
         if unknown:
             raise UserError(f"`settings`: {unknown[0]} is not among `flags`; list it there, as its parser spells it")
-        if self.graphs_off is not None and not _spelled(self.graphs_off):
-            raise UserError("`graphs_off`: spell the flag with its leading -- and no spaces")
+        for name in ("graphs_off", "overlap_off"):
+            if getattr(self, name) is not None and not _spelled(getattr(self, name)):
+                raise UserError(f"`{name}`: spell the flag with its leading -- and no spaces")
         return self
 
     def model_flag(self) -> str | None:
