@@ -160,3 +160,11 @@ def test_a_launch_that_turns_overlap_off_runs_without_it():
                             ("vllm", "vllm serve m --no-async-scheduling --max-num-seqs 64")):
         assert ev.launch_settings({"engine_name": engine, "engine": command}).get("overlap") is False
     assert "overlap" not in ev.launch_settings({"engine_name": "sglang", "engine": "python -m sglang.launch_server"})
+
+
+def test_serves_json_says_whether_the_engine_overlaps(cli_json):
+    args = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "2", "--requests", "10")
+    assert cli_json(*args, "--engine", "sglang")["overlap_scheduling"] is True
+    assert cli_json(*args, "--engine", "vllm-v0")["overlap_scheduling"] is False
+    assert cli_json("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--pp", "2", "--rate", "2", "--requests", "10",
+                    "--engine", "sglang")["overlap_scheduling"] is False  # off under pipeline parallelism

@@ -70,6 +70,9 @@ class ServeReport(Placement):
     engine_policy: str
     """decode-first: a step runs the running requests, then new prompts, together; prefill-first: new prompts in
     steps of their own while they wait."""
+    overlap_scheduling: bool
+    """Whether the engine plans each step while the one before runs, so that a request arriving while it is busy
+    joins the step after the one already planned (docs/serving.md#overlap-scheduling)."""
     max_seqs: int
     max_batched_tokens: int
     block_size: int

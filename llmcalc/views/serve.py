@@ -661,7 +661,8 @@ def _report(spec, gpu, w, tm, reqs, sims, engine, load, prompt, output, slo, spe
     return ServeReport(
         model=spec.name, gpu=gpu.name, gpus=L.gpus, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, time_model=tm.name,
         requests=n, duration_s=duration, steps=sum(s.steps for s in sims), load=load, rate=rate, prompt=prompt,
-        output=output, engine=engine.engine.name, engine_policy=engine.engine.policy, max_seqs=engine.max_seqs,
+        output=output, engine=engine.engine.name, engine_policy=engine.engine.policy,
+        overlap_scheduling=engine.overlap, max_seqs=engine.max_seqs,
         max_batched_tokens=engine.max_batched_tokens, block_size=engine.block_size,
         gpu_memory_utilization=engine.gpu_memory_utilization, graph_max=engine.graphs[-1] if engine.graphs else 0,
         prefix_hit=prefix_hit, speculative=spec_dec.label if spec_dec else None,
