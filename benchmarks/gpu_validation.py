@@ -58,10 +58,13 @@ MODELS = [("llama3-8b", "dense, GQA"), ("mixtral-8x7b", "MoE (8 experts, top 2)"
           ("deepseek-v2-lite", "MLA + MoE (64 routed + 2 shared)"),
           ("gemma2-9b", "sliding window (4096, every other layer)"),
           ("nemotron-h-8b", "hybrid: 24 Mamba-2, 4 attention, 24 MLP layers")]
-TRAINING = [("llama3-8b", 8, 2, "dense, GQA"), ("mixtral-8x7b", 4, 2, "MoE (8 experts, top 2)")]
+TRAINING = [("llama3-8b", 8, 2, "dense, GQA"), ("mixtral-8x7b", 4, 2, "MoE (8 experts, top 2)"),
+            ("deepseek-v2-lite", 4, 2, "MLA + MoE (64 routed + 2 shared)"),
+            ("gemma2-9b", 8, 2, "sliding window (4096, every other layer)"),
+            ("nemotron-h-8b", 8, 2, "hybrid: Mamba-2, attention and MLP layers")]
 """(preset, layers, width divisor, family) of the scaled models whose training step is measured."""
-TRAIN_SEQS, TRAIN_RUNS = (2048, 8192), (1, 3)
-"""Sequence lengths of the training steps (batch 1), and their (warm-up, timed) runs."""
+TRAIN_SHAPES, TRAIN_RUNS = ((1, 2048), (1, 4096), (1, 8192), (4, 2048)), (1, 3)
+"""(batch, sequence length) of the training steps, and their (warm-up, timed) runs."""
 PROFILE_TOKENS = 32768
 """Cells of at most this many prompt tokens also run once under torch.profiler (prefill and eager decode)."""
 BATCHES, PROMPTS = (1, 8, 64), (512, 4096, 32768)
@@ -229,6 +232,7 @@ def run(args) -> None:
     import torch
 
     device, dest = args.device, Path(args.out)
+    train_shapes = shapes(args.train_shapes) if args.train_shapes else TRAIN_SHAPES
     started = time.perf_counter()
     deadline = started + args.budget
     out = {"env": environment(device), "settings": {
@@ -261,10 +265,13 @@ def run(args) -> None:
         save()
     if device == "cuda":
         torch.cuda.empty_cache()
-    presets = args.models or [m for m, _ in MODELS]
+    presets = [] if args.no_inference else args.models or [m for m, _ in MODELS]
     campaign(out, profiles, presets, device, True, deadline, save, args.profiles is not None)
     if not args.no_training:
-        training(out, device, deadline, save)
+        training(out, device, deadline, save, train_shapes)
+        if args.profiles is not None:
+            profiles["training"] = training_profiles(device)
+            save()
     campaign(out, profiles, presets, device, False, deadline, save, args.profiles is not None)
     if args.compiled and time.perf_counter() + 150 < deadline:
         compiled_decode(out, args.compiled, device, deadline, save)
@@ -429,36 +436,55 @@ def cell_profile(model, batch: int, seq: int, prefill: bool, decode: bool, devic
 
 
 def training_profiles(device: str) -> dict:
-    """One training step (after a warm-up) of each TRAINING model at its first sequence length under op_profile."""
+    """One training step (after a warm-up) of each TRAINING model at its first sequence length under op_profile, its
+    forward (with the loss), backward and optimizer update each profiled on its own."""
     import torch
 
-    from llmcalc.reference.measure import MasterAdamW, random_tokens
+    from llmcalc.reference.measure import random_tokens
+    from llmcalc.reference.optimizer import MasterAdamW
     from llmcalc.reference.model import Decoder
 
     cpu, out = device == "cpu", {}
     for preset, layers, scale, _ in TRAINING:
         spec = model_spec(preset, CPU_LAYERS if cpu else layers, CPU_SCALE if cpu else scale)
-        seq = (CPU_PROMPTS if cpu else TRAIN_SEQS)[0]
+        seq = CPU_PROMPTS[0] if cpu else TRAIN_SHAPES[0][1]
         model = Decoder(spec, dtype=torch.bfloat16, device=device).use_kernels("serving").train()
         opt = MasterAdamW(model.parameters())
         tokens = random_tokens(model, 1, seq)
 
-        def step():
+        def forward():
             logits = model(tokens, None, 0, "all")
-            torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten()).backward()
-            opt.step()
+            held.append(torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten()))
 
-        step()
-        out[f"{preset} 1x{seq}"] = op_profile(step, device)
-        del model, opt
+        held: list = []
+        forward()
+        held.pop().backward()
+        opt.step()
+        parts = {"forward": op_profile(forward, device)}
+        parts["backward"] = op_profile(lambda: held.pop().backward(), device)
+        parts["optimizer"] = op_profile(opt.step, device)
+        out[f"{preset} 1x{seq}"] = parts
         if not cpu:
             torch.cuda.empty_cache()
     return out
 
 
-def training(out: dict, device: str, deadline: float, save) -> None:
-    """A training step (forward, backward, MasterAdamW) of each TRAINING model, scaled, at batch 1 and each of
-    TRAIN_SEQS, into out["training"]: the parts' medians and the peak and static bytes allocated."""
+def shapes(text: str) -> tuple[tuple[int, int], ...]:
+    """"1x2048,4x2048" → ((1, 2048), (4, 2048)); a bad one exits with one line naming the option."""
+    try:
+        out = tuple((int(b), int(s)) for b, s in (item.lower().split("x") for item in text.split(",")))
+    except ValueError:
+        out = ()
+    if not out or any(b < 1 or s < 1 for b, s in out):
+        print(f"--train-shapes: {text!r} is not a list of BxS, each at least 1 (e.g. 1x2048,4x2048)", file=sys.stderr)
+        sys.exit(2)
+    return out
+
+
+def training(out: dict, device: str, deadline: float, save, train_shapes: tuple[tuple[int, int], ...]) -> None:
+    """A training step (forward, backward, MasterAdamW) of each TRAINING model, scaled, at each of `train_shapes`
+    (a CPU run: batch 1 and CPU_PROMPTS), into out["training"]: the parts' medians and the peak and static bytes
+    allocated."""
     from dataclasses import asdict
 
     import torch
@@ -469,21 +495,21 @@ def training(out: dict, device: str, deadline: float, save) -> None:
     cpu = device == "cpu"
     for preset, layers, scale, family in TRAINING:
         spec = model_spec(preset, CPU_LAYERS if cpu else layers, CPU_SCALE if cpu else scale)
-        for seq in (CPU_PROMPTS if cpu else TRAIN_SEQS):
+        for batch, seq in ([(1, s) for s in CPU_PROMPTS] if cpu else train_shapes):
             cell = {"preset": preset, "family": family, "layers": CPU_LAYERS if cpu else layers,
-                    "scale": CPU_SCALE if cpu else scale, "batch": 1, "seq": seq}
+                    "scale": CPU_SCALE if cpu else scale, "batch": batch, "seq": seq}
             if time.perf_counter() + 30 > deadline:
                 cell["skipped"] = "the GPU-time budget ran out"
                 out["training"].append(cell)
                 continue
-            print(f"training {preset} ({cell['layers']} layers, widths ÷{cell['scale']}) seq {seq}", flush=True)
+            print(f"training {preset} ({cell['layers']} layers, widths ÷{cell['scale']}) {batch} × {seq}", flush=True)
             try:
                 if not cpu:
                     torch.cuda.empty_cache()
                     torch.cuda.reset_peak_memory_stats()
                 model = Decoder(spec, dtype=torch.bfloat16, device=device).use_kernels("serving")
                 cell["params"] = sum(p.numel() for p in model.parameters())
-                cell |= asdict(train_run(model, 1, seq, *TRAIN_RUNS))
+                cell |= asdict(train_run(model, batch, seq, *TRAIN_RUNS))
                 del model
             except Exception as e:  # noqa: BLE001 - recorded; the campaign goes on
                 cell["error"] = failure(e)
@@ -705,6 +731,10 @@ def markdown(data: dict, result: dict) -> str:
         lines += [f"Measured again in a second run on {e['device_name']} (driver {e.get('driver')}, CUDA "
                   f"{e.get('cuda')}, torch {e['torch']}, {e['date']}): {', '.join(r['models'])}"
                   + (f" ({r['why']})" if r.get("why") else "") + ". Their rows below are that run's.", ""]
+    if not result["models"]:  # a run of training steps alone
+        return "\n".join(lines + _training_section(data.get("training", []), result["gpu"])
+                         + ["Errors are estimate / measured − 1: negative means the estimate is below the "
+                            "measurement."]) + "\n"
     lines += ["How it ran: the reference decoder in bf16 on its serving kernels (SDPA as torch dispatches it: a fused "
               f"flash or cuDNN kernel, flash takes grouped K/V: {env.get('flash_gqa', '—')}; grouped GEMMs for routed "
               "experts; a preallocated static cache, a sliding layer's kept as a ring). Prefill: "
@@ -822,34 +852,76 @@ def _compiled_section(comp: dict, gpu_name: str) -> list[str]:
 
 
 def _training_section(cells: list[dict], gpu_name: str) -> list[str]:
-    """The measured training steps beside `llmcalc train` (the bundled calibrated profile and the roofline, one GPU,
-    micro-batch 1) and `llmcalc memory --train`."""
+    """The measured training steps beside the reference engine's (llmcalc/costs/engine_time.py
+    engine_training_step, where the GPU has an engine profile), `llmcalc train` (the bundled calibrated profile and
+    the roofline, one GPU, micro-batch the batch) and `llmcalc memory --train`, with a summary of each."""
+    from llmcalc.costs.engine_time import engine_training_step
     from llmcalc.costs.training import training_step
 
     gpu = load_gpu(gpu_name)
     tm = load_time_model("calibrated", gpu)
+    profile = load_engine_profile(gpu)
     lines = ["### Training steps", "",
              "Forward (every position's logits, cross-entropy in fp32), backward and the reference's AdamW "
-             "(`reference/measure.py` MasterAdamW: bf16 weights and gradients, fp32 master and moments, updated "
-             f"in chunks), batch 1, {TRAIN_RUNS[0]} warm-up + median of {TRAIN_RUNS[1]}, CUDA events; peak "
-             "`torch.cuda.max_memory_allocated` over the steps.", "",
-             "| model | seq | step ms | forward | backward | optimizer | `train` calibrated | roofline | "
-             "peak GiB | `memory --train` | error |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "(`reference/optimizer.py` MasterAdamW: bf16 weights and gradients, fp32 master and moments, updated "
+             f"in chunks), {TRAIN_RUNS[0]} warm-up + median of {TRAIN_RUNS[1]}, each part between CUDA events; "
+             "peak `torch.cuda.max_memory_allocated` over the steps. Times in ms: the step, then its forward, "
+             "backward and optimizer update.", ""]
+    table = ["| model | B × S | measured | reference engine | error | `train` calibrated | roofline | peak GiB | "
+             "`memory --train` | error |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    errors: dict[str, list[float]] = {}
     for c in cells:
+        shape = f"{c.get('batch', 1)} × {c['seq']:,}"
         if "step_s" not in c:
-            lines.append(f"| {c['preset']} | {c['seq']:,} | — ({c.get('skipped') or c.get('error')}) |" + " |" * 8)
+            table.append(f"| {c['preset']} | {shape} | — ({c.get('skipped') or c.get('error')}) |" + " |" * 7)
             continue
         spec = model_spec(c["preset"], c["layers"], c["scale"])
-        w = Workload(batch=1, seq=c["seq"], train=True, micro_batch=1)
+        b = c.get("batch", 1)
+        w = Workload(batch=b, seq=c["seq"], train=True, micro_batch=b)
         cal, roof = training_step(spec, gpu, w, tm).step_s, training_step(spec, gpu, w).step_s
         peak = memory(spec, w).total_bytes
         name = f"{c['preset']}, first {c['layers']} layers, widths ÷{c['scale']}"
         measured = (f"{c['peak_bytes'] / 2**30:,.2f} | {peak / 2**30:,.2f} | {_pct(_err(c['peak_bytes'], peak))}"
                     if c.get("peak_bytes") else "— | — | —")
-        lines.append(f"| {name} | {c['seq']:,} | {_ms(c['step_s'])} | {_ms(c['forward_s'])} | {_ms(c['backward_s'])} | "
-                     f"{_ms(c['optimizer_s'])} | {_ms(cal)} ({_pct(_err(c['step_s'], cal))}) | {_ms(roof)} "
-                     f"({_pct(_err(c['step_s'], roof))}) | {measured} |")
-    return lines + [""]
+        parts = ("step_s", "forward_s", "backward_s", "optimizer_s")
+        engine, error = "—", "—"
+        if profile is not None:
+            e = engine_training_step(spec, gpu, w, profile, _training_counts(spec, b, c["seq"]), b, c["seq"])
+            estimates = (e.seconds, e.forward.seconds, e.backward.seconds, e.optimizer.seconds)
+            for part, est in zip(parts, estimates, strict=True):
+                errors.setdefault(part, []).append(_err(c[part], est))
+            engine = " · ".join(_ms(x) for x in estimates) + ("ʰ" if e.forward.bound == "host" else "")
+            error = _pct(_err(c["step_s"], e.seconds))
+        errors.setdefault("calibrated", []).append(_err(c["step_s"], cal))
+        table.append(f"| {name} | {shape} | {' · '.join(_ms(c[p]) for p in parts)} | {engine} | {error} | "
+                     f"{_ms(cal)} ({_pct(_err(c['step_s'], cal))}) | {_ms(roof)} ({_pct(_err(c['step_s'], roof))}) | "
+                     f"{measured} |")
+    for key, what in (("step_s", "`reference engine` step"), ("forward_s", "its forward"),
+                      ("backward_s", "its backward"), ("optimizer_s", "its optimizer update"),
+                      ("calibrated", "`train` on the calibrated serving profile")):
+        if errors.get(key):
+            es = errors[key]
+            lines.append(f"- {what}: within 15% of the measurement in {sum(abs(x) <= 0.15 for x in es)} of {len(es)}"
+                         f", below it in {sum(x < 0 for x in es)}; median error {statistics.median(es):+.0%}, "
+                         f"median |error| {statistics.median(abs(x) for x in es):.0%}.")
+    if errors.get("step_s"):
+        lines.append("- ʰ: the engine profile finds the forward host-bound (the host's dispatch outlasts its kernels)."
+                     " The backward is its GPU time (the autograd engine's host is not modelled).")
+    return lines + [""] + table + [""]
+
+
+def _training_counts(spec, b: int, s: int):
+    """The reference engine's own kernels in a training step (kernel_count.count_training, shapes only), kept in
+    COUNTS."""
+    from dataclasses import asdict
+
+    from llmcalc.model.engine_profile import EngineKernels, TrainingKernels
+    from llmcalc.reference.kernel_count import count_training
+
+    key = f"engine {spec.name} {b}x{s} train"
+    if key not in COUNTS:
+        COUNTS[key] = {part: asdict(k) for part, k in count_training(spec, b, s)._asdict().items()}
+    return TrainingKernels(**{part: EngineKernels(**k) for part, k in COUNTS[key].items()})
 
 
 def report(args) -> None:
@@ -913,9 +985,12 @@ def main(argv=None) -> None:
     r.add_argument("--calibrate-timeout", type=int, default=150)
     r.add_argument("--engine", choices=("serving", "reference"), default="serving",
                    help="calibrate's engine: reference also measures the reference model's kernel curves")
-    r.add_argument("--profiles", metavar="FILE", help="also profile the small cells once (torch.profiler: per op and "
-                   "shape, device and host time) into this JSON file")
+    r.add_argument("--profiles", metavar="FILE", help="also profile the small cells and a training step of each "
+                   "training model once (torch.profiler: per op and shape, device and host time) into this JSON file")
     r.add_argument("--no-training", action="store_true", help="skip the training steps")
+    r.add_argument("--no-inference", action="store_true", help="skip the prefill and decode cells")
+    r.add_argument("--train-shapes", help="the training steps' BxS, comma-separated (default "
+                   + ",".join(f"{b}x{s}" for b, s in TRAIN_SHAPES) + ")")
     r.add_argument("--update", metavar="FILE", help="a JSON file of an earlier run: write it to --out with this "
                    "run's models in place of its own (a rerun of some models)")
     r.add_argument("--why", help="why this run (recorded with its environment under `reruns` when updating)")

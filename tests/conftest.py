@@ -182,7 +182,7 @@ SLOW_MODULES = {
     "test_validate", "test_flop_counter", "test_reference", "test_hybrid_reference", "test_vision",
     "test_bucketed_bias", "test_reference_encoders", "test_sparse_attention", "test_transformers_parity",
     "test_encoder_decoder_costs", "test_encoder_decoder_time", "test_cross_attention_reference",
-    "test_gpu_validation", "test_calibrate", "test_reference_engine", "test_hf_2026_text",
+    "test_gpu_validation", "test_calibrate", "test_reference_engine", "test_reference_training", "test_hf_2026_text",
     "test_hf_2026_multimodal", "test_hf_llama4", "test_hf_internvl", "test_hf_minimax", "test_hf_longcat",
     "test_hf_gemma3n",
     # hundreds of CLI processes: the examples of every page, the bad-input catalogue, exit codes, packaging

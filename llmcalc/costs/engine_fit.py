@@ -7,7 +7,8 @@ kernel class by least squares of the relative error of the form its class takes 
                           of 0.05, the overlap whose form fits every call best
   attention_prefill       t = (F + pad·F₁)/(peak·e) + fixed_s, F the causal FLOPs 4·H·hd·B·S(S+1)/2, F₁ those of
                           one more key per query 4·H·hd·B·S
-  attention_backward      the same over the backward's time (forward + backward − forward), FLOPs 2.5 × F
+  attention_backward      the same over the backward's time (forward + backward − forward; the kernels' own,
+                          queued behind a sleeping kernel, where the curve has it), FLOPs 2.5 × F
   attention_decode        t = bytes/(bw·e) + fixed_s, bytes the K/V cache read (2·2·B·H_kv·L·hd)
   latent_decode[_unaligned] the same, bytes the latent cache (2·B·L·(r + d_r)), keys a multiple of 8 or not
   elementwise, strided,   the two asymptotes: fixed_s the median time of the smallest quarter of sizes, e the
@@ -189,11 +190,15 @@ def fit_reference(curves: dict, env: dict, gpu: GPU, scan_spec: ModelSpec | None
             f"{max(p['batch'] * p['length'] for p in pre):,} tokens")
     back = curves.get("attention_backward", [])
     if back:
+        queued = all("forward_backward_gpu_s" in p for p in back)
         put("attention_backward", attention_points(
             back, lambda p: BACKWARD_FLOPS * causal(p), lambda p: BACKWARD_FLOPS * one_key(p),
-            lambda p: p["forward_backward_s"] - p["forward_s"], peak),
-            f"SDPA's backward (autograd) less its forward, S = {', '.join(str(p['length']) for p in back)}, FLOPs "
-            f"{BACKWARD_FLOPS} × the forward's")
+            (lambda p: p["forward_backward_gpu_s"] - p["forward_gpu_s"]) if queued else
+            (lambda p: p["forward_backward_s"] - p["forward_s"]), peak),
+            "SDPA's backward (autograd) less its forward, "
+            + ("each queued behind a sleeping kernel (the kernels' own time), " if queued else
+               "each called alone (a backward pass's start on the host included), ")
+            + f"S = {', '.join(str(p['length']) for p in back)}, FLOPs {BACKWARD_FLOPS} × the forward's")
     dec = curves.get("attention_decode", [])
     if dec:
         put("attention_decode", memory_points(
@@ -244,8 +249,9 @@ def fit_reference(curves: dict, env: dict, gpu: GPU, scan_spec: ModelSpec | None
                        "(linear, t, mm), on the machine that measured it; eager_kernel_s a tiny add's time launched "
                        "eagerly behind a sleeping kernel less its time in a graph; replay_s a one-kernel graph's "
                        "replay less the per-kernel slope of a 1,000-kernel graph")
+    named = named_curves(curves)
     profile = EngineProfile(name="reference", gpu=gpu.name, measured_on=env, kernels=kernels, host=hosted,
-                            curves=named_curves(curves), curve_columns=CURVE_COLUMNS, sources=sources)
+                            curves=named, curve_columns={k: CURVE_COLUMNS[k] for k in named}, sources=sources)
     return profile, notes
 
 
@@ -293,15 +299,17 @@ CURVE_COLUMNS = {
     "latent_decode": ["batch", "keys", "seconds"],
     "attention_forward": ["heads", "kv heads", "head dim", "batch", "length", "seconds"],
     "attention_backward": ["heads", "kv heads", "head dim", "length", "forward seconds", "forward + backward seconds"],
+    "attention_backward_queued": ["heads", "kv heads", "head dim", "length", "forward GPU seconds",
+                                  "forward + backward GPU seconds"],
     "graph": ["kernels", "seconds per replay"],
 }
 """The measured curves a profile keeps beside its fitted classes, and their columns."""
 
 
 def named_curves(curves: dict) -> dict[str, list[list[float]]]:
-    """The curves CURVE_COLUMNS names, as rows of numbers, from the raw kernel curves."""
+    """The curves CURVE_COLUMNS names that the raw kernel curves hold, as rows of numbers."""
     grouped = [p for p in curves.get("grouped_gemm", []) if p["series"] == "uniform"]
-    return {
+    named = {
         "grouped_matmul_bf16": [[p["experts"], p["k"], p["n"], p["size"], p["seconds"]] for p in grouped
                                 if p["dtype"] == "bf16"],
         "grouped_matmul_fp8": [[p["experts"], p["k"], p["n"], p["size"], p["seconds"]] for p in grouped
@@ -311,6 +319,10 @@ def named_curves(curves: dict) -> dict[str, list[list[float]]]:
                               for p in curves.get("attention_prefill", [])],
         "attention_backward": [[p["heads"], p["kv_heads"], p["head_dim"], p["length"], p["forward_s"],
                                 p["forward_backward_s"]] for p in curves.get("attention_backward", [])],
+        "attention_backward_queued": [[p["heads"], p["kv_heads"], p["head_dim"], p["length"], p["forward_gpu_s"],
+                                       p["forward_backward_gpu_s"]] for p in curves.get("attention_backward", [])
+                                      if "forward_gpu_s" in p],
         "graph": [[p["kernels"], p["seconds_per_replay"]] for p in curves.get("graph", [])],
     }
+    return {name: rows for name, rows in named.items() if rows}
 

@@ -233,7 +233,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     _check_layout(spec, w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
     groups, full = spec.layer_groups(), w.recompute == "full"
-    back = _backward_passes(spec, w)
+    back = backward_passes(spec, w)
     ring_s, ring_bytes = _ring(spec, gpu, w, tm, b)
     passes, pass_kernels = elementwise_costs(spec, w, b * w.seq // L.cp)
     costs = forward_costs(spec, w, b)
@@ -452,7 +452,7 @@ def _ring(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, micro_batch: in
     return seconds, moved
 
 
-def _backward_passes(spec: ModelSpec, w: Workload) -> dict[str, float]:
+def backward_passes(spec: ModelSpec, w: Workload) -> dict[str, float]:
     """op → its backward's work in forwards as it runs: `flops`' hardware train FLOPs of its components (nothing
     recomputed) over their forward FLOPs, less the forward. 2 for a trained matmul (input and weight gradients),
     1 for a frozen one under LoRA (the input gradient only), the attention core's kernel's (flash 2.5, eager 2)."""

@@ -12,7 +12,7 @@ Figures belong to the GPU and the engine, never to a model.
 """
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -68,6 +68,14 @@ class EngineKernels:
         return {"elementwise": (self.elementwise, self.elementwise_bytes), "strided": (self.strided, self.strided_bytes),
                 "scatter": (self.scatters, self.scatter_bytes), "reduction": (self.reductions, self.reduction_bytes)}
 
+
+class TrainingKernels(NamedTuple):
+    """An engine's own kernels in each part of a training step: the forward (every position's logits and the
+    loss), its backward and the optimizer's update."""
+
+    forward: EngineKernels
+    backward: EngineKernels
+    optimizer: EngineKernels
 
 
 class KernelCurve(Frozen):

@@ -1,11 +1,13 @@
 """The reference engine's own kernels, counted: a forward of the reference model run under FakeTensorMode (shapes and
-dtypes only, no GPU and no memory) on the paths a GPU takes (layers.GPU_PATHS), every aten call it dispatches sorted into what launches no
-kernel (views, allocations), the weight matmuls and attention kernels (which llmcalc's step form already costs) and
-the rest: the engine's element-wise and reduction kernels, with the bytes each reads and writes. The reference
-engine's time (llmcalc/costs/engine_time.py) adds these to the step form's ops; nothing here is a formula of the model.
+dtypes only, no GPU and no memory) on the paths a GPU takes (layers.GPU_PATHS), every aten call it dispatches
+sorted into what launches no kernel (views, allocations), the weight matmuls and attention kernels (which llmcalc's
+step form already costs) and the rest: the engine's element-wise and reduction kernels, with the bytes each reads
+and writes. The reference engine's time (llmcalc/costs/engine_time.py) adds these to the step form's ops; nothing
+here is a formula of the model. A training step is counted the same way in its three parts: the forward with its
+loss, its backward (autograd) and the optimizer's update (count_training).
 
 SDPA is taken as one fused kernel (a GPU's flash or cuDNN kernel; fake tensors would run its math fallback), its
-output laid out [B, T, H, e] as those kernels lay it out.
+output laid out [B, T, H, e] as those kernels lay it out; under autograd F.rms_norm as the GPU's fused kernel too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from llmcalc.model.engine_profile import EngineKernels
+from llmcalc.model.engine_profile import EngineKernels, TrainingKernels
 from llmcalc.model.spec import ModelSpec
 
 NO_KERNEL = {
@@ -119,16 +121,30 @@ class KernelCount(TorchDispatchMode):
 def fused_attention(mode: KernelCount):
     """The attention cores as the step form costs them, each recorded in `mode` as one attention kernel:
     F.scaled_dot_product_attention (a GPU's fused kernel; its output [B, H, T, e_v] laid out [B, T, H, e_v] as flash
-    and cuDNN return it) and MLA's absorbed decode step over the latent cache (MLAttention._absorbed_step, whose
-    products and softmax the calibrated latent-attention curve times as one)."""
+    and cuDNN return it; under autograd its backward one kernel too) and MLA's absorbed decode step over the latent
+    cache (MLAttention._absorbed_step, whose products and softmax the calibrated latent-attention curve times as
+    one)."""
     from llmcalc.reference.layers import MLAttention
 
     sdpa, absorbed = F.scaled_dot_product_attention, MLAttention.__dict__["_absorbed_step"]
 
+    class Core(torch.autograd.Function):
+        """The fused kernel with its backward, one kernel each way (flash's or cuDNN's)."""
+
+        @staticmethod
+        def forward(ctx, q, k, v):
+            mode.add("attention", 0)
+            ctx.shapes = [t.shape for t in (q, k, v)]
+            B, H, T = q.shape[:3]
+            return q.new_empty(B, T, H, v.shape[-1]).transpose(1, 2)
+
+        @staticmethod
+        def backward(ctx, grad):
+            mode.add("attention", 0)
+            return tuple(grad.new_empty(shape) for shape in ctx.shapes)
+
     def one_kernel(q, k, v, *args, **kwargs):
-        mode.add("attention", 0)
-        B, H, T = q.shape[:3]
-        return q.new_empty(B, T, H, v.shape[-1]).transpose(1, 2)
+        return Core.apply(q, k, v)
 
     def latent_step(q_lat, q_rope, latent, k_rope, scale):
         mode.add("attention", 0)
@@ -141,6 +157,36 @@ def fused_attention(mode: KernelCount):
     finally:
         F.scaled_dot_product_attention = sdpa
         MLAttention._absorbed_step = absorbed
+
+
+@contextmanager
+def fused_norm(mode: KernelCount):
+    """F.rms_norm under autograd as a GPU runs it, recorded in `mode`: torch's `_fused_rms_norm`, one row-wise
+    kernel reading x and the weight and writing y and an fp32 1/rms per row, and its backward's two (the input's
+    gradient from dy, x, the weight and 1/rms; the weight's from dy, x and 1/rms). On the CPU and under
+    FakeTensorMode torch decomposes it into element-wise passes instead."""
+
+    class Norm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            ctx.shapes = (x.shape, None if weight is None else weight.shape)
+            w, stats = _nbytes(weight), 4 * x.numel() // x.shape[-1]
+            ctx.bytes = (3 * _nbytes(x) + w + stats, 2 * _nbytes(x) + w + stats)
+            mode.add("reduction", 2 * _nbytes(x) + w + stats)
+            return x.new_empty(x.shape)
+
+        @staticmethod
+        def backward(ctx, grad):
+            for moved in ctx.bytes[:1 if ctx.shapes[1] is None else 2]:
+                mode.add("reduction", moved)
+            return tuple(None if shape is None else grad.new_empty(shape) for shape in ctx.shapes)
+
+    rms_norm = F.rms_norm
+    F.rms_norm = lambda x, shape, weight=None, eps=None: Norm.apply(x, weight)
+    try:
+        yield
+    finally:
+        F.rms_norm = rms_norm
 
 
 def count_step(spec: ModelSpec, batch: int, new: int, context: int, mla_decode: str = "absorbed") -> EngineKernels:
@@ -166,6 +212,39 @@ def count_step(spec: ModelSpec, batch: int, new: int, context: int, mla_decode: 
     return counter.result()
 
 
+def count_training(spec: ModelSpec, batch: int, seq: int) -> TrainingKernels:
+    """The reference's kernels in one training step of `batch` sequences of `seq` tokens, as
+    reference/measure.py train_run runs it on a GPU, under FakeTensorMode: the forward with every position's logits
+    and the cross-entropy loss in fp32, its backward (autograd), and MasterAdamW's update."""
+    from llmcalc.reference.layers import GPU_PATHS
+    from llmcalc.reference.optimizer import MasterAdamW
+    from llmcalc.reference.model import Decoder
+
+    with FakeTensorMode():
+        model = Decoder(spec, dtype=torch.bfloat16).train().use_kernels("serving")
+        opt = MasterAdamW(model.parameters())
+        tokens = torch.zeros(batch, seq, dtype=torch.long)
+        counter, totals = KernelCount(), []
+        GPU_PATHS[0] = True
+        try:
+            with fused_attention(counter), fused_norm(counter), counter:
+                logits = model(tokens, None, 0, "all")
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
+                totals.append(counter.result())
+                loss.backward()
+                totals.append(counter.result())
+                opt.step()
+                totals.append(counter.result())
+        finally:
+            GPU_PATHS[0] = False
+    return TrainingKernels(totals[0], _less(totals[1], totals[0]), _less(totals[2], totals[1]))
+
+
+def _less(a: EngineKernels, b: EngineKernels) -> EngineKernels:
+    """The kernels counted in `a` beyond those in `b`."""
+    return EngineKernels(**{f: getattr(a, f) - getattr(b, f) for f in EngineKernels.__dataclass_fields__})
+
+
 def mixer_kernels(spec: ModelSpec, mixer: str, batch: int, new: int, context: int) -> EngineKernels:
     """The kernels of one layer holding only the mixer `mixer` (a component path of spec.mixers): a one-layer model
     of it counted less the embedding, final norm and head (a two-layer count minus a one-layer one)."""
@@ -175,5 +254,4 @@ def mixer_kernels(spec: ModelSpec, mixer: str, batch: int, new: int, context: in
         data = spec.model_dump() | {"n_layers": n, "hybrid_pattern": [{"mixer": mixer, "ffn": "none"}] * n}
         return count_step(Spec.model_validate(data), batch, new, context)
 
-    two, one = layers(2), layers(1)
-    return EngineKernels(**{f: getattr(two, f) - getattr(one, f) for f in EngineKernels.__dataclass_fields__})
+    return _less(layers(2), layers(1))

@@ -14,7 +14,8 @@ Each curve is a list of plain-JSON points. Times are seconds per call:
 - grouped_gemm: the routed experts' grouped GEMM (torch._grouped_mm, fp8 through torch._scaled_grouped_mm) at
   1 … 4096 tokens per expert, and at T tokens routed top-k at random (a decode step's few experts).
 - attention_prefill: SDPA as the reference calls it (causal, grouped K/V, no backend forced) by length and
-  batch for each head shape; attention_backward: its backward (autograd) by length.
+  batch for each head shape; attention_backward: its backward (autograd) by length, alone and queued behind a
+  sleeping kernel (its kernels' own time).
 - attention_decode: one query per sequence over a cache of L keys (SDPA, grouped K/V), replayed from a graph.
 - mla_decode: MLA's absorbed decode step over the latent cache (MLAttention._absorbed_step), by batch and L.
 - mamba: the reference Mamba-2 mixer (chunked scan for a prefill, the recurrence for a step), by batch and length.
@@ -429,9 +430,28 @@ def attention_prefill(device: str, shapes: list[tuple[str, int, int, int]], cell
     return out
 
 
+def queued(fn: Callable[[], object], device: str, runs: int = 3) -> float:
+    """Median GPU seconds of fn()'s kernels queued behind a sleeping kernel (the host's dispatch hidden), CUDA
+    events; elsewhere fn()'s time."""
+    if not device.startswith("cuda"):
+        return timed(fn, device, 1, runs)
+    fn()
+    times = []
+    for _ in range(runs):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time: the host queues the call behind it
+        begin.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
 def attention_backward(device: str, shapes: list[tuple[str, int, int, int]], lengths: list[int]) -> list[dict]:
-    """Causal SDPA forward, and forward + backward (autograd), one sequence of S tokens: the backward's own time is
-    their difference."""
+    """Causal SDPA forward, and forward + backward (autograd), one sequence of S tokens, each called alone and
+    queued behind a sleeping kernel: the backward's own time is their difference; the queued one is its kernels'
+    alone, without the host's start of a backward pass."""
     out = []
     for name, h, hkv, hd in shapes:
         for s in lengths:
@@ -447,7 +467,8 @@ def attention_backward(device: str, shapes: list[tuple[str, int, int, int]], len
                 q.grad = k.grad = v.grad = None
 
             out.append({"name": name, "heads": h, "kv_heads": hkv, "head_dim": hd, "length": s,
-                        "forward_s": timed(fwd, device, 1, 3), "forward_backward_s": timed(both, device, 1, 3)})
+                        "forward_s": timed(fwd, device, 1, 3), "forward_backward_s": timed(both, device, 1, 3),
+                        "forward_gpu_s": queued(fwd, device), "forward_backward_gpu_s": queued(both, device)})
             del q, k, v, grad
             _free(device)
     return out
