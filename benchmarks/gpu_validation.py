@@ -229,10 +229,10 @@ def cells(batches, prompts, first_pass: bool, limit: int) -> list[tuple[int, int
 
 
 def run(args) -> None:
+    train_shapes = shapes(args.train_shapes) if args.train_shapes else TRAIN_SHAPES
     import torch
 
     device, dest = args.device, Path(args.out)
-    train_shapes = shapes(args.train_shapes) if args.train_shapes else TRAIN_SHAPES
     started = time.perf_counter()
     deadline = started + args.budget
     out = {"env": environment(device), "settings": {
