@@ -217,8 +217,8 @@ def count_training(spec: ModelSpec, batch: int, seq: int) -> TrainingKernels:
     reference/measure.py train_run runs it on a GPU, under FakeTensorMode: the forward with every position's logits
     and the cross-entropy loss in fp32, its backward (autograd), and MasterAdamW's update."""
     from llmcalc.reference.layers import GPU_PATHS
-    from llmcalc.reference.optimizer import MasterAdamW
     from llmcalc.reference.model import Decoder
+    from llmcalc.reference.optimizer import MasterAdamW
 
     with FakeTensorMode():
         model = Decoder(spec, dtype=torch.bfloat16).train().use_kernels("serving")
