@@ -121,19 +121,23 @@ def test_launch_flags_set_the_engines_limits():
     assert plain.graphs and plain.max_batched_tokens == 8192
 
 
-def test_vllms_host_time_per_request_is_what_its_table_runs_leave_beside_the_gpu():
-    """presets/engines/vllm.yaml's request_s is read off the two table-subset runs of vLLM's OpenAI server on
-    Qwen3-8B (4 and 8 clients): each one's measured TTFT p50 less `serve`'s with no host time, their mean, to the
-    millisecond; and both runs are in the table subset, which calibration may use."""
+@pytest.mark.parametrize("engine,ids", [
+    ("vllm", ("gpustack-qwen3-8b-h100-vllm-sharegpt-c4", "gpustack-qwen3-8b-h100-vllm-sharegpt-c8")),
+    ("sglang-0.4", ("datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps1",
+                    "datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps2"))])
+def test_host_time_per_request_is_what_the_engines_table_runs_leave_beside_the_gpu(engine, ids):
+    """presets/engines/<engine>.yaml's request_s is read off two table-subset runs of that engine's OpenAI server
+    at a low load (vLLM 0.11 on Qwen3-8B at 4 and 8 clients; SGLang of December 2024 on Llama-3.3-70B at 1 and 2
+    requests/s): each one's measured TTFT p50 less `serve`'s with no host time, their mean, to the millisecond; and
+    both runs are in the table subset, which calibration may use."""
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.serve import make_requests, serve
 
     module = evaluation()
     split = module.splits(module.points())
-    ids = ("gpustack-qwen3-8b-h100-vllm-sharegpt-c4", "gpustack-qwen3-8b-h100-vllm-sharegpt-c8")
     gaps = []
     for p in (p for p in module.points() if p["id"] in ids):
-        assert split[p["id"]] == "table"
+        assert split[p["id"]] == "table" and module.engine_preset(p) == engine
         spec, gpu, w, load, settings, n = module.setup(p)
         tm = load_time_model(None, gpu, engine=settings.engine).model_copy(update={"request_s": 0.0})
         reqs = make_requests(n, *module.lengths(p), load, 0)
