@@ -989,7 +989,7 @@ def main(argv=None) -> None:
                    "training model once (torch.profiler: per op and shape, device and host time) into this JSON file")
     r.add_argument("--no-training", action="store_true", help="skip the training steps")
     r.add_argument("--no-inference", action="store_true", help="skip the prefill and decode cells")
-    r.add_argument("--train-shapes", help="the training steps' BxS, comma-separated (default "
+    r.add_argument("--train-shapes", metavar="BxS,...", help="the training steps' BxS, comma-separated (default "
                    + ",".join(f"{b}x{s}" for b, s in TRAIN_SHAPES) + ")")
     r.add_argument("--update", metavar="FILE", help="a JSON file of an earlier run: write it to --out with this "
                    "run's models in place of its own (a rerun of some models)")
