@@ -68,6 +68,24 @@ def timed(fn: Callable[[], object], device: str, warmup: int = 1, runs: int = 5)
     return statistics.median(out)
 
 
+def queued(fn: Callable[[], object], device: str, runs: int = 3, sleep_cycles: int = 20_000_000) -> float:
+    """Median GPU seconds of fn()'s kernels queued behind a kernel sleeping `sleep_cycles` (the host's dispatch
+    hidden; 20M cycles are about 10 ms), CUDA events; elsewhere fn()'s time."""
+    if not device.startswith("cuda"):
+        return timed(fn, device, 1, runs)
+    fn()
+    times = []
+    for _ in range(runs):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(sleep_cycles)  # the host queues the call behind it
+        begin.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
 def replayed(calls: list[Callable[[], object]], device: str, runs: int = 7) -> tuple[float, str]:
     """Seconds per call of `calls` run back to back, captured once in a CUDA graph and replayed (median of `runs`
     replays after two), and "graph"; off cuda, or where capture fails, the calls run eagerly ("eager: why")."""
@@ -259,17 +277,13 @@ def eager_stream(device: str, kernels: int = 400) -> list[dict]:
         x = torch.ones(n, device=device)
         y = torch.ones(n, device=device)
         graph_s, _ = replayed([lambda: x.add_(y)] * 50, device)
-        times = []
-        for _ in range(5):
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(100_000_000)  # ~50 ms of GPU time: the host queues every kernel behind it
-            begin.record()
+
+        def stream(x=x, y=y):
             for _ in range(kernels):
                 x.add_(y)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(begin.elapsed_time(end) / 1e3 / kernels)
-        out.append({"elements": n, "eager_s": statistics.median(times), "graph_s": graph_s})
+
+        # ~50 ms of GPU time asleep: the host queues every kernel behind it
+        out.append({"elements": n, "eager_s": queued(stream, device, 5, 100_000_000) / kernels, "graph_s": graph_s})
     return out
 
 
@@ -428,24 +442,6 @@ def attention_prefill(device: str, shapes: list[tuple[str, int, int, int]], cell
             del q, k, v
             _free(device)
     return out
-
-
-def queued(fn: Callable[[], object], device: str, runs: int = 3) -> float:
-    """Median GPU seconds of fn()'s kernels queued behind a sleeping kernel (the host's dispatch hidden), CUDA
-    events; elsewhere fn()'s time."""
-    if not device.startswith("cuda"):
-        return timed(fn, device, 1, runs)
-    fn()
-    times = []
-    for _ in range(runs):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time: the host queues the call behind it
-        begin.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(begin.elapsed_time(end) / 1e3)
-    return statistics.median(times)
 
 
 def attention_backward(device: str, shapes: list[tuple[str, int, int, int]], lengths: list[int]) -> list[dict]:
