@@ -622,13 +622,14 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
           compute_dtype: str = "bf16", recompute: str = "none", optimizer: str = "adamw", zero: int = 0,
           attention: str = "causal", attention_impl: str = "cudnn", fusion: str = "fused",
           time_model: str | None = None, calibration=None, reserve: float = 0.10, auto: bool = False,
-          interval: bool = False):
+          interval: bool = False, engine: str | None = None):
     """Time (seconds), tokens/s and MFU of one training step of `batch` sequences of `seq` tokens on `gpu`
     (required) (`llmcalc train`): gpus alone spreads over data-parallel replicas (tp 1); a step that does not
     fit is refused (auto: the largest micro-batch that fits). `attention_impl`: the attention kernel whose
     published figures time the core (presets/kernels/attention.yaml), or "profile" (the time model's own).
     `fusion`: the element-wise passes fused (one kernel each) or eager (each PyTorch op a kernel).
-    Returns a TrainReport."""
+    `engine` "reference": the bundled PyTorch model's step on one GPU, timed by its engine profile (its kernels
+    counted under torch, which it needs); None: the time model's training stack. Returns a TrainReport."""
     from llmcalc.costs.training import training_step
     from llmcalc.inputs.kernels import with_attention_kernel
     from llmcalc.workload import Layout, require_sizes
@@ -653,6 +654,11 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
                  recompute=recompute, optimizer=optimizer, zero=zero, attention_core=attention, logits="all",
                  fusion=fusion, reserve=reserve, **qlora_format)
     device = load_gpu(gpu, "train")
+    if engine is not None:
+        from llmcalc.views.train_engine import train_on_engine
+
+        return train_on_engine(load_model(model), device, w, engine, time_model=time_model, calibration=calibration,
+                               auto=auto, interval=interval)
     tm = with_attention_kernel(_time_model(device, time_model, calibration), attention_impl, device)
     report = training_step(load_model(model), device, w, tm, auto=auto)
     return with_ranges(report, "train_ranges") if interval else report

@@ -158,6 +158,28 @@ def test_engine_training_step_against_measured_steps(path, gpu, keep, within):
     assert sum(abs(e) <= 0.15 for e in errors) >= within
 
 
+@pytest.mark.parametrize("path, gpu, preset, shape", [
+    (H200_STEPS, "h200", "llama3-8b", (4, 2048)), (H200_STEPS, "h200", "mixtral-8x7b", (8, 1024)),
+    (H200_STEPS, "h200", "gemma2-9b", (1, 4096)), (H100_RUN, "h100-sxm", "llama3-8b", (1, 8192))])
+def test_train_engine_reference_against_a_measured_step(tmp_path, path, gpu, preset, shape):
+    """`llmcalc train --engine reference` on a measured family (its scaled spec as a config file) against the step
+    the GPU measured, within 15%; the report names the engine and sums its parts."""
+    pytest.importorskip("torch")
+    import yaml
+
+    cell = cells(path, lambda c: (c["preset"], c["batch"], c["seq"]) == (preset, *shape))[0]
+    config = tmp_path / "spec.yaml"
+    config.write_text(yaml.safe_dump(measured_spec(cell).model_dump(mode="json"), sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "llmcalc", "train", "--config", str(config), "--gpu", gpu,
+                           "--engine", "reference", "--batch", str(shape[0]), "--seq", str(shape[1]), "-f", "json"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert r["engine"] == "reference" and r["gpus"] == 1 and r["micro_batches"] == 1
+    assert abs(r["forward_s"] + r["backward_s"] + r["optimizer_s"] - r["step_s"]) <= 1e-12 * r["step_s"]
+    assert abs(r["step_s"] / cell["step_s"] - 1) <= 0.15, (r["step_s"], cell["step_s"])
+
+
 # ---- the attention backward's class ---------------------------------------------------------------------------
 
 

@@ -231,3 +231,29 @@ def test_sequence_parallelism_splits_the_activations_not_the_time():
                                                                       rel=1e-9)
     bad = run_cli("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--sp")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--sp" in bad.stderr
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"engine": "vllm"}, "`engine`"), ({"tp": 2}, "`tp`"), ({"gpus": 2}, "`dp`"), ({"lora_rank": 8}, "`lora_rank`"),
+    ({"recompute": "full"}, "`recompute`"), ({"optimizer": "sgd"}, "`optimizer`"),
+    ({"micro_batch": 1}, "`micro_batch`"),
+    ({"auto": True}, "`auto`"), ({"interval": True}, "`interval`"), ({"time_model": "roofline"}, "`time_model`"),
+    ({"gpu": "a100-80gb"}, "`gpu`"), ({"batch": 4096}, "`batch`")])
+def test_train_on_the_reference_engine_refuses_what_it_does_not_run(kw, field):
+    """The reference engine trains one micro-batch on one GPU with its own recipe, on a GPU with an engine profile:
+    anything else is a one-line refusal naming the field, before torch is needed."""
+    from llmcalc import api
+    from llmcalc.errors import UserError
+
+    args = {"gpu": "h200", "batch": 2, "seq": 2048, "engine": "reference"} | kw
+    with pytest.raises(UserError, match=field) as e:
+        api.train("exaone-4.0-1.2b", **args)
+    assert "\n" not in str(e.value)
+
+
+def test_train_engine_reference_exits_2_without_torch():
+    """Without torch the reference engine's count cannot run: exit 2, one line naming the install."""
+    code = ("import sys\nsys.modules['torch'] = None\nfrom llmcalc.cli import main\nsys.argv = ['llmcalc', 'train', "
+            "'-p', 'gpt2', '--gpu', 'h200', '--batch', '2', '--seq', '1024', '--engine', 'reference']\nmain()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 2 and "needs PyTorch" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

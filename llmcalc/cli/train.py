@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Optional
 from llmcalc.cli import groups
 from llmcalc.cli.app import command
 from llmcalc.cli.options import (
+    ADVANCED,
     GPUS,
     PRECISION,
     TRAINING,
@@ -91,6 +92,9 @@ def train(
     auto: Annotated[bool, _opt("--auto", help="If the step does not fit, take the largest micro-batch that does.",
                                panel=TRAINING)] = False,
     interval: IntervalOpt = False,
+    engine: Annotated[Optional[str], _opt(
+        "--engine", help="reference: the bundled PyTorch model's step, its kernels counted (needs torch); "
+        "default: the time model's.", panel=ADVANCED, metavar="NAME")] = None,
     out: groups.Output,
 ) -> None:
     """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
@@ -101,5 +105,5 @@ def train(
                        micro_batch=micro_batch, qlora=qlora, weights_dtype=weights_dtype, compute_dtype=compute_dtype,
                        recompute=recompute, optimizer=optimizer, zero=zero, attention=attention, reserve=reserve,
                        attention_impl=attention_impl, fusion=fusion,
-                       auto=auto, interval=interval)
+                       auto=auto, interval=interval, engine=engine)
     out.emit(report, of=train)

@@ -39,6 +39,9 @@ class TrainReport(Placement):
     optimizer: str
     zero: int
     time_model: str
+    engine: str | None = None
+    """The engine whose measured kernel classes time the step (`reference`: the bundled PyTorch model, its engine
+    profile); None: the time model's training stack, fused kernels."""
     attention_kernel: str | None = None
     """The attention kernel whose published figures time the attention core (presets/kernels/attention.yaml:
     cudnn, fa2, fa3); None: the time model's own figures."""
