@@ -93,8 +93,7 @@ def train(
                                panel=TRAINING)] = False,
     interval: IntervalOpt = False,
     engine: Annotated[Optional[str], _opt(
-        "--engine", help="reference: the bundled PyTorch model's step, its kernels counted (needs torch); "
-        "default: the time model's.", panel=ADVANCED, metavar="NAME")] = None,
+        "--engine", help="reference: the PyTorch reference's own step.", panel=ADVANCED, metavar="NAME")] = None,
     out: groups.Output,
 ) -> None:
     """Time, tokens/s and MFU of one training step under a time model; a step that does not fit is refused
