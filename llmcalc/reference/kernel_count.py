@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from llmcalc.errors import UserError
 from llmcalc.model.engine_profile import EngineKernels, TrainingKernels
 from llmcalc.model.spec import ModelSpec
 
@@ -231,7 +232,12 @@ def count_training(spec: ModelSpec, batch: int, seq: int) -> TrainingKernels:
                 logits = model(tokens, None, 0, "all")
                 loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens.flatten())
                 totals.append(counter.result())
-                loss.backward()
+                try:
+                    loss.backward()
+                except RuntimeError as e:  # a kernel written for inference alone (an in-place merge)
+                    raise UserError(f"`model`: the reference cannot differentiate {spec.name}'s "
+                                    f"{type(spec.attention).__name__} attention ({str(e).split(':')[0]}); its "
+                                    "training step is not measurable on the reference engine") from None
                 totals.append(counter.result())
                 opt.step()
                 totals.append(counter.result())
