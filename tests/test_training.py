@@ -257,3 +257,17 @@ def test_train_engine_reference_exits_2_without_torch():
             "'-p', 'gpt2', '--gpu', 'h200', '--batch', '2', '--seq', '1024', '--engine', 'reference']\nmain()")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert r.returncode == 2 and "needs PyTorch" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_train_engine_reference_bounds_the_layers_it_counts(tmp_path):
+    """The count runs every layer in torch, so the reference engine takes a bounded number of layers: beyond it,
+    exit 2 in one line before any torch work."""
+    import yaml
+
+    data = load_preset("tiny-decoder-example").model_dump(mode="json")
+    data["n_layers"], data["layer_pattern"] = 300, (data["layer_pattern"] * 300)[:300]
+    config = tmp_path / "deep.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = run_cli("train", "--config", str(config), "--gpu", "h200", "--batch", "1", "--seq", "256",
+                "--engine", "reference")
+    assert r.returncode == 2 and "300 layers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -11,6 +11,7 @@ from llmcalc.model.gpu import GPU
 from llmcalc.model.spec import ModelSpec
 from llmcalc.reports.training import TrainReport
 from llmcalc.views.torch_needed import require_torch
+from llmcalc.views.validate import MAX_LAYERS
 from llmcalc.workload import Workload
 
 
@@ -26,6 +27,9 @@ def train_on_engine(spec: ModelSpec, gpu: GPU, w: Workload, engine: str, **unuse
             raise UserError(f"`{name}`: the reference engine's step is timed by its own engine profile "
                             "(presets/calibration/reference/) as one micro-batch, without a band; leave out "
                             f"`{name}` with `engine` reference")
+    if spec.n_layers > MAX_LAYERS:  # the count runs every layer in torch: its work grows with them
+        raise UserError(f"`model`: {spec.name} has {spec.n_layers:,} layers and the reference engine counts each "
+                        f"layer's kernels in torch; it takes {MAX_LAYERS} or fewer")
     profile = load_engine_profile(gpu)
     if profile is None:
         have = ", ".join(sorted(p.stem for p in ENGINE_DIR.glob("*.yaml")))
