@@ -23,7 +23,7 @@ from llmcalc.costs.engine_time import EngineTraining, engine_training_step
 from llmcalc.costs.flops import flops
 from llmcalc.costs.shard import weights_per_gpu
 from llmcalc.costs.train_memory import training_memory
-from llmcalc.costs.training import largest_micro_batch, peak_memory
+from llmcalc.costs.training import largest_micro_batch, memory_note, peak_memory
 from llmcalc.errors import UserError
 from llmcalc.model.engine_profile import EngineProfile, TrainingKernels
 from llmcalc.model.gpu import GPU
@@ -109,9 +109,7 @@ def _notes(step: EngineTraining, profile: EngineProfile, held: int, usable: int,
     notes = [f"time: the reference engine's kernel classes on {gpu.name} (measured on {measured}; "
              "docs/roofline.md#the-reference-engine), the reference's own kernels counted under torch",
              "each part runs eagerly; the backward's host is not modelled (its GPU time, a lower bound where the "
-             "autograd engine's dispatch is the slower)",
-             f"memory: {held / 1e9:,.1f} GB of the {usable / 1e9:,.1f} GB usable (as `llmcalc memory --train` "
-             "counts it)"]
+             "autograd engine's dispatch is the slower)", memory_note(held, usable, gpu)]
     if step.forward.bound == "host":
         notes.append(f"the forward is host-bound: {step.forward.host_s * 1e3:,.2f} ms of dispatch over "
                      f"{step.forward.gpu_s * 1e3:,.2f} ms on the GPU")

@@ -168,13 +168,13 @@ def memory_checked(spec: ModelSpec, gpu: GPU, w: Workload, auto: bool) -> tuple[
     training_memory(spec, w)  # the layout's own refusals first, in their words
     peak = peak_memory(spec, w)
     if peak <= usable:
-        return w, peak, usable, _memory_note(peak, usable, gpu)
+        return w, peak, usable, memory_note(peak, usable, gpu)
     share = w.batch // w.layout.dp
     found = largest_micro_batch(spec, w, usable)
     if auto and found:
         b, peak = found
         return (w.model_copy(update={"micro_batch": b}), peak, usable,
-                _memory_note(peak, usable, gpu) + f"; `auto` chose micro-batch {b}, the largest of the {share} "
+                memory_note(peak, usable, gpu) + f"; `auto` chose micro-batch {b}, the largest of the {share} "
                 f"sequences per replica that fits")
     need = f"the step needs {peak / 1e9:,.1f} GB on its most-loaded GPU (as `llmcalc memory --train` counts it)"
     room = f"over the {usable / 1e9:,.1f} GB usable on one {gpu.name} ({w.reserve:.0%} reserve)"
@@ -207,7 +207,7 @@ def _other_change(spec: ModelSpec, w: Workload, usable: int) -> str:
     return "more GPUs (`tp`, `pp`) or a GPU with more memory"
 
 
-def _memory_note(peak: int, usable: int, gpu: GPU) -> str:
+def memory_note(peak: int, usable: int, gpu: GPU) -> str:
     return (f"memory: {peak / 1e9:,.1f} GB on the most-loaded GPU (as `llmcalc memory --train` counts it) of the "
             f"{usable / 1e9:,.1f} GB usable on one {gpu.name}")
 
@@ -223,9 +223,9 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     if w.formats(spec).quantized and not w.lora:  # before the memory check, which would name the micro-batch
         raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
                         "not modelled; use bf16, fp16 or fp32, or train LoRA adapters on the frozen base (`lora_rank`)")
-    held = usable = memory_note = None
+    held = usable = fit_note = None
     if check_memory:
-        w, held, usable, memory_note = memory_checked(spec, gpu, w, auto)
+        w, held, usable, fit_note = memory_checked(spec, gpu, w, auto)
     L = w.layout
     spec.stack.check_modelled("training time")
     b, m = micro_batches(w)
@@ -349,7 +349,7 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         bubble_fraction=(L.pp - 1) / (m * L.vpp), dp_comm_s=exposed, dp_comm_total_s=dp_total,
         optimizer_s=optimizer, overhead_s=tm.step_s, gradient_bytes_per_gpu=grads, cp_comm_bytes_per_gpu=cp_bytes,
         peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
-        notes=_notes(spec, w, tm, b, m, memory_note, None if even else slowest),
+        notes=_notes(spec, w, tm, b, m, fit_note, None if even else slowest),
     )
 
 
@@ -516,7 +516,7 @@ def _formula(spec: ModelSpec, w: Workload) -> str:
     return "; ".join([FORMULA, *more])
 
 
-def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_note: str | None,
+def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, fit_note: str | None,
            slowest: int | None) -> list[str]:
     L = w.layout
     shape = f"tp={L.tp} pp={L.pp} dp={L.dp}" + (f" cp={L.cp}" if L.cp > 1 else "") + (
@@ -533,7 +533,7 @@ def _notes(spec: ModelSpec, w: Workload, tm: TimeModel, b: int, m: int, memory_n
              "Megatron-LM and NeMo count it dense",
              "data-parallel reduction at the GPU's interconnect figure (one link tier): across nodes the network is "
              "slower",
-             memory_note or "memory is not checked (a study of published runs)"]
+             fit_note or "memory is not checked (a study of published runs)"]
     if split := L.split_note(spec.n_layers):
         notes.append(split)
     if w.fusion == "eager":
