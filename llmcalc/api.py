@@ -168,7 +168,7 @@ def engine(name=None):
         name = str(_path(name, "engine"))
     if name is not None and not isinstance(name, str):
         raise UserError(f"`engine`: {clip(repr(name))} is not an engine; give vllm, vllm-v0, sglang, sglang-0.4, "
-                        "trtllm, reference, the path of an engine YAML, or an Engine")
+                        "trtllm, trtllm-triton, reference, the path of an engine YAML, or an Engine")
     from llmcalc.inputs.engines import load_engine
 
     return load_engine(name)

@@ -33,11 +33,11 @@ def test_page_rows_are_current():
 
 
 def test_rate_driven_throughput_and_latency_hold():
-    """Under a request rate on the engine whose own table gives the runs (TensorRT-LLM 0.14, dense Llama models),
-    the engine keeps up, so output tokens/s is within 10% of the measured; the mean TPOT within 25% and the mean
-    TTFT within 40%."""
+    """Under a request rate on the engine whose own table gives the runs (TensorRT-LLM 0.14 behind Triton, dense
+    Llama models), the engine keeps up, so output tokens/s is within 10% of the measured; the mean TPOT and the
+    mean TTFT (Triton's host time per request in it) within 25%."""
     _, got = rows()
-    bounds = {"output_tps": 0.10, "tpot": 0.25, "ttft": 0.40}
+    bounds = {"output_tps": 0.10, "tpot": 0.25, "ttft": 0.25}
     rate = [r for r in got if r["kind"] == "rate" and r["id"].startswith("trt014")]
     assert len(rate) >= 20 and {r["quantity"] for r in rate} == set(bounds)
     for r in rate:
@@ -124,12 +124,15 @@ def test_launch_flags_set_the_engines_limits():
 @pytest.mark.parametrize("engine,ids", [
     ("vllm", ("gpustack-qwen3-8b-h100-vllm-sharegpt-c4", "gpustack-qwen3-8b-h100-vllm-sharegpt-c8")),
     ("sglang-0.4", ("datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps1",
-                    "datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps2"))])
+                    "datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps2")),
+    ("trtllm-triton", ("trt014-serve-h200-llama3-8b-tp1-467-256-qps2",
+                       "trt014-serve-h100-llama3.1-70b-tp4-467-256-qps2"))])
 def test_host_time_per_request_is_what_the_engines_table_runs_leave_beside_the_gpu(engine, ids):
-    """presets/engines/<engine>.yaml's request_s is read off two table-subset runs of that engine's OpenAI server
-    at a low load (vLLM 0.11 on Qwen3-8B at 4 and 8 clients; SGLang of December 2024 on Llama-3.3-70B at 1 and 2
-    requests/s): each one's measured TTFT p50 less `serve`'s with no host time, their mean, to the millisecond; and
-    both runs are in the table subset, which calibration may use."""
+    """presets/engines/<engine>.yaml's request_s is read off two table-subset runs of that engine's server at a
+    low load (vLLM 0.11 on Qwen3-8B at 4 and 8 clients; SGLang of December 2024 on Llama-3.3-70B at 1 and 2
+    requests/s; TensorRT-LLM 0.14 behind Triton on Llama-3.1-8B and -70B at 2 requests/s): each one's measured TTFT
+    (its p50, or its mean where that is what the run gives) less `serve`'s with no host time, their mean, to the
+    millisecond; and both runs are in the table subset, which calibration may use."""
     from llmcalc.inputs.time_models import load_time_model
     from llmcalc.views.serve import make_requests, serve
 
@@ -141,8 +144,9 @@ def test_host_time_per_request_is_what_the_engines_table_runs_leave_beside_the_g
         spec, gpu, w, load, settings, n = module.setup(p)
         tm = load_time_model(None, gpu, engine=settings.engine).model_copy(update={"request_s": 0.0})
         reqs = make_requests(n, *module.lengths(p), load, 0)
-        ttft = serve(spec, gpu, w, tm, reqs, settings, load, "", "").ttft_s.p50
-        gaps.append(p["measured"]["ttft_ms_p50"] / 1e3 - ttft)
+        spread = serve(spec, gpu, w, tm, reqs, settings, load, "", "").ttft_s
+        value, stat = module.measured(p)["ttft"]
+        gaps.append(value - (spread.p50 if stat == "p50" else spread.mean))
     assert len(gaps) == 2
     assert settings.engine.request_s == pytest.approx(sum(gaps) / 2, abs=1e-3)
 
@@ -226,3 +230,19 @@ def test_sglang_before_0_5_runs_its_0_4_defaults():
                 "datacrunch-sglang-h200-llama3.3-70b-tp4-rand1024-1024-rps1"):
         assert module.engine_preset(by_id[old]) == "sglang-0.4"
     assert module.engine_preset(by_id["gpustack-dsr1-h200-sglang-rand128-4"]) == "sglang"
+
+
+def test_tensorrt_llm_tables_of_online_serving_run_behind_triton():
+    """TensorRT-LLM 0.14's online-serving table ran its C++ executor behind Triton's tensorrtllm_backend: those
+    points run on presets/engines/trtllm-triton.yaml (no overlap scheduler, no CUDA graphs, 64-token blocks, no
+    chunked context); runs of trtllm-serve (dstack's) and of trtllm-bench (the throughput tables) stay on
+    presets/engines/trtllm.yaml."""
+    module = evaluation()
+    by_id = {p["id"]: p for p in module.points()}
+    triton = [p for p in module.points() if p["id"].startswith("trt014")]
+    assert len(triton) >= 10 and {module.engine_preset(p) for p in triton} == {"trtllm-triton"}
+    settings = module.setup(by_id["trt014-serve-h100-llama3-8b-tp1-467-256-qps2"])[4]
+    assert (settings.graphs, settings.overlap, settings.block_size, settings.engine.chunked_prefill) == \
+        ((), False, 64, False)
+    for other in ("dstack-dsr1-h200-trtllm-tp8-3200-800-c4", "trt017-h200-llama3-8b-tp1-128-128-maxthpt"):
+        assert module.engine_preset(by_id[other]) == "trtllm"

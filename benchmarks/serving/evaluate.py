@@ -143,9 +143,19 @@ def release(p: dict) -> tuple[int, int] | None:
     return tuple(map(int, version.groups())) if version else None
 
 
+FRONT_ENDS = {"trtllm": ("behind triton", "trtllm-triton")}
+"""engine_name → (the words of a point's `engine` that name another server in front of it, that server's preset):
+TensorRT-LLM's own tables of online serving ran its C++ executor behind Triton's tensorrtllm_backend, not
+trtllm-serve (presets/engines/trtllm-triton.yaml)."""
+
+
 def engine_preset(p: dict) -> str:
-    """The engine preset a point ran: its engine_name, but the older preset of OLDER_ENGINES for a release its
-    engine_version puts before that preset's first."""
+    """The engine preset a point ran: the preset of FRONT_ENDS where its `engine` names that server, else its
+    engine_name, but the older preset of OLDER_ENGINES for a release its engine_version puts before that preset's
+    first."""
+    words, front = FRONT_ENDS.get(p["engine_name"], (None, None))
+    if words and words in str(p.get("engine", "")).lower():
+        return front
     first, older = OLDER_ENGINES.get(p["engine_name"], ((0, 0), p["engine_name"]))
     version = release(p)
     return older if version and version < first else p["engine_name"]
@@ -344,8 +354,9 @@ def markdown(rows: list[dict], skipped: dict[str, int]) -> str:
            "points of benchmarks/accuracy/published.yaml and benchmarks/serving/published.yaml (each with its source "
            "there), each on its engine's preset and the calibrated time model, seed 0. ratio = measured / predicted "
            "for a time, predicted / measured for a throughput: above 1, llmcalc is optimistic. The error factor is "
-           "max(ratio, 1/ratio). No GPU's calibration profile was fitted on any of these points; five engine figures, "
-           "vLLM's and SGLang 0.4's host time per request (presets/engines/vllm.yaml, sglang-0.4.yaml), "
+           "max(ratio, 1/ratio). No GPU's calibration profile was fitted on any of these points; six engine figures, "
+           "vLLM's, SGLang 0.4's and Triton's host time per request (presets/engines/vllm.yaml, sglang-0.4.yaml, "
+           "trtllm-triton.yaml), "
            "TensorRT-LLM's share of the fp8 peak on Hopper "
            "(presets/engines/trtllm.yaml `fp8`, benchmarks/serving/fit_fp8.py) and the shares for block-scaled fp8 "
            "matmuls of vLLM V0 and SGLang 0.4 on the MI300X, whose own profile is by analogy (presets/calibration/"

@@ -255,8 +255,8 @@ EnforceEagerOpt = Annotated[bool, _opt(
 IntervalOpt = Annotated[bool, _opt(
     "--interval", help="Also the range runs fell in (docs/intervals.md).", panel=OUTPUT)]
 EngineOpt = Annotated[Optional[str], _opt(
-    "--engine", help="vllm (default), vllm-v0, sglang, sglang-0.4, trtllm, reference or a file.", panel=ADVANCED,
-    metavar="NAME")]
+    "--engine", help="vllm (default), vllm-v0, sglang, sglang-0.4, trtllm, trtllm-triton, reference or a file.",
+    panel=ADVANCED, metavar="NAME")]
 CalibrationOpt = Annotated[Optional[Path], _opt(
     "--calibration", help="Calibration profile YAML to use.", panel=ADVANCED, metavar="FILE")]
 LoraOpt = Annotated[Optional[int], _count_opt(

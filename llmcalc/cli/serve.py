@@ -79,7 +79,7 @@ def serve(
     plot: Annotated[Optional[Path], _opt(
         "--plot", help="Also plot latency to a .png or .svg file.", panel=OUTPUT, metavar="FILE")] = None,
     plot_vs: Annotated[Optional[Literal["time", "load"]], _opt(
-        "--plot-vs", help="--plot's x axis: time or load, the rate (default: time).", panel=OUTPUT,
+        "--plot-vs", help="--plot's x axis: time (default) or load, the rate.", panel=OUTPUT,
         metavar="AXIS")] = None,
     force: PlotForceOpt = False,
     interval: IntervalOpt = False,

@@ -576,7 +576,8 @@ def serve_table(r, units: str) -> list:
         f"[bold]{esc(r.model)}[/bold] on {layout}: {r.requests:,} requests, {esc(r.load)}, prompt {esc(r.prompt)}, "
         f"output {esc(r.output)} ({r.time_model} time model)",
         f"engine: {esc(r.engine)}, {r.engine_policy}, max {r.max_seqs} sequences and {r.max_batched_tokens:,} "
-        f"tokens per step, CUDA graphs up to {r.graph_max}, {r.kv_blocks:,} KV blocks of {r.block_size} tokens "
+        f"tokens per step, {f'CUDA graphs up to {r.graph_max}' if r.graph_max else 'no CUDA graphs'}, "
+        f"{r.kv_blocks:,} KV blocks of {r.block_size} tokens "
         f"({size(r.kv_bytes_per_block, units)} each per GPU), memory utilization {r.gpu_memory_utilization:g}, "
         f"prefix hit {r.prefix_hit:g}" + (f", speculative: {esc(r.speculative)}" if r.speculative else ""),
         f"KV cache: {r.kv_tokens:,} tokens per engine; its log says “{esc(r.kv_log)}”",
