@@ -658,7 +658,8 @@ def train(model, gpu=None, *, batch: int = 512, seq: int = 4096, micro_batch: in
         from llmcalc.views.train_engine import train_on_engine
 
         return train_on_engine(load_model(model), device, w, engine, time_model=time_model, calibration=calibration,
-                               auto=auto, interval=interval)
+                               auto=auto, interval=interval,
+                               attention_impl=attention_impl if attention_impl != "cudnn" else None)
     tm = with_attention_kernel(_time_model(device, time_model, calibration), attention_impl, device)
     report = training_step(load_model(model), device, w, tm, auto=auto)
     return with_ranges(report, "train_ranges") if interval else report

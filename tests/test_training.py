@@ -238,7 +238,7 @@ def test_sequence_parallelism_splits_the_activations_not_the_time():
     ({"recompute": "full"}, "`recompute`"), ({"optimizer": "sgd"}, "`optimizer`"),
     ({"micro_batch": 1}, "`micro_batch`"),
     ({"auto": True}, "`auto`"), ({"interval": True}, "`interval`"), ({"time_model": "roofline"}, "`time_model`"),
-    ({"gpu": "a100-80gb"}, "`gpu`"), ({"batch": 4096}, "`batch`")])
+    ({"attention_impl": "fa3"}, "`attention_impl`"), ({"gpu": "a100-80gb"}, "`gpu`"), ({"batch": 4096}, "`batch`")])
 def test_train_on_the_reference_engine_refuses_what_it_does_not_run(kw, field):
     """The reference engine trains one micro-batch on one GPU with its own recipe, on a GPU with an engine profile:
     anything else is a one-line refusal naming the field, before torch is needed."""
