@@ -209,6 +209,17 @@ def test_fit_refuses_a_bad_pool_in_its_own_flags(cli):
             flag, value, r.stderr)
 
 
+@pytest.mark.parametrize("engine, graphs", [("vllm", "CUDA graphs up to 512"), ("trtllm-triton", "no CUDA graphs"),
+                                            ("reference", "no CUDA graphs")])
+def test_serve_names_the_engines_cuda_graphs_or_their_absence(cli, engine, graphs):
+    """The table's engine line states the largest captured batch, or that the engine captures none (not "up to
+    0"): trtllm-triton's TensorRT plan and the reference run without graphs."""
+    r = cli("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--requests", "5", "--engine", engine)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert graphs in text and "up to 0" not in text
+
+
 def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
     base = ("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "--requests", "5")
     r = cli(*base, "--engine", "vlm")
