@@ -271,3 +271,11 @@ def test_train_engine_reference_bounds_the_layers_it_counts(tmp_path):
     r = run_cli("train", "--config", str(config), "--gpu", "h200", "--batch", "1", "--seq", "256",
                 "--engine", "reference")
     assert r.returncode == 2 and "300 layers" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_train_engine_reference_refuses_an_attention_kernel_in_one_line():
+    """The reference engine runs its own attention: an --attention-impl beside it exits 2 in one line naming the
+    flag, before any torch work."""
+    r = run_cli("train", "-p", "exaone-4.0-1.2b", "--gpu", "h200", "--batch", "2", "--seq", "2048",
+                "--engine", "reference", "--attention-impl", "fa3")
+    assert r.returncode == 2 and "--attention-impl" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
