@@ -1517,6 +1517,41 @@ def published_benchmarks_summary():
     yield f"{f(high[8], 1)}× at 8 and {f(high[16], 1)}× at 16"
 
 
+@on("serving.md")
+def vllm_v0_prefill_per_prompt_token():
+    page = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    table = page.split("<!-- serving-table -->")[1].split("<!-- /serving-table -->")[0]
+    ms = lambda cell: float(cell.removesuffix(" ms").replace(",", ""))  # noqa: E731
+    ttft = {cells[0]: (ms(cells[10]), ms(cells[11])) for cells in (
+        [c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| "))
+        if len(cells) == 13 and cells[9] == "TTFT p50"}
+
+    def rounds(gpu: str, most: int) -> tuple[list[float], list[float]]:
+        """Measured and predicted µs of TTFT per prompt token of a round of clients × 3,200 tokens, vLLM V0 on
+        `gpu`, up to `most` clients."""
+        prefix = f"dstack-dsr1-{gpu}-vllm-tp8-3200-800-c"
+        per = [(m * 1e3 / (c * 3200), p * 1e3 / (c * 3200)) for c, (m, p) in
+               ((int(k.removeprefix(prefix)), v) for k, v in ttft.items() if k.startswith(prefix)) if c <= most]
+        assert len(per) >= 5
+        return [m for m, _ in per], [p for _, p in per]
+
+    def us(values: list[float]) -> str:
+        return f"{min(values):.0f}–{max(values):.0f}"
+
+    def rate(values: list[float]) -> str:  # tokens/s, to the hundred
+        return f"{round(1e6 / max(values), -2):,.0f}–{round(1e6 / min(values), -2):,.0f}"
+
+    points = yaml.safe_load((ROOT / "benchmarks" / "serving" / "published.yaml").read_text(encoding="utf-8"))["points"]
+    spread = max(abs(p["measured"]["ttft_ms_mean"] / p["measured"]["ttft_ms_p50"] - 1) for p in points
+                 if p["id"].startswith("dstack-dsr1-h200-vllm-tp8-3200-800-c") and p["concurrency"] <= 64)
+    assert spread < 0.02  # the page: "each run's mean TTFT is within 2% of its median"
+    measured, predicted = rounds("h200", 64)
+    yield f"H200 measured {us(measured)} µs at 4 to 64 clients ({rate(measured)} tokens/s"
+    yield f"where `serve` gives {us(predicted)} µs ({rate(predicted)} tokens/s)"
+    measured, predicted = rounds("mi300x", 128)
+    yield f"measured {us(measured)} µs against {us(predicted)} µs"
+
+
 @on("formulas.md")
 def scaling_law_constants():
     from llmcalc.costs.scaling import LAWS, LOSS, TRAIN_FLOPS
