@@ -155,6 +155,32 @@ def test_more_kv_memory_never_lowers_throughput():
     assert [r.kv_blocks for r in got] == sorted(r.kv_blocks for r in got)
 
 
+@pytest.mark.parametrize("preset, kw", [
+    ("llama3-8b", dict(load=Load(rate=4.0), prompt="1024", output="256", engine=settings("vllm"))),
+    ("llama3-8b", dict(load=Load(rate=10.0), prompt="uniform:100,3000", output="uniform:10,700",
+                       engine=settings("sglang-0.4"))),  # prefill-first, overlap, 1-token blocks, admission
+    ("llama3-8b", dict(load=Load(concurrency=32), prompt="1500", output="uniform:10,900",
+                       engine=settings("trtllm"))),  # the whole request reserved at admission
+    ("llama3-8b", dict(n=200, load=Load(concurrency=64), prompt="2048", output="700", gpu=load_gpu("a100-40gb"),
+                       engine=settings("vllm", "a100-40gb", gpu_memory_utilization=0.4))),  # preempts
+    ("gemma2-9b", dict(n=150, load=Load(rate=3.0), prompt="5000", output="200", prefix_hit=0.5)),
+    ("deepseek-v2-lite", dict(n=150, load=Load(rate=5.0), prompt="2000", output="400",
+                              engine=settings("vllm-v0", block_size=32))),
+])
+def test_decode_stretches_are_the_step_loop(preset, kw, monkeypatch):
+    """A stretch of plain decode steps run in one pass (decode_stretch) gives the report the step-by-step loop
+    gives, to the last bit: every request's times, the steps, preemptions and the KV figures."""
+    import llmcalc.views.serve as sim
+
+    ran, real = [], sim._Sim.decode_stretch
+    monkeypatch.setattr(sim._Sim, "decode_stretch", lambda self, *a: ran.append(real(self, *a)) or ran[-1])
+    fast = run(preset, **kw)
+    monkeypatch.setattr(sim._Sim, "decode_stretch", lambda self, steps, ready_at, seen, *a: (0, seen))
+    slow = run(preset, **kw)
+    assert sum(steps for steps, _ in ran) > 100  # stretches were taken (a preempting run has few)
+    assert fast == slow
+
+
 def test_same_seed_same_result():
     a, b = run(load=Load(rate=10.0), prompt="normal:800,200", seed=3), run(load=Load(rate=10.0),
                                                                            prompt="normal:800,200", seed=3)

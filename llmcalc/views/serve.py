@@ -18,6 +18,9 @@ slowest one's, an idle engine waiting in its idle forward. Each engine loops ove
      token, the weights read once; a request whose prompt completes emits its first token at the step's end, a
      decoding one its next (under speculative decoding, 1 + the draft tokens accepted).
 
+Steps in which every running request decodes and nothing else happens run in one pass (_Sim.decode_stretch),
+each still timed and counted as above: the report is the step-by-step loop's, without its scheduling per step.
+
 Memory: the KV budget per GPU is capacity · gpu_memory_utilization − weights − the activation workspace of a
 max_batched_tokens chunk; a request holds ⌈tokens / block_size⌉ blocks, each block's bytes as `llmcalc kv`
 counts block_size tokens. Latencies: TTFT = first token − arrival, TPOT = (e2e − TTFT) / (output − 1),
@@ -345,14 +348,55 @@ class _Sim:
             budget -= n
         return chunks, decodes, verify, scheduled, preempted
 
-    def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None):
+    def decode_stretch(self, running: list[Request], steps: int, ready_at: float, seen: float, in_system: int,
+                       pad: int) -> tuple[int, float]:
+        """Run up to `steps` steps in which every running request decodes one token and nothing else happens (none
+        finishes, none arrives, no KV block is lacking), each timed and counted as run's loop does it, without
+        scheduling each again: (steps run, the `seen` after the last). Stops before a step whose scheduler would see
+        a request ready at `ready_at`; runs none where the cache could lack a block before the last."""
+        e, size = self.engine, self.engine.block_size
+        extra = sum(max(0, self.blocks_bytes(ceil_div(r.computed + steps, size)) - r.held) for r in running)
+        if self.used + extra > self.budget:  # the cache holds every block the steps add: none is preempted
+            return 0, seen
+        n = len(running)
+        for j in range(steps):
+            if j and ready_at <= seen:
+                return j, seen
+            contexts = []
+            for r in running:
+                if r.computed >= r.blocks * size:  # its next token starts a block
+                    self.grow(r, r.computed + 1)
+                contexts.append(r.computed)
+            dt = self.step.time((), contexts, (), pad)
+            if not self.now < self.now + dt < float("inf"):
+                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
+                                "in seconds from the start")
+            end = self.now + dt
+            dt = end - self.now
+            self.area += in_system * dt
+            self.running_area += n * dt
+            share = self.used / self.budget
+            self.kv_area += share * dt
+            self.kv_peak = max(self.kv_peak, share)
+            seen = self.now if e.overlap else end
+            self.now = end
+            self.steps += 1
+            self.admitted(running, True, False)
+            for r in running:
+                r.computed += 1
+                r.generated += 1
+        return steps, seen
+
+    def run(self, arrivals: list[Request], clients: int | None, progress: Callable[[int], None] | None,
+            alone: bool = True):
         """Serve `arrivals` (sorted by arrival; under `clients`, each released when a client is free), one step
         at a time: a generator that proposes the clock's next value (its step's end, or the next ready request's
-        time when it has nothing to run) and is sent the clock's next value (drive: its own proposal, or under
-        lock-step the engines' latest step end). A request reaches the scheduler the host's request_s after it
-        arrives (its `ready` time), the GPU stepping the others meanwhile. A step takes the requests ready by
-        `seen`: the clock, but under overlap scheduling (Settings.overlap) the start of the step before it, when
-        it was planned, unless the engine was idle."""
+        time when it has nothing to run) and the steps it ran to get there, and is sent the clock's next value
+        (drive: its own proposal, or under lock-step the engines' latest step end). A request reaches the
+        scheduler the host's request_s after it arrives (its `ready` time), the GPU stepping the others meanwhile.
+        A step takes the requests ready by `seen`: the clock, but under overlap scheduling (Settings.overlap) the
+        start of the step before it, when it was planned, unless the engine was idle. `alone`: no lock-step, so
+        a stretch of plain decode steps runs in one pass (decode_stretch) and is proposed once."""
         e, spec_dec, host = self.engine, self.spec_dec, self.step.request_s
         pending = deque(arrivals)
         entering: deque[Request] = deque()  # released by a client, on the host until `ready`
@@ -399,6 +443,18 @@ class _Sim:
                 # idle until the next request is ready (or the others' step)
                 self.now = seen = yield (False, min(upcoming))
                 continue
+            if alone and not spec_dec and not waiting and len(running) <= e.max_batched_tokens:
+                steps = min(r.output - r.generated for r in running) - 1  # none finishes in them
+                steps = min(steps, limit - self.steps)
+                if steps > 1 and all(r.generated and r.computed == r.known - 1 for r in running):
+                    ready_at = min((q[0].ready for q in (pending if pending_arrivals else (), entering) if q),
+                                   default=float("inf"))
+                    pad = padded(len(running)) - len(running) if pads else 0
+                    ran, seen = self.decode_stretch(running, steps, ready_at, seen, in_system, pad)
+                    if ran:
+                        yield (ran, self.now)
+                        done = []
+                        continue
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
                 chunks, decodes, verify, scheduled, preempted = self.schedule(running, waiting, prompts_only)
@@ -592,7 +648,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))
         sim.kv_of = lambda blocks: kv_per_gpu(spec, 1, blocks * engine.block_size, w)
         clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
-        loops.append(sim.run([reqs[i] for i in order[k::active]], clients, progress))
+        loops.append(sim.run([reqs[i] for i in order[k::active]], clients, progress, not L.attention_dp))
         sims.append(sim)
     drive(loops, L.attention_dp)
     if L.attention_dp:
