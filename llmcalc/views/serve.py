@@ -348,13 +348,35 @@ class _Sim:
             budget -= n
         return chunks, decodes, verify, scheduled, preempted
 
+    def step_end(self, dt: float) -> float:
+        """The end of a step of `dt` seconds from the clock; a step must move the clock on, or the run stops."""
+        if not self.now < self.now + dt < float("inf"):
+            raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
+                            "in seconds from the start")
+        return self.now + dt
+
+    def close_step(self, end: float, in_system: int, scheduled: int) -> float:
+        """Account a step ending at `end` (the requests in the system and the `scheduled` ones over it, the cache's
+        share) and move the clock there: the `seen` of the next step, its start under overlap scheduling (the
+        next step was planned as this one started), else its end."""
+        dt = end - self.now
+        self.area += in_system * dt
+        self.running_area += scheduled * dt
+        share = self.used / self.budget
+        self.kv_area += share * dt
+        self.kv_peak = max(self.kv_peak, share)
+        seen = self.now if self.engine.overlap else end
+        self.now = end
+        self.steps += 1
+        return seen
+
     def decode_stretch(self, running: list[Request], steps: int, ready_at: float, seen: float, in_system: int,
                        pad: int) -> tuple[int, float]:
         """Run up to `steps` steps in which every running request decodes one token and nothing else happens (none
         finishes, none arrives, no KV block is lacking), each timed and counted as run's loop does it, without
         scheduling each again: (steps run, the `seen` after the last). Stops before a step whose scheduler would see
         a request ready at `ready_at`; runs none where the cache could lack a block before the last."""
-        e, size = self.engine, self.engine.block_size
+        size = self.engine.block_size
         extra = sum(max(0, self.blocks_bytes(ceil_div(r.computed + steps, size)) - r.held) for r in running)
         if self.used + extra > self.budget:  # the cache holds every block the steps add: none is preempted
             return 0, seen
@@ -367,20 +389,7 @@ class _Sim:
                 if r.computed >= r.blocks * size:  # its next token starts a block
                     self.grow(r, r.computed + 1)
                 contexts.append(r.computed)
-            dt = self.step.time((), contexts, (), pad)
-            if not self.now < self.now + dt < float("inf"):
-                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
-                                "in seconds from the start")
-            end = self.now + dt
-            dt = end - self.now
-            self.area += in_system * dt
-            self.running_area += n * dt
-            share = self.used / self.budget
-            self.kv_area += share * dt
-            self.kv_peak = max(self.kv_peak, share)
-            seen = self.now if e.overlap else end
-            self.now = end
-            self.steps += 1
+            seen = self.close_step(self.step_end(self.step.time((), contexts, (), pad)), in_system, n)
             self.admitted(running, True, False)
             for r in running:
                 r.computed += 1
@@ -471,19 +480,8 @@ class _Sim:
             dt = self.step.time(chunks, decodes, verify, pad)
             if spec_dec and (decodes or verify):  # the draft proposes k tokens, one forward each
                 dt += draft_k * spec_dec.draft.time([], decodes + [c for _, c in verify])
-            if not self.now < self.now + dt < float("inf"):  # a step moves the clock on, or the run stops
-                raise UserError(f"`arrival`: a step of {dt:g} s does not move a clock at {self.now:g} s; give arrivals "
-                                "in seconds from the start")
-            end = yield (True, self.now + dt)  # under lock-step, the slowest engine's step end
-            dt = end - self.now
-            self.area += in_system * dt
-            self.running_area += len(scheduled) * dt
-            share = self.used / self.budget
-            self.kv_area += share * dt
-            self.kv_peak = max(self.kv_peak, share)
-            seen = self.now if e.overlap else end  # overlap: the next step was planned as this one started
-            self.now, done = end, []
-            self.steps += 1
+            end = yield (True, self.step_end(dt))  # under lock-step, the slowest engine's step end
+            seen, done = self.close_step(end, in_system, len(scheduled)), []
             if not preempted:
                 self.admitted(running, bool(decodes or verify), False)
             if self.steps > limit:
