@@ -501,6 +501,24 @@ def test_requests_too_far_apart_to_share_steps_are_refused_past_the_step_bound(m
         run("llama2-7b", n=50, prompt="128", output="64", load=Load(rate=1e-4), w=Workload(layout=layout))
 
 
+def test_replicas_stepping_together_count_each_pass_against_the_step_bound(monkeypatch):
+    """In lock-step every live replica takes each round's pass, stepping or waiting out its idle forward, so a
+    round counts one step per live replica: 8 data-parallel attention replicas (ep 8) of one request each, far
+    apart, take about 8 × 65 rounds but about 2,300 passes, and are refused past a bound of 1,000 (counted by
+    rounds they ran, 128 replicas for 125 s). An output whose rounds times the replicas is past the bound is
+    refused before the run starts, naming `dp`."""
+    import llmcalc.views.serve as serving
+
+    monkeypatch.setattr(serving, "MAX_STEPS", 1000)
+    w = Workload(layout=Layout(dp=8, ep=8), weights_dtype="bf16")
+    assert run("qwen3-30b-a3b", n=8, prompt="16", output="64", load=Load(rate=float("inf")), w=w).steps < 1000
+    with pytest.raises(UserError, match=r"`requests`: the run passed 1,000 engine steps.*replicas stepping together"):
+        run("qwen3-30b-a3b", n=8, prompt="16", output="64", load=Load(rate=1e-4), w=w)
+    with pytest.raises(UserError, match=r"`output`: an output of 200 tokens takes 200 steps on each of 8 replicas "
+                                        r"stepping together.*fewer replicas \(`dp`\)"):
+        run("qwen3-30b-a3b", n=8, prompt="16", output="200", load=Load(rate=float("inf")), w=w)
+
+
 def test_runs_under_one_command_share_the_step_bound(monkeypatch):
     """measured's runs, plan's finalists and a load curve each simulated up to MAX_STEPS on its own: 4 runs of 8,000
     requests at concurrency 1 took about 4 × 70 s. Under shared_steps they draw on one budget (here 1,000 steps:

@@ -178,11 +178,12 @@ sequence or a one-token budget (2 M in 23 s). A run that must take more even wit
 before it starts (check_work); one whose requests share fewer steps, when it passes the bound (drive)."""
 
 
-def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: int | None, draft_k: int) -> None:
+def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: int | None, draft_k: int,
+               lockstep: int = 1) -> None:
     """Refuse a run whose work is past the bounds above, before it starts, naming the input that sets it: its
     output tokens; the steps its engines need at the least, in all (every token within a step's budget, every
     output token in a step of at most max_seqs sequences or clients, 1 + draft_k each, and the longest output
-    one step after another)."""
+    one step after another, times the `lockstep` replicas that take each of those steps together)."""
     output = sum(o for _, _, o in rows)
     if output > MAX_OUTPUT_TOKENS:
         raise UserError(f"`requests`: {len(rows):,} requests hold {output:,} output tokens, more than the "
@@ -192,13 +193,15 @@ def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: in
     tokens = sum(p + o for _, p, o in rows)
     need = {"max_batched_tokens": tokens / engine.max_batched_tokens,
             seqs: output / (min(per_step, clients or per_step) * (1 + draft_k)),
-            "output": max(o for _, _, o in rows) / (1 + draft_k)}
+            "output": max(o for _, _, o in rows) / (1 + draft_k) * lockstep}
     field, steps = max(need.items(), key=lambda kv: kv[1])
+    together = f" on each of {lockstep:,} replicas stepping together" if lockstep > 1 else ""
     if steps > MAX_STEPS:
         raise UserError(f"`{field}`: these {len(rows):,} requests need at least {steps:,.0f} engine steps, more than "
                         f"the {MAX_STEPS:,} a run may take; give a larger `{field}`" if field != "output" else
-                        f"`output`: an output of {steps * (1 + draft_k):,.0f} tokens takes {steps:,.0f} steps, more "
-                        f"than the {MAX_STEPS:,} a run may take; give a shorter one")
+                        f"`output`: an output of {steps / lockstep * (1 + draft_k):,.0f} tokens takes "
+                        f"{steps / lockstep:,.0f} steps{together}, more than the {MAX_STEPS:,} a run may take; give "
+                        "a shorter one" + (" or fewer replicas (`dp`)" if together else ""))
 
 
 STEPS_PER_TOKEN = 20
@@ -541,8 +544,9 @@ def drive(loops: list, lockstep: bool) -> None:
     as data-parallel attention replicas whose MoE layers span them run: every step ends when the slowest
     engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
     the clock moves to the earliest ready request. Past MAX_STEPS steps in all (with the runs before it under
-    shared_steps) the run is refused: check_work's count is the least a run may take, and requests that arrive
-    too far apart to share steps take more."""
+    shared_steps; in lock-step a round is one step of each live replica, as each takes a pass) the run is refused:
+    check_work's count is the least a run may take, and requests that arrive too far apart to share steps take
+    more."""
     shared = _SHARED_STEPS.get()
     steps = shared[0] if shared is not None else 0
     if not lockstep:
@@ -551,27 +555,29 @@ def drive(loops: list, lockstep: bool) -> None:
             while proposal is not None:
                 steps += proposal[0]
                 if steps > MAX_STEPS:
-                    _too_many_steps(shared is not None)
+                    _too_many_steps(shared is not None, False)
                 proposal = _send(loop, proposal[1])
     else:
         proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
         while live := {k: p for k, p in proposals.items() if p is not None}:
             stepping = [t for runs, t in live.values() if runs]
-            steps += len(stepping)
+            steps += len(live)  # every live replica takes this round's pass, stepping or waiting out its idle forward
             if steps > MAX_STEPS:
-                _too_many_steps(shared is not None)
+                _too_many_steps(shared is not None, True)
             clock = max(stepping) if stepping else min(t for _, t in live.values())
             proposals = {k: _send(loops[k], clock) for k in live}
     if shared is not None:
         shared[0] = steps
 
 
-def _too_many_steps(shared: bool) -> None:
+def _too_many_steps(shared: bool, lockstep: bool) -> None:
+    replicas = ", fewer replicas stepping together (`dp`)" if lockstep else ""
     if shared:
         raise UserError(f"`requests`: these runs passed {MAX_STEPS:,} engine steps in all, the most one command "
-                        "simulates; give fewer runs or requests, or arrivals closer together")
+                        f"simulates; give fewer runs or requests{replicas}, or arrivals closer together")
     raise UserError(f"`requests`: the run passed {MAX_STEPS:,} engine steps, the most a run may take (its requests "
-                    "arrive too far apart to share steps); give fewer requests, or arrivals closer together")
+                    f"arrive too far apart to share steps); give fewer requests{replicas}, or arrivals closer "
+                    "together")
 
 
 def _send(loop, clock: float):
@@ -618,7 +624,10 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         raise UserError(f"{where}: a request of {longest:,} tokens needs more KV memory than an engine "
                         f"holds ({budget / 1e9:.2f} GB per GPU); use more GPUs (`tp`, `pp`), a smaller `kv_dtype` or "
                         "shorter requests")
-    check_work(rows, engine, load.concurrency, spec_dec.tokens if spec_dec else 0)
+    # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly;
+    # an engine that would get no request is not built (a million replicas of ten requests are ten engines)
+    active = min(engines if load.concurrency is None else min(engines, load.concurrency), len(rows))
+    check_work(rows, engine, load.concurrency, spec_dec.tokens if spec_dec else 0, active if L.attention_dp else 1)
     prompt_max = max(p for _, p, _ in rows)
     if not engine.engine.chunked_prefill and prompt_max > engine.max_batched_tokens:
         raise UserError(f"`max_batched_tokens`: {engine.max_batched_tokens:,} tokens per step is less than the "
@@ -638,9 +647,6 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     block_bytes: dict[int, int] = {}
     reqs = [Request(a, p, o, int(prefix_hit * p)) for a, p, o in rows]
     order = sorted(range(len(reqs)), key=lambda i: reqs[i].arrival)
-    # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly;
-    # an engine that would get no request is not built (a million replicas of ten requests are ten engines)
-    active = min(engines if load.concurrency is None else min(engines, load.concurrency), len(reqs))
     sims, loops = [], []
     for k in range(active):
         sim = _Sim(step, engine, budget, block_bytes, spec_dec, random.Random(f"{seed}/{k}"))
