@@ -118,20 +118,22 @@ count = grid_parser("parse_count", int, "A whole number with an optional k or m 
 
 def real(text: str | float) -> float:
     """A number for every float option, as Python reads one (0.5, 1e-3, inf, nan), except a finite spelling too large
-    for a float (1e309): refused by name rather than read as inf. nan and inf, spelt so, go on to the option's own
-    check (--rate takes inf: all at once)."""
-    if isinstance(text, float):
-        return text
+    for a float (1e309), refused by name rather than read as inf, and one below the smallest normal float (5e-324,
+    1e-320: a quotient by it is infinite) but 0. -0 is 0. nan and inf, spelt so, go on to the option's own check
+    (--rate takes inf: all at once)."""
     from llmcalc.inputs.grid import parse_number
 
     try:
-        value = parse_number(text)
+        value = text if isinstance(text, float) else parse_number(text)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a number; give one such as 0.5, 4 or 1e-3") from None
-    if math.isinf(value) and text.strip().lstrip("+-").lower() not in ("inf", "infinity"):
+    if isinstance(text, str) and math.isinf(value) and text.strip().lstrip("+-").lower() not in ("inf", "infinity"):
         raise typer.BadParameter(f"{text!r} is beyond any float (±1.8e308 at most); give a number within that "
                                  "range")
-    return value
+    if value and abs(value) < sys.float_info.min:
+        raise typer.BadParameter(f"{text!r} is below the smallest normal float ({sys.float_info.min:.3g}); give 0 or "
+                                 "a number such as 1e-3")
+    return value + 0.0  # -0 is 0
 
 
 def completer(module: str, names: str) -> Callable[[str], list[str]]:

@@ -21,6 +21,9 @@ FORMULA = ("MFU = tokens/s · model FLOPs per token / (gpus · peak); HFU = toke
            "(gpus · peak); per token = flops' train_flops (model) or train_hardware_flops (hardware) / (B·S)")
 PEAK_FLOPS = (1e9, 1e18)
 """Sane dense peaks of one accelerator, FLOP/s: 1 GFLOP/s (a small CPU core) to 1 EFLOP/s (1,000 × an H100)."""
+MIN_MFU = 1e-6
+"""The least MFU a measured run is read at: a millionth of the peak (one H100 training Llama-3-8B at 0.02 tokens/s) is a
+figure in the wrong unit, not a run."""
 
 
 def _positive(name: str, value: float | None) -> None:
@@ -56,6 +59,10 @@ def utilisation(spec: ModelSpec, w: Workload, *, gpus: int, peak_flops: float, t
     if not math.isfinite(per_s * r.train_hardware_flops / capacity):  # the peak is sane: the throughput is not
         raise UserError(f"`{given}`: {value:g} on {gpus:,} × {peak_flops:g} FLOP/s puts MFU beyond any float; give "
                         "the measured figure")
+    if per_s * r.train_flops < MIN_MFU * capacity:
+        raise UserError(f"`{given}`: {value:g} puts MFU at {per_s * r.train_flops / capacity:.3g}, below a millionth "
+                        f"of the peak of {gpus:,} × {peak_flops / 1e12:g} TFLOP/s, slower than any training run; "
+                        "check the figure, its unit (tokens/s, seconds per step), `batch` and `seq`")
     if per_s * r.train_flops > capacity:  # no run does more useful work than its GPUs' peak
         raise UserError(f"`{given}`: {value:g} puts MFU at {per_s * r.train_flops / capacity:.4g} × the peak of "
                         f"{gpus:,} × {peak_flops / 1e12:g} TFLOP/s, and no run beats its peak; check the figure, "

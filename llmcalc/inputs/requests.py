@@ -282,7 +282,7 @@ def _seconds(value: object, text: bool) -> float:
         raise TypeError(value)
     if text and not _DECIMAL.match(value):
         raise ValueError(value)
-    return float(value)
+    return float(value) + 0.0  # -0 is 0
 
 
 def _tokens(value: object, text: bool) -> int:
