@@ -11,7 +11,8 @@ an ellipsis; an engine file whose last tier leaves a GPU out; a billion shared e
 parallel degree of 0; a subnormal or negative latency, a count past any run or a time past any
 float in a benchmark result; a merged curves file whose runs are a list; a bool or a string where a number goes
 in a GPU, engine or calibration file; a kernel curve's point that is no size or time; a subnormal flag (-0 is 0);
-a measured throughput below a millionth of the peak.
+a measured throughput below a millionth of the peak; a benchmark's token total that is no count or under one a
+request (and a prefill-only run's TPOT, left unfitted in words).
 And what they would have led to: no table shows inf or NaN with exit 0, nor a figure hundreds
 of digits long; and the presets that crashed a command run it."""
 
@@ -767,3 +768,20 @@ def test_a_gpu_or_engine_file_nested_too_deep_is_not_called_a_spec(tmp_path):
     for given in (["--gpu", str(path)], ["--gpu", "h100-sxm", "--engine", str(path)]):
         line = one_line(run("serve", "-p", "llama3-8b", "--rate", "1", "-n", "5", *given), "nested more than")
         assert "spec" not in line and line.startswith(f"error: {given[-2][2:]} file"), line
+
+
+def test_runs_of_one_output_token_fit_without_a_tpot_and_token_totals_are_counts(tmp_path):
+    """A prefill-only benchmark (200 requests, 200 output tokens) records a TPOT of nothing to predict: the fit
+    left step_s as it was, by a KeyError traceback; now it says why. A total of 1.5 or of fewer tokens than
+    requests was read as output 1."""
+    doc = json.loads((ROOT / "tests/fixtures/benchmarks/vllm_bench_serve.json").read_text())
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc | {"total_output_tokens": doc["completed"]}))
+    r = run("calibrate", "--from-runs", str(path), "--gpu", "h100-sxm")
+    assert r.returncode == 0, r.stderr[-800:]
+    line = next(x for x in r.stderr.splitlines() if x.startswith("step_s: "))
+    assert "(left as it was: the runs record TPOT or ITL but their requests predict none" in line, r.stderr
+    for total, needle in ((1.5, "not a count"), (0, "under one token a request"),
+                          (doc["completed"] - 1, "under one token a request")):
+        path.write_text(json.dumps(doc | {"total_output_tokens": total}))
+        one_line(run("measured", str(path), "--gpu", "h100-sxm"), "total_output_tokens", needle)

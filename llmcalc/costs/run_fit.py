@@ -181,6 +181,9 @@ def fit_runs(runs: list[RunFigures], base: TimeModel, predict: Predict) -> tuple
         n = sum(1 for r in runs if any(r.measured.get(m, 0) > 0 for m in metrics))
         if not n:
             note = f"left as it was: no run records {' or '.join(m.upper() for m in metrics)}"
+        elif name not in x:
+            note, n = (f"left as it was: the runs record {' or '.join(m.upper() for m in metrics)} but their requests "
+                       "predict none (one output token each: no time per output token)"), 0
         elif name in other:
             note, n = other[name], 0
         elif name in flat:

@@ -232,11 +232,17 @@ def _throughputs(d: _Doc, metrics: dict, requests_key: str, output_key: str, wit
             metrics[metric] = {"value": v}
 
 
-def _lengths(total_in: float | None, total_out: float | None, n: int | None) -> dict:
+def _lengths(d: _Doc, doc: dict, n: int | None) -> dict:
+    """Mean prompt and output tokens a request from the runs' totals (counts), each at least one a request."""
+    totals = {key: d.count(doc.get(f"total_{key}_tokens"), f"total_{key}_tokens") for key in ("input", "output")}
     if not n:
         return {}
-    return {"prompt_mean": None if total_in is None else total_in / n,
-            "output_mean": None if total_out is None else total_out / n}
+    for key, total in totals.items():
+        if total is not None and total < n:
+            raise UserError(f"`files`: {d.where}: `total_{key}_tokens` is {total:,} for {n:,} requests, under one "
+                            "token a request; give the file as the client wrote it")
+    return {"prompt_mean": None if totals["input"] is None else totals["input"] / n,
+            "output_mean": None if totals["output"] is None else totals["output"] / n}
 
 
 def _load(d: _Doc, rate: Any, concurrency: Any) -> dict:
@@ -258,8 +264,7 @@ def read_vllm(doc: dict, file: str, line: int | None) -> BenchmarkRun:
         file=file, kind="vllm", line=line, model_id=d.text(doc.get("model_id")),
         engine=ENGINE_OF_BACKEND.get(str(doc.get("backend") or doc.get("endpoint_type"))), requests=n,
         **_load(d, doc.get("request_rate"), doc.get("max_concurrency")),
-        **_lengths(d.number(doc.get("total_input_tokens"), "total_input_tokens"),
-                   d.number(doc.get("total_output_tokens"), "total_output_tokens"), n),
+        **_lengths(d, doc, n),
         metrics=metrics)
 
 
@@ -274,8 +279,7 @@ def read_sglang(doc: dict, file: str, line: int | None) -> BenchmarkRun:
         file=file, kind="sglang", line=line, model_id=d.text(doc.get("model_id") or doc.get("model")),
         engine=ENGINE_OF_BACKEND.get(str(doc.get("backend"))), requests=n,
         **_load(d, doc.get("request_rate"), doc.get("max_concurrency")),
-        **_lengths(d.number(doc.get("total_input_tokens"), "total_input_tokens"),
-                   d.number(doc.get("total_output_tokens"), "total_output_tokens"), n),
+        **_lengths(d, doc, n),
         metrics=metrics)
 
 
