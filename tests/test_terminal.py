@@ -164,3 +164,34 @@ def test_a_stacked_table_names_each_column_on_one_line():
     t = table("Deployments", ["#", "max\nseqs", "head-\nroom", "tok/s\n/GPU"], [["1", "16", "×1.5", "256"]])
     assert stacked(t) == ["[bold]Deployments[/bold]", "#: 1", "  max seqs: 16", "  headroom: ×1.5",
                           "  tok/s/GPU: 256"]
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"}, {"PYTHONIOENCODING": "latin-1"},
+                                 {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}])
+def test_an_output_that_cannot_write_unicode_gets_escaped_json_and_a_plain_table(env):
+    """Under an encoding without Σ, × or ≈ every format was a UnicodeEncodeError traceback (exit 1): JSON and YAML
+    now escape them (the same text once parsed), a table writes ? for them, an error line too."""
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONIOENCODING", "PYTHONUTF8", "LC_ALL", "LANG")}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "llmcalc", *args], capture_output=True, timeout=300,
+                              env=base | env)
+
+    utf8 = json.loads(subprocess.run([sys.executable, "-m", "llmcalc", "kv", "-p", "llama3-8b", "-f", "json"],
+                                     capture_output=True, text=True, timeout=300, check=True).stdout)
+    r = run("kv", "-p", "llama3-8b", "-f", "json")
+    assert r.returncode == 0 and json.loads(r.stdout.decode("ascii")) == utf8, r.stderr[-400:]
+    r = run("kv", "-p", "llama3-8b", "-f", "yaml")
+    assert r.returncode == 0 and yaml.safe_load(r.stdout.decode("ascii"))["formula"] == utf8["formula"], r.stderr
+    r = run("kv", "-p", "llama3-8b")
+    assert r.returncode == 0 and b"536,870,912 bytes" in r.stdout and b"Traceback" not in r.stderr, r.stderr[-400:]
+    r = run("kv", "-p", "llama3-8b", "--batch", "0")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("columns", ["0", "00"])
+def test_a_terminal_width_of_zero_is_no_width(columns):
+    """COLUMNS=0 made every table a ValueError traceback in rich (a width of 0 divides): it is read as unset."""
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "params", "-p", "gpt2"], capture_output=True, text=True,
+                       timeout=300, env=os.environ | {"COLUMNS": columns, "LINES": columns})
+    assert r.returncode == 0 and "124,439,808" in r.stdout and not r.stderr, r.stderr[-400:]

@@ -108,6 +108,15 @@ def _run() -> None:
             sys.stderr.write("error: standard output is closed; give the command somewhere to write (a file or a "
                              "pipe)\n")
         sys.exit(2)
+    for name in ("COLUMNS", "LINES"):  # 0 or 00 is no size (rich divides by it): the terminal's, or 80 × 25
+        value = os.environ.get(name, "").strip()
+        if value.isascii() and value.isdigit() and int(value) == 0:
+            del os.environ[name]
+    from llmcalc.render.text import writes_unicode
+
+    for stream in (sys.stdout, sys.stderr):  # an encoding that cannot write ×, Σ or ≈ writes ? (JSON escapes them)
+        if stream is not None and not writes_unicode(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
     app = None
     try:
         app = load_commands(sys.argv[1:])

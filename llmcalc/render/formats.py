@@ -21,7 +21,7 @@ def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
     them, the derived figures as comments above them (FILE_DOCUMENTS)."""
     data = report_data(report)
     if fmt == "json":
-        sys.stdout.write(strict_json(data))
+        sys.stdout.write(strict_json(data, ascii=not unicode_out()))
         return
     require_finite(data)
     document = FILE_DOCUMENTS.get(type(report).__name__)
@@ -30,7 +30,16 @@ def write_data(report: BaseModel | Sequence[BaseModel], fmt: str) -> None:
     else:
         import yaml
 
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True))
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=unicode_out()))
+
+
+def unicode_out() -> bool:
+    """Whether standard output writes any text (its encoding UTF-8); else (LC_ALL=C without Python's UTF-8 mode,
+    PYTHONIOENCODING=ascii) JSON and YAML escape what it cannot, and the command line has made the stream write
+    `?` for a table's ×, Σ or ≈ rather than fail (llmcalc/cli/__init__.py)."""
+    from llmcalc.render.text import writes_unicode
+
+    return writes_unicode(sys.stdout)
 
 
 def report_data(report: BaseModel | Sequence[BaseModel]):

@@ -1,8 +1,19 @@
-"""Numbers, bytes and times as table text, and the escaping of what users and presets write."""
+"""Numbers, bytes and times as table text, the escaping of what users and presets write, and whether a stream can
+write that text."""
 
 from __future__ import annotations
 
 from functools import cache
+
+
+def writes_unicode(stream) -> bool:
+    """Whether `stream`'s encoding can write the ×, Σ and ≈ of the text here (a stream without one, such as a
+    StringIO, can)."""
+    try:
+        "\u03a3\u00d7\u2248".encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 @cache
