@@ -29,6 +29,19 @@ def test_bad_input_is_two(args):
     assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (r.returncode, r.stderr)
 
 
+@pytest.mark.parametrize("args, line", [
+    (["kv", "-p", "llama2-7b", "-p", "mistral-7b"], "--preset: given twice ('llama2-7b', 'mistral-7b'); give it once"),
+    (["kv", "-p", "gpt2", "--batch=1", "-b2"], "--batch: given twice ('1', '2')"),
+    (["serve", "-p", "gpt2", "--gpu", "h100-sxm", "--slo-ttft", "2", "--slo-ttft", "1"], "--slo-ttft: given twice")])
+def test_an_option_of_one_value_given_twice_is_refused(args, line):
+    """click keeps the last of an option given twice: `kv -p llama2-7b -p mistral-7b` answered for mistral-7b alone.
+    An option that takes several (compare's --preset, plan's --price) still does."""
+    r = run_cli(*args)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert line in r.stderr, r.stderr
+    assert run_cli("compare", "-p", "llama2-7b", "-p", "mistral-7b").returncode == 0
+
+
 def test_version_names_the_distribution():
     assert run_cli("--version").stdout.startswith("llmcalc ")
 

@@ -47,7 +47,38 @@ def command(rank: int, **settings: Any) -> Callable[[Callable], Callable]:
 
         command = grouped(function)
         command.rank = rank  # type: ignore[attr-defined]
-        app.command(**settings)(command)
+        app.command(cls=OnceCommand, **settings)(command)
         return command
 
     return register
+
+
+class OnceCommand(typer.core.TyperCommand):
+    """A command whose options that take one value are given at most once: `kv -p llama2-7b -p mistral-7b` answered
+    for mistral-7b alone, as click keeps the last; it is refused, naming the option and both values (an option
+    that takes several, such as compare's --preset, is not one of these)."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        once = {name: p for p in self.params if getattr(p, "param_type_name", "") == "option"
+                and not (p.is_flag or p.count or p.multiple) for name in p.opts + p.secondary_opts}
+        valued = {name for p in self.params if getattr(p, "param_type_name", "") == "option"
+                  and not (p.is_flag or p.count) for name in p.opts}
+        seen: dict[str, str] = {}
+        i = 0
+        while i < len(args) and args[i] != "--":
+            word = args[i]
+            name, eq, value = word.partition("=") if word.startswith("--") else (word[:2], "", word[2:])
+            if word.startswith("-") and name in valued:
+                attached = bool(eq) or bool(value)
+                value = value if attached else (args[i + 1] if i + 1 < len(args) else "")
+                i += not attached
+                param = once.get(name)
+                if param is not None:
+                    if param.name in seen:
+                        from llmcalc.errors import UserError, clip
+
+                        raise UserError(f"`{param.name}`: given twice ({clip(repr(seen[param.name]), 40)}, "
+                                        f"{clip(repr(value), 40)}); give it once")
+                    seen[param.name] = value
+            i += 1
+        return super().parse_args(ctx, args)
