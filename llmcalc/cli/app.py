@@ -59,10 +59,8 @@ class OnceCommand(typer.core.TyperCommand):
     that takes several, such as compare's --preset, is not one of these)."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        once = {name: p for p in self.params if getattr(p, "param_type_name", "") == "option"
-                and not (p.is_flag or p.count or p.multiple) for name in p.opts + p.secondary_opts}
-        valued = {name for p in self.params if getattr(p, "param_type_name", "") == "option"
-                  and not (p.is_flag or p.count) for name in p.opts}
+        valued = {name: p for p in self.params if getattr(p, "param_type_name", "") == "option"
+                  and not (p.is_flag or p.count) for name in p.opts}  # the options that take a value
         seen: dict[str, str] = {}
         i = 0
         while i < len(args) and args[i] != "--":
@@ -72,8 +70,8 @@ class OnceCommand(typer.core.TyperCommand):
                 attached = bool(eq) or bool(value)
                 value = value if attached else (args[i + 1] if i + 1 < len(args) else "")
                 i += not attached
-                param = once.get(name)
-                if param is not None:
+                param = valued[name]
+                if not param.multiple:
                     if param.name in seen:
                         from llmcalc.errors import UserError, clip
 
