@@ -126,3 +126,13 @@ def test_serve_lengths(prompt, output):
 def test_plan_targets_counts_and_lengths(ttft, tpot, n, prompt):
     args = ["--rate", "1", f"--slo-ttft={ttft}", "-n", n, f"--prompt={prompt}", "--output", "8"]
     holds(run_cli(*PLAN, *args, *([f"--slo-tpot={tpot}"] if tpot is not None else []), timeout=HANG))
+
+
+def test_an_output_too_long_for_replicas_stepping_together_is_refused_before_the_run():
+    """100 data-parallel attention replicas (ep 128) that step together, each output 100,000 tokens: 10^7 passes,
+    past the 2^23-step bound; refused at once with exit 2, one line naming --output and --dp (the same run took
+    minutes when the rounds counted only the replicas that ran)."""
+    r = run_cli("serve", "-p", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--dp", "128", "--ep", "128", "--tp", "1",
+                "-n", "100", "--output", "100000", "--prompt", "16", "--rate", "0.01")
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--output" in r.stderr and "on each of 100 replicas stepping together" in r.stderr and "(--dp)" in r.stderr
