@@ -162,6 +162,8 @@ SPEC_BASES = {name: yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
 @given(st.sampled_from(sorted(SPEC_BASES)).flatmap(lambda name: mutated(SPEC_BASES[name])), CORRUPT)
 @example(changed(SPEC_BASES["mixtral-8x7b"], ffn__capacity_factor=float("inf")), None)
 @example(changed(SPEC_BASES["llama2-7b"], norm={"\x1e": float("nan")}), None)
+@example(SPEC_BASES["llama2-7b"] | {"vision": {"kind": ["vit"]}}, None)  # a TypeError (unhashable) once
+@example(SPEC_BASES["llama2-7b"] | {"vision": {"kind": {}}}, None)
 def test_hostile_spec_yaml(tmp_path_factory, spec, corrupt):
     path = tmp_path_factory.mktemp("spec") / "spec.yaml"
     path.write_bytes(as_bytes(spec, "yaml", corrupt))

@@ -944,7 +944,7 @@ def _tower(value: object) -> object:
         kinds = {"vit": VisionTower, "tiled": TiledVisionTower, "llama4": Llama4VisionTower,
                  "internvl": InternVLVisionTower}
         kind = value.get("kind", "vit")
-        if kind not in kinds:
+        if not isinstance(kind, str) or kind not in kinds:
             raise ValueError(f"vision.kind: {kind!r} is not one of {', '.join(kinds)}")
         return kinds[kind].model_validate(value)
     return value
