@@ -289,7 +289,8 @@ def test_layout_chunks_go_round_the_stages():
     ("Et|tt", "loss L must close"), ("tE|tL", "embedding E must open"), ("Et|(tt|*3L", "never closed"),
     ("Et)L", "unmatched"), ("Et|(t*0)L", "at least 1"), ("Ex|tL", "not a symbol"), ("Et*|tL", "repeat count"),
     ("E(t*999999)*999999L", "more than 65,536"), ("E" + "(" * 12 + "t" + ")" * 12 + "L", "nested"),
-    ("E" + "t" * 1001 + "L", "characters"), ("", "give the chunks")])
+    ("E" + "t" * 1001 + "L", "characters"), ("", "give the chunks"),
+    ("Et*\u00b2|tL", "repeat count"), ("Et*\u0663|tL", "repeat count")])  # ², Arabic-Indic 3: not ASCII digits
 def test_bad_layout_strings_name_the_field(text, match):
     with pytest.raises(UserError, match=f"`pp_layout`: .*{re.escape(match)}"):
         parse_layout(text)

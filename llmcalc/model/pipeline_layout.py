@@ -18,6 +18,8 @@ MAX_SYMBOLS = 2**16
 MAX_DEPTH = 8
 """Most nested parentheses."""
 SYMBOLS = "EtmL|"
+DIGITS = "0123456789"
+"""A repeat count's digits: ASCII only (str.isdigit also takes ², which int() refuses, and other scripts' digits)."""
 
 
 class Chunks(NamedTuple):
@@ -73,7 +75,7 @@ def _group(text: str, i: int, depth: int) -> tuple[list[Node], int]:
         count = 1
         if i < len(text) and text[i] == "*":
             j = i + 1
-            while j < len(text) and text[j].isdigit():
+            while j < len(text) and text[j] in DIGITS:
                 j += 1
             if j == i + 1 or j - i > 7:
                 raise _bad(f"'*' at character {i + 1} needs a repeat count of 1 to 999,999")

@@ -72,7 +72,7 @@ async def answer_route(request: Request) -> Response:
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":  # its media type
         return _json({"error": "send the question as JSON (Content-Type: application/json)"}, 415)
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_REQUEST_BYTES):
+    if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_REQUEST_BYTES):
         return _json({"error": f"request over {MAX_REQUEST_BYTES:,} bytes; paste a config.json or spec of at most "
                                "1 MiB"}, 413)
     body = bytearray()
@@ -81,7 +81,7 @@ async def answer_route(request: Request) -> Response:
         if len(body) > MAX_REQUEST_BYTES:
             return _json({"error": f"request over {MAX_REQUEST_BYTES:,} bytes"}, 413)
     try:
-        data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_keys_once)
         q = request.app.state.page.question(data)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return _json({"error": "the request body is not valid UTF-8 JSON"}, 400)
@@ -95,6 +95,15 @@ async def answer_route(request: Request) -> Response:
 
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON; give finite numbers")
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of the question, refused where it gives a key twice (json would keep the last)."""
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) < len(keys):
+        twice = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"{clip(twice)!r} is given twice in one object; give each key once")
+    return dict(pairs)
 
 
 async def _http_error(request: Request, e: Exception) -> Response:
