@@ -106,6 +106,42 @@ def test_plot_into_an_unwritable_place_is_refused_before_the_work(tmp_path, comm
     assert r.stdout == ""
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32", reason="needs symbolic links")
+def test_force_onto_a_link_writes_the_file_it_names_and_keeps_the_link(tmp_path):
+    """--force onto a link renamed the new file over the link itself: `-o /dev/stdout --force` (stdout redirected
+    to a file) replaced /dev/stdout with a regular file and left the redirect empty. The file the link names is
+    written now, the link stays a link, and a plot's format follows the name given (the link's .png)."""
+    pytest.importorskip("matplotlib")
+    (tmp_path / "target.bin").write_bytes(b"old")
+    (tmp_path / "fig.png").symlink_to("target.bin")
+    r = run_in(tmp_path, *SWEEP, "--plot", "fig.png", "--force")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "fig.png").is_symlink() and os.readlink(tmp_path / "fig.png") == "target.bin"
+    assert (tmp_path / "target.bin").read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png", "target.bin"]  # no temporary file left
+
+
+@LINUX
+def test_a_link_to_stdout_redirected_to_a_file_gets_the_text(tmp_path):
+    out = tmp_path / "out.txt"
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    code = ("from pathlib import Path; from llmcalc.cli.files import check_outputs, write_atomic; "
+            f"p = Path({str(link)!r}); check_outputs(True, out=p); write_atomic(p, 'profile\\n')")
+    with out.open("w") as f:
+        r = subprocess.run([sys.executable, "-c", code], stdout=f, stderr=subprocess.PIPE, text=True,
+                           timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert out.read_text() == "profile\n" and link.is_symlink()
+
+
+@pytest.mark.parametrize("name, says", [("a" * 300 + ".png", "File name too long"), ("afile/x.png", "Not a directory")])
+def test_a_path_the_system_refuses_is_named_by_its_option(tmp_path, name, says):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "afile").write_text("")
+    one_line(run_in(tmp_path, *SWEEP, "--plot", name), "--plot", says)
+
+
 def test_written_files_are_whole_or_absent_with_plain_permissions(tmp_path):
     from llmcalc.cli.files import write_atomic, written
 

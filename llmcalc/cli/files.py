@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from llmcalc.errors import Unread, UserError
+from llmcalc.errors import Unread, UserError, clip
 
 
 def check_outputs(force: bool, **targets: Path | None) -> None:
@@ -21,7 +21,7 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
     that is not a regular file (a device such as /dev/full, a pipe) even with `force`, a folder this process
     cannot create a file in (a temporary file is made there and removed), two targets that are one file, and a
     target that the command line names as an input too (a spec, a raw file), even with `force`; and `force`
-    with no target given, which would overwrite nothing."""
+    with no target given, which would overwrite nothing. A link is checked as the file it names."""
     if force and all(path is None for path in targets.values()):
         names = " or ".join(f"`{name}`" for name in targets)
         raise Unread("force", f"`force` overwrites the {names} file when it exists; none is given, so leave `force` "
@@ -33,6 +33,12 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
         where = f"`{name}` {path}"
         if str(path) == ".":  # what an empty value ('') reaches here as
             raise UserError(f"`{name}`: an empty name or the folder '.' names no file; give a file path")
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:  # a name too long, a loop of links, a folder that is a file
+            raise UserError(f"`{name}` {clip(str(path))}: {e.strerror}; give another file path") from None
         if path.is_dir():
             raise UserError(f"{where}: a folder; name a file in it")
         if not path.parent.is_dir():
@@ -43,14 +49,14 @@ def check_outputs(force: bool, **targets: Path | None) -> None:
             if not force:
                 raise UserError(f"{where}: the file exists and is left as it is; give another path, or `force` to "
                                 "overwrite it")
+        real = os.path.realpath(path)  # a link is written through, to the file it names (`written`)
         try:
-            fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+            fd, probe = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{path.name}.", suffix=".probe")
         except OSError as e:
-            raise UserError(f"{where}: cannot create a file in {path.parent} ({e.strerror}); give a path in a "
-                            "folder you can write") from None
+            raise UserError(f"{where}: cannot create a file in {os.path.dirname(real)} ({e.strerror}); give a path "
+                            "in a folder you can write") from None
         os.close(fd)
         os.unlink(probe)
-        real = os.path.realpath(path)
         if real in seen:
             raise UserError(f"`{seen[real]}` and `{name}`: both name {real}; give two different files")
         seen[real] = name
@@ -70,8 +76,11 @@ def _argv_values() -> list[str]:
 def written(path: Path) -> Iterator[Path]:
     """A temporary path in `path`'s folder, with its suffix (a plot's format follows it), renamed to `path`
     once the block completes; removed if the block fails: a reader (or a crash) never sees half a file. The
-    file gets the permissions a plain open() would give it (the umask's), not mkstemp's owner-only ones."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    file gets the permissions a plain open() would give it (the umask's), not mkstemp's owner-only ones. A
+    symbolic link is followed: the file it names is replaced, the link is left as it is (/dev/stdout, redirected
+    to a file, gets the text; renaming over the link would replace the link itself)."""
+    suffix, path = path.suffix, Path(os.path.realpath(path))  # the format is the name's given, not its target's
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{suffix}")
     os.close(fd)
     try:
         umask = os.umask(0)
