@@ -90,6 +90,20 @@ def _refused(cli, *args) -> str:
     return r.stderr
 
 
+def test_a_file_of_too_many_objects_is_refused_before_it_is_parsed(cli, tmp_path):
+    """A 64 MiB file of `{},` took 1.7 GB and 6.5 s to refuse, every object built first; the objects and arrays are
+    counted in the text now (those inside strings are not), so the bound on a file's memory holds."""
+    from llmcalc.inputs.benchmarks import MAX_CONTAINERS
+
+    path = tmp_path / "objects.json"
+    path.write_text("[" + "{}," * MAX_CONTAINERS + "{}]")
+    err = _refused(cli, str(path), "--preset", "llama3-8b", "--gpu", "h100-sxm")
+    assert f"{MAX_CONTAINERS + 2:,} JSON objects and arrays" in err and str(path) in err
+    path.write_text(json.dumps({"text": "{[" * MAX_CONTAINERS}))  # brackets inside a string are text
+    err = _refused(cli, str(path), "--preset", "llama3-8b", "--gpu", "h100-sxm")
+    assert "is not a benchmark result this reads" in err
+
+
 @pytest.mark.parametrize("text", ['{"a": 1}', '[1, 2]', 'not json at all', '{"mean_ttft_ms": NaN}',
                                   '{"mean_ttft_ms": 1}\n{"b": 2}\n'])
 def test_other_json_refused_naming_the_file_and_the_kinds(cli, tmp_path, text):

@@ -36,6 +36,7 @@ Latencies are read into seconds, throughputs into per second; a figure that is n
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,12 @@ from llmcalc.model.base import MAX_SIZE
 
 MAX_RESULT_BYTES = 64 << 20
 """Largest result file read (a vLLM file saved with --save-detailed holds every request's text)."""
+MAX_CONTAINERS = 1 << 20
+"""Most JSON objects and arrays a result file may hold (a detailed vLLM file has one list per request): counted
+in the text before it is parsed, since each costs Python some 60 bytes or more for as few as two of text (a
+64 MiB file of `{},` would take 1.7 GB to read). With MAX_RESULT_BYTES, what reading a file costs is bounded: about
+0.3 GB at most."""
+STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 KINDS = ("vllm", "sglang", "genai-perf", "aiperf", "trtllm")
 ACCEPTED = ("a vLLM bench serve --save-result JSON, an SGLang bench_serving JSONL, a genai-perf or AIPerf "
@@ -97,9 +104,10 @@ class BenchmarkRun:
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
 
-def read_runs(path: Path) -> list[BenchmarkRun]:
-    """Every run a result file holds, its kind told from the content; anything else is refused in one line
-    naming the file and the kinds read."""
+def read_runs(path: Path, most: int) -> list[BenchmarkRun]:
+    """The runs a result file holds, its kind told from the content, at most `most` + 1 of them (the caller
+    refuses more; a JSON Lines file is read no further); anything else is refused in one line naming the file
+    and the kinds read."""
     from llmcalc.inputs.files import check_size
 
     check_size(path, "`files`", MAX_RESULT_BYTES, ACCEPTED)
@@ -113,10 +121,14 @@ def read_runs(path: Path) -> list[BenchmarkRun]:
         raise UserError(f"`files`: {path}: cannot read it as UTF-8 text ({e.__class__.__name__}); give "
                         f"{ACCEPTED}") from None
     name = str(path)
+    containers = sum(STRINGS.sub("", text).count(c) for c in "{[")
+    if containers > MAX_CONTAINERS:
+        raise UserError(f"`files`: {path} holds {containers:,} JSON objects and arrays, more than the "
+                        f"{MAX_CONTAINERS:,} a result file is read with; give {ACCEPTED}")
     try:
         docs = [(None, _loads(text))]
     except ValueError:
-        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()][:most + 1]
         try:
             docs = [(i, _loads(line)) for i, line in lines]
         except ValueError:

@@ -285,7 +285,7 @@ def read_all(files: list[Path]) -> list:
 
     runs = []
     for path in files:
-        runs += read_runs(Path(path))
+        runs += read_runs(Path(path), MAX_RUNS - len(runs))
         if len(runs) > MAX_RUNS:
             raise UserError(f"`files`: past {MAX_RUNS:,} runs (at {path}), more than are compared at once, each a "
                             "`serve` simulation; give fewer runs at once")
