@@ -1,4 +1,10 @@
-"""Text renderings of figures (llmcalc/render/text.py): a time reads in the unit a person would say it in."""
+"""Text renderings of figures (llmcalc/render/text.py): a time reads in the unit a person would say it in; what
+users and files write reaches the terminal as text, never as its control sequences."""
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -43,3 +49,18 @@ def test_numbers_of_one_expression_share_their_thousands_separators():
     assert grouped("11274289152 + 5635768320") == "11,274,289,152 + 5,635,768,320"
     assert grouped("0.5 · 1024 + x2048 + 1e-3") == "0.5 · 1,024 + x2048 + 1e-3"
     assert nbytes_text(2_251_799_813_685_248, "both") == "2,251,799,813,685,248 bytes (2,251.80 TB, 2,048.00 TiB)"
+
+
+def test_a_name_with_control_characters_reaches_the_terminal_as_escapes(tmp_path):
+    """A scenario named with ESC sequences (a colour, a window title) was printed raw in `run`'s table: the
+    terminal obeyed them. Control characters are shown as escapes; the JSON keeps the name as written."""
+    path = tmp_path / "s.yaml"
+    path.write_text('scenarios: [{name: "x\\e[31mRED\\e]0;title\\a", command: kv, options: {preset: gpt2}}]\n')
+    r = subprocess.run([sys.executable, "-m", "llmcalc", "run", str(path)], capture_output=True, text=True,
+                       timeout=300, env=os.environ | {"COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "x\\x1b[31mRED\\x1b]0;title\\x07" in r.stdout
+    j = subprocess.run([sys.executable, "-m", "llmcalc", "run", str(path), "-f", "json"], capture_output=True,
+                       text=True, timeout=300)
+    assert json.loads(j.stdout)[0]["name"] == "x\x1b[31mRED\x1b]0;title\x07"

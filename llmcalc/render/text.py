@@ -23,9 +23,15 @@ def _escape():
     return escape
 
 
+CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)] if chr(c) not in "\n\t"}
+"""Control characters (C0, DEL, C1; a line break and a tab kept) → their escapes as text: a name a file gives
+with ESC in it is shown as \\x1b, never sent to the terminal as a colour, a title or a cursor move."""
+
+
 def esc(text: object) -> str:
-    """`text` safe inside rich markup: a name such as 'llama2-7b [mha]' is shown, not read as a tag."""
-    return _escape()(str(text))
+    """`text` safe inside rich markup and on a terminal: a name such as 'llama2-7b [mha]' is shown, not read as a
+    tag, and its control characters as escapes (CONTROLS)."""
+    return _escape()(str(text).translate(CONTROLS))
 
 
 class Verbatim(str):
