@@ -132,6 +132,7 @@ MALFORMED = [
     (b'{"argv": ["kv"], "file": {"name": "x"}}', 400, "file: give"),
     (b'{"argv": ["kv", "--batch", NaN]}', 400, "NaN is not JSON"),
     (b'{"argv": ["kv"], "extra": 1}', 400, "give a JSON object"),
+    (b'{"argv": ["latency"], "argv": ["kv"]}', 400, "'argv' is given twice"),  # json kept the last
     (b'\xff\xfe', 400, "not valid UTF-8 JSON"),
     (b'{"argv": ["kv", "--preset", "\\ud800"]}', 400, "lone surrogate"),
     (b'{"argv": ["kv"], "file": {"name": "c.json", "text": "\\udfff"}}', 400, "lone surrogate"),
