@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmcalc.errors import UserError
+
 from conftest import CLI_TIMEOUT, page_server
 
 pytest.importorskip("huggingface_hub")
@@ -405,4 +407,24 @@ def test_a_scenario_file_waits_for_an_unreachable_hub_once(tmp_path):
     errors = [x["error"] for x in json.loads(r.stdout)]
     assert "cannot connect" in errors[0] and "test-org/model-a" in errors[0]
     for n, e in zip("bc", errors[1:]):
-        assert f"test-org/model-{n}: not fetched, the Hub could not be reached a moment ago (cannot connect" in e
+        assert f"test-org/model-{n}: not fetched, the Hub could not be reached " in e
+        assert " s ago (cannot connect" in e and "try again in a minute" in e
+
+
+def test_an_unreachable_hub_is_tried_again_a_minute_later(monkeypatch):
+    """A long-lived process (`llmcalc ui`) kept refusing every `hf_model` for its lifetime once one fetch found the
+    Hub unreachable; the failure now holds for UNREACHED_S, then the Hub is tried again."""
+    import time
+
+    from llmcalc.inputs import hub
+
+    monkeypatch.setattr(hub, "_UNREACHED", [(time.monotonic() - 10, "cannot connect")])
+    with pytest.raises(UserError, match=r"could not be reached 10 s ago \(cannot connect\)"):
+        hub.fetch("test-org/model-a")
+    tried = []
+    monkeypatch.setattr(hub, "_UNREACHED", [(time.monotonic() - hub.UNREACHED_S - 1, "cannot connect")])
+    monkeypatch.setattr(hub, "bounded", lambda files, deadline, late: tried.append(late) or (_ for _ in ()).throw(
+        UserError("tried")))
+    with pytest.raises(UserError, match="^tried$"):
+        hub.fetch("test-org/model-a")
+    assert tried

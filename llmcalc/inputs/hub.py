@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 from llmcalc.errors import UserError
@@ -34,17 +35,25 @@ def parse_id(ref: str) -> tuple[str, str | None]:
     return f"{m[1]}/{m[2]}", m[3]
 
 
-_UNREACHED: list[str] = []
-"""Why the Hub could not be reached, once a fetch in this process found so: a later fetch (a scenario file's next
-`hf_model`) fails at once rather than waiting out the same timeouts again."""
+_UNREACHED: list[tuple[float, str]] = []
+"""When (time.monotonic()) and why the Hub could not be reached, once a fetch in this process found so: a later
+fetch within UNREACHED_S (a scenario file's next `hf_model`) fails at once rather than waiting out the same
+timeouts again; after it, the Hub is tried again (a long-lived process: `llmcalc ui`)."""
+UNREACHED_S = 60.0
+"""Seconds a failure to reach the Hub is taken as still holding."""
+
+
+def _unreached(why: str) -> None:
+    _UNREACHED[:] = [(time.monotonic(), why)]
 
 
 def fetch(ref: str) -> tuple[Path, str, str]:
     """The folder in the Hub cache holding `ref`'s config.json (and the SIDECARS the repository has), the
     repository's name and the source to cite (the URL of its config.json at the commit fetched)."""
     repo, revision = parse_id(ref)
-    if _UNREACHED:
-        raise UserError(f"`hf_model` {ref}: not fetched, the Hub could not be reached a moment ago ({_UNREACHED[0]})")
+    if _UNREACHED and (ago := time.monotonic() - _UNREACHED[0][0]) < UNREACHED_S:
+        raise UserError(f"`hf_model` {ref}: not fetched, the Hub could not be reached {ago:.0f} s ago "
+                        f"({_UNREACHED[0][1]}); try again in a minute")
     for var in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
         os.environ.setdefault(var, str(DEFAULT_TIMEOUT_S))  # read by huggingface_hub when it is imported
     try:
@@ -65,7 +74,7 @@ def fetch(ref: str) -> tuple[Path, str, str]:
         except Exception as e:  # noqa: BLE001: every failure of the Hub client becomes one line
             line = explain(e, ref, filename, constants)
             if any(word in type(x).__name__ for x in _chain(e) for word in ("Timeout", "ConnectError", "NetworkError")):
-                _UNREACHED.append(line.split(": ", 1)[1])
+                _unreached(line.split(": ", 1)[1])
             raise UserError(line) from None
 
     def files() -> Path:
@@ -84,7 +93,7 @@ def fetch(ref: str) -> tuple[Path, str, str]:
     try:
         config = bounded(files, deadline, f"`hf_model` {ref}: {late}")
     except Late:
-        _UNREACHED.append(late)
+        _unreached(late)
         raise
     commit = config.parent.name
     return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
