@@ -428,3 +428,24 @@ def test_an_unreachable_hub_is_tried_again_a_minute_later(monkeypatch):
     with pytest.raises(UserError, match="^tried$"):
         hub.fetch("test-org/model-a")
     assert tried
+
+
+def test_the_page_fetches_a_hub_model_before_it_takes_the_one_run_lock(monkeypatch):
+    """The page runs one question at a time; a question whose Hub fetch waited out its timeouts held every other
+    question for as long (22.7 s behind an unreachable Hub). The fetch now runs before the lock is taken; the
+    run then meets the cache or the failure."""
+    from llmcalc.cli import invoke
+    from llmcalc.inputs import hub
+
+    seen = []
+
+    def fetch(ref):
+        seen.append((ref, invoke._ONE_AT_A_TIME.locked()))
+        raise UserError(f"`hf_model` {ref}: not fetched")
+
+    monkeypatch.setattr(hub, "fetch", fetch)
+    out = invoke.invoke(["params", "--hf-model", "test-org/a", "--bytes"])
+    assert out.code == 2 and "test-org/a: not fetched" in out.error
+    assert seen[0] == ("test-org/a", False)  # the page's own fetch, with the lock free
+    invoke.invoke(["params", "--hf-model=test-org/b"])
+    assert ("test-org/b", False) in seen

@@ -2,7 +2,8 @@
 command's own parser and function, its report kept instead of printed (options.kept_reports), its bad input as
 the one line and exit code the command line gives (refusal). Nothing here computes or words anything again.
 
-Runs are one at a time (a lock): typer's application and the command modules it loads are shared."""
+Runs are one at a time (a lock): typer's application and the command modules it loads are shared. A Hub model
+is fetched before the lock is taken (hub_first), so a slow or unreachable Hub keeps no other question waiting."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def invoke(args: list[str]) -> Outcome:
     from llmcalc.cli.app import app
     from llmcalc.cli.options import kept_reports
 
+    hub_first(args)
     with _ONE_AT_A_TIME:
         group = command_group()
         try:
@@ -53,3 +55,20 @@ def invoke(args: list[str]) -> Outcome:
                 raise
             return Outcome(code=refused[0], error=refused[1] or "give a command")
     return Outcome(code=code if isinstance(code, int) else 0, report=kept[-1] if kept else None)
+
+
+def hub_first(args: list[str]) -> None:
+    """Fetch each `--hf-model` of `args` into the Hub cache, outside the lock: the run then reads it from the cache,
+    or meets the reason it failed (llmcalc/inputs/hub.py keeps an unreachable Hub's for a minute); any refusal is
+    the run's to report, in its own words."""
+    from llmcalc.errors import UserError
+    from llmcalc.inputs.hub import fetch
+
+    for i, word in enumerate(args):
+        ref = word.split("=", 1)[1] if word.startswith("--hf-model=") else \
+            args[i + 1] if word == "--hf-model" and i + 1 < len(args) else None
+        if ref is not None:
+            try:
+                fetch(ref)
+            except UserError:
+                pass
