@@ -104,10 +104,10 @@ class BenchmarkRun:
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
 
-def read_runs(path: Path, most: int) -> list[BenchmarkRun]:
-    """The runs a result file holds, its kind told from the content, at most `most` + 1 of them (the caller
-    refuses more; a JSON Lines file is read no further); anything else is refused in one line naming the file
-    and the kinds read."""
+def read_runs(path: Path, most: int | None = None) -> list[BenchmarkRun]:
+    """The runs a result file holds, its kind told from the content; given `most`, at most `most` + 1 of them
+    (the caller refuses more; a JSON Lines file is read no further). Anything else is refused in one line naming
+    the file and the kinds read."""
     from llmcalc.inputs.files import check_size
 
     check_size(path, "`files`", MAX_RESULT_BYTES, ACCEPTED)
@@ -128,7 +128,7 @@ def read_runs(path: Path, most: int) -> list[BenchmarkRun]:
     try:
         docs = [(None, _loads(text))]
     except ValueError:
-        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()][:most + 1]
+        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()][:None if most is None else most + 1]
         try:
             docs = [(i, _loads(line)) for i, line in lines]
         except ValueError:
