@@ -330,3 +330,14 @@ def test_collectives_run_over_two_processes_with_gloo():
     out = collectives(2, "gloo", "cpu", [1024, 65536], warmup=1, runs=2)
     reduce = [x for x in out if x["op"] == "all_reduce"]
     assert [x["bytes"] for x in reduce] == [1024, 65536] and all(x["seconds"] > 0 and x["world"] == 2 for x in out)
+
+
+def test_a_raw_file_of_too_many_objects_is_refused_before_it_is_parsed(tmp_path):
+    """`--from-raw` of 64 MiB of `{},` took 1.7 GB and 6.5 s to refuse; the objects are counted first now."""
+    from llmcalc.inputs.files import MAX_CONTAINERS
+
+    raw = tmp_path / "raw.json"
+    raw.write_text('{"gemm": [' + "{}," * MAX_CONTAINERS + "{}]}")
+    r = run_cli("calibrate", "--from-raw", str(raw), "--gpu", "h200")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--from-raw" in r.stderr and f"{MAX_CONTAINERS + 3:,} JSON objects and arrays" in r.stderr

@@ -212,3 +212,15 @@ ITEM = st.one_of(FORMAT, st.builds("{}={}".format, st.sampled_from(COMPONENTS), 
 @example("mxfp4-grow", "mixtral-8x7b")
 def test_hostile_weights_format(text, preset):
     check(*run("memory", "-p", preset, f"--weights-format={text}", "-f", "json"))
+
+
+def test_a_safetensors_index_of_too_many_objects_is_refused_before_it_is_parsed(tmp_path):
+    """A model folder's index (read up to 64 MiB) of a million empty objects would take gigabytes to parse."""
+    from llmcalc.inputs.files import MAX_CONTAINERS
+
+    (tmp_path / "config.json").write_text(json.dumps(HF_BASES["llama3-8b"]))
+    (tmp_path / "model.safetensors.index.json").write_text('{"weight_map": {}, "x": [' + "{}," * MAX_CONTAINERS
+                                                           + "{}]}")
+    code, out, err = run("params", "--hf-config", str(tmp_path))
+    check(code, out, err)
+    assert code == 2 and "model.safetensors.index.json" in err and "JSON objects and arrays" in err

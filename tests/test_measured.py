@@ -93,7 +93,7 @@ def _refused(cli, *args) -> str:
 def test_a_file_of_too_many_objects_is_refused_before_it_is_parsed(cli, tmp_path):
     """A 64 MiB file of `{},` took 1.7 GB and 6.5 s to refuse, every object built first; the objects and arrays are
     counted in the text now (those inside strings are not), so the bound on a file's memory holds."""
-    from llmcalc.inputs.benchmarks import MAX_CONTAINERS
+    from llmcalc.inputs.files import MAX_CONTAINERS
 
     path = tmp_path / "objects.json"
     path.write_text("[" + "{}," * MAX_CONTAINERS + "{}]")

@@ -105,7 +105,7 @@ def _no_gpu(named: str | None) -> str:
 
 def read_raw(path: Path) -> dict:
     """A raw-timings JSON file, size-checked and strict (no NaN or Infinity)."""
-    from llmcalc.inputs.files import json_loads
+    from llmcalc.inputs.files import TooManyContainers, json_loads
 
     def finite(token: str) -> float:
         value = float(token)
@@ -125,6 +125,8 @@ def read_raw(path: Path) -> dict:
 
     try:
         data = json_loads(path.read_text(encoding="utf-8"), number=finite)  # 1e999 would read as inf
+    except TooManyContainers as e:
+        raise UserError(f"`from_raw` {path}: {e}; give a raw-timings file") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise UserError(f"`from_raw` {path}: not valid JSON ({str(e).splitlines()[0][:80]}); give a raw-timings "
                         "file") from None

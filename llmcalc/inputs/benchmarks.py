@@ -36,24 +36,17 @@ Latencies are read into seconds, throughputs into per second; a figure that is n
 from __future__ import annotations
 
 import math
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmcalc.errors import UserError, clip
-from llmcalc.inputs.files import json_loads
+from llmcalc.inputs.files import TooManyContainers, json_loads
 from llmcalc.model.base import MAX_SIZE
 
 MAX_RESULT_BYTES = 64 << 20
 """Largest result file read (a vLLM file saved with --save-detailed holds every request's text)."""
-MAX_CONTAINERS = 1 << 20
-"""Most JSON objects and arrays a result file may hold (a detailed vLLM file has one list per request): counted
-in the text before it is parsed, since each costs Python some 60 bytes or more for as few as two of text (a
-64 MiB file of `{},` would take 1.7 GB to read). With MAX_RESULT_BYTES, what reading a file costs is bounded: about
-0.6 GB at most (measured: 2^20 objects of six numbers, or 64 MiB of numbers in one array)."""
-STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 KINDS = ("vllm", "sglang", "genai-perf", "aiperf", "trtllm")
 ACCEPTED = ("a vLLM bench serve --save-result JSON, an SGLang bench_serving JSONL, a genai-perf or AIPerf "
@@ -121,12 +114,10 @@ def read_runs(path: Path, most: int | None = None) -> list[BenchmarkRun]:
         raise UserError(f"`files`: {path}: cannot read it as UTF-8 text ({e.__class__.__name__}); give "
                         f"{ACCEPTED}") from None
     name = str(path)
-    containers = sum(STRINGS.sub("", text).count(c) for c in "{[")
-    if containers > MAX_CONTAINERS:
-        raise UserError(f"`files`: {path} holds {containers:,} JSON objects and arrays, more than the "
-                        f"{MAX_CONTAINERS:,} a result file is read with; give {ACCEPTED}")
     try:
         docs = [(None, _loads(text))]
+    except TooManyContainers as e:
+        raise UserError(f"`files`: {path}: {e}; give {ACCEPTED}") from None
     except ValueError:
         lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()][:None if most is None else most + 1]
         try:

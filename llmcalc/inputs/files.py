@@ -155,6 +155,18 @@ class KeyTwice(ValueError):
     """A JSON object gives one key twice."""
 
 
+class TooManyContainers(ValueError):
+    """JSON text of more objects and arrays than MAX_CONTAINERS."""
+
+
+MAX_CONTAINERS = 1 << 20
+"""Most JSON objects and arrays one text is parsed with, counted in the text first: each costs Python some 60 bytes
+or more for as few as two characters (a 64 MiB file of `{},` took 1.7 GB to refuse). With the 64 MiB files read
+(benchmark results, raw timings, a safetensors index), parsing one takes at most about 0.6 GB (measured: 2^20
+objects of six numbers, or 64 MiB of numbers in one array); a detailed vLLM result holds one list per request."""
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
 class NestedTooDeep(ValueError):
     """JSON nested past Python's recursion limit."""
 
@@ -162,12 +174,18 @@ class NestedTooDeep(ValueError):
 def json_loads(text: str, constant=None, number=None) -> Any:
     """JSON text parsed strictly, every refusal a ValueError (JSONDecodeError, a subclass, where the syntax is
     wrong): a key given twice in one object (KeyTwice: json keeps the last; YAML input refuses it too), nesting
-    past Python's recursion limit (NestedTooDeep), and NaN or ±Infinity unless `constant(token)` returns a value
-    for them. `number`: what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
+    past Python's recursion limit (NestedTooDeep), more objects and arrays than MAX_CONTAINERS
+    (TooManyContainers, before parsing), and NaN or ±Infinity unless `constant(token)` returns a value for them. `number`: what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
     import json
 
     def refuse(token: str):
         raise ValueError(f"{token} is not a number JSON allows")
+
+    if len(text) > 2 * MAX_CONTAINERS:  # shorter text cannot hold more (`{}` is two characters)
+        containers = sum(_STRINGS.sub("", text).count(c) for c in "{[")
+        if containers > MAX_CONTAINERS:
+            raise TooManyContainers(f"{containers:,} JSON objects and arrays, more than the {MAX_CONTAINERS:,} a "
+                                    "file is read with")
 
     def pairs(items: list) -> dict:
         out: dict = {}

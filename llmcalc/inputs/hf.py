@@ -345,7 +345,7 @@ def read_json(p: Path, what: str, limit: int | None = None) -> Any:
 
 def parse_json(text: str, p: Path) -> Any:
     """The JSON `text` of the file `p` names, with one-line errors naming it."""
-    from llmcalc.inputs.files import KeyTwice, NestedTooDeep, json_loads
+    from llmcalc.inputs.files import KeyTwice, NestedTooDeep, TooManyContainers, json_loads
 
     try:
         return json_loads(text, constant=float)  # NaN and Infinity read, then refused by the field they are in
@@ -355,6 +355,8 @@ def parse_json(text: str, p: Path) -> Any:
         raise UserError(f"{p}: JSON nested too deeply; give a Hugging Face {p.name}") from None
     except KeyTwice as e:
         raise UserError(f"{p}: {e}; keep one") from None
+    except TooManyContainers as e:
+        raise UserError(f"{p}: {e}; give a Hugging Face {p.name}") from None
     except ValueError as e:  # an int of thousands of digits
         raise UserError(f"{p}: a value cannot be read ({clip(str(e), 50)}); write plain numbers") from None
 
