@@ -119,7 +119,8 @@ def read_runs(path: Path, most: int | None = None) -> list[BenchmarkRun]:
     except TooManyContainers as e:
         raise UserError(f"`files`: {path}: {e}; give {ACCEPTED}") from None
     except ValueError:
-        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()][:None if most is None else most + 1]
+        lines = [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+        lines = lines if most is None else lines[:most + 1]
         try:
             docs = [(i, _loads(line)) for i, line in lines]
         except ValueError:

@@ -175,7 +175,8 @@ def json_loads(text: str, constant=None, number=None) -> Any:
     """JSON text parsed strictly, every refusal a ValueError (JSONDecodeError, a subclass, where the syntax is
     wrong): a key given twice in one object (KeyTwice: json keeps the last; YAML input refuses it too), nesting
     past Python's recursion limit (NestedTooDeep), more objects and arrays than MAX_CONTAINERS
-    (TooManyContainers, before parsing), and NaN or ±Infinity unless `constant(token)` returns a value for them. `number`: what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
+    (TooManyContainers, before parsing), and NaN or ±Infinity unless `constant(token)` returns a value for them.
+    `number`: what reads a decimal literal (float; one may refuse a literal that overflows, 1e999)."""
     import json
 
     def refuse(token: str):

@@ -72,7 +72,7 @@ async def answer_route(request: Request) -> Response:
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":  # its media type
         return _json({"error": "send the question as JSON (Content-Type: application/json)"}, 415)
     declared = request.headers.get("content-length")
-    if declared is not None and (not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_REQUEST_BYTES):
+    if declared is not None and not (declared.isascii() and declared.isdigit() and int(declared) <= MAX_REQUEST_BYTES):
         return _json({"error": f"request over {MAX_REQUEST_BYTES:,} bytes; paste a config.json or spec of at most "
                                "1 MiB"}, 413)
     body = bytearray()
@@ -99,11 +99,12 @@ def _refuse_constant(name: str):
 
 def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object of the question, refused where it gives a key twice (json would keep the last)."""
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) < len(keys):
-        twice = next(k for k in keys if keys.count(k) > 1)
-        raise ValueError(f"{clip(twice)!r} is given twice in one object; give each key once")
-    return dict(pairs)
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"{clip(key)!r} is given twice in one object; give each key once")
+        out[key] = value
+    return out
 
 
 async def _http_error(request: Request, e: Exception) -> Response:
