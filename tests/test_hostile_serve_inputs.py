@@ -94,6 +94,22 @@ def test_trace_bytes(tmp_path_factory, data, header, suffix, long_field):
     holds(serve_trace(path))
 
 
+@pytest.mark.parametrize("where", ["header", "row"])
+def test_a_trace_line_of_many_empty_fields_is_refused_naming_it(tmp_path, where):
+    """A CSV line of commas, each an empty field, was held as a list of them: 256 MiB of commas took 4.1 GB. A
+    line (CSV or JSON) past 2^20 characters is refused now, naming it."""
+    from llmcalc.inputs.requests import MAX_FIELD_CHARS
+
+    commas = "," * (MAX_FIELD_CHARS + 1)
+    path = tmp_path / "trace.csv"
+    path.write_text(f"arrival,prompt,output{commas}\n0,1,1\n" if where == "header" else
+                    f"arrival,prompt,output\n0,1,1\n0,1,1{commas}\n")
+    r = serve_trace(path)
+    holds(r)
+    line = 1 if where == "header" else 3
+    assert r.returncode == 2 and f"line {line} is longer than {MAX_FIELD_CHARS:,} characters" in r.stderr
+
+
 @FEW
 @given(rate=st.none() | NUMBER_TEXTS, ttft=st.none() | NUMBER_TEXTS, tpot=st.none() | NUMBER_TEXTS,
        n=st.sampled_from(["0", "-1", "1", "3", "100001", "1000000000", "1k", "nan", "1.5", "9" * 40]),

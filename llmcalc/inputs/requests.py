@@ -198,10 +198,20 @@ def load_trace(path: Path, limit: int = MAX_REQUESTS) -> list[tuple[float, int, 
     return sorted(rows)
 
 
+def _lines(f, path: Path) -> Iterator[str]:
+    """The file's lines, each at most MAX_FIELD_CHARS characters (a longer one is a UserError naming it: a CSV line
+    of millions of empty fields would otherwise be held as a list of them)."""
+    for i, line in enumerate(iter(lambda: f.readline(MAX_FIELD_CHARS + 1), ""), 1):
+        if len(line) > MAX_FIELD_CHARS:
+            raise UserError(f"`trace`: {path} line {i} is longer than {MAX_FIELD_CHARS:,} characters; write one "
+                            "short row per line")
+        yield line
+
+
 def _csv_records(f, path: Path) -> Iterator[tuple[int, object]]:
     """(line, row as a dict) of a CSV with a header; a malformed line is a UserError."""
     csv.field_size_limit(MAX_FIELD_CHARS)
-    reader = csv.DictReader(f)
+    reader = csv.DictReader(_lines(f, path))
     try:
         header = reader.fieldnames or []
     except csv.Error as e:
@@ -230,10 +240,7 @@ def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
     def constant(name: str):
         raise ValueError(f"{name} is not a number")
 
-    for i, line in enumerate(iter(lambda: f.readline(MAX_FIELD_CHARS + 1), ""), 1):
-        if len(line) > MAX_FIELD_CHARS:
-            raise UserError(f"`trace`: {path} line {i} is longer than {MAX_FIELD_CHARS:,} characters; write one "
-                            "short object per line")
+    for i, line in enumerate(_lines(f, path), 1):
         if line.strip():
             try:
                 yield i, json_loads(line, constant)
