@@ -82,3 +82,25 @@ def test_validate_checks_its_input_before_asking_for_torch():
     assert r.returncode == 2 and "--seq" in r.stderr, r.stderr
     r = run_patched(block, "validate", "-p", "gpt2")
     assert r.returncode == 2 and "needs PyTorch" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a POSIX shell's redirections")
+@pytest.mark.parametrize("redirect", ["2>&-", "2>/dev/full", ">/dev/full 2>&-"])
+def test_bad_input_is_two_even_when_stderr_cannot_be_written(redirect):
+    """Writing the error line on a closed or full stderr raised inside the handler: the interpreter ended with 1
+    ("a check failed"). The line is dropped and the exit code stays 2."""
+    import os
+
+    if redirect.count("/dev/full") and not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    args = "kv -p llama2-7b" if redirect.startswith(">") else "kv -p nope"
+    r = subprocess.run(f"{sys.executable} -m llmcalc {args} {redirect}", shell=True, timeout=120)
+    assert r.returncode == 2
+
+
+def test_an_error_line_cuts_a_long_value_and_escapes_control_characters():
+    """A value of 131,000 characters was echoed whole in its error line, and ESC in a value reached the terminal."""
+    r = run_cli("kv", "-p", "llama2-7b", "--kv-dtype", "x" * 131_000)
+    assert r.returncode == 2 and len(r.stderr) < 1000 and "… (131,00" in r.stderr  # its quotes counted too
+    r = run_cli("presets", "q\x1b[2J" + "q" * 300)
+    assert r.returncode == 2 and "\x1b" not in r.stderr and len(r.stderr.splitlines()) == 1

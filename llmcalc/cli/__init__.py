@@ -104,9 +104,7 @@ def _without_pydantic_plugins() -> None:
 def _run() -> None:
     """Run the command named in sys.argv and exit with its code (see main)."""
     if sys.stdout is None:  # started with its standard output closed (>&-): nowhere to write the answer
-        if sys.stderr is not None:
-            sys.stderr.write("error: standard output is closed; give the command somewhere to write (a file or a "
-                             "pipe)\n")
+        _say("error: standard output is closed; give the command somewhere to write (a file or a pipe)\n")
         sys.exit(2)
     for name in ("COLUMNS", "LINES"):  # 0 or 00 is no size (rich divides by it): the terminal's, or 80 × 25
         value = os.environ.get(name, "").strip()
@@ -130,7 +128,7 @@ def _run() -> None:
             raise
         code, line = refused
         if line:  # empty after no-args help was shown
-            sys.stderr.write(f"error: {line}\n")
+            _say(f"error: {line}\n")
         sys.exit(code)
     sys.exit(code if isinstance(code, int) else 0)
 
@@ -149,7 +147,7 @@ def refusal(e: Exception, app, args: list[str]) -> tuple[int, str] | None:
         return 2, one_line(e.worded(_flags(app, args)))
     if hasattr(e, "format_message") and hasattr(e, "exit_code"):
         message = e.format_message()
-        return e.exit_code, f"{' '.join(_usage_hint(e, message).split())} (see --help)" if message else ""
+        return e.exit_code, one_line(f"{' '.join(_usage_hint(e, message).split())} (see --help)") if message else ""
     return None
 
 
@@ -171,7 +169,7 @@ def _io_failed(e: OSError) -> None:
            errno.EACCES: "check its permissions, or write somewhere that can be written",
            errno.EROFS: "write somewhere that can be written"}.get(e.errno, "free space or write somewhere that can "
                                                                           "be written")
-    sys.stderr.write(f"error: {one_line(where + (e.strerror or str(e)))}; {fix}\n")
+    _say(f"error: {one_line(where + (e.strerror or str(e)))}; {fix}\n")
     sys.exit(2)
 
 
@@ -190,11 +188,33 @@ def _flags(app, args: list[str]):
 
 _BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
 """Every character str.splitlines breaks a line at, as its escape (\\n, \\x1e, \\u2028)."""
+LONGEST_WORD = 240
+"""Longest run of non-spaces an error line echoes whole: a value of 131,000 characters is shown by its start."""
 
 
 def one_line(text: str) -> str:
-    """A message as one line: line breaks (a file name or a YAML key may hold one, of any kind) are escaped."""
-    return text.translate(_BREAKS)
+    """A message as one line for a terminal: line breaks (a file name or a YAML key may hold one, of any kind) and
+    other control characters (ESC) are escaped, and a word past LONGEST_WORD characters is cut, saying how long it
+    was."""
+    import re
+
+    from llmcalc.render.text import CONTROLS
+
+    text = text.translate(CONTROLS | _BREAKS)
+    def cut(m: re.Match) -> str:
+        return f"{m[0][:LONGEST_WORD // 2]}… ({len(m[0]):,} characters)"
+
+    return re.sub(r"\S{%d,}" % (LONGEST_WORD + 1), cut, text)
+
+
+def _say(line: str) -> None:
+    """Write an error line on stderr, if it can be written: exit codes say what happened either way (a closed or
+    full stderr must not turn bad input's 2 into the interpreter's 1)."""
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _usage_hint(e: Exception, message: str) -> str:
