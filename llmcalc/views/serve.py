@@ -545,8 +545,8 @@ def drive(loops: list, lockstep: bool) -> None:
     engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
     the clock moves to the earliest ready request. Past MAX_STEPS steps in all (with the runs before it under
     shared_steps; in lock-step a round is one step of each live replica, as each takes a pass) the run is refused:
-    check_work's count is the least a run may take, and requests that arrive too far apart to share steps take
-    more."""
+    check_work's count is the least a run may take, and requests that arrive too far apart to share steps, or that
+    a KV cache holds only a few of at once, take more."""
     shared = _SHARED_STEPS.get()
     steps = shared[0] if shared is not None else 0
     if not lockstep:
@@ -576,8 +576,8 @@ def _too_many_steps(shared: bool, lockstep: bool) -> None:
         raise UserError(f"`requests`: these runs passed {MAX_STEPS:,} engine steps in all, the most one command "
                         f"simulates; give fewer runs or requests{replicas}, or arrivals closer together")
     raise UserError(f"`requests`: the run passed {MAX_STEPS:,} engine steps, the most a run may take (its requests "
-                    f"arrive too far apart to share steps); give fewer requests{replicas}, or arrivals closer "
-                    "together")
+                    "share too few steps: they arrive too far apart, or the KV cache holds few of them at once); give "
+                    f"fewer or shorter requests{replicas}, arrivals closer together, or more GPUs")
 
 
 def _send(loop, clock: float):
