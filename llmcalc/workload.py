@@ -471,7 +471,13 @@ class Workload(Frozen):
         require_sizes(batch=self.batch, seq=self.seq, gen=self.gen, encoder_seq=self.encoder_seq,
                       group_size=self.group_size,
                       micro_batch=self.micro_batch, prefill_chunk=self.prefill_chunk, lora_rank=self.lora_rank)
-        if "group_size" in self.model_fields_set and (self.weights_dtype != "int4" or self.weights_format):
+        if "weights_dtype" in self.model_fields_set and self.weights_format is not None:
+            raise Unread("weights_dtype", "`weights_dtype` gives every weight one dtype, and `weights_format` names "
+                         "each component's format, which sets it; give one of them")
+        if "group_size" in self.model_fields_set and self.weights_format is not None:
+            raise Unread("group_size", "`group_size` is the group of `weights_dtype` int4's scales; a format names "
+                         "its own group (gptq-int4-g64), so leave it out beside `weights_format`")
+        if "group_size" in self.model_fields_set and self.weights_dtype != "int4":
             raise Unread("group_size", "`group_size` is the group of `weights_dtype` int4's scales; give "
                          "`weights_dtype` int4, or leave it out (a format names its own group: gptq-int4-g64)")
         if "lora_targets" in self.model_fields_set and self.lora_rank is None:

@@ -237,3 +237,17 @@ def test_a_formats_label_reads_apart_from_the_sentence(cli):
     assert "(fp8 weights (embedding, head, norms bf16), bf16 KV, bf16 matmuls)" in " ".join(table.split())
     r = cli("memory", "-p", "llama2-7b", "--train", "--weights-dtype", "fp8")
     assert "training quantised weights (fp8; embedding, head, norms bf16) is not modelled" in r.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["latency", "-p", "llama2-7b", "--gpu", "h100-sxm", "--weights-format", "bf16", "--weights-dtype", "fp8"],
+     "--weights-dtype gives every weight one dtype"),
+    (["memory", "-p", "llama2-7b", "--weights-format", "bf16", "--group-size", "64"],
+     "a format names its own group (gptq-int4-g64), so leave it out beside --weights-format")])
+def test_a_dtype_beside_a_format_is_refused_not_dropped(args, says):
+    """`--weights-format bf16 --weights-dtype fp8` answered for bf16, the dtype dropped unread; with `--group-size`
+    the error asked for the `--weights-dtype int4` already given."""
+    from conftest import run_cli
+
+    r = run_cli(*args)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
