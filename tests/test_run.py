@@ -86,6 +86,19 @@ def test_table_and_csv_one_row_per_scenario(tmp_path, cli, cli_json):
     assert "per_layer" not in rows[0] and "notes" not in rows[0] and "formula" not in rows[0]
 
 
+def test_csv_of_names_with_a_carriage_return_or_a_formula_stays_one_row_each(tmp_path, cli):
+    """A scenario named with a bare carriage return broke its CSV row in two (csv quotes only the line break it
+    ends rows with); a name starting = is a formula to a spreadsheet. One row each, as escaped text."""
+    path = write(tmp_path, [{"name": "a\rb", "command": "kv", "options": {"preset": "gpt2"}},
+                            {"name": "=HYPERLINK(1)", "command": "kv", "options": {"preset": "gpt2"}},
+                            {"name": "-1.5", "command": "kv", "options": {"preset": "gpt2"}}])
+    r = cli("run", str(path), "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.reader(io.StringIO(r.stdout, newline="")))
+    assert [x[2] for x in rows] == ["name", "a\\x0db", "'=HYPERLINK(1)", "-1.5"]
+    assert len({len(x) for x in rows}) == 1
+
+
 def test_a_failed_check_does_not_stop_the_others(tmp_path, cli_json):
     path = write(tmp_path, [
         {"name": "too big", "command": "fit", "options": {"preset": "llama2-70b", "gpu": "l4"}},

@@ -164,4 +164,21 @@ def write_csv(report: BaseModel | Sequence[BaseModel]) -> None:
     columns = list(dict.fromkeys(k for r in rows for k in r))
     w = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+
+
+def _cell(value: object) -> object:
+    """A text cell as a spreadsheet may open it: control characters as escapes but a line break (csv quotes that;
+    a bare carriage return it would not, breaking the row), and text that a spreadsheet would run as a formula
+    (=, +, -, @ first, not a number) behind a quote mark. Numbers are written as they are."""
+    if not isinstance(value, str):
+        return value
+    from llmcalc.render.text import CONTROLS
+
+    value = value.translate(CONTROLS)
+    if value[:1] in ("=", "+", "-", "@"):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
