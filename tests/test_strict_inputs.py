@@ -666,12 +666,15 @@ def test_emitted_commands_are_printed_whole_at_80_columns(tmp_path, hf_fixture):
     (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--gpus", "99999999999"), ("--gpus", "1,048,576")),
     (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--price", "1e-320"), ("--price", "smallest normal float")),
     (("scale", "--params", "7e9", "--gpu", "h100-sxm", "--mfu", "1e-320"), ("--mfu", "smallest normal float")),
+    (("scale", "--params", "1e-300"), ("--params", "not a count of at least 1")),  # was "not a positive count"
+    (("moe", "-p", "mixtral-8x7b", "--capacity-factor", "5e-324"), ("--capacity-factor", "where the option takes it")),
     (("plan", "-p", "llama3-8b", "--gpu", "h100-sxm", "--rate", "1", "--slo-ttft", "2", "--price",
       "h100-sxm=1e-320"), ("--price", "1e-06")),
 ])
 def test_scale_and_plan_bound_their_gpu_count_and_price_as_every_command_does(args, needles):
     """scale --gpus of 401 digits was a traceback (OverflowError) and 10^11 GPUs ran; a subnormal price or mfu ran
-    to a cost of $0; GPU counts are at most 2^20 and figures at least a millionth everywhere else."""
+    to a cost of $0; GPU counts are at most 2^20 and figures at least a millionth everywhere else. A count below 1
+    is not called "not positive", and a subnormal is not offered 0 where the option refuses it."""
     one_line(run(*args), *needles)
 
 

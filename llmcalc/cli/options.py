@@ -131,8 +131,8 @@ def real(text: str | float) -> float:
         raise typer.BadParameter(f"{text!r} is beyond any float (±1.8e308 at most); give a number within that "
                                  "range")
     if value and abs(value) < sys.float_info.min:
-        raise typer.BadParameter(f"{text!r} is below the smallest normal float ({sys.float_info.min:.3g}); give 0 or "
-                                 "a number such as 1e-3")
+        raise typer.BadParameter(f"{text!r} is below the smallest normal float ({sys.float_info.min:.3g}); give a "
+                                 "number such as 1e-3 (or 0, where the option takes it)")
     return value + 0.0  # -0 is 0
 
 

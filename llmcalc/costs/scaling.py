@@ -129,7 +129,7 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
     `price` USD per GPU-hour (None: the GPU's price_per_hour). mfu None: PUBLISHED_MFU, what large runs reach (a
     large matmul's efficiency, 80–94%, is no whole run's); compute_dtype None: bf16's peak."""
     if not (math.isfinite(value) and value >= 1):
-        raise UserError(f"`{given}`: {value:g} is not a positive count; give a number such as 1e21 or 70B")
+        raise UserError(f"`{given}`: {value:g} is not a count of at least 1; give a number such as 1e21 or 70B")
     if method not in METHODS:
         raise UserError(f"`method`: unknown method {method!r}; use one of {', '.join(METHODS)}")
     if gpus is not None and not 1 <= gpus <= MAX_GPUS:
