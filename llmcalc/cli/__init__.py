@@ -201,6 +201,7 @@ def one_line(text: str) -> str:
     from llmcalc.render.text import CONTROLS
 
     text = text.translate(CONTROLS | _BREAKS)
+
     def cut(m: re.Match) -> str:
         return f"{m[0][:LONGEST_WORD // 2]}… ({len(m[0]):,} characters)"
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from llmcalc.errors import UserError
+from llmcalc.render.text import CONTROLS
 
 ROW_CONTEXT = ("model", "batch", "seq", "gen", "gpu", "kv_dtype", "mode", "device", "reference", "preset")
 """A report's scalar fields that lead each of its CSV rows."""
@@ -173,8 +174,6 @@ def _cell(value: object) -> object:
     (=, +, -, @ first, not a number) behind a quote mark. Numbers are written as they are."""
     if not isinstance(value, str):
         return value
-    from llmcalc.render.text import CONTROLS
-
     value = value.translate(CONTROLS)
     if value[:1] in ("=", "+", "-", "@"):
         try:
