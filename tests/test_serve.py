@@ -251,6 +251,19 @@ def test_lengths_and_trace(tmp_path):
         load_trace(tmp_path / "bad.csv")
 
 
+def test_a_trace_error_names_the_lines_of_its_row(tmp_path):
+    """A CSV row whose quoted field spans lines is named by its first and last line (it was named by its last
+    alone); blank lines between rows are skipped, and rows after them keep their own line numbers."""
+    (tmp_path / "t.csv").write_text('arrival,prompt,output\n0,10,10\n\n\n"1\n",x,5\n2,3,4\n')
+    with pytest.raises(UserError, match=r"t\.csv lines 5-6: arrival must be"):
+        load_trace(tmp_path / "t.csv")
+    (tmp_path / "u.csv").write_text("arrival,prompt,output\n0,10,10\n\n1,5\n")
+    with pytest.raises(UserError, match=r"u\.csv line 4 lacks output"):
+        load_trace(tmp_path / "u.csv")
+    (tmp_path / "v.csv").write_text('arrival,prompt,output,note\n0,10,10,"a\nb"\n\n1,5,5,ok\n')
+    assert load_trace(tmp_path / "v.csv") == [(0.0, 10, 10), (1.0, 5, 5)]
+
+
 def test_cli_json_and_trace(cli, tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text("arrival,prompt,output\n" + "".join(f"{i * 0.2},{300 + i},{20 + i}\n" for i in range(40)))

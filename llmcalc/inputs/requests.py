@@ -208,53 +208,60 @@ def _lines(f, path: Path) -> Iterator[str]:
         yield line
 
 
-def _csv_records(f, path: Path) -> Iterator[tuple[int, object]]:
-    """(line, row as a dict) of a CSV with a header; a malformed line is a UserError."""
+def _csv_records(f, path: Path) -> Iterator[tuple[str, object]]:
+    """(where, row as a dict) of a CSV with a header, `where` naming the row's line, or its first and last where a
+    quoted field spans lines; blank lines are skipped; a malformed line is a UserError."""
     csv.field_size_limit(MAX_FIELD_CHARS)
-    reader = csv.DictReader(_lines(f, path))
+    reader = csv.reader(_lines(f, path))
     try:
-        header = reader.fieldnames or []
+        header = next(reader, [])
     except csv.Error as e:
         raise UserError(f"`trace`: {path} line 1 is not CSV ({e}); write arrival,prompt,output rows under a "
                         "header") from None
-    named = list(header)
-    twice = [k for k in FIELDS if named.count(k) > 1]
-    missing = [k for k in FIELDS if k not in named]
+    twice = [k for k in FIELDS if header.count(k) > 1]
+    missing = [k for k in FIELDS if k not in header]
     if twice or missing:
         why = f"names {', '.join(twice)} twice" if twice else f"lacks {', '.join(missing)}"
         raise UserError(f"`trace`: {path} header (line 1) {why}; give one column each of arrival, prompt and output, "
                         "comma-separated")
     while True:
+        first = reader.line_num + 1
         try:
-            rec = next(reader)
+            cells = next(reader)
         except StopIteration:
             return
         except csv.Error as e:
-            raise UserError(f"`trace`: {path} line {reader.reader.line_num} is not CSV ({e}); write "
+            raise UserError(f"`trace`: {path} {_lines_from(first, reader.line_num)} is not CSV ({e}); write "
                             "arrival,prompt,output rows under a header") from None
-        yield reader.line_num, rec
+        if cells:  # a blank line has none
+            yield _lines_from(first, reader.line_num), dict(zip(header, cells))
 
 
-def _json_records(f, path: Path) -> Iterator[tuple[int, object]]:
-    """(line, value) of a JSON Lines file, blank lines skipped; NaN, Infinity and a bad line are UserErrors."""
+def _lines_from(first: int, last: int) -> str:
+    """`line 7`, or `lines 7-9` for a row spanning them."""
+    return f"line {last}" if first >= last else f"lines {first}-{last}"
+
+
+def _json_records(f, path: Path) -> Iterator[tuple[str, object]]:
+    """(where, value) of a JSON Lines file, blank lines skipped; NaN, Infinity and a bad line are UserErrors."""
     def constant(name: str):
         raise ValueError(f"{name} is not a number")
 
     for i, line in enumerate(_lines(f, path), 1):
         if line.strip():
             try:
-                yield i, json_loads(line, constant)
+                yield f"line {i}", json_loads(line, constant)
             except ValueError as e:
                 why = e.msg if isinstance(e, json.JSONDecodeError) else clip(str(e), 60)
                 raise UserError(f"`trace`: {path} line {i} is not JSON ({why}); write one object per line with "
                                 "arrival, prompt and output") from None
 
 
-def _row(rec: object, path: Path, line: int, text: bool) -> tuple[float, int, int]:
+def _row(rec: object, path: Path, line: str, text: bool) -> tuple[float, int, int]:
     """One trace row's (arrival, prompt, output), checked: arrival finite seconds 0 … MAX_ARRIVAL_S, prompt and
     output whole token counts 1 … MAX_SIZE (a CSV cell as text (`text`), a JSON value as a number, never a
     string; a bool or a fraction is refused, never truncated)."""
-    where = f"`trace`: {path} line {line}"
+    where = f"`trace`: {path} {line}"
     if not isinstance(rec, dict):
         raise UserError(f"{where} is not an object; give arrival, prompt and output")
     missing = [k for k in FIELDS if rec.get(k) in (None, "")]
