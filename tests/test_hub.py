@@ -383,12 +383,16 @@ def test_the_page_takes_a_hub_id(hub, hf_fixture, tmp_path):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env = clean | {"HF_ENDPOINT": url, "HF_HOME": str(tmp_path), "HF_HUB_DISABLE_XET": "1",
                    "PYTHONPATH": str(Path(__file__).parents[1])}
+    before = len(state.requests)
     with page_server(env) as base:
         question = json.dumps({"argv": ["params", "--hf-model", "test-org/mistral-7b"]}).encode()
         ask = urllib.request.Request(f"{base}/api/answer", data=question, headers={"Content-Type": "application/json"})
         answer = json.loads(urllib.request.urlopen(ask, timeout=CLI_TIMEOUT).read())
     assert answer["command_line"] == "llmcalc params --hf-model test-org/mistral-7b"
     assert answer["report"]["total"] == 7_241_732_096  # Mistral-7B: transformers counts 7,241,732,096
+    asked = [r for r in state.requests[before:] if r.endswith("/config.json")]
+    assert asked == ["HEAD /test-org/mistral-7b/resolve/main/config.json",
+                     "GET /test-org/mistral-7b/resolve/main/config.json"]  # once, not again by the run
 
 
 def test_a_scenario_file_waits_for_an_unreachable_hub_once(tmp_path):

@@ -43,6 +43,13 @@ UNREACHED_S = 60.0
 """Seconds a failure to reach the Hub is taken as still holding."""
 
 
+_FETCHED: dict[str, tuple[float, tuple[Path, str, str]]] = {}
+"""What a fetch in this process gave for a ref, and when: the same ref fetched again within UNREACHED_S (the web
+page fetches a model before its run, then the run fetches it) is answered from here, while its folder is
+there, without asking the Hub again; at most FETCHED_KEPT refs are kept, the oldest dropped first."""
+FETCHED_KEPT = 64
+
+
 def _unreached(why: str) -> None:
     _UNREACHED[:] = [(time.monotonic(), why)]
 
@@ -51,6 +58,8 @@ def fetch(ref: str) -> tuple[Path, str, str]:
     """The folder in the Hub cache holding `ref`'s config.json (and the SIDECARS the repository has), the
     repository's name and the source to cite (the URL of its config.json at the commit fetched)."""
     repo, revision = parse_id(ref)
+    if ref in _FETCHED and time.monotonic() - _FETCHED[ref][0] < UNREACHED_S and _FETCHED[ref][1][0].is_dir():
+        return _FETCHED[ref][1]
     if _UNREACHED and (ago := time.monotonic() - _UNREACHED[0][0]) < UNREACHED_S:
         raise UserError(f"`hf_model` {ref}: not fetched, the Hub could not be reached {ago:.0f} s ago "
                         f"({_UNREACHED[0][1]}); try again in a minute")
@@ -96,7 +105,12 @@ def fetch(ref: str) -> tuple[Path, str, str]:
         _unreached(late)
         raise
     commit = config.parent.name
-    return config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
+    found = config.parent, repo.split("/")[1], f"{constants.ENDPOINT}/{repo}/blob/{commit}/config.json"
+    _FETCHED.pop(ref, None)
+    _FETCHED[ref] = (time.monotonic(), found)
+    while len(_FETCHED) > FETCHED_KEPT:
+        del _FETCHED[next(iter(_FETCHED))]
+    return found
 
 
 def deadline_s(constants) -> int:
