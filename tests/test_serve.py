@@ -546,3 +546,45 @@ def test_runs_under_one_command_share_the_step_bound(monkeypatch):
         run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))
         with pytest.raises(UserError, match=r"`requests`: these runs passed 1,000 engine steps in all"):
             run("llama2-7b", n=10, prompt="128", output="64", load=Load(concurrency=1))
+
+
+@pytest.mark.parametrize("preset, kw", [
+    ("llama3-8b", dict(gpu=load_gpu("l4"), prompt="uniform:1000,12000", output="uniform:1,3000", n=12)),
+    ("gemma2-9b", dict(gpu=load_gpu("l4"), prompt="6000", output="2000", n=6)),  # sliding-window layers
+    ("deepseek-v2-lite", dict(prompt="uniform:1,60000", output="uniform:1,900", n=40, load=Load(concurrency=7))),
+    ("nemotron-h-8b", dict(gpu=load_gpu("l4"), prompt="20000", output="300", n=8)),  # a state beside the KV
+    ("qwen3-30b-a3b", dict(prompt="30000", output="400", n=16, w=Workload(layout=Layout(dp=2, ep=2)))),
+    ("llama3-8b", dict(gpu=load_gpu("l4"), prompt="20000", output="700", n=6, w=Workload(layout=Layout(pp=2)))),
+    ("llama3-8b", dict(gpu=load_gpu("l4"), prompt="9000", output="1500", n=6, draft="llama3-8b")),
+])
+def test_the_kv_bound_on_steps_is_below_the_steps_the_loop_takes(monkeypatch, preset, kw):
+    """least_kv_steps is a lower bound on the engine steps of a run whose KV cache holds few requests: against the
+    step loop itself, on requests long enough to fill the cache, for full attention, sliding windows, MLA, a
+    hybrid's state, replicas, stages and speculative decoding."""
+    import llmcalc.views.serve as serving
+
+    seen = []
+    monkeypatch.setattr(serving, "check_kv_work", lambda *args: seen.append(args))
+    if "draft" in kw:
+        gpu, draft = kw["gpu"], load_preset(kw.pop("draft"))
+        kw["spec_dec"] = speculative(load_preset(preset), gpu, Workload(), load_time_model(None, gpu), 3, 0.8, draft,
+                                     2048)
+    report = run(preset, **kw)
+    bound = serving.least_kv_steps(*seen[0])
+    assert 0 < bound <= report.steps, (bound, report.steps)
+    assert report.steps < 12 * bound  # and not vacuous: within an order of magnitude where the cache is full
+
+
+def test_a_run_whose_kv_cache_holds_few_requests_is_refused_before_it_starts(monkeypatch):
+    """Requests too long for the KV cache to hold more than a few at once were refused only when the loop passed
+    MAX_STEPS, after about two minutes (llama3-8b on one L4, 1,000 requests of 32,000 output tokens); their KV
+    bound refuses them at once. Here the bound is lowered to 1,000: 10 requests of 20,000 + 700 tokens, about
+    one at a time, take some 7,000 steps; the loop is never entered."""
+    import llmcalc.views.serve as serving
+
+    monkeypatch.setattr(serving, "MAX_STEPS", 1000)
+    monkeypatch.setattr(serving, "drive", lambda *a: pytest.fail("the run started"))
+    with pytest.raises(UserError, match=r"`requests`: the KV cache \(\d\.\d\d GB per GPU\) holds so few of these 10 "
+                                        r"requests at once that their decodes need at least [\d,]+ engine steps, more "
+                                        r"than the 1,000 a run may take"):
+        run("llama3-8b", n=10, prompt="20000", output="700", gpu=load_gpu("l4"))

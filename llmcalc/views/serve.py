@@ -204,6 +204,52 @@ def check_work(rows: list[tuple[float, int, int]], engine: Settings, clients: in
                         "a shorter one" + (" or fewer replicas (`dp`)" if together else ""))
 
 
+def check_kv_work(rows: list[tuple[float, int, int]], held: Callable[[int], int], budget: int, draft_k: int) -> None:
+    """Refuse, before it starts, a run whose KV cache holds so few of its requests at once that its engines need
+    more than MAX_STEPS steps in all (least_kv_steps); not counted where every output token held at the longest
+    request's KV stays within the bound (most runs: a moment saved)."""
+    if sum(o for _, _, o in rows) * held(max(p + o for _, p, o in rows)) <= MAX_STEPS * budget:
+        return
+    steps = least_kv_steps(rows, held, budget, draft_k)
+    if steps > MAX_STEPS:
+        raise UserError(f"`requests`: the KV cache ({budget / 1e9:.2f} GB per GPU) holds so few of these "
+                        f"{len(rows):,} requests at once that their decodes need at least {steps:,.0f} engine steps, "
+                        f"more than the {MAX_STEPS:,} a run may take; give fewer or shorter requests, more GPUs "
+                        "(`tp`) or a smaller `kv_dtype`")
+
+
+KV_RUNS = 16
+"""Runs of equal length a request's decode steps are split into by least_kv_steps, each counted at the KV its first
+step holds (at most 1/KV_RUNS of the bound is lost)."""
+
+
+def least_kv_steps(rows: list[tuple[float, int, int]], held: Callable[[int], int], budget: int,
+                   draft_k: int) -> float:
+    """The fewest steps the engines of a run can take, counted by KV memory: a request's s-th decode step holds at
+    least its prompt + s tokens (each step adds at least one), `held(tokens)` bytes on a GPU (non-decreasing in
+    tokens), it has at least ⌈(output − 1) / (1 + draft_k)⌉ of them, and the requests of one step hold at most
+    `budget` bytes; so the steps of all engines number at least Σ bytes held over every request's decode steps /
+    budget. Each request is counted in KV_RUNS runs of steps at their first step's tokens, read off a grid below
+    them (64 points per doubling) so that `held` is asked once per grid point; a lower bound still."""
+    seen: dict[int, int] = {}
+
+    def at_least(tokens: int) -> int:
+        grid = tokens >> max(0, tokens.bit_length() - 7) << max(0, tokens.bit_length() - 7)
+        b = seen.get(grid)
+        if b is None:
+            b = seen[grid] = held(grid)
+        return b
+
+    total = 0
+    for _, p, o in rows:
+        m = ceil_div(o - 1, 1 + draft_k)
+        runs = min(KV_RUNS, m)
+        for g in range(runs):
+            first, last = g * m // runs, (g + 1) * m // runs  # steps first + 1 … last
+            total += (last - first) * at_least(p + first + 1)
+    return total / budget
+
+
 STEPS_PER_TOKEN = 20
 """The most steps an engine may run per prompt and output token of its requests: a bound on a run's work that a
 cache preempting its requests in turn would otherwise not have (a step makes at least one token's progress unless
@@ -627,7 +673,10 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
     # requests go to the engines in turn; under a concurrency, to those that have a client, clients split evenly;
     # an engine that would get no request is not built (a million replicas of ten requests are ten engines)
     active = min(engines if load.concurrency is None else min(engines, load.concurrency), len(rows))
-    check_work(rows, engine, load.concurrency, spec_dec.tokens if spec_dec else 0, active if L.attention_dp else 1)
+    draft_k = spec_dec.tokens if spec_dec else 0
+    check_work(rows, engine, load.concurrency, draft_k, active if L.attention_dp else 1)
+    check_kv_work(rows, lambda tokens: kv_per_gpu(spec, 1, ceil_div(tokens, engine.block_size) * engine.block_size, w),
+                  budget, draft_k)
     prompt_max = max(p for _, p, _ in rows)
     if not engine.engine.chunked_prefill and prompt_max > engine.max_batched_tokens:
         raise UserError(f"`max_batched_tokens`: {engine.max_batched_tokens:,} tokens per step is less than the "
