@@ -73,6 +73,20 @@ def test_error_names_a_missing_option_as_its_field(client):
     assert answer["code"] == 2 and answer["field"] == "--gpu", answer
 
 
+@pytest.mark.parametrize("option", ["--gpu", "--engine"])
+def test_the_page_does_not_say_which_folders_its_server_has(client, tmp_path, monkeypatch, option):
+    """`--gpu docs` on the page said "docs is a folder" where the server's working folder held one, and "unknown
+    GPU" elsewhere: a visitor could probe the server's folders by name. The page answers as for any unknown name;
+    the command line still says it is a folder."""
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    argv = ["serve", "--preset", "llama3-8b", "--requests", "5"] + ([] if option == "--gpu" else ["--gpu", "h100-sxm"])
+    folder, other = ask(client, [*argv, option, "docs"]), ask(client, [*argv, option, "nowhere"])
+    assert folder["code"] == other["code"] == 2
+    assert folder["error"] == other["error"].replace("nowhere", "docs") and "folder" not in folder["error"]
+    assert "is a folder" in run_cli(*argv, option, "docs", cwd=tmp_path).stderr
+
+
 def test_pasted_config_is_read_from_memory_and_nothing_is_written(client, tmp_path, monkeypatch):
     """A pasted config.json gives what --hf-config of the same file gives; no file is opened for writing."""
     config = json.dumps({"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,

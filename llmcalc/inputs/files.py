@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +129,26 @@ def read_yaml(path: Path, what: str, text: str | None = None) -> Any:
     return data
 
 
+_DISK_HIDDEN: ContextVar[bool] = ContextVar("disk_hidden", default=False)
+
+
+@contextmanager
+def disk_hidden() -> Iterator[None]:
+    """Within the block no name is looked up on disk as a folder (is_folder is False): a front end whose user
+    names presets only (the web page) answers `--gpu docs` as an unknown GPU whether or not the server's working
+    folder holds a folder of that name."""
+    token = _DISK_HIDDEN.set(True)
+    try:
+        yield
+    finally:
+        _DISK_HIDDEN.reset(token)
+
+
 def is_folder(path: Path | str) -> bool:
     """A folder is there: False also where the name cannot be looked up at all (too long for the file system, no
-    permission on a folder above), which reading it then reports as such."""
+    permission on a folder above), which reading it then reports as such, and under disk_hidden."""
+    if _DISK_HIDDEN.get():
+        return False
     try:
         return Path(path).is_dir()
     except OSError:

@@ -117,10 +117,14 @@ _GIVEN: ContextVar[dict[str, str]] = ContextVar("given_files", default={})  # no
 @contextmanager
 def given_files(files: dict[str, str]) -> Iterator[None]:
     """Within the block, a spec file or config.json named (as `config` or `hf_config`) by one of `files`' names
-    is read from its text there, not from disk: a front end holding a pasted file writes nothing."""
+    is read from its text there, not from disk: a front end holding a pasted file writes nothing, and no other
+    name is looked up as a folder (disk_hidden)."""
+    from llmcalc.inputs.files import disk_hidden
+
     token = _GIVEN.set(dict(files))
     try:
-        yield
+        with disk_hidden():
+            yield
     finally:
         _GIVEN.reset(token)
 
