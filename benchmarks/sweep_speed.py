@@ -4,6 +4,9 @@ Run: python benchmarks/sweep_speed.py [POINTS] [RUNS]. Each model is built once 
 the fewest GPUs (tensor parallel) its bf16 weights fit, so every point includes latency, under each
 time model (roofline, and the h100-sxm calibrated profile); then POINTS random (batch, seq) pairs
 (batch 1..256, seq 1..131072) are evaluated, timing only the calls to point().
+
+Last, the table of a sweep of 10,000 points (llama3-8b on h100-sxm, batch 1..100 × seq 1k..100k) is printed
+as `llmcalc sweep` prints it, into a file 160 columns wide: the seconds it takes, the best of RUNS.
 """
 
 from __future__ import annotations
@@ -56,6 +59,26 @@ def main() -> None:
             rate, on_grid = points_per_second(build, scattered, runs), points_per_second(build, grid, runs)
             print(f"{rate:12,.0f} random, {on_grid:9,.0f} grid points/s  {name} {tm.name} (tp {tp}; built in "
                   f"{built * 1000:.1f} ms)")
+    print(f"{table_seconds(runs):12.2f} s to print the table of 10,000 points")
+
+
+def table_seconds(runs: int) -> float:
+    """The best of `runs` times to print a 10,000-point sweep's table (render/console.py) into a file."""
+    import io
+
+    from rich.console import Console
+
+    from llmcalc import sweep
+    from llmcalc.render.console import print_report
+
+    report = sweep("llama3-8b", seq="1k..100k:1k", batch="1..100:1", gpu="h100-sxm")
+    times = []
+    for _ in range(runs):
+        file = Console(file=io.StringIO(), width=160, highlight=False, emoji=False)
+        t0 = time.perf_counter()
+        print_report(report, "both", console=file)
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,61 @@ def test_a_name_with_control_characters_reaches_the_terminal_as_escapes(tmp_path
     j = subprocess.run([sys.executable, "-m", "llmcalc", "run", str(path), "-f", "json"], capture_output=True,
                        text=True, timeout=300)
     assert json.loads(j.stdout)[0]["name"] == "x\x1b[31mRED\x1b]0;title\x07"
+
+
+def _long_table(rows: int, title: str = "kv: a long sweep of batch sizes and context lengths"):
+    """A table as the renderers build them: a whole first column, value columns (one that breaks into its parts),
+    a two-line header, a styled cell, a cell holding markup's bracket, wide characters."""
+    from llmcalc.render.tables import styled, table
+
+    cells = [[f"{i}", f"{i * 1024:,}", f"{i * 1.37:.2f} GiB ×{i % 7 + 0.5}", "[fits]" if i % 3 else "no",
+              styled("FAIL", "bold red") if i % 11 == 0 else "pass", "一二三" if i % 5 == 0 else "abc"]
+             for i in range(rows)]
+    return table(title, ["batch", "seq", "KV\nper GPU", "fits", "check", "name"], cells, wrap=[2], names=[5])
+
+
+@pytest.mark.parametrize("width", [120, 58, 50, 44])  # as built, broken, lighter box, both
+@pytest.mark.parametrize("color, encoding", [(None, "utf-8"), ("truecolor", "utf-8"), (None, "ascii")])
+def test_a_long_tables_rows_are_laid_out_as_rich_lays_them_out(width, color, encoding):
+    """A table of LONG_ROWS rows or more has its body laid out by llmcalc/render/long_tables.py (rich took 1–3 ms a
+    row: 26 s to print a sweep of 10,000 points, 2.7 s now): the characters and styles printed are rich's own, in
+    every form `fitted` gives (as built, its value cells broken, the lighter box), in colour or not, and in the
+    ASCII box rich draws for a file that cannot take its lines."""
+    import io
+
+    from rich.console import Console
+
+    from llmcalc.render.long_tables import LONG_ROWS, print_long
+    from llmcalc.render.tables import fitted
+
+    class File(io.StringIO):
+        pass
+
+    File.encoding = encoding
+
+    def console():
+        return Console(file=File(), width=width, color_system=color, force_terminal=color is not None,
+                       highlight=False, emoji=False)
+
+    form = fitted(_long_table(LONG_ROWS + 7), width)
+    assert form is not None, width
+    ours, theirs = console(), console()
+    assert print_long(ours, form)
+    theirs.print(form)
+    assert ours.file.getvalue() == theirs.file.getvalue()
+    assert ("\x1b[1;31m" in ours.file.getvalue()) == (color is not None)  # the styled cell, in colour
+
+
+def test_a_short_table_or_one_whose_text_wraps_is_left_to_rich():
+    import io
+
+    from rich.console import Console
+
+    from llmcalc.render.long_tables import LONG_ROWS, print_long
+    from llmcalc.render.tables import table
+
+    out = Console(file=io.StringIO(), width=100)
+    assert not print_long(out, _long_table(LONG_ROWS - 1))
+    assert not print_long(out, table("t", ["a", "note"], [["1", "words that wrap"]] * LONG_ROWS, text=[1]))
+    assert not print_long(out, "a line of text")
+    assert out.file.getvalue() == ""

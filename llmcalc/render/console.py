@@ -7,18 +7,20 @@ a Verbatim line (a shell command) is printed whole.
 
 from __future__ import annotations
 
+from llmcalc.render.long_tables import print_long
 from llmcalc.render.report_tables import renderer
 from llmcalc.render.tables import fitted, stacked
 from llmcalc.render.text import Verbatim
 
 
-def print_report(report, units: str, **view) -> None:
-    """Render `report` with its type's renderer and print it fitted to the console (see the module)."""
+def print_report(report, units: str, console=None, **view) -> None:
+    """Render `report` with its type's renderer and print it fitted to `console` (a rich Console; the
+    terminal's where None; see the module)."""
     from rich.console import Console
 
     from llmcalc.render.wrap import units_kept
 
-    console = Console(highlight=False, emoji=False)
+    console = console or Console(highlight=False, emoji=False)
     render = renderer(report)
     items = render(report, units, **view)
     if units == "both" and any(fitted(x, console.width) is None for x in items):
@@ -32,4 +34,6 @@ def print_report(report, units: str, **view) -> None:
                 continue
             if isinstance(x, str):
                 x = units_kept(console.render_str(x)).wrap(console, console.width)
+            elif print_long(console, x):
+                continue
             console.print(x)

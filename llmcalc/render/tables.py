@@ -68,6 +68,8 @@ def styled(text: str, style: str):
 def _plain(cell) -> str:
     from rich.text import Text
 
+    if isinstance(cell, str) and "[" not in cell:  # no markup to read
+        return cell
     return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell), emoji=False).plain
 
 

@@ -31,7 +31,10 @@ with ESC in it is shown as \\x1b, never sent to the terminal as a colour, a titl
 def esc(text: object) -> str:
     """`text` safe inside rich markup and on a terminal: a name such as 'llama2-7b [mha]' is shown, not read as a
     tag, and its control characters as escapes (CONTROLS)."""
-    return _escape()(str(text).translate(CONTROLS))
+    plain = str(text).translate(CONTROLS)
+    if "[" not in plain and not plain.endswith("\\"):  # nothing rich's escape would change (a long table's cells)
+        return plain
+    return _escape()(plain)
 
 
 class Verbatim(str):
