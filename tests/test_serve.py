@@ -588,3 +588,23 @@ def test_a_run_whose_kv_cache_holds_few_requests_is_refused_before_it_starts(mon
                                         r"requests at once that their decodes need at least [\d,]+ engine steps, more "
                                         r"than the 1,000 a run may take"):
         run("llama3-8b", n=10, prompt="20000", output="700", gpu=load_gpu("l4"))
+
+
+def test_a_run_is_bounded_by_the_requests_its_scheduler_passes_over(monkeypatch):
+    """SGLang's prefill-first loop at a step budget of one token runs a step per prompt token, each passing over
+    every running request: 2,000 requests ran for minutes within the step bound. The requests the schedulers pass
+    over are bounded too (here lowered to 400,000): 200 such requests pass over about 26 M and are refused naming
+    the step budget; a run of 1,000 requests at the engine's own budget passes over about one per output token (its
+prompt steps pass over the decoding ones: 1.12 per output token)."""
+    import llmcalc.views.serve as serving
+
+    seen = []
+    drive = serving.drive
+    monkeypatch.setattr(serving, "drive", lambda loops, lockstep, sims: seen.append(sims) or drive(loops, lockstep,
+                                                                                                 sims))
+    r = run("llama3-8b", n=1000, prompt="1024", output="256", engine=settings("sglang"))
+    assert r.requests == 1000 and 256_000 <= sum(s.visits for s in seen[-1]) < 1.25 * 256_000  # 286,453
+    monkeypatch.setattr(serving, "MAX_VISITS", 400_000)
+    with pytest.raises(UserError, match=r"^`max_batched_tokens`: the run's scheduler passed over 400,000 running "
+                                        r"requests, step by step, the most a run may take"):
+        run("llama3-8b", n=200, prompt="1024", output="128", engine=settings("sglang", max_batched_tokens=1))

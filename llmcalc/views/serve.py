@@ -250,6 +250,12 @@ def least_kv_steps(rows: list[tuple[float, int, int]], held: Callable[[int], int
     return total / budget
 
 
+MAX_VISITS = 1 << 26
+"""Most running requests a run's schedulers pass over, step by step (67 M; a step of 1,000 running requests is
+1,000): about 1 M a second there, where a step budget of a few tokens makes a step per prompt token, each passing
+over every request running (SGLang's prefill-first loop at --max-batched-tokens 1 passed 2,000 requests' worth
+for minutes). A run's decodes visit each request once per output token, at most MAX_OUTPUT_TOKENS in all: twice
+that leaves room for its prompt steps and preemptions."""
 STEPS_PER_TOKEN = 20
 """The most steps an engine may run per prompt and output token of its requests: a bound on a run's work that a
 cache preempting its requests in turn would otherwise not have (a step makes at least one token's progress unless
@@ -267,6 +273,7 @@ class _Sim:
         self.used = 0
         self.now = 0.0
         self.steps = self.preemptions = 0
+        self.visits = 0  # running requests its scheduler passed over, step by step (MAX_VISITS)
         self.area = self.running_area = self.kv_area = 0.0  # ∫ requests in system, ∫ running, ∫ KV share
         self.kv_peak = 0.0
         self.accepted = self.verified = 0
@@ -439,6 +446,7 @@ class _Sim:
                     self.grow(r, r.computed + 1)
                 contexts.append(r.computed)
             seen = self.close_step(self.step_end(self.step.time((), contexts, (), pad)), in_system, n)
+            self.visits += n
             self.admitted(running, True, False)
             for r in running:
                 r.computed += 1
@@ -513,6 +521,7 @@ class _Sim:
                         yield (ran, self.now)
                         done = []
                         continue
+            self.visits += len(running) + 1  # what this pass's scheduler looks over
             turns = (True, False) if prefill_first and self.prompts_wait(running, waiting) else (None,)
             for prompts_only in turns:  # prefill-first: a step of prompts, else (nothing fits) one of decodes
                 chunks, decodes, verify, scheduled, preempted = self.schedule(running, waiting, prompts_only)
@@ -571,30 +580,40 @@ class _Sim:
 
 
 _SHARED_STEPS: ContextVar[list[int] | None] = ContextVar("shared_steps", default=None)
-"""The engine steps the runs under shared_steps have taken so far (a one-item list), or None outside it."""
+"""The engine steps and the scheduler's visits the runs under shared_steps have taken so far ([steps, visits]),
+or None outside it."""
 
 
 @contextmanager
 def shared_steps():
-    """Every run simulated inside draws on one budget of MAX_STEPS engine steps: a command that simulates several
-    (measured's runs, plan's finalists, a load curve) is bounded as one run is, not as many."""
-    token = _SHARED_STEPS.set([0])
+    """Every run simulated inside draws on one budget of MAX_STEPS engine steps and MAX_VISITS visits: a command
+    that simulates several (measured's runs, plan's finalists, a load curve) is bounded as one run is, not as
+    many."""
+    token = _SHARED_STEPS.set([0, 0])
     try:
         yield
     finally:
         _SHARED_STEPS.reset(token)
 
 
-def drive(loops: list, lockstep: bool) -> None:
+def drive(loops: list, lockstep: bool, sims: list | tuple = ()) -> None:
     """Run engine loops (_Sim.run generators) to their end: each on its own clock, or under `lockstep` on one,
     as data-parallel attention replicas whose MoE layers span them run: every step ends when the slowest
     engine's does, an engine with nothing to run waiting it out (its idle forward), and when none runs a step
     the clock moves to the earliest ready request. Past MAX_STEPS steps in all (with the runs before it under
     shared_steps; in lock-step a round is one step of each live replica, as each takes a pass) the run is refused:
     check_work's count is the least a run may take, and requests that arrive too far apart to share steps, or that
-    a KV cache holds only a few of at once, take more."""
+    a KV cache holds only a few of at once, take more. So is a run whose `sims` (the loops' _Sim) visit more than
+    MAX_VISITS running requests in all."""
     shared = _SHARED_STEPS.get()
-    steps = shared[0] if shared is not None else 0
+    steps, before = (shared[0], shared[1]) if shared is not None else (0, 0)
+
+    def visited() -> int:
+        visits = before + sum(sim.visits for sim in sims)
+        if visits > MAX_VISITS:
+            _too_many_visits(shared is not None)
+        return visits
+
     if not lockstep:
         for loop in loops:
             proposal = next(loop, None)
@@ -602,6 +621,7 @@ def drive(loops: list, lockstep: bool) -> None:
                 steps += proposal[0]
                 if steps > MAX_STEPS:
                     _too_many_steps(shared is not None, False)
+                visited()
                 proposal = _send(loop, proposal[1])
     else:
         proposals = {k: next(loop, None) for k, loop in enumerate(loops)}
@@ -610,10 +630,19 @@ def drive(loops: list, lockstep: bool) -> None:
             steps += len(live)  # every live replica takes this round's pass, stepping or waiting out its idle forward
             if steps > MAX_STEPS:
                 _too_many_steps(shared is not None, True)
+            visited()
             clock = max(stepping) if stepping else min(t for _, t in live.values())
             proposals = {k: _send(loops[k], clock) for k in live}
     if shared is not None:
-        shared[0] = steps
+        shared[0], shared[1] = steps, visited()
+
+
+def _too_many_visits(shared: bool) -> None:
+    runs = "these runs' schedulers passed" if shared else "the run's scheduler passed"
+    raise UserError(f"`max_batched_tokens`: {runs} over {MAX_VISITS:,} running requests, step by step, the most a "
+                    f"{'command simulates' if shared else 'run may take'} (a step budget of a few tokens takes one "
+                    "step per few prompt tokens, each passing over every request running); give a larger step "
+                    "budget, or fewer or shorter requests")
 
 
 def _too_many_steps(shared: bool, lockstep: bool) -> None:
@@ -703,7 +732,7 @@ def serve(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel, rows: list[tupl
         clients = None if load.concurrency is None else load.concurrency // active + (k < load.concurrency % active)
         loops.append(sim.run([reqs[i] for i in order[k::active]], clients, progress, not L.attention_dp))
         sims.append(sim)
-    drive(loops, L.attention_dp)
+    drive(loops, L.attention_dp, sims)
     if L.attention_dp:
         notes.append(f"the {L.dp} data-parallel replicas step together: their MoE layers span them (ep {L.ep} over "
                      f"tp {L.tp}), so every step lasts as long as the slowest replica's, a replica with nothing to "
