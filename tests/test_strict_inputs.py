@@ -55,6 +55,32 @@ def test_a_subnormal_figure_in_a_gpu_file_is_refused_by_its_field(tmp_path):
                  "positive")
 
 
+@pytest.mark.parametrize("where", ["value", "key", "gpu", "json"])
+def test_an_integer_too_wide_to_write_is_refused_naming_where_it_is(tmp_path, hf_fixture, where):
+    """YAML reads 0x, 0o and 0b literals whole: an engine file's request_s of 0xfff… (5,000 digits) passed the
+    reader and failed when its error wrote the value (exit 1, a traceback: Python writes no integer past 4,300
+    digits); as a key, when the key was named. An integer past 1,024 bits is refused where it is, in every file."""
+    engine = (ROOT / "presets/engines/vllm.yaml").read_text()
+    wide = "0x" + "f" * 5000
+    path = tmp_path / ("config.json" if where == "json" else "file.yaml")
+    if where == "value":
+        path.write_text(engine.replace("request_s: 0.048", f"request_s: {wide}"))
+        args, needle = ("--gpu", "h100-sxm", "--engine", str(path)), "request_s: an integer of 20,000 bits"
+    elif where == "key":
+        path.write_text(engine + f"\n? {wide}\n: 1\n")
+        args, needle = ("--gpu", "h100-sxm", "--engine", str(path)), "a key: an integer of 20,000 bits"
+    elif where == "gpu":
+        path.write_text((ROOT / "presets/gpus/h100-sxm.yaml").read_text().replace("memory_gib: 80", "memory_gib: 0b"
+                                                                                  + "1" * 3000))
+        args, needle = ("--gpu", str(path)), "memory_gib: an integer of 3,000 bits"
+    else:
+        config = json.loads((hf_fixture("llama3-8b") / "config.json").read_text())
+        path.write_text(json.dumps(config | {"rope_theta": 10 ** 400}))
+        one_line(run("params", "--hf-config", str(path)), "rope_theta: an integer of 1,329 bits")
+        return
+    one_line(run("serve", "-p", "llama3-8b", "-n", "5", *args), needle)
+
+
 def test_a_subnormal_share_in_a_calibration_file_or_flag_is_refused(tmp_path):
     profile = yaml.safe_load((ROOT / "presets/calibration/h100-sxm.yaml").read_text())
     profile["compute_efficiency"] = 1e-320
@@ -488,7 +514,7 @@ def test_a_serve_option_that_would_be_ignored_is_refused(tmp_path, extra, needle
     trace = tmp_path / "t.csv"
     trace.write_text("arrival,prompt,output\n0,100,10\n0.5,200,20\n")
     args = [str(trace) if a == "TRACE" else a for a in extra]
-    one_line(run("serve", "-p", "llama3-8b", "--gpu", "h100-sxm", "-n", "5", *args), needle)
+    one_line(run("serve", "-p", "llama3-8b", "-n", "5", *args), needle)
 
 
 def test_serve_options_given_where_they_are_read_still_run(tmp_path):

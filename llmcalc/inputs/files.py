@@ -232,11 +232,25 @@ def check_finite(data: Any, where: str, unbounded: tuple[str, ...] = ()) -> None
         at, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"{where}: {at or 'value'}: {value} is not a finite number; give a plain number")
+        _check_int(value, where, at or "value")
         if isinstance(value, dict):
+            for k in value:
+                _check_int(k, where, f"{at}: a key" if at else "a key")
             stack.extend(reversed([(f"{at}.{str(k)[:40]}" if at else str(k)[:40], v) for k, v in value.items()
                                    if k not in unbounded]))
         elif isinstance(value, list):
             stack.extend(reversed([(f"{at}[{i}]", v) for i, v in enumerate(value)]))
+
+
+MAX_INT_BITS = 1024
+"""The widest integer a file may hold (about 10^308, the largest float): YAML's 0x, 0o and 0b literals and JSON's
+integers are read whole, and one of thousands of digits cannot even be written back in an error."""
+
+
+def _check_int(value: Any, where: str, at: str) -> None:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise UserError(f"{where}: {at}: an integer of {value.bit_length():,} bits, past any quantity llmcalc reads "
+                        f"(at most {MAX_INT_BITS:,} bits, about 10^308); give a plain number")
 
 
 def validated(cls, data: Any, where: str, example: str):
