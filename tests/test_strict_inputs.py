@@ -81,6 +81,34 @@ def test_an_integer_too_wide_to_write_is_refused_naming_where_it_is(tmp_path, hf
     one_line(run("serve", "-p", "llama3-8b", "-n", "5", *args), needle)
 
 
+@pytest.mark.parametrize("named", ["gpu", "engine", "long"])
+def test_a_gpu_or_engine_name_is_never_made_into_a_path(tmp_path, named):
+    """A GPU file's `name` picked its bundled profile as presets/calibration/<name>.yaml: `../../../tmp/x` read a
+    YAML outside the presets as the GPU's profile (and an engine file's name likewise, blamed on the bundled
+    one); a name of 300 characters said "File name too long" of a preset path. A name is looked up among the
+    bundled files: one that is none of them has no profile."""
+    outside = tmp_path / "outside"
+    (outside / "h100-sxm").mkdir(parents=True)
+    trap = "name: calibrated\ngpu: null\ncompute_efficiency: 7\n"  # out of range: read, it would be refused
+    (outside / "x.yaml").write_text(trap)
+    (outside / "h100-sxm.yaml").write_text(trap)
+    (outside / "h100-sxm" / "h100-sxm.yaml").write_text(trap)
+    up = "../" * 12 + str(outside).lstrip("/")
+    gpu = yaml.safe_load((ROOT / "presets/gpus/h100-sxm.yaml").read_text())
+    args = ["latency", "-p", "llama3-8b", "-f", "json"]
+    if named == "engine":
+        engine = yaml.safe_load((ROOT / "presets/engines/vllm.yaml").read_text()) | {"name": f"{up}/h100-sxm"}
+        (tmp_path / "engine.yaml").write_text(yaml.safe_dump(engine))
+        args += ["--gpu", "h100-sxm", "--engine", str(tmp_path / "engine.yaml")]
+    else:
+        gpu["name"] = f"{up}/x" if named == "gpu" else "g" * 300
+        (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(gpu))
+        args += ["--gpu", str(tmp_path / "gpu.yaml")]
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["time_model"] == ("calibrated" if named == "engine" else "roofline")
+
+
 def test_a_subnormal_share_in_a_calibration_file_or_flag_is_refused(tmp_path):
     profile = yaml.safe_load((ROOT / "presets/calibration/h100-sxm.yaml").read_text())
     profile["compute_efficiency"] = 1e-320

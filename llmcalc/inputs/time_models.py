@@ -21,14 +21,22 @@ def calibrated_gpus() -> list[str]:
     return sorted(p.stem for p in CALIBRATION_DIR.glob("*.yaml"))
 
 
-def profile_path(gpu: GPU, engine: Engine | None) -> Path:
+def bundled(folder: Path, name: str) -> Path | None:
+    """The file `folder`/<name>.yaml where the folder holds one by that name, else None: a name is looked up among
+    the files there, never made into a path (a GPU file's name `../x` reads nothing outside the presets)."""
+    return folder / f"{name}.yaml" if name in {p.stem for p in folder.glob("*.yaml")} else None
+
+
+def profile_path(gpu: GPU, engine: Engine | None) -> Path | None:
     """The bundled profile of `gpu` under `engine`: presets/calibration/engines/<engine>/<gpu>.yaml where the
-    runs of that engine on that GPU gave one, else the GPU's own, presets/calibration/<gpu>.yaml."""
-    if engine is not None:
-        path = CALIBRATION_DIR / "engines" / engine.name / f"{gpu.name}.yaml"
-        if path.exists():
+    runs of that engine on that GPU gave one, else the GPU's own, presets/calibration/<gpu>.yaml; None where
+    there is neither."""
+    engines = CALIBRATION_DIR / "engines"
+    if engine is not None and engine.name in {p.name for p in engines.iterdir() if p.is_dir()}:
+        path = bundled(engines / engine.name, gpu.name)
+        if path is not None:
             return path
-    return CALIBRATION_DIR / f"{gpu.name}.yaml"
+    return bundled(CALIBRATION_DIR, gpu.name)
 
 
 def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None, engine: Engine | None = None,
@@ -40,7 +48,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
     profile's, and of a `calibration` file's where the file sets none (a file of one's own, fitted to one's runs,
     keeps its figures)."""
     if name is None:
-        profiled = calibration is not None or profile_path(gpu, engine).exists()
+        profiled = calibration is not None or profile_path(gpu, engine) is not None
         name = "calibrated" if profiled else "roofline"
     own: set[str] = set()  # the host figures a calibration file sets itself
     if calibration is not None:
@@ -58,7 +66,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
         tm = ROOFLINE
     elif name == "calibrated":
         path = profile_path(gpu, engine)
-        if not path.exists():
+        if path is None:
             raise UserError(f"`time_model`: no calibration profile for {gpu.name} (profiles: "
                             f"{', '.join(calibrated_gpus()) or 'none'}); use `time_model` roofline, or give "
                             "`calibration` FILE (llmcalc calibrate writes one)")
@@ -78,8 +86,7 @@ def load_time_model(name: str | None, gpu: GPU, calibration: Path | None = None,
 def base_profile(gpu: GPU) -> tuple[TimeModel, str]:
     """The profile a calibration keeps unmeasured figures from, and its name: `gpu`'s bundled profile, else the
     roofline."""
-    path = CALIBRATION_DIR / f"{gpu.name}.yaml"
-    if path.exists():
+    if bundled(CALIBRATION_DIR, gpu.name) is not None:
         return load_time_model("calibrated", gpu), f"presets/calibration/{gpu.name}.yaml"
     return ROOFLINE, f"the roofline time model (no bundled profile for {gpu.name})"
 
@@ -115,8 +122,8 @@ def load_engine_profile(gpu: GPU, path: Path | None = None) -> EngineProfile | N
     """The reference engine's profile for `gpu` (presets/calibration/reference/<gpu>.yaml), or the file `path`;
     None where no bundled profile exists."""
     if path is None:
-        path = ENGINE_DIR / f"{gpu.name}.yaml"
-        if not path.exists():
+        path = bundled(ENGINE_DIR, gpu.name)
+        if path is None:
             return None
     return validated(EngineProfile, read_yaml(path, "engine profile"), f"engine profile {path.name}",
                      "presets/calibration/reference/h100-sxm.yaml")
