@@ -242,7 +242,13 @@ def test_bad_engines_are_one_line_and_exit_2(cli, tmp_path):
                                ("tiers", [{"min_gib": 0, "max_num_seqs": 1, "max_num_batched_tokens": 1,
                                            "graph_max": 0}], "reserve rule"),
                                ("reserve", {"base_mib": -1, "per_step_token_mib": 1, "min_step_tokens": 1,
-                                            "per_graph_batch_mib": 1, "per_gpu_mib": 1}, "base_mib")):
+                                            "per_graph_batch_mib": 1, "per_gpu_mib": 1}, "base_mib"),
+                               # a bool or a string among a mapping's numbers was read as 1.0 or 0.3
+                               ("block_fp8", {"hopper": True}, "block_fp8.hopper: true is not a number"),
+                               ("fp8", {"hopper": "0.3"}, 'fp8.hopper: "0.3" is not a number'),
+                               ("fp8", True, "fp8: Input should be a valid dictionary"),
+                               ("tiers", [data["tiers"][0] | {"memory_utilization_from_tp": {1: True}}],
+                                "tiers.0.memory_utilization_from_tp.1: true is not a number")):
         bad.write_text(yaml.safe_dump(data | {field: value}))
         r = cli(*base, "--engine", str(bad))
         assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, (field, r.stderr)

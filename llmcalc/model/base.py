@@ -65,29 +65,46 @@ class Frozen(BaseModel):
     @classmethod
     def _a_number_is_a_number(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            for name, key in _number_fields(cls):
+            for name, key, within in _number_fields(cls):
                 value = data.get(key, data.get(name))
-                if isinstance(value, (bool, str)):
-                    raise PydanticCustomError("number_type", "{value} is not a number",  # errors.py names `field`
-                                              {"field": key, "value": clip(json.dumps(value))})
+                entries = ([(f"{key}.{k}", v) for k, v in value.items()] if within is dict and isinstance(value, dict)
+                           else [(f"{key}[{i}]", v) for i, v in enumerate(value)]
+                           if within is list and isinstance(value, list) else [] if within else [(key, value)])
+                for at, v in entries:
+                    if isinstance(v, (bool, str)):
+                        raise PydanticCustomError("number_type", "{value} is not a number",  # errors.py names it
+                                                  {"field": at, "value": clip(json.dumps(v))})
         return data
 
 
-_NUMBER_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+_NUMBER_FIELDS: dict[type, tuple[tuple[str, str, type | None], ...]] = {}
 
 
-def _number_fields(cls: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+def _number_fields(cls: type[BaseModel]) -> tuple[tuple[str, str, type | None], ...]:
     """The fields of `cls` that take a float and neither a bool nor a string, each (name, the key a mapping gives
-    it by), worked out once per class."""
+    it by, dict or list where the floats are a mapping's values or a list's items, else None), worked out once per
+    class."""
     got = _NUMBER_FIELDS.get(cls)
     if got is None:
         def kinds(t: Any) -> set:
             args = get_args(t)
             return set().union(*map(kinds, args)) if args and get_origin(t) is not Literal else {t}
 
+        def within(t: Any) -> type | None:
+            origin = get_origin(t)
+            if origin in (dict, list):
+                return origin
+            return next((w for a in get_args(t) if (w := within(a))), None) if origin is not Literal else None
+
+        def numbers(t: Any) -> set:  # the kinds of a container's values, or of the field itself
+            args = get_args(t)
+            if get_origin(t) is dict:
+                return kinds(args[1])
+            return set().union(*map(numbers, args)) if args and get_origin(t) is not Literal else {t}
+
         got = _NUMBER_FIELDS[cls] = tuple(
-            (name, f.alias or name) for name, f in cls.model_fields.items()
-            if float in (k := kinds(f.annotation)) and not k & {bool, str})
+            (name, f.alias or name, within(f.annotation)) for name, f in cls.model_fields.items()
+            if float in (k := numbers(f.annotation)) and not k & {bool, str})
     return got
 
 
