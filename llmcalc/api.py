@@ -457,7 +457,7 @@ def fit(model, gpu=None, *, batch: int = 1, seq: int = 4096, gpus: int | None = 
     if engine is not None:
         pool = _engine(engine).settings(device, layout["layout"], context=spec.max_seq_len,
                                         gpu_memory_utilization=None if reserve is None else 1 - reserve,
-                                        max_batched_tokens=prefill_chunk)
+                                        max_batched_tokens=prefill_chunk, named=("prefill_chunk", "reserve"))
         reserve, prefill_chunk = pool.reserve, pool.max_batched_tokens
     w = workload(_weights(weights_dtype, weights_format), layout,
                  _images(images, image_size), batch=batch, seq=seq, kv_dtype=kv_dtype or "bf16",

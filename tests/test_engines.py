@@ -496,3 +496,24 @@ def test_sglang_0_4_gives_each_attention_replica_half_its_budget_in_serve(cli_js
                  "--engine", "sglang-0.4", "-n", "1", "--prompt", "16384", "--output", "2")
     assert r["max_batched_tokens"] == 4096 and r["steps"] == 16384 // 4096 + 1
     assert any("halves its 8,192 tokens per step" in n for n in r["notes"])
+
+
+@pytest.mark.parametrize("reserve, serve_says, fit_says, plan_says", [
+    ({"base_mib": 2**30}, "error: --engine: SGLang's reserve rule keeps back 1,073,745,536 MiB of each GPU even for a "
+     "one-token step", "give --reserve in its place", "give a smaller reserve in the engine file"),
+    ({"per_step_token_mib": 100, "min_step_tokens": 1}, "error: --max-batched-tokens: SGLang keeps back 820,352 MiB "
+     "of each GPU for a step of 8,192 tokens", "error: --prefill-chunk: SGLang keeps back",
+     "error: --engine: SGLang keeps back 820,480 MiB")])
+def test_a_reserve_rule_that_leaves_nothing_names_what_can_change(cli, tmp_path, reserve, serve_says, fit_says,
+                                                                  plan_says):
+    """An engine file whose reserve rule keeps back more than the GPU: serve blamed its step budget even where no
+    budget could help (a reserve of 2^30 MiB); fit named max_batched_tokens, which it has no option for; plan said
+    "no deployment met the targets" (exit 0). Each now names the option that can change it, or the engine file."""
+    data = yaml.safe_load((ROOT / "presets/engines/sglang.yaml").read_text())
+    data["reserve"] |= reserve
+    (tmp_path / "engine.yaml").write_text(yaml.safe_dump(data))
+    base = ("-p", "llama3-8b", "--gpu", "h100-sxm", "--engine", str(tmp_path / "engine.yaml"))
+    for args, says in ((("serve", *base, "-n", "5"), serve_says), (("fit", *base), fit_says),
+                       (("plan", *base, "--max-gpus", "2", "--rate", "5", "--slo-ttft", "2", "-n", "5"), plan_says)):
+        r = cli(*args)
+        assert r.returncode == 2 and says in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)

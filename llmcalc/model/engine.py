@@ -248,7 +248,9 @@ class Engine(Frozen):
         return stated if f"{getattr(checkpoint, 'kv_quantizer', None)} {stated}" in self.checkpoint_kv else None
 
     def settings(self, gpu: GPU, layout=None, eager: bool = False, context: int | None = None,
-                 overlap: bool = True, **given: float | int | None) -> "Settings":
+                 overlap: bool = True,
+                 named: tuple[str, str | None] = ("max_batched_tokens", "gpu_memory_utilization"),
+                 **given: float | int | None) -> "Settings":
         """What the engine runs with on `gpu`: its tier's defaults, each value in `given` (not None) in place of the
         engine's. `layout` (a Layout; None: one GPU) is the deployment an engine instance serves: its
         tensor-parallel GPUs (an attention-DP instance's replicas included) and stages set the CUDA graphs and
@@ -256,7 +258,9 @@ class Engine(Frozen):
         --enforce-eager): none captured, none padded to, none reserved. `context`: the longest sequence the
         engine is launched for (its max_model_len), the step budget's floor where budget_covers_context.
         `overlap`: False where the launch turns the engine's overlap scheduling off (SGLang's
-        --disable-overlap-schedule, vLLM's --no-async-scheduling)."""
+        --disable-overlap-schedule, vLLM's --no-async-scheduling). `named`: the fields an error names for the step
+        budget and the memory share (`fit` gives them as prefill_chunk and reserve; `plan`, which takes neither,
+        as the engine and None)."""
         tier = next(t for t in self.tiers if gpu.memory_bytes >= t.min_gib * 2**30 and gpu.name not in t.not_gpus)
         tp, pp, replicas = 1, 1, 0
         if layout is not None:
@@ -278,15 +282,29 @@ class Engine(Frozen):
                 kept = self.reserve.mib(gpu.memory_bytes, values["max_batched_tokens"], graph_max, tp, pp, replicas)
                 values["gpu_memory_utilization"] = round(1 - kept * 2**20 / gpu.memory_bytes, 12)
                 if values["gpu_memory_utilization"] < SHARE_MIN:
-                    raise UserError(f"`max_batched_tokens`: {self.label} keeps back {kept:,.0f} MiB of each GPU for a "
-                                    f"step of {values['max_batched_tokens']:,} tokens (its reserve rule), more than "
-                                    f"{gpu.name}'s {gpu.memory_bytes / 2**20:,.0f} MiB; give a smaller step budget")
+                    self._kept_too_much(gpu, values["max_batched_tokens"], kept, graph_max, tp, pp, replicas, named)
         if not SHARE_MIN <= values["gpu_memory_utilization"] <= 1:
             raise UserError(f"`gpu_memory_utilization`: {values['gpu_memory_utilization']!r} is not in (0, 1] (at "
                             "least a millionth); give a share such as 0.9")
         graph_max = min(graph_max, values["max_batched_tokens"])
         return Settings(engine=self, graphs=tuple(b for b in self.graph_sizes if b <= graph_max),
                         overlap=overlap and self.overlaps(pp), **values)
+
+    def _kept_too_much(self, gpu: GPU, budget: int, kept: float, graph_max: int, tp: int, pp: int, replicas: int,
+                       named: tuple[str, str | None]) -> None:
+        """The reserve rule keeps back more than the GPU: the step budget's error where a one-token step would
+        leave room, else the engine's own."""
+        mib = gpu.memory_bytes / 2**20
+        least = self.reserve.mib(gpu.memory_bytes, 1, graph_max, tp, pp, replicas)
+        if 1 - least / mib < SHARE_MIN:
+            share = f"give `{named[1]}` in its place, or " if named[1] else "give "
+            raise UserError(f"`engine`: {self.label}'s reserve rule keeps back {least:,.0f} MiB of each GPU even "
+                            f"for a one-token step, more than {gpu.name}'s {mib:,.0f} MiB; {share}a smaller reserve "
+                            "in the engine file")
+        fix = ("give a smaller max_num_batched_tokens or reserve in the engine file" if named[0] == "engine" else
+               "give a smaller step budget")
+        raise UserError(f"`{named[0]}`: {self.label} keeps back {kept:,.0f} MiB of each GPU for a step of {budget:,} "
+                        f"tokens (its reserve rule), more than {gpu.name}'s {mib:,.0f} MiB; {fix}")
 
     def overlaps(self, pp: int) -> bool:
         """Whether an instance over `pp` pipeline stages schedules with overlap (overlap_scheduling)."""

@@ -191,10 +191,11 @@ class _Engines:
     def __init__(self, spec: ModelSpec, tms: dict[str, TimeModel], engine: Engine, expert_skew: float | None = None):
         self.spec, self.tms, self.engine, self.expert_skew = spec, tms, engine, expert_skew
         self.cache: dict[tuple, Pool | None] = {}
+        self.refused: UserError | None = None  # the engine's own refusal of a GPU and layout, where one was met
 
     def settings(self, gpu: GPU, L: Layout, **given: int | None) -> Settings:
         """The engine's settings on `gpu` for an instance of layout `L`, `given` in place of its own."""
-        return self.engine.settings(gpu, L, context=self.spec.max_seq_len, **given)
+        return self.engine.settings(gpu, L, context=self.spec.max_seq_len, named=("engine", None), **given)
 
     def precisions(self, gpu: GPU) -> list[Precision]:
         """The precisions the search runs the model in on `gpu` (precisions())."""
@@ -210,7 +211,12 @@ class _Engines:
         if key not in self.cache:
             w = Workload(**p.fields, layout=L, expert_skew=self.expert_skew)
             try:
-                pool = engine_pool(self.spec, gpu, w, self.settings(gpu, L))
+                settings = self.settings(gpu, L)
+            except UserError as e:  # plan gives the engine no setting: its own file's rules refuse this one
+                self.cache[key], self.refused = None, e
+                return None
+            try:
+                pool = engine_pool(self.spec, gpu, w, settings)
             except UserError:
                 self.cache[key] = None
             else:
@@ -307,6 +313,8 @@ def plan(spec: ModelSpec, gpus: list[GPU], tms: dict[str, TimeModel], max_gpus: 
                                              price, slo, searched, lambda done: tell("closed form", done, total))
             rows += found
     search_s = time.perf_counter() - t0
+    if not rows and engines.refused is not None:  # no candidate, and the engine's own rules refused a GPU
+        raise engines.refused
     feasible = [c for c in rows if c.meets_slo]
     feasible.sort(key=_rank)
     finalists, done = [], set()
