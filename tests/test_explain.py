@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -230,8 +231,9 @@ def specs(draw) -> ModelSpec:
 def test_random_specs_match_every_estimator(spec, batch, seq, dtype, attention, mla_decode, train):
     w = Workload(batch=batch, seq=seq, gen=3, kv_dtype=dtype, attention_core=attention,
                  logits="all" if train else "last", mla_decode=mla_decode, train=train)
-    for topic in ("params", "kv", "flops", "memory", "latency"):
+    for topic in ("params", "kv", "flops", "memory"):
         check(topic, spec, w, H200)
+    check("latency", spec, w.model_copy(update={"train": False}), H200)  # latency times inference
 
 
 @pytest.mark.parametrize(("args", "field"), [
@@ -268,3 +270,22 @@ def test_explain_imports_no_ui_or_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(out.split())
     assert not loaded & {"rich", "typer", "torch"}
+
+
+def test_options_a_topic_does_not_work_out_are_refused_not_dropped():
+    """`explain memory --train --tp 2 --dp 2` worked out one GPU holding the whole model (169 GB) and said it
+    matched, where `memory` with the same options gives each GPU's share (76.6 GB); `explain kv --tp 2`,
+    `explain latency --train` and an optimizer beside no training step were dropped unread. Each is refused,
+    naming the option."""
+    spec = load_preset("llama3-8b")
+    for topic, w, gpu, says in (
+            ("memory", Workload(batch=2, train=True, layout=Layout(tp=2, dp=2)), None, "`tp`: explain memory works "
+             "out the whole model on one GPU"),
+            ("kv", Workload(layout=Layout(pp=2)), None, "`pp`: explain kv"),
+            ("latency", Workload(train=True), H200, "`train`: explain latency works out inference"),
+            ("flops", Workload(train=True, optimizer="sgd"), None, "`optimizer`: explain flops holds no optimizer"),
+            ("memory", Workload(optimizer="sgd"), None, "drop `optimizer` or add `train`")):
+        with pytest.raises(UserError, match=re.escape(says)):
+            explain(topic, spec, w, gpu)
+    assert explain("memory", spec, Workload(train=True, optimizer="sgd")).matches
+    assert explain("latency", spec, Workload(layout=Layout(tp=2)), H200).matches  # latency times the layout

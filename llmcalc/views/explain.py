@@ -48,6 +48,16 @@ def explain(topic: str, spec: ModelSpec, w: Workload = Workload(), gpu: GPU | No
         if getattr(w, field) != plain:
             raise UserError(f"`{field}`: explain {topic} works out {field} {plain} only; drop `{field}` "
                             f"(`llmcalc {topic}` counts it)")
+    split = next((f for f, v in w.layout.model_dump().items() if v != Layout.model_fields[f].default), None)
+    if topic != "latency" and split is not None:
+        raise UserError(f"`{split}`: explain {topic} works out the whole model on one GPU; drop `{split}` "
+                        f"(`llmcalc {topic}` gives each GPU's share)")
+    if topic == "latency" and w.train:
+        raise UserError("`train`: explain latency works out inference; drop `train` (`llmcalc train` times a "
+                        "training step)")
+    if w.optimizer != Workload.model_fields["optimizer"].default and not (w.train and topic == "memory"):
+        raise UserError(f"`optimizer`: explain {topic} holds no optimizer state; drop `optimizer`"
+                        f"{' or add `train`' if topic == 'memory' else ''}")
     if topic == "latency":
         return _latency(spec, w, gpu, tm)
     return TOPICS[topic](spec, w)
@@ -269,7 +279,6 @@ def _memory(spec: ModelSpec, w: Workload) -> ExplainReport:
     from llmcalc.costs.params import params
     from llmcalc.costs.weights import formats_label, quantized_matrices
 
-    w = w.model_copy(update={"layout": Layout()})  # memory is the whole model's, whatever the layout
     r, counts = memory(spec, w), params(spec)
     formats, a = w.formats(spec), spec.attention
     bits = DTYPE_BITS[formats.default] if not formats.quantized else DTYPE_BITS[formats.dense]
