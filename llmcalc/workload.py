@@ -296,6 +296,10 @@ class Layout(Frozen):
             name = next(k for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split",
                                     "pp_layout") if getattr(self, k) not in (None, False))
             raise UserError(f"`{name}`: uneven pipeline stages are modelled in training only; drop `{name}`")
+        if self.pp_layout is not None and self.layout_chunks.mtp not in (0, spec.mtp_modules):
+            has = f"its {spec.mtp_modules} MTP module(s)" if spec.mtp_modules else "no MTP module"
+            raise UserError(f"`pp_layout`: {self.layout_chunks.mtp} MTP layer(s) (m), and {spec.name} has {has}; give "
+                            f"{spec.mtp_modules or 'no'} m")
         if uneven and (self.vpp == 1 or not self.balanced):
             self.stage_chunks(spec.n_layers)  # its own refusals
         elif spec.n_layers % self.pp:

@@ -308,6 +308,14 @@ def test_a_layout_must_fit_the_layout_and_the_model():
     spec = load_preset("deepseek-v3")
     with pytest.raises(UserError, match="training only"):
         Layout(tp=8, pp=8, vpp=4, pp_layout=H100_DEEPSEEK).check(spec, 1)
+    # MTP layers (m) the model lacks were taken and dropped unread: as many as the model has, or none
+    Layout(tp=8, pp=8, vpp=4, pp_layout=H100_DEEPSEEK).check(spec, 1, uneven=True)
+    Layout(tp=8, pp=8, vpp=4, pp_layout="Et|(tt|)*30L").check(spec, 1, uneven=True)
+    with pytest.raises(UserError, match=r"`pp_layout`: 50 MTP layer\(s\) \(m\), and deepseek-v3 has its 1 MTP "
+                                        r"module\(s\); give 1 m"):
+        Layout(tp=8, pp=8, vpp=4, pp_layout="Et|(tt|)*30m*50L").check(spec, 1, uneven=True)
+    with pytest.raises(UserError, match="llama3-8b has no MTP module; give no m"):
+        Layout(pp=2, pp_layout="Et*16|mt*16L").check(load_preset("llama3-8b"), 1, uneven=True)
 
 
 def test_train_cli_takes_a_layout_string():
