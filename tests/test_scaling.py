@@ -123,3 +123,15 @@ def test_table_names_every_law(cli):
     assert r.returncode == 0, r.stderr
     for name in ("chinchilla-1", "chinchilla-2", "chinchilla-3", "kaplan", "2.87 B", "4.68 B"):
         assert name in r.stdout
+
+
+@pytest.mark.parametrize("given, value", [("flops", 1), ("flops", 1e6), ("params", 1), ("tokens", 1)])
+def test_a_budget_too_small_for_one_parameter_or_token_is_refused(given, value):
+    """`scale --flops 1` printed optima of 0 parameters (chinchilla-1, kaplan) and 0 tokens (chinchilla-3): a law's
+    optimum below one parameter or one token is refused, naming the law and the input."""
+    from llmcalc.costs.scaling import scale
+    from llmcalc.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^`{given}`: .* optimum at .* less than one; give a larger `{given}`"):
+        scale(given, value)
+    assert all(r.params >= 1 and r.tokens >= 1 for r in scale(given, value * 1e12).rows)

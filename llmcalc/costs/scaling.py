@@ -158,6 +158,10 @@ def scale(given: Given, value: float, method: Method = "all", gpu: GPU | None = 
         if not max(n, d, c) < AMOUNT_MAX:
             raise UserError(f"`{given}`: {value:g} puts {law.name}'s optimum at {n:.3g} parameters, {d:.3g} tokens and "
                             f"{c:.3g} FLOPs, past {AMOUNT_MAX:g}; give a smaller `{given}`")
+        if min(n, d) < 1:  # a model of no parameter, or trained on no token
+            raise UserError(f"`{given}`: {value:g} puts {law.name}'s optimum at {n:.3g} parameters and {d:.3g} tokens, "
+                            f"less than one; give a larger `{given}` (the laws were fitted on models of millions of "
+                            "parameters)")
         hours = c / (peak * mfu) / 3600 if peak else None
         if hours is not None and not math.isfinite(hours * (price or 1)):  # a tiny mfu, a huge price
             name, x = ("price", price) if math.isfinite(hours) else ("mfu", mfu)
