@@ -499,6 +499,11 @@ def compare(model=None, variants: list[str] | None = None, *, batch: int = 1, se
     specs = [load_model(m) for m in _models(model)]
     device = load_gpu(gpu)
     tm = _time_model(device, time_model, calibration, engine, serving=True)  # no GPU: no time
+    from llmcalc.workload import Layout
+
+    if device is None and w.layout != Layout():  # every other figure is the whole model's
+        split = next(f for f, v in w.layout.model_dump().items() if v != Layout.model_fields[f].default)
+        raise Unread(split, f"`{split}` splits the time over GPUs; give `gpu` NAME, or leave it out")
     if len(specs) > 1:
         if variants:
             raise UserError("compare: give attention variants with one base model, or several models without "

@@ -99,6 +99,10 @@ def test_models_side_by_side(cli_json):
     (("compare", "gqa", "-p", "llama2-7b", "-p", "gpt2"), "not both"),
     (("compare", "-p", "gpt2", "-p", "gpt2"), "twice"),
     (("compare", "--seq", "0"), "--seq"),
+    # a layout that divides none of the rows exited 0, each row with a note; without a GPU it was dropped unread
+    (("compare", "--gpu", "h100-sxm", "--tp", "3", "gqa", "mla"), "--tp: 3 does not divide the 32 attention heads"),
+    (("compare", "-p", "mixtral-8x7b", "-p", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--ep", "3"), "--ep: 3 must divide"),
+    (("compare", "--tp", "2", "gqa", "mla"), "--tp splits the time over GPUs; give --gpu"),
 ])
 def test_bad_input(cli, args, needle):
     r = cli(*args)
@@ -114,6 +118,10 @@ def test_models_on_a_parallel_layout(cli_json):
                        "--gen", "16", "--tp", "2")
         assert (row["ttft_s"], row["tpot_s"], row["fits"]) == (lat["ttft_s"], lat["tpot_s"], lat["fits"])
     assert any("2 × h100-sxm (tp 2" in n for n in out["notes"])
+    # a layout that divides one model and not another: the other's row says so, the run goes on
+    out = cli_json("compare", "-p", "llama2-7b", "-p", "gpt2", "--gpu", "h100-sxm", "--tp", "8")
+    assert [r["fits"] for r in out["rows"]] == [True, False]
+    assert any(n.startswith("gpt2: no latency") and "12 attention heads" in n for n in out["notes"])
 
 
 def test_models_come_from_hugging_face_configs_too(hf_fixture, cli_json):

@@ -163,10 +163,10 @@ def _every_layer(data: dict, spec: ModelSpec, window: int | None) -> None:
 
 
 def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel, reference: dict | None,
-         notes: list[str]) -> CompareRow:
+         notes: list[str], refused: list[UserError]) -> CompareRow:
     """Every figure of one model on the workload, the whole model's but the latency rows (on the workload's
     layout); ratios to `reference` (a row's dump). A model whose weights do not fit on one GPU gets no
-    latency (fits false) and a note."""
+    latency (fits false) and a note; one the layout does not divide too, its refusal kept in `refused`."""
     from llmcalc.costs.latency import latency
     from llmcalc.costs.step import step_costs
 
@@ -194,6 +194,10 @@ def _row(spec: ModelSpec, name: str, w: Workload, gpu: GPU | None, tm: TimeModel
         memory_bytes=memory(spec, whole).total_bytes,
     )
     if gpu is not None:
+        try:
+            w.layout.check(spec, w.batch)
+        except UserError as e:
+            refused.append(e)
         try:
             lat = latency(spec, gpu, w, tm)
             fields |= dict(ttft_s=lat.ttft_s, tpot_s=lat.tpot_s, tokens_per_s=lat.tokens_per_s, fits=lat.fits)
@@ -280,8 +284,10 @@ def compare_attention(spec: ModelSpec, variants: list[str], w: Workload, rule: S
             if not refusal.startswith("positions."):  # a bad rule or variant stays an error
                 raise
             notes.append(f"{v}: left out: {refusal}")
-    ref = _row(specs["mha"], "mha", w, gpu, tm, None, notes)
-    rows = [ref] + [_row(s, v, w, gpu, tm, ref.model_dump(), notes) for v, s in specs.items() if v != "mha"]
+    refused: list[UserError] = []
+    ref = _row(specs["mha"], "mha", w, gpu, tm, None, notes, refused)
+    rows = [ref] + [_row(s, v, w, gpu, tm, ref.model_dump(), notes, refused) for v, s in specs.items() if v != "mha"]
+    _some_divided(rows, refused)
     explained = _variant_notes(spec, rule)
     notes += [explained[v] for v in wanted if v in explained]
     if "mha" not in variants:
@@ -311,7 +317,16 @@ def compare_models(specs: list[ModelSpec], w: Workload, gpu: GPU | None = None,
         except UserError as e:  # which of the models it is
             raise UserError(f"compare {spec.name}: {e}") from None
     notes: list[str] = []
-    ref = _row(specs[0], specs[0].name, w, gpu, tm, None, notes)
-    rows = [ref] + [_row(s, s.name, w, gpu, tm, ref.model_dump(), notes) for s in specs[1:]]
+    refused: list[UserError] = []
+    ref = _row(specs[0], specs[0].name, w, gpu, tm, None, notes, refused)
+    rows = [ref] + [_row(s, s.name, w, gpu, tm, ref.model_dump(), notes, refused) for s in specs[1:]]
+    _some_divided(rows, refused)
     return _report("models", rows, None, w, gpu, f"ratios to {specs[0].name}", notes)
+
+
+def _some_divided(rows: list[CompareRow], refused: list[UserError]) -> None:
+    """A layout that divides none of the rows' models is the user's to fix: its first refusal (one that divides
+    some is a note on each of the others)."""
+    if refused and len(refused) == len(rows):
+        raise refused[0]
 
