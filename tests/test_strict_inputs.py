@@ -199,6 +199,8 @@ def test_other_inputs_name_their_own_field(tmp_path):
     bad = tmp_path / "run.json"
     bad.write_text('{"not": "a benchmark"}')
     one_line(run("calibrate", "--from-runs", str(bad), "-p", "llama2-7b", "--gpu", "h100-sxm"), "--from-runs")
+    assert one_line(run("memory", "-p", "llama2-7b", "--zero", "3")).startswith("error: --zero: ")  # named --dp
+    assert one_line(run("memory", "-p", "llama2-7b", "--micro-batch", "1")).startswith("error: --micro-batch: ")
 
 
 @pytest.mark.parametrize("command", [

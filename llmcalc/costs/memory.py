@@ -54,8 +54,9 @@ def memory(spec: ModelSpec, w: Workload, chunked: bool = False) -> MemoryReport:
         raise UserError(f"`{across}`: inference memory is the whole model's; for the figures per GPU of a tensor, "
                         "pipeline or expert split see `llmcalc fit` and `llmcalc latency` (training: add `train`)")
     if dp > 1 or w.zero or w.micro_batch:
-        raise UserError("`dp`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for serving "
-                        "on several GPUs see `llmcalc fit` and `llmcalc latency`)")
+        given = "dp" if dp > 1 else "zero" if w.zero else "micro_batch"
+        raise UserError(f"`{given}`: `dp`, `zero` and `micro_batch` describe a training step; add `train` (for "
+                        "serving on several GPUs see `llmcalc fit` and `llmcalc latency`)")
     weights, w_note = weights_bytes(spec, formats)
     kv = kv_bytes(spec, batch, seq, w.kv_dtype) + spec.stack.cross_cache_bytes(spec, batch, enc_seq,
                                                                                DTYPE_BITS[w.kv_dtype])
