@@ -588,3 +588,16 @@ def test_tp_comm_overlap_needs_sequence_parallelism():
                  "--batch", "8", "--format", "json")
     assert ok.returncode == 0, ok.stderr
     assert any("tp_comm_overlap" in n for n in json.loads(ok.stdout)["notes"])
+
+
+def test_memory_and_train_refuse_the_same_layouts_and_what_is_not_modelled_comes_first():
+    """`memory --train` took context parallelism over a hybrid and a seq the ring cannot split, which `train`
+    refuses; `train` checked memory before what it does not model, so its advice (`--recompute full`, more GPUs)
+    led to a second refusal. Both now refuse alike, and the unmodelled first."""
+    for args, says in ((("-p", "jamba-v0.1", "--cp", "2", "--seq", "1m"), "context parallelism of a hybrid's"),
+                       (("-p", "llama3-8b", "--cp", "4", "--seq", "4"), "2 · cp = 8 chunks")):
+        for command in (("memory", "--train"), ("train", "--gpu", "h100-sxm", "--micro-batch", "1")):
+            r = run_cli(*command, *args)
+            assert r.returncode == 2 and says in r.stderr and len(r.stderr.splitlines()) == 1, (command, r.stderr)
+    r = run_cli("train", "-p", "whisper-large-v3", "--gpu", "h100-sxm", "--micro-batch", "1", "--seq", "100000")
+    assert r.returncode == 2 and "training time of an encoder-decoder model is not modelled" in r.stderr, r.stderr

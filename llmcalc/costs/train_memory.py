@@ -276,8 +276,24 @@ def check_parallel_training(spec: ModelSpec, w: Workload, micro_batches: int) ->
                         f"make that a multiple of {layout.pp}")
 
 
+def check_training_layout(spec: ModelSpec, w: Workload) -> None:
+    """What a training step is modelled over beyond the layout's own checks (the same for its memory and its
+    time): LoRA over tp, pp and dp only, context parallelism over attention layers with 2·cp chunks of each
+    sequence (the load-balanced ring)."""
+    L = w.layout
+    if w.lora and (L.cp > 1 or L.ep > 1):
+        across = "cp" if L.cp > 1 else "ep"
+        raise UserError(f"`{across}`: LoRA training is modelled over tp, pp and dp (`zero`); drop `{across}`")
+    if L.cp > 1 and spec.hybrid:
+        raise UserError("`cp`: context parallelism of a hybrid's recurrent layers is not modelled; drop `cp`")
+    if L.cp > 1 and w.seq % (2 * L.cp):
+        raise UserError(f"`cp`: the load-balanced ring splits each sequence into 2 · cp = {2 * L.cp} chunks; use "
+                        f"a `seq` that is a multiple of {2 * L.cp}")
+
+
 def training_memory(spec: ModelSpec, w: Workload) -> MemoryReport:
     """Memory of the most-loaded GPU in a training step under the workload's layout (this module's docstring)."""
+    check_training_layout(spec, w)
     layout, batch, seq = w.layout, w.batch, w.seq
     dp = layout.dp
     if batch % dp:

@@ -97,7 +97,8 @@ from llmcalc.costs.parallel import collective_link
 from llmcalc.costs.shard import stage_weight_bytes, weights_per_gpu
 from llmcalc.costs.step import Form, op_name, step_form, step_vars
 from llmcalc.costs.step_time import StepTime, matrix_paths, native_types
-from llmcalc.costs.train_memory import OPTIMIZER_BYTES, check_parallel_training, train_dtype, training_memory
+from llmcalc.costs.train_memory import (OPTIMIZER_BYTES, check_parallel_training, check_training_layout,
+                                        train_dtype, training_memory)
 from llmcalc.costs.weights import formats_label
 from llmcalc.errors import UserError
 from llmcalc.model.gpu import GPU
@@ -223,14 +224,14 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
     if w.formats(spec).quantized and not w.lora:  # before the memory check, which would name the micro-batch
         raise UserError(f"`weights_dtype`: training quantised weights ({formats_label(spec, w.formats(spec))}) is "
                         "not modelled; use bf16, fp16 or fp32, or train LoRA adapters on the frozen base (`lora_rank`)")
+    spec.stack.check_modelled("training time")  # what is not modelled first: no memory advice then refuses it
+    check_training_layout(spec, w)
     held = usable = fit_note = None
     if check_memory:
         w, held, usable, fit_note = memory_checked(spec, gpu, w, auto)
     L = w.layout
-    spec.stack.check_modelled("training time")
     b, m = micro_batches(w)
     check_parallel_training(spec, w, m)
-    _check_layout(spec, w)
     st = StepTime(spec, gpu, w, tm, prefill=True)
     groups, full = spec.layer_groups(), w.recompute == "full"
     back = backward_passes(spec, w)
@@ -351,20 +352,6 @@ def training_step(spec: ModelSpec, gpu: GPU, w: Workload, tm: TimeModel = ROOFLI
         peak_memory_bytes=held, usable_bytes=usable, formula=_formula(spec, w),
         notes=_notes(spec, w, tm, b, m, fit_note, None if even else slowest),
     )
-
-
-def _check_layout(spec: ModelSpec, w: Workload) -> None:
-    """What the step time models beyond the layout's own checks: LoRA over tp, pp and dp only (as its memory),
-    context parallelism over attention layers with 2·cp chunks of each sequence."""
-    L = w.layout
-    if w.lora and (L.cp > 1 or L.ep > 1):
-        across = "cp" if L.cp > 1 else "ep"
-        raise UserError(f"`{across}`: LoRA training is modelled over tp, pp and dp (`zero`); drop `{across}`")
-    if L.cp > 1 and spec.hybrid:
-        raise UserError("`cp`: context parallelism of a hybrid's recurrent layers is not modelled; drop `cp`")
-    if L.cp > 1 and w.seq % (2 * L.cp):
-        raise UserError(f"`cp`: the load-balanced ring splits each sequence into 2 · cp = {2 * L.cp} chunks; use "
-                        f"a `seq` that is a multiple of {2 * L.cp}")
 
 
 def _shares(spec: ModelSpec, L: Layout, groups: list[LayerGroup]) -> list[dict[int, int]]:
