@@ -423,6 +423,11 @@ def test_a_tp_derived_from_gpus_is_named_as_such_and_a_config_value_in_its_json_
     line = one_line(run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "3"), "32 attention heads")
     assert line.startswith("error: tp (from --gpus): 3 ")
     one_line(run("latency", "-p", "llama3-8b", "--gpu", "h100-sxm", "--tp", "3"), "error: --tp: 3 ")
+    # train spreads --gpus over data-parallel replicas: its tp is never derived (it said "give tp (from --gpus)")
+    one_line(run("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--sp", "--gpus", "16", "--micro-batch", "1"),
+             "error: --sp:", "give --tp > 1")
+    one_line(run("train", "-p", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "7", "--batch", "8", "--micro-batch",
+                 "1"), "over dp (from --gpus) 7")
     config = {"model_type": "ernie4_5_moe", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
               "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 128, "moe_num_experts": 4,
               "moe_k": 2, "moe_intermediate_size": 32, "moe_layer_end_index": "x" * 60}

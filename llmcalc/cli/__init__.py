@@ -181,8 +181,9 @@ def _flags(app, args: list[str]):
     command = getattr(typer.main.get_command(app), "commands", {}).get(args[0]) if app and args else None
     options = {p.name: next((o for o in p.opts if o.startswith("--")), None) for p in getattr(command, "params", [])}
     given = {a.split("=", 1)[0] for a in args}
-    if options.get("tp") and "--tp" not in given and "--gpus" in given:  # tp derived: gpus / (pp · dp)
-        options["tp"] = "tp (from --gpus)"
+    derived = "dp" if args[0] == "train" else "tp"  # train spreads --gpus over replicas (llmcalc.api.train)
+    if options.get(derived) and f"--{derived}" not in given and "--gpus" in given:  # gpus / the other degrees
+        options[derived] = f"{derived} (from --gpus)"
     return options.get
 
 
