@@ -7,7 +7,7 @@ import difflib
 from pathlib import Path
 
 from llmcalc.errors import UserError, clip
-from llmcalc.inputs.files import PRESETS, is_folder, read_yaml, validated
+from llmcalc.inputs.files import PRESETS, named_folder, read_yaml, validated
 from llmcalc.model.engine import Engine
 
 ENGINE_DIR = PRESETS / "engines"
@@ -28,7 +28,7 @@ def load_engine(name: str | None) -> Engine:
         names = engine_names()
         if not name.strip():
             raise UserError(f"`engine`: the name is empty; give one of {', '.join(names)}, or an engine YAML file")
-        if name not in names and is_folder(name):
+        if name not in names and named_folder(name):
             raise UserError(f"`engine`: {name} is a folder; give an engine's name or an engine YAML file")
         if name not in names:
             near = difflib.get_close_matches(name.lower(), names, n=1)

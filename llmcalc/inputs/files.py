@@ -134,9 +134,10 @@ _DISK_HIDDEN: ContextVar[bool] = ContextVar("disk_hidden", default=False)
 
 @contextmanager
 def disk_hidden() -> Iterator[None]:
-    """Within the block no name is looked up on disk as a folder (is_folder is False): a front end whose user
-    names presets only (the web page) answers `--gpu docs` as an unknown GPU whether or not the server's working
-    folder holds a folder of that name."""
+    """Within the block no name a user gave for a preset is looked up on disk as a folder (named_folder is
+    False): a front end whose user names presets only (the web page) answers `--gpu docs` as an unknown GPU
+    whether or not the server's working folder holds a folder of that name. Paths llmcalc makes itself (a Hub
+    model's folder in the cache) are read as ever."""
     token = _DISK_HIDDEN.set(True)
     try:
         yield
@@ -144,11 +145,15 @@ def disk_hidden() -> Iterator[None]:
         _DISK_HIDDEN.reset(token)
 
 
+def named_folder(name: str) -> bool:
+    """Whether a name given for a preset (a GPU's, an engine's) is a folder there: is_folder, and False under
+    disk_hidden."""
+    return not _DISK_HIDDEN.get() and is_folder(name)
+
+
 def is_folder(path: Path | str) -> bool:
     """A folder is there: False also where the name cannot be looked up at all (too long for the file system, no
-    permission on a folder above), which reading it then reports as such, and under disk_hidden."""
-    if _DISK_HIDDEN.get():
-        return False
+    permission on a folder above), which reading it then reports as such."""
     try:
         return Path(path).is_dir()
     except OSError:

@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 
 from llmcalc.errors import UserError, clip
-from llmcalc.inputs.files import PRESETS, is_folder, read_yaml, validated
+from llmcalc.inputs.files import PRESETS, named_folder, read_yaml, validated
 from llmcalc.model.gpu import GPU
 
 GPU_DIR = PRESETS / "gpus"
@@ -31,7 +31,7 @@ def load_gpu(name: str) -> GPU:
         if not name.strip():
             raise UserError("`gpu`: the name is empty; give a GPU preset's name (`llmcalc gpus` lists them) or a GPU "
                             "YAML file")
-        if name not in names and is_folder(name):
+        if name not in names and named_folder(name):
             raise UserError(f"`gpu`: {name} is a folder; give a GPU preset's name or a GPU YAML file")
         if name not in names:
             near = [n for n in names if n.startswith(name.lower())] or difflib.get_close_matches(name, names, n=1)
